@@ -1,0 +1,153 @@
+"""The ``dflash-diag`` command line: a thin skin over the library.
+
+One error boundary lives here: :class:`~dflash_diag.errors.InputError` and click usage
+errors become one ``error: ...`` line on stderr and exit status 2; anything else is a
+bug (exit 1; ``--debug`` or ``DFLASH_DIAG_DEBUG=1`` shows the traceback).
+Only typer and rich are imported at module level, so ``--help`` is instant.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import typer
+from typer.core import TyperGroup
+
+from ..errors import InputError
+from .consoles import err_console
+
+
+def _click_classes(name: str) -> tuple[type[BaseException], ...]:
+    """``name`` from click and from typer's vendored copy of click (typer >= 0.26)."""
+    import importlib
+
+    found: list[type[BaseException]] = []
+    for module in ("typer._click.exceptions", "click.exceptions", "typer.exceptions"):
+        try:
+            cls = getattr(importlib.import_module(module), name, None)
+        except ImportError:
+            continue
+        if isinstance(cls, type) and cls not in found:
+            found.append(cls)
+    return tuple(found)
+
+
+_NO_ARGS = _click_classes("NoArgsIsHelpError")
+_USAGE = _click_classes("UsageError")
+_EXIT = _click_classes("Exit")
+_ABORT = _click_classes("Abort")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+class _Boundary(TyperGroup):
+    """Runs the app with click's standalone mode off and maps exceptions to exit codes."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        debug = "--debug" in argv or os.environ.get("DFLASH_DIAG_DEBUG") == "1"
+        try:
+            rv = super().main(
+                args=argv,
+                prog_name=prog_name or "dflash-diag",
+                complete_var=complete_var,
+                standalone_mode=False,
+                windows_expand_args=windows_expand_args,
+                **extra,
+            )
+        except InputError as e:
+            if debug:
+                err_console.print_exception()
+            err_console.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
+            sys.exit(2)
+        except _NO_ARGS as e:
+            # `dflash-diag` alone: show the help, as --help would, but exit 2 (usage).
+            print(e.ctx.get_help())  # type: ignore[attr-defined]
+            sys.exit(2)
+        except _USAGE as e:
+            ctx = getattr(e, "ctx", None)
+            where = ctx.command_path if ctx is not None else "dflash-diag"
+            hint = f"see '{where} --help'"
+            what = _one_line(e.format_message()).rstrip(".")  # type: ignore[attr-defined]
+            err_console.print(
+                f"error: {what}; {hint}",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+            sys.exit(2)
+        except _EXIT as e:
+            sys.exit(getattr(e, "exit_code", 0))
+        except _ABORT:
+            err_console.print("error: aborted", markup=False, highlight=False)
+            sys.exit(130)
+        except BrokenPipeError:
+            # `dflash-diag parse run.log | head`: a closed pipe is not a bug.
+            sys.exit(0)
+        except Exception as e:  # noqa: BLE001 - the bug boundary
+            if debug:
+                err_console.print_exception()
+            else:
+                err_console.print(
+                    f"error: internal error ({type(e).__name__}: {_one_line(str(e))}); "
+                    "this is a bug, please report it with the output of --debug",
+                    markup=False,
+                    highlight=False,
+                    soft_wrap=True,
+                )
+            sys.exit(1)
+        if isinstance(rv, int) and rv != 0:
+            sys.exit(rv)
+        if standalone_mode:
+            sys.exit(0)
+        return rv
+
+
+app = typer.Typer(
+    cls=_Boundary,
+    name="dflash-diag",
+    help=(
+        "Is that loss spike your data pipeline or your optimizer?  Read a training log, "
+        "replay the batch schedule from a length manifest, and find out."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+@app.callback()
+def _root(
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks (for bug reports)."),
+) -> None:
+    """Is that loss spike your data pipeline or your optimizer?"""
+
+
+def _register() -> None:
+    # Command modules import only typer/rich at module level; the heavy work is inside.
+    from . import batches, compare, parse, spikes
+
+    for module in (parse, spikes, batches, compare):
+        module.register(app)
+
+
+_register()
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point (``dflash-diag``)."""
+    app(args=argv)

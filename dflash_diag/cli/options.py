@@ -1,0 +1,206 @@
+"""Options shared by several commands, and the schedule option group.
+
+The schedule group (``--strategy --seed --token-budget ...``) is added to a command by
+:func:`schedule_options`: the decorated function receives one ``schedule`` argument, a
+dict of the ScheduleParams fields the user gave (``None`` = not given), plus ``config``
+and ``manifest``.  :func:`dflash_diag.schedule.config.resolve_schedule` merges them with
+the TOML file (flags win).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ..records import BUDGET_MODES, RNG_NAMES, SEEDINGS, SHARDS
+
+SCHEDULE_PANEL = "Schedule (also from --config / dflash-diag.toml [schedule]; flags win)"
+
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print one JSON document on stdout and nothing else.")
+]
+PlotOpt = Annotated[
+    Path | None,
+    typer.Option("--plot", help="Write a plot; PNG, SVG or PDF by the file's extension."),
+]
+FormatOpt = Annotated[
+    str | None,
+    typer.Option("--format", "-f", help="Log format (default: detected). See 'parse --help'."),
+]
+RankOpt = Annotated[
+    str, typer.Option("--rank", help="Which rank's lines to use: a number, or 'all'.")
+]
+
+
+def _choices(values: tuple[str, ...]) -> str:
+    return "|".join(values)
+
+
+# name, type, flag, help
+_SCHEDULE_FLAGS: list[tuple[str, Any, str, str]] = [
+    (
+        "strategy",
+        str,
+        "--strategy",
+        "sorted-greedy | bucketed | length-grouped | fairseq | random | FILE.py:FUNC | module:FUNC "
+        "(runs that code). Default sorted-greedy.",
+    ),
+    ("seed", int, "--seed", "Shuffle seed. Default 0."),
+    (
+        "token_budget",
+        int,
+        "--token-budget",
+        "Tokens per micro-batch (fairseq max_tokens). Default 16384.",
+    ),
+    (
+        "budget_mode",
+        str,
+        "--budget-mode",
+        f"{_choices(BUDGET_MODES)}: samples x longest, or sum. Default padded.",
+    ),
+    ("max_seq_len", int, "--max-seq-len", "Cap lengths at this before batching."),
+    ("max_batch_size", int, "--max-batch-size", "At most this many samples per micro-batch."),
+    ("batch_size", int, "--batch-size", "Samples per micro-batch (length-grouped, random)."),
+    (
+        "buckets",
+        str,
+        "--buckets",
+        "Bucket edges for 'bucketed'. Default 0,770,1216,1728,2432,3296,8192.",
+    ),
+    ("rng", str, "--rng", f"Shuffle convention: {_choices(RNG_NAMES)}. Default python."),
+    ("seeding", str, "--seeding", f"{_choices(SEEDINGS)}: seed once, or seed+epoch. Default once."),
+    ("world_size", int, "--world-size", "Data-parallel ranks. Default 1."),
+    ("grad_accum", int, "--grad-accum", "Micro-batches per rank per optimizer step. Default 1."),
+    (
+        "shard",
+        str,
+        "--shard",
+        f"{_choices(SHARDS)}: how ranks split an epoch's batches. Default strided.",
+    ),
+    ("first_step", int, "--first-step", "Number of the first optimizer step. Default 0."),
+    ("epochs", int, "--epochs", "Epochs to replay. Default 1 (spikes: as many as the log needs)."),
+]
+
+
+def schedule_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Add the schedule option group, ``--config`` and ``--manifest`` to a command.
+
+    The wrapped function gets ``schedule: dict[str, Any]`` (only ScheduleParams fields),
+    ``config: Path | None`` and ``manifest: Path | None`` in place of the flags.
+    """
+    sig = inspect.signature(func)
+    params = [p for p in sig.parameters.values() if p.name not in ("schedule",)]
+    names = {p.name for p in params}
+    extra: list[inspect.Parameter] = []
+    if "config" not in names:
+        extra.append(
+            inspect.Parameter(
+                "config",
+                inspect.Parameter.KEYWORD_ONLY,
+                default=None,
+                annotation=Annotated[
+                    Path | None,
+                    typer.Option(
+                        "--config",
+                        help="TOML file with a [schedule] section (default: dflash-diag.toml "
+                        "beside the log, else in the working directory).",
+                        rich_help_panel=SCHEDULE_PANEL,
+                    ),
+                ],
+            )
+        )
+    for name, typ, flag, help_text in _SCHEDULE_FLAGS:
+        extra.append(
+            inspect.Parameter(
+                f"sched_{name}",
+                inspect.Parameter.KEYWORD_ONLY,
+                default=None,
+                annotation=Annotated[
+                    typ | None,
+                    typer.Option(flag, help=help_text, rich_help_panel=SCHEDULE_PANEL),
+                ],
+            )
+        )
+    new_params = [
+        p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+        if p.kind is inspect.Parameter.VAR_KEYWORD
+        else p
+        for p in params
+    ]
+    new_sig = sig.replace(parameters=_ordered(new_params + extra))
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        schedule = {name: kwargs.pop(f"sched_{name}", None) for name, *_ in _SCHEDULE_FLAGS}
+        return func(*args, schedule=schedule, **kwargs)
+
+    wrapper.__signature__ = new_sig  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _ordered(params: list[inspect.Parameter]) -> list[inspect.Parameter]:
+    order = {
+        inspect.Parameter.POSITIONAL_ONLY: 0,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD: 1,
+        inspect.Parameter.VAR_POSITIONAL: 2,
+        inspect.Parameter.KEYWORD_ONLY: 3,
+        inspect.Parameter.VAR_KEYWORD: 4,
+    }
+    return sorted(params, key=lambda p: order[p.kind])
+
+
+def parse_rank(value: str) -> int | str:
+    """``"0"`` -> 0, ``"all"`` -> ``"all"``; anything else is a usage error."""
+    from ..errors import InputError
+
+    if value == "all":
+        return "all"
+    try:
+        r = int(value)
+    except ValueError:
+        raise InputError(
+            "--rank", f"not a rank: {value!r}", "give a number like 0, or 'all'"
+        ) from None
+    if r < 0:
+        raise InputError("--rank", f"not a rank: {value!r}", "give a number like 0, or 'all'")
+    return r
+
+
+ProgressFn = Callable[[int, int], None]
+
+
+@contextmanager
+def progress(description: str, enabled: bool = True) -> Iterator[ProgressFn | None]:
+    """A ``(done, total)`` callback drawing a progress bar on stderr.
+
+    Yields None (no bar) when ``enabled`` is false (``--json``) or stderr is not a
+    terminal, so logs and pipes stay clean.
+    """
+    if not enabled or not sys.stderr.isatty():
+        yield None
+        return
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TimeRemainingColumn
+
+    from .consoles import err_console
+
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        TaskProgressColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(description, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update

@@ -1,0 +1,257 @@
+"""Plain data passed between the stages: RunLog, Manifest, ScheduleParams, Replay.
+
+These are the contracts between modules.  They hold data only; the functions that make
+and use them live in ``logs/``, ``manifest.py``, ``schedule/``, ``spikes/``,
+``compare.py`` and ``buckets.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
+
+from .errors import InputError
+
+if TYPE_CHECKING:  # pandas/numpy stay out of `--help`'s import path
+    import numpy as np
+    import pandas as pd
+
+#: Columns every RunLog table has (NaN where the log did not say), in this order.
+CANONICAL_COLUMNS: tuple[str, ...] = (
+    "step",
+    "loss",
+    "acc",
+    "lr",
+    "grad_norm",
+    "tokens",
+    "tok_per_s",
+    "epoch",
+)
+
+#: The story's bucket edges (tokens): six buckets ``[e_i, e_{i+1})``.
+DEFAULT_BUCKETS: tuple[int, ...] = (0, 770, 1216, 1728, 2432, 3296, 8192)
+
+STRATEGY_NAMES: tuple[str, ...] = (
+    "sorted-greedy",
+    "bucketed",
+    "length-grouped",
+    "fairseq",
+    "random",
+)
+BUDGET_MODES: tuple[str, ...] = ("padded", "tokens")
+RNG_NAMES: tuple[str, ...] = ("python", "numpy", "numpy-legacy", "torch")
+SEEDINGS: tuple[str, ...] = ("once", "per-epoch")
+SHARDS: tuple[str, ...] = ("strided", "contiguous")
+
+
+@dataclass(frozen=True, eq=False)
+class RunLog:
+    """A training log read into one tidy table.
+
+    ``table`` has one row per optimizer step (per ``(rank, step)`` when all ranks were
+    asked for), sorted by step, with at least the :data:`CANONICAL_COLUMNS`:
+
+    ========== ======= =====================================================
+    column     dtype   meaning (units)
+    ========== ======= =====================================================
+    step       int64   optimizer step as the log numbers it
+    loss       float64 training loss logged at that step (NaN if none)
+    acc        float64 training accuracy, fraction 0..1 (``87%`` -> 0.87)
+    lr         float64 learning rate
+    grad_norm  float64 gradient norm as logged (pre- or post-clip: trainer's)
+    tokens     float64 tokens in the step's batch (real, not padded)
+    tok_per_s  float64 throughput, tokens per second (``25.1 Ktok/s`` -> 25100)
+    epoch      float64 epoch as logged (fractional for the HF Trainer)
+    ========== ======= =====================================================
+
+    Every other numeric field is kept as a snake_case float64 column (``eval_loss``,
+    ``acc_0``..``acc_7``, ``elapsed``...).  With several ranks in one table there is
+    an int64 ``rank`` column too.
+
+    :param path: the file read (``-`` for standard input).
+    :param format: the detected (or forced) format name.
+    :param restarts: steps at which the step counter went back (a resume); the later
+        values superseded the earlier ones for the steps they cover.
+    :param ranks: the ranks seen in the log (``(0,)`` when there is no rank prefix).
+    :param skipped: lines not used, by reason (``{"banner": 3, "traceback": 40}``).
+    :param n_lines: lines (or records) read.
+    """
+
+    table: pd.DataFrame
+    path: str
+    format: str
+    restarts: tuple[int, ...] = ()
+    ranks: tuple[int, ...] = (0,)
+    skipped: dict[str, int] = field(default_factory=dict)
+    n_lines: int = 0
+
+
+@dataclass(frozen=True, eq=False)
+class Manifest:
+    """Per-sample lengths of a dataset.
+
+    :param path: the file read.
+    :param lengths: int64 array, tokens per sample, indexed by dataset index (row order,
+        or the order of ``sample_id`` when the manifest has that column).
+    :param ids: int64 array, the ``sample_id`` of each dataset index (``arange`` if the
+        file had none).
+    :param categories: int32 array of codes into ``category_names`` per dataset index,
+        or None.
+    :param category_names: names of the categories (e.g. ``("chat", "code", "math")``).
+    :param length_column: the column the lengths came from.
+    :param category_column: the column the categories came from, if any.
+    """
+
+    path: str
+    lengths: np.ndarray
+    ids: np.ndarray
+    categories: np.ndarray | None = None
+    category_names: tuple[str, ...] = ()
+    length_column: str = "length"
+    category_column: str | None = None
+
+    def __len__(self) -> int:
+        return int(self.lengths.shape[0])
+
+
+def _choice(option: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise InputError(option, f"unknown value {value!r}", f"choose from {', '.join(allowed)}")
+
+
+def _positive(option: str, value: int | None, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if value is None or int(value) < 1:
+        raise InputError(option, f"must be a positive whole number, got {value!r}", "")
+
+
+@dataclass(frozen=True)
+class ScheduleParams:
+    """Everything needed to replay a batch schedule exactly.
+
+    :param strategy: a name from :data:`STRATEGY_NAMES`, or ``path/to/file.py:function``
+        / ``module:function`` for a user's own ``build_batches``.
+    :param seed: the shuffle seed.
+    :param token_budget: tokens per micro-batch (padded tokens, i.e. samples x longest,
+        with ``budget_mode="padded"``; the sum of lengths with ``"tokens"``).  fairseq's
+        ``max_tokens``.
+    :param budget_mode: ``padded`` or ``tokens``.
+    :param max_seq_len: lengths are capped at this before batching (None: no cap).
+    :param max_batch_size: at most this many samples per micro-batch (None: no limit).
+        fairseq's ``max_sentences``.
+    :param batch_size: samples per micro-batch for ``length-grouped`` and ``random``.
+    :param buckets: bucket edges in tokens for ``bucketed``; bucket i is
+        ``[buckets[i], buckets[i+1])``, the last one closed above.
+    :param rng: shuffle convention: ``python`` (``random.Random``), ``numpy``
+        (``numpy.random.default_rng``), ``numpy-legacy`` (``RandomState``, as fairseq),
+        ``torch`` (``torch.randperm`` on a CPU generator, replicated without torch).
+    :param seeding: ``once`` (seed once, state carries across epochs) or ``per-epoch``
+        (seed + epoch, as ``DistributedSampler.set_epoch``).
+    :param world_size: data-parallel ranks.
+    :param grad_accum: micro-batches per rank per optimizer step.
+    :param shard: ``strided`` (rank r takes micro-batches r, r+W, ...) or ``contiguous``
+        (rank r takes the r-th contiguous block of the epoch's order).
+    :param first_step: number of the first optimizer step (0 or 1, as the log counts).
+    :param epochs: epochs to replay.
+    :param required_batch_size_multiple: fairseq's ``required_batch_size_multiple``.
+    :param mega_batch_mult: HF ``get_length_grouped_indices`` megabatch multiplier
+        (None: its default ``min(n // (4 * batch_size), 50)``).
+    """
+
+    strategy: str = "sorted-greedy"
+    seed: int = 0
+    token_budget: int = 16384
+    budget_mode: str = "padded"
+    max_seq_len: int | None = None
+    max_batch_size: int | None = None
+    batch_size: int | None = None
+    buckets: tuple[int, ...] = DEFAULT_BUCKETS
+    rng: str = "python"
+    seeding: str = "once"
+    world_size: int = 1
+    grad_accum: int = 1
+    shard: str = "strided"
+    first_step: int = 0
+    epochs: int = 1
+    required_batch_size_multiple: int = 1
+    mega_batch_mult: int | None = None
+
+    def __post_init__(self) -> None:
+        if ":" not in self.strategy:
+            _choice("--strategy", self.strategy, STRATEGY_NAMES)
+        _choice("--budget-mode", self.budget_mode, BUDGET_MODES)
+        _choice("--rng", self.rng, RNG_NAMES)
+        _choice("--seeding", self.seeding, SEEDINGS)
+        _choice("--shard", self.shard, SHARDS)
+        _positive("--token-budget", self.token_budget)
+        _positive("--max-seq-len", self.max_seq_len, allow_none=True)
+        _positive("--max-batch-size", self.max_batch_size, allow_none=True)
+        _positive("--batch-size", self.batch_size, allow_none=True)
+        _positive("--world-size", self.world_size)
+        _positive("--grad-accum", self.grad_accum)
+        _positive("--epochs", self.epochs)
+        _positive("--required-batch-size-multiple", self.required_batch_size_multiple)
+        _positive("--mega-batch-mult", self.mega_batch_mult, allow_none=True)
+        if self.first_step < 0:
+            raise InputError("--first-step", f"must be 0 or more, got {self.first_step}", "")
+        edges = tuple(int(b) for b in self.buckets)
+        if len(edges) < 2 or any(a >= b for a, b in zip(edges, edges[1:], strict=False)):
+            raise InputError(
+                "--buckets",
+                f"bucket edges must be at least two increasing numbers, got {list(edges)}",
+                "give them like 0,770,1216,1728,2432,3296,8192",
+            )
+        object.__setattr__(self, "buckets", edges)
+
+    @classmethod
+    def field_names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    def replace(self, **changes: Any) -> ScheduleParams:
+        """A copy with some fields changed (validated again)."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values.update(changes)
+        return ScheduleParams(**values)
+
+
+@dataclass(frozen=True, eq=False)
+class Replay:
+    """The exact schedule a run saw: which samples every micro-batch and step held.
+
+    Sample membership is stored flat: micro-batch ``i`` (a row of ``micro``) holds the
+    dataset indices ``sample_ids[offsets[i]:offsets[i + 1]]``.
+
+    ``micro`` has one row per micro-batch, in schedule order, with columns
+    ``epoch, step, rank, micro, batch_id, n_samples, tokens, padded_tokens, min_len,
+    mean_len, max_len, len_std, padding_eff`` and, with categories, ``cat_<name>``
+    (share of the micro-batch's samples in that category).  ``tokens`` is the sum of the
+    (capped) lengths, ``padded_tokens`` = n_samples x max_len, ``padding_eff`` =
+    tokens / padded_tokens.  ``batch_id`` identifies the composition (the set of
+    sample ids): the same samples coming back in another epoch get the same id.
+
+    ``steps`` has one row per optimizer step (``world_size x grad_accum`` micro-batches
+    pooled), columns ``step, epoch, n_micro, n_samples, tokens, padded_tokens, min_len,
+    mean_len, max_len, len_std, padding_eff`` and the ``cat_<name>`` shares, where
+    ``mean_len`` and ``len_std`` are over the step's samples and ``padding_eff`` is
+    tokens / padded_tokens over its micro-batches.
+
+    :param params: the schedule replayed.
+    :param lengths: int64, capped lengths by dataset index (what the strategy saw).
+    :param category_names: category names behind the ``cat_<name>`` columns.
+    :param dropped: what was left out by a documented rule, e.g.
+        ``{"incomplete_last_step_micro_batches": 3, "samples_over_budget": 0}``.
+    """
+
+    params: ScheduleParams
+    lengths: np.ndarray
+    sample_ids: np.ndarray
+    offsets: np.ndarray
+    micro: pd.DataFrame
+    steps: pd.DataFrame
+    category_names: tuple[str, ...] = ()
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    def batch(self, i: int) -> np.ndarray:
+        """Dataset indices of micro-batch ``i`` (row ``i`` of ``micro``)."""
+        return self.sample_ids[self.offsets[i] : self.offsets[i + 1]]

@@ -1,0 +1,45 @@
+"""The contracts every command keeps: exit codes, one-line errors, a fast --help."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from typer.testing import CliRunner
+
+from dflash_diag.cli import app
+
+runner = CliRunner()
+
+
+def test_unknown_command_is_a_usage_error_on_one_line():
+    result = runner.invoke(app, ["bogus"])
+    assert result.exit_code == 2
+    assert result.stderr == "error: No such command 'bogus'; see 'dflash-diag --help'\n"
+
+
+def test_unknown_option_names_the_command():
+    result = runner.invoke(app, ["parse", "--no-such-flag"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: No such option: --no-such-flag")
+    assert result.stderr.count("\n") == 1
+
+
+def test_help_does_not_import_heavy_libraries():
+    code = (
+        "import sys\n"
+        "from dflash_diag.cli import app\n"
+        "heavy = [m for m in ('pandas', 'scipy', 'matplotlib', 'pyarrow') if m in sys.modules]\n"
+        "print(','.join(heavy))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_python_dash_m_is_the_same_program():
+    out = subprocess.run(
+        [sys.executable, "-m", "dflash_diag", "--help"], capture_output=True, text=True
+    )
+    assert out.returncode == 0
+    for command in ("parse", "spikes", "batches", "compare"):
+        assert command in out.stdout
