@@ -1,0 +1,87 @@
+"""Training logs in, one tidy per-step table out: :func:`read_log`.
+
+Importing this package is cheap (no pandas); the readers import what they need.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from ..records import RunLog
+from .detect import FORMAT_HELP, FORMATS, check_format, detect_format
+
+__all__ = ["FORMATS", "FORMAT_HELP", "detect_format", "read_log"]
+
+
+def read_log(
+    path: str | os.PathLike[str],
+    format: str | None = None,
+    rank: int | str = 0,
+    progress: Callable[[int, int], None] | None = None,
+) -> RunLog:
+    """Read a training log into a :class:`~dflash_diag.records.RunLog`.
+
+    The table has one row per optimizer step (per ``(rank, step)`` with
+    ``rank="all"``), sorted by step, with the canonical columns ``step`` (int64),
+    ``loss``, ``acc`` (fraction 0..1), ``lr``, ``grad_norm``, ``tokens`` (tokens in the
+    step's batch), ``tok_per_s`` (tokens per second), ``epoch`` (float64, NaN where the
+    log does not say), then every other numeric field in snake_case (``eval_loss``,
+    ``val_loss``, ``acc_0``.., durations in seconds).  See
+    :mod:`dflash_diag.logs.normalise` for names, units, restarts and ranks.
+
+    :param path: a log file (plain or gzip), a TensorBoard event file or folder, or
+        ``"-"`` for standard input.
+    :param format: one of :data:`FORMATS`, or None to detect it.
+    :param rank: ``0`` (rank 0, or the only rank), a rank number, or ``"all"``.
+    :param progress: called with ``(lines done, lines total)`` while reading text.
+    :raises InputError: missing/empty/unreadable file, unknown format, no step-like data.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "run.log"
+    >>> _ = p.write_text("step=1 loss=2.5 acc=50%\\nstep=2 loss=2.25 acc=55%\\n")
+    >>> run = read_log(p)
+    >>> run.format, run.table["loss"].tolist(), run.table["acc"].tolist()
+    ('text', [2.5, 2.25], [0.5, 0.55])
+    """
+    fmt = check_format(format)
+    if rank != "all":
+        try:
+            rank = int(rank)
+        except (TypeError, ValueError):
+            from ..errors import InputError
+
+            raise InputError("--rank", f"not a rank: {rank!r}", "give a number, or 'all'")
+    name = os.fspath(path)
+    if fmt == "tensorboard" or (fmt is None and name != "-" and _is_events(name)):
+        from .tensorboard import read_tensorboard
+
+        return read_tensorboard(name, rank)
+    from .io import read_bytes
+
+    raw = read_bytes(name)
+    if fmt is None:
+        fmt_seen = detect_format(name, raw.data)
+        if fmt_seen == "tensorboard":
+            from .tensorboard import read_tensorboard
+
+            return read_tensorboard(name, rank)
+    else:
+        fmt_seen = fmt
+    if fmt_seen == "hf-state":
+        from .hf_state import read_hf_state
+
+        return read_hf_state(raw, rank)
+    if fmt_seen == "csv":
+        from .csv import read_csv
+
+        return read_csv(raw, rank)
+    from .text import read_lines
+
+    return read_lines(raw, fmt, rank, progress)
+
+
+def _is_events(name: str) -> bool:
+    from .tensorboard import is_event_path
+
+    return is_event_path(name)

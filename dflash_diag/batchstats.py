@@ -1,0 +1,525 @@
+"""What a batch schedule does to padding and batch composition: :func:`schedule_stats`.
+
+Everything is computed from a :class:`~dflash_diag.records.Replay` with numpy over its
+flat ``sample_ids``/``offsets`` arrays, in chunks of a few million samples, so a
+10,000,000-sample manifest replayed for several epochs stays in memory and in seconds.
+
+The numbers, each over every replayed micro-batch ``b`` with ``n_b`` samples of (capped)
+lengths ``x_bi``:
+
+- padding efficiency = ``sum_b sum_i x_bi / sum_b n_b max_i x_bi`` (real / padded tokens);
+- within-batch spread = mean over batches of the population std of ``x_bi``, and the mean
+  of ``std_b / mean_b`` (coefficient of variation);
+- length ICC = ICC(1) of a one-way ANOVA of lengths grouped by micro-batch: the share of
+  length variance that lies between batches (~1 sorted-greedy, ~0 random);
+- adjacent length correlation = lag-1 autocorrelation of the mean length of consecutive
+  micro-batches (of consecutive steps when a step pools several micro-batches);
+- recurrence = share of epoch ``e``'s micro-batches whose exact composition (``batch_id``)
+  is trained on again in epoch ``e + 1``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import InputError
+from .records import STRATEGY_NAMES, Replay, ScheduleParams
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+    from .records import Manifest
+
+Progress = Callable[[int, int], None]
+
+#: Fewer points than this and a correlation is "not enough data" (None).
+MIN_POINTS = 10
+#: Samples handled per chunk by the vectorised moments (memory ~ 30 bytes x this).
+CHUNK_SAMPLES = 1 << 22
+
+
+@dataclass(frozen=True)
+class ScheduleStats:
+    """Padding and composition statistics of one replayed schedule.
+
+    :param strategy: the strategy replayed.
+    :param n_samples: samples in the manifest.
+    :param epochs: epochs replayed.
+    :param batches_per_epoch: micro-batches trained on in the first epoch (an incomplete
+        last step, dropped by the replay, is not counted).
+    :param steps_per_epoch: optimizer steps in the first epoch.
+    :param micro_per_step: micro-batches pooled in one step (world_size x grad_accum).
+    :param tokens_per_epoch: real tokens trained on in the first epoch.
+    :param padding_efficiency: real tokens / padded tokens over all micro-batches, where a
+        micro-batch's padded tokens are ``n_samples x longest``.
+    :param tokens_per_step_min: fewest real tokens in a step.
+    :param tokens_per_step_median: median real tokens per step.
+    :param tokens_per_step_max: most real tokens in a step.
+    :param length_std: population std of the replayed samples' lengths (tokens).
+    :param within_batch_std: mean over micro-batches of the population std of their
+        lengths (tokens); compare with ``length_std``.
+    :param within_batch_cv: mean over micro-batches of std / mean length.
+    :param length_icc: ICC(1), see :func:`length_icc`; None if it cannot be estimated.
+    :param length_icc_ci: approximate 95% confidence interval of ``length_icc``.
+    :param length_icc_p: p-value of the ANOVA F test of "no between-batch variance".
+    :param adjacent_length_corr: lag-1 autocorrelation of batch (or step) mean length in
+        schedule order; None with fewer than :data:`MIN_POINTS` batches or no variation.
+    :param adjacent_length_corr_p: two-sided p-value of "no autocorrelation" (Fisher z).
+    :param recurrence: share of epoch-e micro-batches whose ``batch_id`` comes back in
+        epoch e+1, pooled over epoch pairs; None ("not enough data") with one epoch.
+    :param category_share_std: per category, std over micro-batches of its share.
+    :param category_dispersion: observed variance of the category shares over the
+        variance random batches of the same sizes would give (binomial ``p(1-p)/n``),
+        pooled over categories: ~1 mixed like random, >>1 segregated by category.
+    :param dropped: what the replay left out, as :attr:`Replay.dropped`.
+    """
+
+    strategy: str
+    n_samples: int
+    epochs: int
+    batches_per_epoch: int
+    steps_per_epoch: int
+    micro_per_step: int
+    tokens_per_epoch: int
+    padding_efficiency: float
+    tokens_per_step_min: float
+    tokens_per_step_median: float
+    tokens_per_step_max: float
+    length_std: float
+    within_batch_std: float
+    within_batch_cv: float
+    length_icc: float | None
+    length_icc_ci: tuple[float, float] | None
+    length_icc_p: float | None
+    adjacent_length_corr: float | None
+    adjacent_length_corr_p: float | None
+    recurrence: float | None
+    category_share_std: dict[str, float] | None = None
+    category_dispersion: float | None = None
+    dropped: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class BatchMoments:
+    """Per micro-batch sums of a replay, in schedule order (int64 arrays).
+
+    :param n: samples; ``total``: sum of lengths; ``sumsq``: sum of squared lengths
+        (float64, exact below 2**53); ``longest``: the largest length.
+    """
+
+    n: np.ndarray
+    total: np.ndarray
+    sumsq: np.ndarray
+    longest: np.ndarray
+
+
+def batch_moments(replay: Replay, chunk: int = CHUNK_SAMPLES) -> BatchMoments:
+    """Samples, token sum, sum of squares and longest length of every micro-batch.
+
+    Works through ``sample_ids`` in chunks of about ``chunk`` samples with
+    ``np.add.reduceat``, so memory stays bounded for any manifest size.
+    """
+    import numpy as np
+
+    offsets = np.asarray(replay.offsets, dtype=np.int64)
+    lengths = np.asarray(replay.lengths, dtype=np.int64)
+    n_batches = offsets.shape[0] - 1
+    n = np.diff(offsets)
+    total = np.zeros(n_batches, dtype=np.int64)
+    sumsq = np.zeros(n_batches, dtype=np.float64)
+    longest = np.zeros(n_batches, dtype=np.int64)
+    for lo, hi in _chunks(offsets, chunk):
+        start, stop = offsets[lo], offsets[hi]
+        if stop == start:
+            continue
+        x = lengths[replay.sample_ids[start:stop]]
+        # reduceat misreads empty groups, so reduce over the non-empty ones only
+        nonempty = np.flatnonzero(n[lo:hi] > 0)
+        idx = offsets[lo:hi][nonempty] - start
+        where = lo + nonempty
+        total[where] = np.add.reduceat(x, idx)
+        sumsq[where] = np.add.reduceat(x.astype(np.float64) ** 2, idx)
+        longest[where] = np.maximum.reduceat(x, idx)
+    return BatchMoments(n=n, total=total, sumsq=sumsq, longest=longest)
+
+
+def _chunks(offsets: np.ndarray, chunk: int) -> Iterator[tuple[int, int]]:
+    """Ranges ``[lo, hi)`` of micro-batches holding about ``chunk`` samples each."""
+    import numpy as np
+
+    n_batches = offsets.shape[0] - 1
+    lo = 0
+    while lo < n_batches:
+        hi = int(np.searchsorted(offsets, offsets[lo] + chunk, side="right")) - 1
+        hi = min(max(hi, lo + 1), n_batches)
+        yield lo, hi
+        lo = hi
+
+
+def length_icc(m: BatchMoments) -> tuple[float | None, tuple[float, float] | None, float | None]:
+    """ICC(1) of lengths grouped by micro-batch, with a 95% CI and the F-test p-value.
+
+    One-way ANOVA over ``g`` batches of sizes ``n_b`` (``N`` samples):
+    ``MSB = sum_b n_b (mean_b - mean)^2 / (g - 1)``,
+    ``MSW = sum_b sum_i (x_bi - mean_b)^2 / (N - g)``,
+    ``k0 = (N - sum_b n_b^2 / N) / (g - 1)`` (the adjusted mean group size) and
+    ``ICC(1) = (MSB - MSW) / (MSB + (k0 - 1) MSW)``.
+    The estimate can fall below 0 by sampling noise when the true value is ~0; it is
+    clipped to ``[0, 1]`` (the CI too), since a share of variance cannot be negative.
+    The CI is the F-based interval of Shrout & Fleiss (1979) with ``k0`` for the group
+    size (exact for equal sizes, approximate otherwise); p is ``P(F > MSB / MSW)``.
+    None when there are fewer than 2 batches, every batch has one sample (no
+    within-batch variance to compare with), or all lengths are equal.
+
+    >>> import numpy as np
+    >>> m = BatchMoments(np.array([2, 2]), np.array([2, 6]), np.array([2.0, 18.0]),
+    ...                  np.array([1, 3]))
+    >>> length_icc(m)[0]   # batches (1, 1) and (3, 3): all variance is between batches
+    1.0
+    """
+    import numpy as np
+    from scipy import stats
+
+    keep = m.n > 0
+    n = m.n[keep].astype(np.float64)
+    total = m.total[keep].astype(np.float64)
+    g = n.shape[0]
+    big_n = float(n.sum())
+    if g < 2 or big_n - g < 1:
+        return None, None, None
+    grand = total.sum() / big_n
+    means = total / n
+    ssb = float(np.sum(n * (means - grand) ** 2))
+    ssw = float(np.sum(m.sumsq[keep] - total * means))
+    ssw = max(ssw, 0.0)  # rounding can leave -1e-9 for constant batches
+    df_b, df_w = g - 1, big_n - g
+    msb, msw = ssb / df_b, ssw / df_w
+    if msb + msw <= 0:
+        return None, None, None
+    k0 = (big_n - float(np.sum(n**2)) / big_n) / df_b
+    if msw == 0:
+        return 1.0, (1.0, 1.0), 0.0
+    icc = (msb - msw) / (msb + (k0 - 1) * msw)
+    f = msb / msw
+    p = float(stats.f.sf(f, df_b, df_w))
+    f_lo = f / float(stats.f.ppf(0.975, df_b, df_w))
+    f_hi = f * float(stats.f.ppf(0.975, df_w, df_b))
+    lo = (f_lo - 1) / (f_lo + k0 - 1)
+    hi = (f_hi - 1) / (f_hi + k0 - 1)
+    return _clip01(icc), (_clip01(lo), _clip01(hi)), p
+
+
+def _clip01(x: float) -> float:
+    return float(min(1.0, max(0.0, x)))
+
+
+def lag1_corr(x: np.ndarray) -> tuple[float | None, float | None]:
+    """Pearson correlation of ``x[t]`` with ``x[t+1]`` and its two-sided p-value.
+
+    The p-value uses Fisher's z: ``atanh(r) sqrt(n - 3)`` is ~N(0, 1) when consecutive
+    values are independent.  None with fewer than :data:`MIN_POINTS` values or a
+    constant series.
+
+    >>> import numpy as np
+    >>> round(lag1_corr(np.arange(20.0))[0], 6)
+    1.0
+    """
+    import numpy as np
+    from scipy import stats
+
+    x = np.asarray(x, dtype=np.float64)
+    if x.shape[0] < MIN_POINTS:
+        return None, None
+    a, b = x[:-1], x[1:]
+    if np.ptp(a) == 0 or np.ptp(b) == 0:
+        return None, None
+    r = float(np.corrcoef(a, b)[0, 1])
+    r = min(1.0, max(-1.0, r))
+    n = a.shape[0]
+    if abs(r) >= 1.0:
+        return r, 0.0
+    z = math.atanh(r) * math.sqrt(max(n - 3, 1))
+    return r, float(2 * stats.norm.sf(abs(z)))
+
+
+def recurrence(epochs: np.ndarray, batch_ids: np.ndarray) -> float | None:
+    """Share of epoch-e micro-batches whose ``batch_id`` is trained on in epoch e+1.
+
+    Pooled over the consecutive epoch pairs present (hits / batches of the earlier
+    epochs).  None with fewer than two epochs.
+
+    >>> import numpy as np
+    >>> recurrence(np.array([0, 0, 1, 1]), np.array([7, 8, 8, 9]))
+    0.5
+    """
+    import numpy as np
+
+    epochs = np.asarray(epochs)
+    values = np.unique(epochs)
+    if values.shape[0] < 2:
+        return None
+    hits = 0
+    seen = 0
+    for e, nxt in zip(values[:-1], values[1:], strict=True):
+        this_ids = batch_ids[epochs == e]
+        hits += int(np.isin(this_ids, batch_ids[epochs == nxt]).sum())
+        seen += this_ids.shape[0]
+    return hits / seen if seen else None
+
+
+def _category_spread(
+    micro: pd.DataFrame, names: Sequence[str], n: np.ndarray
+) -> tuple[dict[str, float] | None, float | None]:
+    import numpy as np
+
+    cols = [f"cat_{name}" for name in names if f"cat_{name}" in micro.columns]
+    if not cols:
+        return None, None
+    keep = n > 0
+    weights = n[keep].astype(np.float64)
+    stds: dict[str, float] = {}
+    observed = 0.0
+    expected = 0.0
+    for col in cols:
+        share = micro[col].to_numpy(dtype=np.float64)[keep]
+        stds[col.removeprefix("cat_")] = float(np.std(share))
+        p = float(np.sum(share * weights) / weights.sum())
+        observed += float(np.mean((share - p) ** 2))
+        expected += float(np.mean(p * (1 - p) / weights))
+    dispersion = observed / expected if expected > 0 else None
+    return stds, dispersion
+
+
+def schedule_stats(replay: Replay) -> ScheduleStats:
+    """Padding and composition statistics of a replayed schedule.
+
+    :param replay: the output of :func:`dflash_diag.schedule.replay`.
+    :returns: a :class:`ScheduleStats`; the module docstring gives every formula.
+
+    >>> from dflash_diag.schedule import replay
+    >>> from dflash_diag.records import ScheduleParams
+    >>> import numpy as np
+    >>> lengths = np.array([100, 100, 100, 100, 400, 400])
+    >>> s = schedule_stats(replay(lengths, ScheduleParams(token_budget=800, epochs=2)))
+    >>> s.padding_efficiency, s.length_icc, s.recurrence
+    (1.0, 1.0, 1.0)
+    """
+    import numpy as np
+
+    micro = replay.micro
+    m = batch_moments(replay)
+    epochs = micro["epoch"].to_numpy()
+    steps = micro["step"].to_numpy()
+    first = epochs == epochs[0] if epochs.shape[0] else np.zeros(0, dtype=bool)
+    step_values, step_index = np.unique(steps, return_inverse=True)
+    step_tokens = np.bincount(step_index, weights=m.total, minlength=step_values.shape[0])
+    step_n = np.bincount(step_index, weights=m.n, minlength=step_values.shape[0])
+    n_micro = int(m.n.shape[0])
+    micro_per_step = int(round(n_micro / step_values.shape[0])) if step_values.shape[0] else 0
+
+    padded = float(np.sum(m.n * m.longest))
+    real = float(np.sum(m.total))
+    big_n = float(np.sum(m.n))
+    keep = m.n > 0
+    means = m.total[keep] / m.n[keep]
+    var_b = np.maximum(m.sumsq[keep] / m.n[keep] - means**2, 0.0)
+    std_b = np.sqrt(var_b)
+    grand = real / big_n if big_n else math.nan
+    length_var = float(np.sum(m.sumsq)) / big_n - grand**2 if big_n else math.nan
+
+    icc, icc_ci, icc_p = length_icc(m)
+    if micro_per_step > 1:
+        series = step_tokens / np.maximum(step_n, 1)
+    else:
+        series = means
+    corr, corr_p = lag1_corr(series)
+    cat_std, cat_disp = _category_spread(micro, replay.category_names, m.n)
+
+    def _stat(fn: Callable[[np.ndarray], Any], x: np.ndarray) -> float:
+        return float(fn(x)) if x.shape[0] else math.nan
+
+    positive = means > 0
+    return ScheduleStats(
+        strategy=replay.params.strategy,
+        n_samples=int(replay.lengths.shape[0]),
+        epochs=int(np.unique(epochs).shape[0]),
+        batches_per_epoch=int(first.sum()),
+        steps_per_epoch=int(np.unique(steps[first]).shape[0]),
+        micro_per_step=micro_per_step,
+        tokens_per_epoch=int(m.total[first].sum()),
+        padding_efficiency=real / padded if padded else math.nan,
+        tokens_per_step_min=_stat(np.min, step_tokens),
+        tokens_per_step_median=_stat(np.median, step_tokens),
+        tokens_per_step_max=_stat(np.max, step_tokens),
+        length_std=math.sqrt(max(length_var, 0.0)) if big_n else math.nan,
+        within_batch_std=_stat(np.mean, std_b),
+        within_batch_cv=_stat(np.mean, std_b[positive] / means[positive]),
+        length_icc=icc,
+        length_icc_ci=icc_ci,
+        length_icc_p=icc_p,
+        adjacent_length_corr=corr,
+        adjacent_length_corr_p=corr_p,
+        recurrence=recurrence(epochs, micro["batch_id"].to_numpy()),
+        category_share_std=cat_std,
+        category_dispersion=cat_disp,
+        dropped=dict(replay.dropped),
+    )
+
+
+def check_strategy_names(names: Iterable[str], option: str = "--compare") -> list[str]:
+    """Strip and validate strategy names (built-in names, or ``file.py:func``)."""
+    out = [s.strip() for s in names if s.strip()]
+    if not out:
+        raise InputError(
+            option, "no strategy named", f"give names from {', '.join(STRATEGY_NAMES)}"
+        )
+    bad = [s for s in out if s not in STRATEGY_NAMES and ":" not in s]
+    if bad:
+        raise InputError(
+            option,
+            f"unknown strategy {', '.join(repr(b) for b in bad)}",
+            f"choose from {', '.join(STRATEGY_NAMES)} or FILE.py:FUNC",
+        )
+    return out
+
+
+def default_batch_size(lengths: np.ndarray, params: ScheduleParams) -> int:
+    """Samples per batch for ``random``/``length-grouped`` when none was given.
+
+    ``max(1, token_budget // mean capped length)``: the batch size that holds, on average,
+    the same real tokens as a budget-packed batch, so the strategies compare fairly.
+    """
+    import numpy as np
+
+    x = np.asarray(lengths, dtype=np.float64)
+    if params.max_seq_len is not None:
+        x = np.minimum(x, params.max_seq_len)
+    mean = float(x.mean()) if x.shape[0] else 1.0
+    return max(1, int(params.token_budget // max(mean, 1.0)))
+
+
+def params_for(strategy: str, params: ScheduleParams, lengths: np.ndarray) -> ScheduleParams:
+    """``params`` with ``strategy`` set, and a batch size where the strategy needs one."""
+    changes: dict[str, Any] = {"strategy": strategy}
+    if strategy in ("random", "length-grouped") and params.batch_size is None:
+        changes["batch_size"] = default_batch_size(lengths, params)
+    return params.replace(**changes)
+
+
+def compare_strategies(
+    source: Manifest | np.ndarray,
+    params: ScheduleParams,
+    names: Sequence[str],
+    epochs: int | None = None,
+    progress: Progress | None = None,
+) -> list[ScheduleStats]:
+    """Replay each named strategy with the same parameters and return their statistics.
+
+    ``random`` and ``length-grouped`` need ``batch_size``; without one it is
+    :func:`default_batch_size`.  ``progress(done, total)`` is called after each strategy.
+
+    :param source: a manifest or an array of lengths.
+    :param params: the shared schedule (its ``strategy`` is replaced by each name).
+    :param names: strategy names, as ``--compare`` takes them.
+    :param epochs: epochs to replay (None: ``params.epochs``).
+    """
+    from .schedule import replay
+
+    names = check_strategy_names(names)
+    lengths = source if not hasattr(source, "lengths") else source.lengths
+    out = []
+    for i, name in enumerate(names):
+        out.append(schedule_stats(replay(source, params_for(name, params, lengths), epochs)))
+        if progress is not None:
+            progress(i + 1, len(names))
+    return out
+
+
+def schedule_table(replay: Replay, ids: np.ndarray | None = None) -> pd.DataFrame:
+    """One row per (epoch, step, rank, micro, sample_id), plus batch_id, in schedule order.
+
+    :param ids: the manifest's ``sample_id`` per dataset index (None: the dataset index
+        is the sample id).  The dataset index is kept as column ``index``.
+    """
+    import numpy as np
+    import pandas as pd
+
+    counts = np.diff(replay.offsets)
+    micro = replay.micro
+    index = np.asarray(replay.sample_ids, dtype=np.int64)
+    table = {
+        col: np.repeat(micro[col].to_numpy(), counts) for col in ("epoch", "step", "rank", "micro")
+    }
+    table["sample_id"] = index if ids is None else np.asarray(ids)[index]
+    table["index"] = index
+    table["batch_id"] = np.repeat(micro["batch_id"].to_numpy(), counts)
+    return pd.DataFrame(table)
+
+
+def export_schedule(
+    replay: Replay,
+    path: str | Path,
+    ids: np.ndarray | None = None,
+    protect: Sequence[str | Path] = (),
+) -> Path:
+    """Write :func:`schedule_table` to ``path`` (``.parquet`` or ``.csv``).
+
+    :param protect: input files that must not be overwritten (the manifest).
+    """
+    p = check_export_path(path, protect)
+    table = schedule_table(replay, ids)
+    if p.suffix.lower() == ".csv":
+        table.to_csv(p, index=False)
+    else:
+        table.to_parquet(p, index=False)
+    return p
+
+
+def check_export_path(path: str | Path, protect: Sequence[str | Path] = ()) -> Path:
+    """Validate ``--export FILE`` before any work: extension, folder, not an input."""
+    p = Path(path)
+    if p.suffix.lower() not in (".parquet", ".csv"):
+        raise InputError(
+            str(p),
+            f"cannot tell the export format from {p.suffix or 'no extension'!r}",
+            "name the file .parquet or .csv",
+        )
+    if not p.parent.exists():
+        raise InputError(str(p), "the folder for the export does not exist", "create it first")
+    for q in protect:
+        if p.exists() and Path(q).exists() and p.resolve() == Path(q).resolve():
+            raise InputError(
+                str(p), "refusing to overwrite the manifest", "choose another --export file"
+            )
+    return p
+
+
+def length_strip(replay: Replay, max_steps: int = 2000) -> tuple[np.ndarray, np.ndarray]:
+    """The lengths of each step's samples, sorted, as a (samples, steps) array.
+
+    Steps beyond ``max_steps`` are thinned to every k-th step so the image stays legible;
+    returns ``(matrix, steps)`` with NaN where a step has fewer samples than the widest.
+    """
+    import numpy as np
+
+    steps = replay.micro["step"].to_numpy()
+    order = np.argsort(steps, kind="stable")
+    ordered = steps[order]
+    values = np.unique(steps)
+    if values.shape[0] > max_steps:
+        values = values[:: math.ceil(values.shape[0] / max_steps)]
+    rows: list[np.ndarray] = []
+    for step in values:
+        lo, hi = np.searchsorted(ordered, step, "left"), np.searchsorted(ordered, step, "right")
+        parts = [replay.lengths[replay.batch(int(i))] for i in order[lo:hi]]
+        rows.append(np.sort(np.concatenate(parts)) if parts else np.zeros(0))
+    width = max((r.shape[0] for r in rows), default=0)
+    matrix = np.full((width, len(rows)), np.nan)
+    for j, r in enumerate(rows):
+        matrix[: r.shape[0], j] = r
+    return matrix, values

@@ -1,0 +1,118 @@
+"""CSV and TSV metric tables: Lightning ``metrics.csv``, W&B exports, plain step tables.
+
+* Lightning's ``CSVLogger`` writes sparse rows (train and validation metrics on rows
+  of their own, several rows per step); rows of the same step are merged.
+* A W&B UI export has ``Step`` and ``<run name> - <metric>`` columns (plus
+  ``__MIN``/``__MAX`` band columns, dropped); the run name is taken off.
+* Anything else with a header row and numeric columns: a ``step`` column gives the step,
+  else the row order does.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from typing import Any
+
+from ..errors import InputError
+from ..records import RunLog
+from .io import RawLog, decode
+from .normalise import EVAL_PREFIXES, NEUTRAL, canonical_name, build_table
+
+_WANDB_COL = re.compile(r"^(?P<run>.+?) - (?P<metric>.+)$")
+
+
+def sniff_delimiter(header: str) -> str:
+    """Tab, semicolon or comma: whichever the header line has most of."""
+    counts = {d: header.count(d) for d in ("\t", ";", ",")}
+    best = max(counts, key=lambda d: counts[d])
+    return best if counts[best] else ","
+
+
+def _rename(columns: list[str], path: str) -> dict[str, str]:
+    """Column -> canonical name; W&B ``run - metric`` columns lose the run name."""
+    runs = {m.group("run") for c in columns if (m := _WANDB_COL.match(c))}
+    if len(runs) > 1:
+        raise InputError(
+            path,
+            f"{len(runs)} runs in one export ({', '.join(sorted(runs)[:3])}...)",
+            "export one run per file",
+        )
+    out = {}
+    for c in columns:
+        m = _WANDB_COL.match(c)
+        metric = m.group("metric") if m else c
+        out[c] = canonical_name(metric)
+    return out
+
+
+def read_csv(raw: RawLog, rank: int | str = 0) -> RunLog:
+    """Read a CSV/TSV metrics table into a RunLog.
+
+    :raises InputError: no header, no numeric column.
+    """
+    import numpy as np
+    import pandas as pd
+
+    text, bad = decode(raw.data)
+    header = text.lstrip("\ufeff").split("\n", 1)[0]
+    sep = sniff_delimiter(header)
+    try:
+        df = pd.read_csv(
+            io.StringIO(text.lstrip("\ufeff")),
+            sep=sep,
+            on_bad_lines="skip",
+            skip_blank_lines=True,
+            low_memory=False,
+        )
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
+        raise InputError(raw.path, f"cannot read as CSV ({e})", "check the delimiter and header")
+    n_lines = len(df)
+    skipped: dict[str, int] = {}
+    if bad:
+        skipped["bad_bytes"] = bad
+    expected = max(0, text.count("\n") - 1 - text.count("\n\n"))
+    if expected > n_lines:
+        skipped["bad_record"] = expected - n_lines
+    drop = [c for c in df.columns if str(c).endswith(("__MIN", "__MAX"))]
+    df = df.drop(columns=drop)
+    names = _rename([str(c) for c in df.columns], raw.path)
+    cols: dict[str, Any] = {}
+    for c in df.columns:
+        values = pd.to_numeric(df[c], errors="coerce")
+        if values.notna().sum() == 0:
+            continue
+        name = names[str(c)]
+        cols[name] = values if name not in cols else cols[name].fillna(values)
+    if not cols or all(k in NEUTRAL for k in cols):
+        raise InputError(
+            raw.path,
+            "no numeric metric columns",
+            "expected a header row such as 'step,loss' and numbers below it",
+        )
+    table = pd.DataFrame(cols)
+    table["line"] = np.arange(2, len(table) + 2)  # line 1 is the header
+    if "rank" not in table:
+        table["rank"] = 0
+    metric_cols = [c for c in cols if c not in NEUTRAL]
+    present = table[metric_cols].notna()
+    evalish = np.array([c.startswith(EVAL_PREFIXES) for c in metric_cols])
+    has_train = present.loc[:, ~evalish].any(axis=1) if (~evalish).any() else False
+    table["is_eval"] = present.any(axis=1) & ~has_train
+    empty = ~present.any(axis=1)
+    if empty.any():
+        skipped["text"] = int(empty.sum())
+        table = table[~empty]
+    if "step" in table:
+        table["step_source"] = np.where(table["step"].notna(), "field", "none")
+    else:
+        table["step_source"] = "none"
+    return build_table(
+        [],
+        path=raw.path,
+        fmt="csv",
+        rank=rank,
+        skipped=skipped,
+        n_lines=n_lines + 1,
+        extra=table,
+    )

@@ -1,0 +1,112 @@
+"""Which reader a log needs, from its name and its first bytes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+from ..errors import InputError
+from .io import decode
+
+#: Format names ``read_log`` and ``--format`` accept.
+FORMATS: tuple[str, ...] = ("text", "hf-dict", "jsonl", "csv", "hf-state", "tensorboard")
+
+FORMAT_HELP: dict[str, str] = {
+    "text": "free-text trainer lines (key=value, key: value, 'step 10/100 | loss 2.3')",
+    "hf-dict": "Hugging Face Trainer dict lines ({'loss': 0.87, 'learning_rate': ...})",
+    "jsonl": "one JSON object per line",
+    "csv": "CSV/TSV table: Lightning metrics.csv, W&B export, step<TAB>loss",
+    "hf-state": "Hugging Face trainer_state.json (log_history)",
+    "tensorboard": "TensorBoard event file or folder (needs the 'tensorboard' extra)",
+}
+
+_HEAD = 65536
+_NAME = re.compile(r"^[A-Za-z_\"'][\w ./@()\-\"']*$")
+
+
+def check_format(fmt: str | None) -> str | None:
+    """Validate a ``--format`` value (None = detect)."""
+    if fmt is None or fmt == "auto":
+        return None
+    if fmt not in FORMATS:
+        raise InputError(
+            "--format", f"unknown format {fmt!r}", f"choose from {', '.join(FORMATS)}"
+        )
+    return fmt
+
+
+def detect_format(path: str | os.PathLike[str], data: bytes | None = None) -> str:
+    """Name the format of the log at ``path`` (or of ``data``, its bytes, if given).
+
+    Event files by name; ``trainer_state.json`` by its ``log_history`` key; a header row
+    of names over rows of numbers is CSV/TSV; a file of JSON objects is ``jsonl``; of
+    ``{'...': ...}`` dict lines, ``hf-dict``; everything else ``text``.
+
+    >>> detect_format("log.txt", b"step\\tloss\\n10\\t8.46\\n20\\t7.69\\n")
+    'csv'
+    >>> detect_format("log.txt", b"epoch=0 step=1 loss=2.5\\n")
+    'text'
+    """
+    from .tensorboard import is_event_path
+
+    name = os.fspath(path)
+    if data is None:
+        if name != "-" and is_event_path(name):
+            return "tensorboard"
+        from .io import read_bytes
+
+        data = read_bytes(name).data
+    elif "tfevents" in os.path.basename(name):
+        return "tensorboard"
+    head, _ = decode(data[:_HEAD])
+    stripped = head.lstrip("\ufeff \t\r\n")
+    if stripped.startswith("{") and '"log_history"' in head:
+        return "hf-state"
+    if stripped.startswith("{") and not stripped.startswith("{'"):
+        try:
+            json.loads(data.decode("utf-8", "replace"))
+            return "jsonl"  # a single JSON object (one record) reads as JSON lines
+        except ValueError:
+            pass
+    lines = [x.rstrip("\r") for x in stripped.split("\n")[:200] if x.strip()]
+    if not lines:
+        return "text"
+    if _is_table(lines):
+        return "csv"
+    json_lines = sum(1 for x in lines if x.lstrip().startswith('{"'))
+    dict_lines = sum(1 for x in lines if "{'" in x)
+    if json_lines >= max(1, len(lines) // 2):
+        return "jsonl"
+    if dict_lines and dict_lines >= sum(1 for x in lines if "=" in x or ": " in x) // 2:
+        return "hf-dict"
+    return "text"
+
+
+def _is_table(lines: list[str]) -> bool:
+    """A header of names, then rows with as many cells, mostly numbers."""
+    from .csv import sniff_delimiter
+
+    sep = sniff_delimiter(lines[0])
+    header = [c.strip() for c in lines[0].split(sep)]
+    if len(header) < 2 or not all(_NAME.match(c) for c in header if c):
+        return False
+    if any("=" in c for c in header):
+        return False
+    rows = [x.split(sep) for x in lines[1:50]]
+    if not rows:
+        return False
+    same = sum(1 for r in rows if len(r) == len(header))
+    if same < max(1, int(0.8 * len(rows))):
+        return False
+    cells = [c.strip() for r in rows for c in r if c.strip()]
+    numeric = sum(1 for c in cells if _float(c))
+    return numeric >= 0.5 * max(1, len(cells))
+
+
+def _float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,2 @@
+def fast_records(data, text, skipped):
+    return None

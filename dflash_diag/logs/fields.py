@@ -1,0 +1,218 @@
+"""One log message -> its numeric fields.
+
+Three shapes of message carry metrics:
+
+* free text, ``key=value`` / ``key: value`` / ``key value`` fields separated by ``|``,
+  ``,``, ``;`` or spaces, with progress (``step 254/3000``), bracketed counters
+  (``Epoch [1/3]``), units and magnitude suffixes (``25.1 Ktok/s``, ``87%``, ``14.2min``);
+* Python dict reprs as the Hugging Face Trainer prints them (``{'loss': 0.87, ...}``);
+* JSON objects (one per line), nested objects flattened with ``/``.
+
+Each returns a :class:`Message`: the fields under their canonical names
+(:func:`~dflash_diag.logs.normalise.canonical_name`), in canonical units, plus where in
+the text each value was (the text reader's fast path builds its templates from those
+spans).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .normalise import EVAL_PREFIXES, NEUTRAL, canonical_name, rate_key, snake, to_float, unit_factor
+
+NUM = (
+    r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+    r"|[-+]?(?:nan|NaN|NAN|inf|Inf|INF)(?![A-Za-z])"
+)
+_WORD = r"[A-Za-z_@][\w./@-]*"
+_RATE_UNIT = r"[kKMGTB]?(?:tok|toks|tokens|samples?|seqs?|sequences|it|img|imgs)/s"
+_UNIT = (
+    rf"%|{_RATE_UNIT}|[kKMGTB](?![\w])|ms|us|secs?|mins?|hrs?|h|s|BPC|bpc|BPB|bpb|ppl|nats|bits"
+)
+_END = r"(?=$|[\s,;|\])}:'\"])"
+FIELD = re.compile(
+    rf"(?<![\w./@-])(?P<key>{_WORD}(?: {_WORD}){{0,6}})(?:\s*\((?P<kunit>[^()]{{1,12}})\))?"
+    rf"(?:\s*[=:]\s*|\s+)\[?(?P<val>{NUM})(?P<total>\s*/\s*(?:\d+|\?)\??)?\]?"
+    rf"(?:\s?(?P<unit>{_UNIT})(?![\w/]))?{_END}"
+    rf"|(?<![\w.])(?P<bval>{NUM})\s?(?P<bunit>{_RATE_UNIT})(?![\w/])"
+)
+# Words that make a free-text line an evaluation line (outside `val_loss`-like keys).
+EVAL_WORDS = re.compile(
+    r"(?i)(?<![\w/])(?:eval|evaluation|evaluating|validation|validating|valid|val|test|testing)"
+    r"(?![\w/])"
+)
+_DICT_PAIR = re.compile(r"""(['"])(?P<key>[^'"]{1,80})\1\s*:\s*(?P<val>'[^']*'|"[^"]*"|[^,}]+)""")
+
+
+@dataclass
+class Message:
+    """What one message says.
+
+    :param fields: canonical column -> value (canonical units).  ``step`` is here when
+        the message names one.
+    :param is_eval: an evaluation record (its metrics went to ``eval_*`` columns).
+    :param spans: per column, (start, end) of the number in the text and the factor
+        applied to it, for the fast path.  Only for free text.
+    :param summary: an end-of-training summary (HF ``train_runtime``), not a step.
+    """
+
+    fields: dict[str, float] = field(default_factory=dict)
+    is_eval: bool = False
+    spans: dict[str, tuple[int, int, float]] = field(default_factory=dict)
+    summary: bool = False
+
+    @property
+    def metrics(self) -> int:
+        """How many fields other than step/epoch there are."""
+        return sum(1 for k in self.fields if k not in ("step", "epoch", "rank"))
+
+
+def _value(match: re.Match[str]) -> tuple[float, float] | None:
+    text = match.group("val") or match.group("bval")
+    unit = match.group("unit") or match.group("bunit")
+    try:
+        v = float(text)
+    except ValueError:
+        return None
+    f = unit_factor(unit)
+    kunit = match.group("kunit") if match.group("key") else None
+    if kunit:
+        f *= unit_factor(kunit.strip())
+    return v, f
+
+
+def parse_text(message: str) -> Message:
+    """Fields of a free-text message.
+
+    >>> m = parse_text("epoch=0 step=254/3000 loss=4.8123 acc=87% tok/s=25.1K")
+    >>> m.fields == {"epoch": 0.0, "step": 254.0, "loss": 4.8123, "acc": 0.87,
+    ...              "tok_per_s": 25100.0}
+    True
+    """
+    matches = list(FIELD.finditer(message))
+    if not matches:
+        return Message()
+    is_eval = _is_eval_text(message, matches)
+    out = Message(is_eval=is_eval)
+    raw: list[tuple[str, float, tuple[int, int, float]]] = []
+    position: float | None = None
+    for m in matches:
+        vf = _value(m)
+        if vf is None:
+            continue
+        v, f = vf
+        start, end = m.span("val") if m.group("key") else m.span("bval")
+        if m.group("key"):
+            key = m.group("key")
+        else:
+            key = rate_key(m.group("bunit")) or "rate"
+        name = canonical_name(key, is_eval=is_eval)
+        if name == "position":
+            position = v
+            continue
+        raw.append((name, v * f, (start, end, f)))
+    for name, value, span in raw:
+        if position is not None and name not in ("step", "epoch", "lr"):
+            name = f"{name}_{int(position)}" if math.isfinite(position) else name
+        if name == "step" and "step" in out.fields:
+            continue  # the first step-like field wins (`step` before a later `iter`)
+        out.fields[name] = value
+        out.spans[name] = span
+    if not out.is_eval:
+        # a line of validation metrics only (llm.c `s:250 tel:4.1`) is an evaluation record
+        names = [k for k in out.fields if k not in NEUTRAL]
+        out.is_eval = bool(names) and all(k.startswith(EVAL_PREFIXES) for k in names)
+    return out
+
+
+def _is_eval_text(message: str, matches: list[re.Match[str]]) -> bool:
+    """An evaluation line: a mode word outside keys, or val keys beside a `train ...` key.
+
+    ``Eval - Step 50, Loss: ...`` and nanoGPT's ``step 250: train loss 3.13, val loss
+    3.14`` are evaluation lines; ``step=100 loss=2.3 val_loss=2.5`` is a training line
+    that also carries a validation loss (its ``loss`` stays the training loss).
+    """
+    for w in EVAL_WORDS.finditer(message):
+        inside = [m for m in matches if m.group("key") and m.start("key") <= w.start() < m.end()]
+        if not inside:
+            return True
+        key = snake(inside[0].group("key"))
+        if not key.startswith(EVAL_PREFIXES):
+            return True
+        # `val loss` beside `train loss` on one line: an evaluation summary (nanoGPT)
+        if any(m.group("key") and snake(m.group("key")).startswith("train_") for m in matches):
+            return True
+    return False
+
+
+def _flat_items(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    items: list[tuple[str, Any]] = []
+    for k, v in obj.items():
+        key = f"{prefix}/{k}" if prefix else str(k)
+        if isinstance(v, dict):
+            items.extend(_flat_items(v, key))
+        else:
+            items.append((key, v))
+    return items
+
+
+def fields_from_mapping(items: list[tuple[str, Any]]) -> Message:
+    """Message from already-split key/value pairs (dict lines, JSON, CSV rows, HF state).
+
+    A record is an evaluation record when any of its keys starts with ``eval_``,
+    ``val_`` or ``test_`` and it has no plain ``loss``: the HF Trainer logs those
+    separately, and their other keys (``epoch``) stay as they are.  An end-of-training
+    summary (``train_runtime``) is flagged so it is not taken for a step.
+    """
+    out = Message()
+    keys = [snake(k) for k, _ in items]
+    out.summary = "train_runtime" in keys or "train_samples_per_second" in keys
+    out.is_eval = any(k.startswith(EVAL_PREFIXES) for k in keys) and not any(
+        canonical_name(k) == "loss" for k in keys if not k.startswith(EVAL_PREFIXES)
+    )
+    for (key, value), s in zip(items, keys, strict=True):
+        v = to_float(value)
+        if v is None and isinstance(value, str):
+            v = _number_with_unit(value)
+        if v is None:
+            continue
+        name = canonical_name(s)
+        if name == "step" and "step" in out.fields:
+            continue
+        out.fields[name] = v
+    return out
+
+
+def _number_with_unit(text: str) -> float | None:
+    m = re.fullmatch(rf"\s*({NUM})\s*({_UNIT})?\s*", text)
+    if not m:
+        return None
+    return float(m.group(1)) * unit_factor(m.group(2))
+
+
+def parse_dict_repr(message: str) -> Message | None:
+    """Fields of a Python dict repr (``{'loss': 0.87, 'learning_rate': 8.8e-05}``).
+
+    Tolerant of what ``ast.literal_eval`` rejects: bare ``nan``/``inf`` and values the
+    Trainer quotes (``'loss': '0.87'``).  None when no pair is found.
+    """
+    pairs = [(m.group("key"), m.group("val").strip().strip("'\"")) for m in _DICT_PAIR.finditer(message)]
+    if not pairs:
+        return None
+    return fields_from_mapping(pairs)
+
+
+def parse_json_object(message: str) -> Message | None:
+    """Fields of a JSON object line, nested objects flattened (``{"train": {"loss": 1}}``
+    -> ``train/loss`` -> ``loss``).  None if the text is not a JSON object."""
+    try:
+        obj = json.loads(message)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(obj, dict):
+        return None
+    return fields_from_mapping(_flat_items(obj))

@@ -1,0 +1,99 @@
+"""Getting a log's bytes: files, gzip, standard input, and text that is not quite UTF-8.
+
+The input is only ever opened for reading.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+import sys
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import InputError
+
+GZIP_MAGIC = b"\x1f\x8b"
+STDIN = "-"
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+
+
+@dataclass(frozen=True)
+class RawLog:
+    """A log's content as read, before any parsing.
+
+    :param path: the name to show in messages (``-`` for standard input).
+    :param data: the bytes, decompressed when the input was gzip.
+    :param gzipped: whether the input was gzip-compressed.
+    """
+
+    path: str
+    data: bytes
+    gzipped: bool = False
+
+
+def display_path(path: str | os.PathLike[str]) -> str:
+    return os.fspath(path)
+
+
+def read_bytes(path: str | os.PathLike[str]) -> RawLog:
+    """Read ``path`` (``-`` = standard input), gunzipping when it starts with gzip's magic.
+
+    :raises InputError: missing file, a directory, unreadable, empty, or broken gzip.
+    """
+    name = display_path(path)
+    if name == STDIN:
+        data = sys.stdin.buffer.read()
+    else:
+        p = Path(name)
+        if not p.exists():
+            raise InputError(name, "no such file", "check the path")
+        if p.is_dir():
+            raise InputError(name, "is a folder, not a log file", "give the log file inside it")
+        try:
+            data = p.read_bytes()
+        except OSError as e:
+            raise InputError(name, f"cannot read the file ({e.strerror})", "check its permissions")
+    gzipped = data[:2] == GZIP_MAGIC
+    if gzipped:
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as e:
+            data = _partial_gunzip(data)
+            if not data:
+                raise InputError(name, f"broken gzip data ({e})", "re-copy the file") from None
+    if not data.strip():
+        raise InputError(name, "the log is empty", "give a log that has training lines in it")
+    return RawLog(name, data, gzipped)
+
+
+def _partial_gunzip(data: bytes) -> bytes:
+    """What can be recovered from a gzip stream cut short (a log still being written)."""
+    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        return d.decompress(data)
+    except zlib.error:
+        return b""
+
+
+def decode(data: bytes) -> tuple[str, int]:
+    """UTF-8 text of ``data`` with bad bytes replaced (U+FFFD), and how many were bad.
+
+    >>> decode(b"loss=1.5 \\xff")
+    ('loss=1.5 \\ufffd', 1)
+    """
+    try:
+        return data.decode("utf-8"), 0
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", errors="replace")
+        return text, text.count("\ufffd") - data.decode("utf-8", "ignore").count("\ufffd")
+
+
+def strip_ansi(text: str) -> str:
+    """Remove ANSI colour and cursor codes (``\\x1b[32mINFO\\x1b[0m`` -> ``INFO``)."""
+    if "\x1b" not in text:
+        return text
+    return _ANSI.sub("", text)

@@ -1,0 +1,357 @@
+"""The line reader: free-text trainer logs, HF dict lines and JSON lines.
+
+A log is read line by line (``\\n``; a ``\\r\\n`` ending is one line end).  Each line
+goes through, in order:
+
+1. ANSI codes removed; ``\\r``-separated tqdm refreshes split apart, a bar's postfix
+   metrics (``loss=4.81, acc=0.031``) kept with the bar's counter as the step, and any
+   text glued after a bar read as a line of its own;
+2. a rank prefix (``[rank3]:``, torchrun's ``[default3]:``, ``[RANK 3]``) taken off;
+3. tracebacks and warnings recognised and skipped, with the lines that belong to them;
+4. timestamps, a log level and a logger name taken off the front;
+5. the message parsed as a JSON object, a Python dict repr, or free text
+   (:mod:`dflash_diag.logs.fields`).
+
+Records from rich's ``RichHandler`` (a record wrapped over several indented lines, the
+source file on the right) are joined first.  The records then go to
+:func:`dflash_diag.logs.normalise.build_table`.  A large log whose lines mostly share
+one shape is parsed by the vectorised :mod:`~dflash_diag.logs.fastpath` instead, with
+this parser for the lines that do not fit the shape.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..records import RunLog
+from .fields import Message, parse_dict_repr, parse_json_object, parse_text
+from .io import RawLog, decode, strip_ansi
+from .normalise import build_table
+
+ProgressFn = Callable[[int, int], None]
+
+#: formats this reader answers for, and the message shapes each accepts
+LINE_FORMATS: dict[str, frozenset[str]] = {
+    "text": frozenset({"text", "dict", "json"}),
+    "hf-dict": frozenset({"dict"}),
+    "jsonl": frozenset({"json"}),
+}
+
+_RANK_PREFIX = re.compile(
+    r"^\s*(?:\[(?:rank|default|Rank|RANK)\s*(?P<a>\d+)\]:?|rank\s*(?P<b>\d+)\s*[|:]|"
+    r"\[(?:rank|RANK|Rank)\s*(?P<c>\d+)\s*/\s*\d+\]:?)\s?"
+)
+_TIMESTAMP = re.compile(
+    r"^\s*\[?(?:"
+    r"\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"
+    r"|\d{1,2}/\d{1,2}/\d{2,4}(?:[ ,]+\d{1,2}:\d{2}(?::\d{2})?(?:[.,]\d+)?(?:\s?[AP]M)?)?"
+    r"|\d{4}-\d{2}-\d{2}"
+    r"|\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?"
+    r"|[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+\s+\S+:\d+"
+    r")\]?\s*(?:[-|,:]\s+|\s*)"
+)
+_GLOG_WARN = re.compile(r"^W\d{4} \d{2}:\d{2}:\d{2}")
+_LEVEL = re.compile(
+    r"^\s*[\[(]?(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|NOTICE)[\])]?"
+    r"(?:\s*[-|:]\s*|\s+)"
+)
+_LOGGER = re.compile(r"^[A-Za-z_][\w.]*(?::\d+)?\s*(?:[-|]\s+|:(?=\S))")
+_WARNING_TEXT = re.compile(r"\b\w*Warning:|^\s*warnings\.warn\(")
+_TB_START = "Traceback (most recent call last):"
+_TB_CHAIN = ("During handling of the above exception", "The above exception was the direct")
+_TB_END = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning)\b|^[\w.]+: ")
+_TQDM = re.compile(
+    r"(?P<desc>[^\r]*?)(?P<pct>\d{1,3})%\|(?P<bar>[^|]*)\|\s*(?P<n>\d+)/(?P<total>\d+)"
+    r"\s*\[(?P<info>[^\]]*)\]"
+)
+_RICH_HEAD = re.compile(
+    r"^(?:\[[^\]]{4,30}\]|\s{4,30})\s+(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\S"
+)
+_RICH_PATH = re.compile(r"\s{2,}[\w.<>-]+\.py:\d+\s*$")
+
+
+@dataclass
+class _State:
+    """What a line means can depend on the lines before it."""
+
+    in_traceback: bool = False
+    after_warning: bool = False
+    bar_offset: int = 0
+    bar_last_n: int = -1
+    bar_last_total: int = 0
+
+
+def _count(skipped: dict[str, int], reason: str, n: int = 1) -> None:
+    skipped[reason] = skipped.get(reason, 0) + n
+
+
+def logical_lines(text: str) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` per line, RichHandler continuations joined to their record."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    rich = any(_RICH_HEAD.match(x) and _RICH_PATH.search(x) for x in lines[:500])
+    if not rich:
+        for i, line in enumerate(lines, 1):
+            yield i, line[:-1] if line.endswith("\r") else line
+        return
+    head_no, head = 0, ""
+    for i, line in enumerate(lines, 1):
+        line = line.rstrip("\r")
+        if _RICH_HEAD.match(line):
+            if head_no:
+                yield head_no, head
+            head_no, head = i, _RICH_PATH.sub("", line)
+        elif head_no and line.startswith(" " * 20) and line.strip():
+            head = head + " " + _RICH_PATH.sub("", line).strip()
+        else:
+            if head_no:
+                yield head_no, head
+                head_no, head = 0, ""
+            yield i, line
+    if head_no:
+        yield head_no, head
+
+
+def _strip_prefix(text: str) -> tuple[str, str | None]:
+    """Take timestamps, a level and a logger name off the front; return (message, level)."""
+    level = None
+    for _ in range(3):
+        m = _TIMESTAMP.match(text)
+        if not m or not m.group(0).strip():
+            break
+        text = text[m.end() :]
+    m = _LEVEL.match(text)
+    if m:
+        level = m.group("level")
+        text = text[m.end() :]
+        for _ in range(2):  # `14:03:11 INFO` orders vary: timestamps after the level too
+            t = _TIMESTAMP.match(text)
+            if not t or not t.group(0).strip():
+                break
+            text = text[t.end() :]
+        lg = _LOGGER.match(text)
+        if lg and not parse_text(text[: lg.end()]).fields:
+            text = text[lg.end() :]
+    return text.strip(), level
+
+
+def parse_message(message: str, shapes: frozenset[str]) -> tuple[str, Message | None]:
+    """``(shape, Message)`` of a message; the shape is ``json``, ``dict`` or ``text``."""
+    if message.startswith("{"):
+        if "json" in shapes:
+            m = parse_json_object(message)
+            if m is not None:
+                return "json", m
+        if "dict" in shapes and message.startswith("{'"):
+            return "dict", parse_dict_repr(message)
+        if "json" in shapes and message.startswith('{"'):
+            return "json", None  # a broken JSON object
+        if "text" not in shapes:
+            return "dict", parse_dict_repr(message) if "dict" in shapes else None
+    if "text" not in shapes:
+        return "text", None
+    return "text", parse_text(message)
+
+
+def _bar(match: re.Match[str], st: _State, rank: int, line_no: int) -> dict[str, Any] | None:
+    """A tqdm refresh with postfix metrics -> a record stepped by the bar's counter."""
+    info = match.group("info").split(",")
+    postfix = ",".join(info[2:]) if len(info) > 2 else ""
+    msg = parse_text(postfix) if postfix.strip() else Message()
+    if not msg.metrics:
+        return None
+    n, total = int(match.group("n")), int(match.group("total"))
+    if n < st.bar_last_n:
+        # The counter started again: a new epoch's bar; number on from the last total.
+        st.bar_offset += st.bar_last_total
+    st.bar_last_n, st.bar_last_total = n, total
+    desc = parse_text(match.group("desc")).fields
+    rec: dict[str, Any] = {"line": line_no, "rank": rank, "is_eval": msg.is_eval}
+    rec.update(msg.fields)
+    if "epoch" in desc:
+        rec["epoch"] = desc["epoch"]
+    if "step" in msg.fields:
+        rec["step_source"] = "field"
+    else:
+        rec["step"] = float(st.bar_offset + n)
+        rec["step_source"] = "progress"
+    return rec
+
+
+def parse_line(
+    line_no: int,
+    line: str,
+    st: _State,
+    shapes: frozenset[str],
+    skipped: dict[str, int],
+    shapes_seen: dict[str, int],
+) -> list[dict[str, Any]]:
+    """Records from one physical line (tqdm refreshes may make several)."""
+    out: list[dict[str, Any]] = []
+    segments = line.split("\r") if "\r" in line else [line]
+    for seg in segments:
+        rest = seg
+        while True:
+            m = _TQDM.search(rest)
+            if not m:
+                break
+            pm = _RANK_PREFIX.match(rest)
+            rank = int(pm.group("a") or pm.group("b") or pm.group("c")) if pm else 0
+            rec = _bar(m, st, rank, line_no)
+            if rec is None:
+                _count(skipped, "progress_bar")
+            else:
+                out.append(rec)
+            rest = rest[m.end() :]
+        if rest.strip() or len(segments) == 1:
+            rec = _parse_plain(line_no, rest, st, shapes, skipped, shapes_seen)
+            if rec is not None:
+                out.append(rec)
+    return out
+
+
+def _parse_plain(
+    line_no: int,
+    text: str,
+    st: _State,
+    shapes: frozenset[str],
+    skipped: dict[str, int],
+    shapes_seen: dict[str, int],
+) -> dict[str, Any] | None:
+    rank = 0
+    m = _RANK_PREFIX.match(text)
+    if m:
+        rank = int(m.group("a") or m.group("b") or m.group("c"))
+        text = text[m.end() :]
+    if not text.strip():
+        _count(skipped, "blank")
+        return None
+    # Tracebacks: the header, its indented frames, chained headers, the exception line.
+    if st.in_traceback:
+        if text[:1].isspace() or text.startswith(_TB_CHAIN) or text.startswith(_TB_START):
+            _count(skipped, "traceback")
+            return None
+        st.in_traceback = False
+        if _TB_END.match(text):
+            _count(skipped, "traceback")
+            return None
+    if text.startswith(_TB_START) or text.lstrip().startswith(_TB_START):
+        st.in_traceback = True
+        _count(skipped, "traceback")
+        return None
+    if st.after_warning and text[:1].isspace():
+        _count(skipped, "warning")
+        return None
+    st.after_warning = False
+    if _GLOG_WARN.match(text) or _WARNING_TEXT.search(text):
+        st.after_warning = True
+        _count(skipped, "warning")
+        return None
+    message, level = _strip_prefix(text)
+    if level in ("WARNING", "WARN"):
+        st.after_warning = True
+        _count(skipped, "warning")
+        return None
+    if not message:
+        _count(skipped, "text")
+        return None
+    shape, msg = parse_message(message, shapes)
+    if msg is None:
+        _count(skipped, "bad_record" if shape != "text" else "text")
+        return None
+    if msg.summary:
+        _count(skipped, "summary")
+        return None
+    if not msg.metrics:
+        _count(skipped, "text")
+        return None
+    shapes_seen[shape] = shapes_seen.get(shape, 0) + 1
+    rec: dict[str, Any] = {"line": line_no, "is_eval": msg.is_eval}
+    rec.update(msg.fields)
+    rec["rank"] = int(msg.fields.get("rank", rank))
+    rec["step_source"] = "field" if "step" in msg.fields else "none"
+    return rec
+
+
+def read_lines(
+    raw: RawLog,
+    fmt: str | None = None,
+    rank: int | str = 0,
+    progress: ProgressFn | None = None,
+    fast: bool = True,
+) -> RunLog:
+    """Read a line-oriented log (free text, HF dict lines, JSON lines) into a RunLog.
+
+    :param fmt: ``text`` (any line shape), ``hf-dict`` or ``jsonl`` (only that shape),
+        or None (any shape; the format is named after the shape most records had).
+    :param fast: use the vectorised fast path for large regular logs.
+    """
+    shapes = LINE_FORMATS[fmt or "text"]
+    text, bad_bytes = decode(raw.data)
+    skipped: dict[str, int] = {}
+    if bad_bytes:
+        _count(skipped, "bad_bytes", bad_bytes)  # bytes, not lines: replaced, line kept
+    extra = None
+    records: list[dict[str, Any]] = []
+    shapes_seen: dict[str, int] = {}
+    n_lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+    done_lines: Any = None
+    if fast and "text" in shapes:
+        from .fastpath import fast_records
+
+        got = fast_records(raw.data, text, skipped)
+        if got is not None:
+            extra, done_lines = got
+            shapes_seen["text"] = len(extra)
+    text = strip_ansi(text)
+    ends_cleanly = text.endswith("\n")
+    st = _State()
+    step_every = max(1, n_lines // 100)
+    last_no = n_lines
+    for line_no, line in logical_lines(text):
+        if done_lines is not None and done_lines[line_no - 1]:
+            continue
+        before = len(records)
+        recs = parse_line(line_no, line, st, shapes, skipped, shapes_seen)
+        if line_no == last_no and not ends_cleanly and recs and not _complete(line, recs):
+            _count(skipped, "truncated")
+            continue
+        records.extend(recs)
+        del before
+        if progress is not None and line_no % step_every == 0:
+            progress(line_no, n_lines)
+    if progress is not None:
+        progress(n_lines, n_lines)
+    name = fmt or _format_name(shapes_seen)
+    return build_table(
+        records,
+        path=raw.path,
+        fmt=name,
+        rank=rank,
+        skipped=skipped,
+        n_lines=n_lines,
+        extra=extra,
+    )
+
+
+def _complete(line: str, recs: list[dict[str, Any]]) -> bool:
+    """Whether a last line without a newline looks whole.
+
+    A JSON/dict line must close its brace; a text line must end in a number or unit,
+    not in the middle of a key (``... loss=2.31 ac``) or right after a separator.
+    """
+    s = line.rstrip()
+    if s.startswith("{") or s.endswith("}"):
+        return s.endswith("}")
+    return bool(re.search(r"(?:\d|%|[A-Za-z]/s|ms|BPC|\]|\|)$", s))
+
+
+def _format_name(shapes_seen: dict[str, int]) -> str:
+    if not shapes_seen:
+        return "text"
+    best = max(shapes_seen, key=lambda k: shapes_seen[k])
+    return {"json": "jsonl", "dict": "hf-dict"}.get(best, "text")

@@ -1,0 +1,302 @@
+"""Read a dataset's per-sample lengths: Parquet, CSV, JSONL or .npy -> :class:`Manifest`.
+
+Row order is the dataset index, as ``enumerate(all_lens)`` in a training script: the
+replay's sample ids are row positions.  A ``sample_id`` column, when present, is kept in
+``Manifest.ids`` (it does not reorder anything).
+
+The length column is the one named, or the first of :data:`LENGTH_COLUMNS` present; the
+category column is the one named, or the first of :data:`CATEGORY_COLUMNS` present (none
+is fine).  Only these columns are read from a Parquet file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .errors import InputError
+from .records import Manifest
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+#: Length column names looked for, in this order.
+LENGTH_COLUMNS: tuple[str, ...] = (
+    "length",
+    "len",
+    "num_tokens",
+    "n_tokens",
+    "seq_len",
+    "input_len",
+)
+#: Category column names looked for when none is named.
+CATEGORY_COLUMNS: tuple[str, ...] = ("source", "category")
+ID_COLUMN = "sample_id"
+#: Category name given to rows with no category value.
+MISSING_CATEGORY = "(missing)"
+
+_FORMATS = {
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".npy": "npy",
+}
+
+Progress = Callable[[int, int], None]
+
+
+def _format(path: Path) -> str:
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] in (".gz", ".bz2", ".xz", ".zst") and len(suffixes) > 1:
+        suffixes = suffixes[:-1]
+    fmt = _FORMATS.get(suffixes[-1]) if suffixes else None
+    if fmt is None:
+        raise InputError(
+            str(path),
+            f"unknown manifest format {path.suffix or '(no extension)'!r}",
+            "use .parquet, .csv, .tsv, .jsonl or .npy",
+        )
+    return fmt
+
+
+def _rows(index: Any, limit: int = 5) -> str:
+    items = [str(int(i)) for i in list(index[:limit])]
+    more = f" and {len(index) - limit} more" if len(index) > limit else ""
+    return ", ".join(items) + more
+
+
+def _pick(
+    path: Path, columns: list[str], named: str | None, candidates: tuple[str, ...], what: str
+) -> str | None:
+    if named is not None:
+        if named not in columns:
+            raise InputError(
+                str(path),
+                f"no column {named!r}",
+                f"choose the {what} column from: {', '.join(columns)}",
+            )
+        return named
+    for c in candidates:
+        if c in columns:
+            return c
+    return None
+
+
+def _columns_of(path: Path, fmt: str) -> list[str]:
+    """The column names of the file, read without the data where the format allows."""
+    import pandas as pd
+
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        return list(pq.ParquetFile(path).schema_arrow.names)
+    if fmt in ("csv", "tsv"):
+        sep = "\t" if fmt == "tsv" else ","
+        return [str(c) for c in pd.read_csv(path, nrows=0, sep=sep).columns]
+    raise AssertionError(fmt)  # pragma: no cover - only called for the formats above
+
+
+def _read_table(path: Path, fmt: str, wanted: list[str] | None, progress: Progress | None) -> Any:
+    """A DataFrame of the file (only ``wanted`` columns when given)."""
+    import pandas as pd
+
+    if fmt == "parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pf = pq.ParquetFile(path)
+        n = pf.num_row_groups
+        tables = []
+        for g in range(n):
+            tables.append(pf.read_row_group(g, columns=wanted))
+            if progress is not None:
+                progress(g + 1, n)
+        table = pa.concat_tables(tables) if tables else pf.schema_arrow.empty_table()
+        return table.to_pandas()
+    if fmt in ("csv", "tsv"):
+        sep = "\t" if fmt == "tsv" else ","
+        size = max(os.path.getsize(path), 1)
+        chunks = []
+        with open(path, "rb") as fh:
+            reader = pd.read_csv(fh, usecols=wanted, sep=sep, chunksize=1_000_000)
+            for chunk in reader:
+                chunks.append(chunk)
+                if progress is not None:
+                    progress(min(fh.tell(), size), size)
+        return pd.concat(chunks, ignore_index=True) if chunks else pd.DataFrame(columns=wanted)
+    if fmt == "jsonl":
+        return pd.read_json(path, lines=True, dtype=False)
+    raise AssertionError(fmt)  # pragma: no cover
+
+
+def _whole_numbers(path: Path, column: str, values: Any, what: str) -> np.ndarray:
+    """int64 array of ``values`` or an InputError naming the rows that are not."""
+    import numpy as np
+    import pandas as pd
+
+    s = pd.Series(values)
+    if s.dtype == bool:
+        raise InputError(str(path), f"column {column!r} holds true/false, not {what}", "")
+    numeric = pd.to_numeric(s, errors="coerce")
+    missing = np.flatnonzero(s.isna().to_numpy())
+    if missing.size:
+        raise InputError(
+            str(path),
+            f"column {column!r} has missing values at rows {_rows(missing)}",
+            f"every sample needs its {what}",
+        )
+    not_number = np.flatnonzero(numeric.isna().to_numpy())
+    if not_number.size:
+        shown = ", ".join(repr(s.iloc[i]) for i in not_number[:3])
+        raise InputError(
+            str(path),
+            f"column {column!r} has non-numbers at rows {_rows(not_number)} ({shown})",
+            f"{what} must be whole numbers",
+        )
+    arr = numeric.to_numpy()
+    if arr.dtype.kind == "f":
+        frac = np.flatnonzero(~np.isfinite(arr) | (arr != np.floor(arr)))
+        if frac.size:
+            shown = ", ".join(repr(float(arr[i])) for i in frac[:3])
+            raise InputError(
+                str(path),
+                f"column {column!r} has non-integer values at rows {_rows(frac)} ({shown})",
+                f"{what} must be whole numbers",
+            )
+    return np.asarray(arr, dtype=np.int64)
+
+
+def _npy(path: Path, length_column: str | None) -> tuple[Any, list[str]]:
+    """A .npy file as a DataFrame: a 1-D array is the length column itself; a structured
+    array's fields are columns."""
+    import numpy as np
+    import pandas as pd
+
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except ValueError as e:
+        raise InputError(
+            str(path), f"cannot read .npy ({e})", "save a plain numeric array"
+        ) from None
+    if arr.dtype.names:
+        return pd.DataFrame({name: arr[name] for name in arr.dtype.names}), list(arr.dtype.names)
+    if arr.ndim != 1:
+        raise InputError(str(path), f"expected a 1-D array of lengths, got shape {arr.shape}", "")
+    name = length_column or "length"
+    return pd.DataFrame({name: arr}), [name]
+
+
+def read_manifest(
+    path: str | os.PathLike[str],
+    length_column: str | None = None,
+    category_column: str | None = None,
+    progress: Progress | None = None,
+) -> Manifest:
+    """Read per-sample lengths (tokens) from a Parquet, CSV/TSV, JSONL or .npy file.
+
+    :param path: the manifest; its extension picks the reader.
+    :param length_column: the column of lengths (default: the first of
+        :data:`LENGTH_COLUMNS` present).
+    :param category_column: a column of categories such as ``source`` (default: the first
+        of :data:`CATEGORY_COLUMNS` present, else none).  Missing values become the
+        category ``(missing)``; names are sorted.
+    :param progress: called as ``progress(done, total)`` while reading (row groups of a
+        Parquet file, bytes of a CSV).
+    :raises InputError: the file or a column is missing, or a length is missing,
+        negative or not a whole number (naming the first rows, 0-based).
+
+    >>> import numpy as np, tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "lens.npy"; np.save(p, np.array([3, 1, 2]))
+    >>> read_manifest(p).lengths.tolist()
+    [3, 1, 2]
+    """
+    import numpy as np
+
+    p = Path(path)
+    fmt = _format(p)
+    if not p.is_file():
+        raise InputError(str(p), "manifest not found", "check the path")
+    try:
+        if fmt == "npy":
+            df, columns = _npy(p, length_column)
+        elif fmt == "jsonl":
+            df = _read_table(p, fmt, None, progress)
+            columns = [str(c) for c in df.columns]
+        else:
+            columns = _columns_of(p, fmt)
+            df = None
+    except InputError:
+        raise
+    except (OSError, ValueError) as e:
+        raise InputError(str(p), f"cannot read as {fmt} ({e})", "check the file") from None
+    length_col = _pick(p, columns, length_column, LENGTH_COLUMNS, "length")
+    if length_col is None:
+        raise InputError(
+            str(p),
+            f"no length column (looked for {', '.join(LENGTH_COLUMNS)}); "
+            f"columns are: {', '.join(columns) or '(none)'}",
+            "name it with --length-column",
+        )
+    cat_col = _pick(p, columns, category_column, CATEGORY_COLUMNS, "category")
+    has_id = ID_COLUMN in columns and ID_COLUMN not in (length_col, cat_col)
+    if df is None:
+        wanted = [length_col] + ([cat_col] if cat_col else []) + ([ID_COLUMN] if has_id else [])
+        try:
+            df = _read_table(p, fmt, wanted, progress)
+        except (OSError, ValueError) as e:
+            raise InputError(str(p), f"cannot read as {fmt} ({e})", "check the file") from None
+
+    lengths = _whole_numbers(p, length_col, df[length_col], "lengths")
+    negative = np.flatnonzero(lengths < 0)
+    if negative.size:
+        shown = ", ".join(str(int(lengths[i])) for i in negative[:3])
+        raise InputError(
+            str(p),
+            f"column {length_col!r} has negative lengths at rows {_rows(negative)} ({shown})",
+            "lengths are token counts, 0 or more",
+        )
+    if has_id:
+        ids = _whole_numbers(p, ID_COLUMN, df[ID_COLUMN], "sample ids")
+        _check_unique(p, ids)
+    else:
+        ids = np.arange(len(lengths), dtype=np.int64)
+    categories, names = (None, ())
+    if cat_col is not None:
+        categories, names = _factorize(df[cat_col])
+    return Manifest(
+        path=str(path),
+        lengths=lengths,
+        ids=ids,
+        categories=categories,
+        category_names=names,
+        length_column=length_col,
+        category_column=cat_col,
+    )
+
+
+def _check_unique(path: Path, ids: np.ndarray) -> None:
+    import numpy as np
+
+    order = np.argsort(ids, kind="stable")
+    dup = order[1:][ids[order][1:] == ids[order][:-1]]
+    if dup.size:
+        dup = np.sort(dup)
+        raise InputError(
+            str(path),
+            f"column {ID_COLUMN!r} repeats ids at rows {_rows(dup)} (e.g. {int(ids[dup[0]])})",
+            "each sample needs its own id",
+        )
+
+
+def _factorize(values: pd.Series) -> tuple[np.ndarray, tuple[str, ...]]:
+    import numpy as np
+
+    labels = values.astype(object).where(values.notna(), MISSING_CATEGORY).astype(str)
+    names, codes = np.unique(labels.to_numpy(), return_inverse=True)
+    return codes.astype(np.int32), tuple(str(n) for n in names)

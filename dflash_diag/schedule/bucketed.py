@@ -1,0 +1,70 @@
+"""``bucketed``: the story's fix, a shuffle inside length buckets before packing.
+
+The procedure, every epoch (lengths capped at ``max_seq_len``, edges ``e_0 < ... < e_K``
+from ``--buckets``, default 0,770,1216,1728,2432,3296,8192)::
+
+    bucket(L) = i such that e_i <= L < e_(i+1)   # the last bucket is closed above;
+                                                 # L < e_0 goes to the first bucket and
+                                                 # L >= e_K to the last
+    batches = []
+    for i in range(K):                           # buckets in ascending order
+        members = [j for j in range(n) if bucket(lens[j]) == i]   # dataset order
+        shuffle(members)                         # one shuffle per bucket, even if empty
+        batches += greedy_pack(members)          # the packing rule of packing.Budget
+    shuffle(batches)                             # interleave: one shuffle of the pooled list
+
+``shuffle`` is the epoch's shuffler (``--rng``, ``--seeding``), drawn from in exactly that
+order: K + 1 shuffles per epoch.  Batches therefore mix samples of one bucket in a new
+composition every epoch; they stay length-homogeneous within a bucket's range.  A sample
+over the budget forms a batch of its own (never dropped), as in sorted-greedy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..records import ScheduleParams
+from .base import Batches, EpochPlan
+from .packing import Budget, pack_in_order
+from .rng import Shuffler
+
+
+def bucket_of(lengths: np.ndarray, edges: tuple[int, ...]) -> np.ndarray:
+    """Bucket number of each length: ``i`` with ``edges[i] <= L < edges[i+1]``, clipped to
+    ``0..len(edges)-2`` (so the last bucket is closed above and takes anything longer).
+
+    >>> bucket_of(np.array([0, 769, 770, 8192, 9000]), (0, 770, 1216, 8192)).tolist()
+    [0, 0, 1, 2, 2]
+    """
+    idx = np.searchsorted(np.asarray(edges), lengths, side="right") - 1
+    return np.clip(idx, 0, len(edges) - 2)
+
+
+class Bucketed:
+    """Shuffle within buckets, pack each bucket, shuffle the pooled batches (every epoch)."""
+
+    name = "bucketed"
+
+    def prepare(self, lengths: np.ndarray, params: ScheduleParams) -> tuple:
+        buckets = bucket_of(lengths, params.buckets)
+        # members of each bucket in dataset order: a stable sort by bucket number
+        order = np.argsort(buckets, kind="stable")
+        bounds = np.searchsorted(buckets[order], np.arange(len(params.buckets)))
+        members = [order[bounds[i] : bounds[i + 1]] for i in range(len(params.buckets) - 1)]
+        return lengths, members, Budget.from_params(params)
+
+    def epoch(self, prepared: tuple, epoch: int, shuffler: Shuffler) -> EpochPlan:
+        lengths, members, budget = prepared
+        ids: list[np.ndarray] = []
+        starts: list[np.ndarray] = []
+        done = 0
+        for m in members:
+            shuffled = m[shuffler.permutation(len(m))]
+            ids.append(shuffled)
+            starts.append(pack_in_order(lengths[shuffled], budget) + done)
+            done += len(shuffled)
+        pool = Batches.from_bounds(
+            np.concatenate(ids) if ids else np.zeros(0, np.int64),
+            np.concatenate(starts) if starts else np.zeros(0, np.int64),
+        )
+        return EpochPlan(pool, shuffler.permutation(len(pool)))

@@ -1,0 +1,273 @@
+"""Check a replay against a run's log, and find the seed that makes them agree.
+
+The evidence is the per-step real-token count a trainer logs (``tokens`` in a RunLog
+table, e.g. ``ntok 16282``): a replayed step matches when its real (capped) tokens equal
+the logged number.  With several ranks a log may show the whole step's tokens, rank 0's
+share, or the mean over ranks; all three are compared and the basis that matches best is
+reported.  A match rate near 1 over hundreds of steps is strong evidence that the replay
+is the run's schedule: a wrong seed matches almost nowhere (sorted-greedy batches of
+equal lengths are the exception: they can share token counts by chance, so read the rate
+with ``n_compared`` in mind).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import InputError
+from ..records import Manifest, Replay, ScheduleParams
+from .base import Batches, get_strategy
+from .replay import _positions, as_lengths
+from .rng import EpochShufflers
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+Progress = Callable[[int, int], None]
+
+#: token bases compared: whole step, rank 0's micro-batches, mean over ranks
+BASES: tuple[str, ...] = ("step", "rank0", "rank_mean")
+
+
+@dataclass(frozen=True)
+class Verification:
+    """How well a replay's per-step tokens agree with a log's.
+
+    :param tokens_match: share of compared steps whose replayed real tokens equal the
+        logged ``tokens`` (NaN when nothing could be compared).
+    :param n_compared: logged steps (with a tokens value) that the replay covers.
+    :param n_log_steps: logged steps with a tokens value.
+    :param n_replayed_steps: steps in the replay.
+    :param first_mismatch: the first compared step that differs (None: none differs).
+    :param seed: the replay's seed.
+    :param first_step: the replay's first step number.
+    :param basis: what the logged tokens were matched as: ``step`` (all ranks' tokens),
+        ``rank0`` (rank 0's micro-batches) or ``rank_mean`` (step tokens / world_size).
+    """
+
+    tokens_match: float
+    n_compared: int
+    n_log_steps: int
+    n_replayed_steps: int
+    first_mismatch: int | None
+    seed: int
+    first_step: int
+    basis: str = "step"
+
+    @property
+    def score(self) -> tuple[float, int]:
+        """Sort key: match rate, then how many steps it rests on."""
+        rate = -1.0 if np.isnan(self.tokens_match) else self.tokens_match
+        return (rate, self.n_compared)
+
+
+def _logged(log_table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(step, tokens) of the log's rows that have both; a resumed step keeps its last row;
+    with a ``rank`` column, rank 0's rows (or the lowest rank's)."""
+    for col in ("step", "tokens"):
+        if col not in log_table.columns:
+            raise InputError(
+                "", f"the log table has no {col!r} column", "the log must report tokens per step"
+            )
+    t = log_table
+    if "rank" in t.columns and t["rank"].nunique() > 1:
+        t = t[t["rank"] == t["rank"].min()]
+    t = t[["step", "tokens"]].dropna()
+    t = t.drop_duplicates("step", keep="last").sort_values("step")
+    return t["step"].to_numpy(dtype=np.int64), t["tokens"].to_numpy(dtype=np.float64)
+
+
+def _compare(
+    rep_steps: np.ndarray,
+    rep_tokens: dict[str, np.ndarray],
+    log_steps: np.ndarray,
+    log_tokens: np.ndarray,
+    seed: int,
+    first_step: int,
+    tolerance: float,
+) -> Verification:
+    """Verification of replayed per-step tokens (by basis) against logged ones."""
+    best: Verification | None = None
+    # rep_steps is increasing; look each logged step up in it.
+    where = np.searchsorted(rep_steps, log_steps)
+    inside = where < len(rep_steps)
+    inside[inside] = rep_steps[where[inside]] == log_steps[inside]
+    idx = where[inside]
+    for basis, tokens in rep_tokens.items():
+        if not inside.any():
+            v = Verification(
+                float("nan"), 0, len(log_steps), len(rep_steps), None, seed, first_step, basis
+            )
+        else:
+            want = log_tokens[inside]
+            ok = np.abs(tokens[idx] - want) <= tolerance * np.abs(want) + 1e-9
+            bad = np.flatnonzero(~ok)
+            v = Verification(
+                float(ok.mean()),
+                int(ok.size),
+                len(log_steps),
+                len(rep_steps),
+                int(log_steps[inside][bad[0]]) if bad.size else None,
+                seed,
+                first_step,
+                basis,
+            )
+        if best is None or v.score > best.score:
+            best = v
+    if best is None:  # pragma: no cover - rep_tokens always has the "step" basis
+        raise ValueError("no basis compared")
+    return best
+
+
+def _bases(steps_total: np.ndarray, rank0: np.ndarray, world_size: int) -> dict[str, np.ndarray]:
+    if world_size == 1:
+        return {"step": steps_total.astype(np.float64)}
+    return {
+        "step": steps_total.astype(np.float64),
+        "rank0": rank0.astype(np.float64),
+        "rank_mean": steps_total / world_size,
+    }
+
+
+def verify_tokens(replay: Replay, log_table: pd.DataFrame, tolerance: float = 0.0) -> Verification:
+    """Compare a replay's per-step real tokens with a log's ``tokens`` column.
+
+    :param replay: the replayed schedule.
+    :param log_table: a RunLog table (``step`` and ``tokens`` columns; NaN tokens and
+        steps the replay does not cover are not compared).
+    :param tolerance: relative tolerance (0: exact, for logs that print integers).
+
+    >>> import pandas as pd
+    >>> from dflash_diag.schedule import replay
+    >>> r = replay(np.array([3, 1, 2, 2]), ScheduleParams(token_budget=4))
+    >>> log = pd.DataFrame({"step": [0, 1, 2], "tokens": [3.0, 3.0, 9.0]})
+    >>> v = verify_tokens(r, log); (round(v.tokens_match, 3), v.n_compared, v.first_mismatch)
+    (0.667, 3, 2)
+    """
+    log_steps, log_tokens = _logged(log_table)
+    steps = replay.steps
+    micro = replay.micro
+    rank0 = micro[micro["rank"] == 0].groupby("step", sort=True)["tokens"].sum()
+    rank0 = rank0.reindex(steps["step"]).to_numpy()
+    bases = _bases(steps["tokens"].to_numpy(), rank0, replay.params.world_size)
+    return _compare(
+        steps["step"].to_numpy(dtype=np.int64),
+        bases,
+        log_steps,
+        log_tokens,
+        replay.params.seed,
+        replay.params.first_step,
+        tolerance,
+    )
+
+
+def _pool_tokens(pool: Batches, lengths: np.ndarray) -> np.ndarray:
+    if not len(pool):
+        return np.zeros(0, dtype=np.int64)
+    return np.add.reduceat(lengths[pool.ids], pool.offsets[:-1])
+
+
+def step_token_table(
+    source: Manifest | np.ndarray | Sequence[int],
+    params: ScheduleParams,
+    max_steps: int | None = None,
+    prepared: Any = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-step real tokens of a schedule, fast: ``(step_total, rank0)`` for the first
+    ``max_steps`` steps (all of ``params.epochs`` when None), steps numbered from 0.
+
+    The same numbers as ``replay(...).steps.tokens`` without building the tables; what
+    :func:`search_seed` runs for every candidate seed.
+    """
+    raw = as_lengths(source)
+    lengths = raw if params.max_seq_len is None else np.minimum(raw, params.max_seq_len)
+    strategy = get_strategy(params.strategy)
+    if prepared is None:
+        prepared = strategy.prepare(lengths, params)
+    shufflers = EpochShufflers(params.rng, params.seed, params.seeding)
+    w, g = params.world_size, params.grad_accum
+    totals: list[np.ndarray] = []
+    firsts: list[np.ndarray] = []
+    got = 0
+    cache: tuple[Batches | None, np.ndarray] = (None, np.zeros(0))
+    for e in range(params.epochs):
+        if max_steps is not None and got >= max_steps:
+            break
+        plan = strategy.epoch(prepared, e, shufflers.for_epoch(e))
+        if cache[0] is not plan.pool:
+            cache = (plan.pool, _pool_tokens(plan.pool, lengths))
+        pos, n_steps = _positions(len(plan.order), params)
+        grid = cache[1][plan.order[pos]].reshape(n_steps, w, g)
+        totals.append(grid.sum(axis=(1, 2)))
+        firsts.append(grid[:, 0, :].sum(axis=1))
+        got += n_steps
+    total = np.concatenate(totals) if totals else np.zeros(0, dtype=np.int64)
+    first = np.concatenate(firsts) if firsts else np.zeros(0, dtype=np.int64)
+    if max_steps is not None:
+        total, first = total[:max_steps], first[:max_steps]
+    return total, first
+
+
+def search_seed(
+    source: Manifest | np.ndarray | Sequence[int],
+    params: ScheduleParams,
+    log_table: pd.DataFrame,
+    seeds: Iterable[int] = range(0, 1000),
+    first_steps: Sequence[int] = (0, 1),
+    progress: Progress | None = None,
+    compare_steps: int = 200,
+) -> Verification:
+    """The seed and first-step number whose replay best matches the log's tokens.
+
+    Each candidate seed replays only up to the last of the log's first ``compare_steps``
+    logged steps; each first-step offset reuses that replay (it only renumbers steps).
+    The search stops at the first perfect match.  The winner is then verified over all
+    of the log's steps within ``params.epochs``; that full comparison is returned.
+
+    :param source: manifest or lengths.
+    :param params: the schedule (its ``seed`` and ``first_step`` are the searched ones).
+    :param log_table: a RunLog table with ``step`` and ``tokens``.
+    :param seeds: candidate seeds, e.g. ``range(0, 10000)``.
+    :param first_steps: candidate numbers of the first step.
+    :param progress: ``progress(done, total)`` over the seeds.
+    :param compare_steps: logged steps compared per candidate.
+    """
+    log_steps, log_tokens = _logged(log_table)
+    if not len(log_steps):
+        raise InputError("", "the log has no steps with a tokens value", "log tokens per step")
+    seeds = list(seeds)
+    if not seeds:
+        raise InputError("--search-seed", "no seeds to try", "give a range like 0..1000")
+    head_steps, head_tokens = log_steps[:compare_steps], log_tokens[:compare_steps]
+    need = int(head_steps.max()) - min(first_steps) + 1
+    raw = as_lengths(source)
+    lengths = raw if params.max_seq_len is None else np.minimum(raw, params.max_seq_len)
+    strategy = get_strategy(params.strategy)
+    seed_free = not getattr(strategy, "prepare_uses_seed", False)
+    prepared = strategy.prepare(lengths, params) if seed_free else None
+
+    best: Verification | None = None
+    for done, seed in enumerate(seeds, start=1):
+        p = params.replace(seed=seed)
+        total, rank0 = step_token_table(lengths, p, max_steps=max(need, 1), prepared=prepared)
+        bases = _bases(total, rank0, p.world_size)
+        for fs in first_steps:
+            rep_steps = np.arange(len(total), dtype=np.int64) + fs
+            v = _compare(rep_steps, bases, head_steps, head_tokens, seed, fs, 0.0)
+            if best is None or v.score > best.score:
+                best = v
+        if progress is not None:
+            progress(done, len(seeds))
+        if best is not None and best.tokens_match == 1.0:
+            break
+    if best is None:  # pragma: no cover - seeds is not empty, so the loop ran
+        raise ValueError("no seed compared")
+    p = params.replace(seed=best.seed, first_step=best.first_step)
+    total, rank0 = step_token_table(lengths, p, prepared=prepared)
+    rep_steps = np.arange(len(total), dtype=np.int64) + best.first_step
+    bases = _bases(total, rank0, p.world_size)
+    return _compare(rep_steps, bases, log_steps, log_tokens, best.seed, best.first_step, 0.0)

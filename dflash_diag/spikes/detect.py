@@ -1,0 +1,478 @@
+"""Find spikes in one logged metric: :func:`detect_spikes`.
+
+Four detectors, same output (:class:`Detection`), so a user sees what each would flag:
+
+``robust`` (the default)
+    For every logged point ``i`` the baseline is the median ``m_i`` of the ``window``
+    finite points before it (fewer at the start: an expanding window, so the first
+    steps of a run are covered; the first point has no baseline) and the scale is
+    ``s_i = 1.4826 * max(MAD_i, floor_i)``, with ``MAD_i`` the median absolute deviation
+    of those points from ``m_i`` and ``floor_i = max(MAD_FLOOR * |m_i|, q)``, ``q`` the
+    print resolution of the values (their smallest gap): a flat, noiseless curve has MAD
+    0, and the floor keeps its z finite and its last-digit wiggles unflagged.
+    ``z_i = (x_i - m_i) / s_i``.  A point is flagged when ``z_i >= threshold`` AND
+    ``x_i / m_i >= 1 + min_rise`` (a real departure, not only a statistically odd one).
+    The baseline is trailing, as every production rule is, so a level shift (an
+    optimizer blow-up that decays over tens of steps) is measured against the level
+    before it, not averaged into its own baseline.
+``olmo``
+    OLMo-core's ``SkipStepOptimizer`` rule: ``z = (x - mean) / std`` over the ``window``
+    (default 128) points before ``x``, flagged when ``z > threshold`` (default 6);
+    inactive until ``max(20, window // 2)`` points have been seen.
+``foundry``
+    LLM Foundry's ``KillLossSpike``: once ``window`` (default 100) points are seen, a
+    point is an outlier when ``x > 2 * mean(window)``; outliers persisting for more
+    than ``patience`` (4) consecutive points are flagged (all points of that run).
+``megatron``
+    Megatron-LM's spiky-loss check: after the first 100 values, flagged when
+    ``x >= 10 * max(first 100 values)``.
+
+Consecutive flagged points form one event (:class:`SpikeEvent`).  A NaN or infinite
+value is an event of its own (``kind="non-finite"``) and is left out of every baseline.
+Spikes are rises: for a metric where a drop is bad (``acc``) pass ``direction="down"``,
+which runs the same rules on ``-x`` (ratio rules on ``1/x``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import InputError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+Progress = Callable[[int, int], None]
+
+DETECTORS: tuple[str, ...] = ("robust", "olmo", "foundry", "megatron")
+#: Default ``window`` (logged points) per detector.
+DEFAULT_WINDOW: dict[str, int] = {"robust": 50, "olmo": 128, "foundry": 100, "megatron": 100}
+#: Default ``threshold`` per detector (a z for robust/olmo, a multiple for the others).
+DEFAULT_THRESHOLD: dict[str, float] = {"robust": 3.5, "olmo": 6.0, "foundry": 2.0, "megatron": 10.0}
+#: Robust detector: the rise over the baseline a point needs besides its z (5%).
+DEFAULT_MIN_RISE = 0.05
+#: MAD floor as a share of |baseline|, so a noiseless curve has a finite z.
+MAD_FLOOR = 1e-3
+#: Foundry's patience: outliers must persist for more than this many points.
+FOUNDRY_PATIENCE = 4
+#: Points of history the robust detector needs before it flags anything.
+MIN_HISTORY = 5
+
+
+@dataclass(frozen=True)
+class SpikeEvent:
+    """One spike: a run of consecutive flagged points, or one non-finite value.
+
+    :param kind: ``spike`` or ``non-finite``.
+    :param start_step: first logged step of the event.
+    :param peak_step: step of its highest robust z (the first point for non-finite).
+    :param end_step: last logged step of the event.
+    :param n_points: logged points in the event.
+    :param duration_steps: optimizer steps it spans, ``end - start + log_interval``.
+    :param value: the metric at the peak.
+    :param baseline: the detector's baseline at the peak (robust: rolling median).
+    :param z: the detector's z at the peak (robust z for robust/foundry/megatron, the
+        mean/std z for olmo); NaN when there is no baseline yet.
+    :param ratio: ``value / baseline``.
+    :param lr: learning rate at the peak (NaN if not logged).
+    :param phase: lr-schedule phase at the peak: warmup, peak, decay or unknown.
+    :param grad_norm: grad_norm at the peak (NaN if not logged).
+    :param grad_norm_ratio: the largest grad_norm in the event's span (and the point
+        before it, as grad-norm surges often precede loss spikes) over the median
+        grad_norm of the ``window`` points before the event; NaN without grad_norm.
+    """
+
+    kind: str
+    start_step: int
+    peak_step: int
+    end_step: int
+    n_points: int
+    duration_steps: int
+    value: float
+    baseline: float
+    z: float
+    ratio: float
+    lr: float
+    phase: str
+    grad_norm: float
+    grad_norm_ratio: float
+
+
+@dataclass(frozen=True, eq=False)
+class Detection:
+    """What a detector made of one metric.  Arrays are aligned with ``steps``.
+
+    :param metric: the column examined.
+    :param detector: one of :data:`DETECTORS`.
+    :param window: logged points in the baseline window.
+    :param threshold: the detector's threshold (see the module docstring).
+    :param min_rise: robust detector's minimum ``x / baseline - 1``.
+    :param direction: ``up`` (rises are spikes) or ``down``.
+    :param n_points: logged points with a finite value.
+    :param log_interval: median gap between logged steps (optimizer steps per point).
+    :param covers: what one logged point covers, in words.
+    :param steps: the logged steps (int64), sorted.
+    :param values: the metric (float64, NaN/inf kept).
+    :param baseline: the detector's baseline per point (NaN: none yet).
+    :param z: robust z per point (olmo: its mean/std z).
+    :param flagged: bool, the point belongs to a spike event (non-finite included).
+    :param events: the events, by start step.
+    """
+
+    metric: str
+    detector: str
+    window: int
+    threshold: float
+    min_rise: float
+    direction: str
+    n_points: int
+    log_interval: int
+    covers: str
+    steps: np.ndarray
+    values: np.ndarray
+    baseline: np.ndarray
+    z: np.ndarray
+    flagged: np.ndarray
+    events: tuple[SpikeEvent, ...]
+
+
+def log_interval(steps: np.ndarray) -> int:
+    """Optimizer steps between logged points: the median positive gap (1 if unknown).
+
+    >>> import numpy as np
+    >>> log_interval(np.array([50, 100, 150, 200, 260]))
+    50
+    """
+    import numpy as np
+
+    s = np.unique(np.asarray(steps, dtype=np.int64))
+    gaps = np.diff(s)
+    gaps = gaps[gaps > 0]
+    return int(np.median(gaps)) if gaps.size else 1
+
+
+def describe_interval(interval: int) -> str:
+    """One sentence on what a logged point covers."""
+    if interval <= 1:
+        return "each logged point is one optimizer step"
+    return (
+        f"the log has a point every {interval} steps; a point is read as the mean over the "
+        f"{interval} steps up to it (the usual window mean); if your trainer logs the "
+        "single step instead, treat batch features as approximate"
+    )
+
+
+def _windows(
+    x: np.ndarray, window: int, fn: Callable[[np.ndarray], np.ndarray], centred: bool = False
+) -> np.ndarray:
+    """``fn`` (over axis 1) of the window of each point ``i``, ``x[i]`` itself left out.
+
+    Trailing: ``x[max(0, i - window):i]`` (growing at the start; nothing for ``i = 0``).
+    Centred: ``x[i - h:i] + x[i + 1:i + 1 + h]`` with ``h = window // 2``, cut at both
+    ends.  Full windows are vectorised in chunks (memory ~ ``8 * window`` bytes x 500,000);
+    the cut ones at the ends are done one by one.
+    """
+    import numpy as np
+
+    n = x.shape[0]
+    out = np.full(n, np.nan)
+    chunk = max(1, 4_000_000 // window)
+    if not centred:
+        for i in range(1, min(window, n)):
+            out[i] = fn(x[None, :i])[0]
+        if n > window:
+            view = np.lib.stride_tricks.sliding_window_view(x[:-1], window)  # i-window..i-1
+            for lo in range(0, view.shape[0], chunk):
+                out[window + lo : window + lo + chunk] = fn(view[lo : lo + chunk])
+        return out
+    h = max(1, window // 2)
+    keep = np.r_[0:h, h + 1 : 2 * h + 1]
+    edge = [i for i in range(n) if i < h or i >= n - h]
+    for i in edge:
+        w = np.concatenate([x[max(0, i - h) : i], x[i + 1 : i + 1 + h]])
+        if w.size:
+            out[i] = fn(w[None, :])[0]
+    if n > 2 * h:
+        view = np.lib.stride_tricks.sliding_window_view(x, 2 * h + 1)  # centred on i = j + h
+        for lo in range(0, view.shape[0], chunk):
+            out[h + lo : h + lo + min(chunk, view.shape[0] - lo)] = fn(
+                view[lo : lo + chunk][:, keep]
+            )
+    return out
+
+
+def _median(w: np.ndarray) -> np.ndarray:
+    import numpy as np
+
+    return np.median(w, axis=1)
+
+
+def _mad(w: np.ndarray) -> np.ndarray:
+    import numpy as np
+
+    med = np.median(w, axis=1, keepdims=True)
+    return np.median(np.abs(w - med), axis=1)
+
+
+def _robust(x: np.ndarray, window: int, threshold: float, min_rise: float) -> tuple:
+    import numpy as np
+
+    # Two baselines, the lower wins: the trailing median lags high on a falling curve
+    # (warmup), where it would hide rises; the centred one contains a level shift's own
+    # tail, where the trailing one does not.  Each comes with its own window's MAD.
+    med_t = _windows(x, window, _median)
+    mad_t = _windows(x, window, _mad)
+    med_c = _windows(x, window, _median, centred=True)
+    mad_c = _windows(x, window, _mad, centred=True)
+    use_c = np.isnan(med_t) | (med_c < med_t)
+    med = np.where(use_c, med_c, med_t)
+    mad = np.where(use_c, mad_c, mad_t)
+    scale = 1.4826 * np.maximum(np.maximum(mad, MAD_FLOOR * np.abs(med)), _quantum(x))
+    scale = np.where(scale > 0, scale, np.finfo(float).tiny)
+    z = (x - med) / scale
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = x / med
+    history = np.arange(x.shape[0]) >= MIN_HISTORY
+    rise = np.where(med > 0, ratio >= 1 + min_rise, x - med >= min_rise * np.abs(med))
+    flag = history & (z >= threshold) & rise
+    return med, z, np.nan_to_num(flag, nan=False).astype(bool)
+
+
+def _quantum(x: np.ndarray) -> float:
+    """The print resolution of the values: their smallest positive gap (``0.0001`` for
+    a loss printed with 4 decimals), so a step of one printed digit is not a spike."""
+    import numpy as np
+
+    gaps = np.diff(np.unique(x))
+    return float(gaps.min()) if gaps.size else 0.0
+
+
+def _olmo(x: np.ndarray, window: int, threshold: float) -> tuple:
+    import numpy as np
+
+    mean = _windows(x, window, lambda w: np.mean(w, axis=1))
+    std = _windows(x, window, lambda w: np.std(w, axis=1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = (x - mean) / std
+    active = np.arange(x.shape[0]) >= max(20, window // 2)
+    flag = active & np.nan_to_num(z > threshold, nan=False)
+    return mean, z, flag.astype(bool)
+
+
+def _foundry(x: np.ndarray, window: int, multiple: float) -> tuple:
+    import numpy as np
+
+    mean = _windows(x, window, lambda w: np.mean(w, axis=1))
+    mean[: min(window, x.shape[0])] = np.nan  # checks start once the window is full
+    outlier = np.nan_to_num(x > multiple * mean, nan=False).astype(bool)
+    flag = np.zeros_like(outlier)
+    run_start = None
+    for i, o in enumerate(np.append(outlier, False)):
+        if o and run_start is None:
+            run_start = i
+        elif not o and run_start is not None:
+            if i - run_start > FOUNDRY_PATIENCE:
+                flag[run_start:i] = True
+            run_start = None
+    return mean, flag
+
+
+def _megatron(x: np.ndarray, multiple: float, warmup: int = 100) -> tuple:
+    import numpy as np
+
+    base = np.full(x.shape[0], np.nan)
+    if x.shape[0] > warmup:
+        base[warmup:] = np.max(np.abs(x[:warmup]))
+    flag = np.nan_to_num(x >= multiple * base, nan=False).astype(bool)
+    return base, flag
+
+
+def _phases(steps: np.ndarray, lr: np.ndarray | None) -> np.ndarray:
+    import numpy as np
+
+    if lr is None or not np.isfinite(lr).any():
+        return np.full(steps.shape[0], "unknown", dtype=object)
+    from ..phases import lr_phases, phase_labels
+
+    return np.asarray(phase_labels(lr_phases(steps, lr), steps), dtype=object)
+
+
+def _column(table: pd.DataFrame, name: str) -> np.ndarray | None:
+    import numpy as np
+
+    if name not in table.columns:
+        return None
+    col = table[name].to_numpy(dtype=np.float64)
+    return col if np.isfinite(col).any() else None
+
+
+def detect_spikes(
+    table: pd.DataFrame,
+    metric: str = "loss",
+    detector: str = "robust",
+    window: int | None = None,
+    threshold: float | None = None,
+    min_rise: float = DEFAULT_MIN_RISE,
+    direction: str = "up",
+    path: str = "",
+) -> Detection:
+    """Find spikes in ``table[metric]`` (a RunLog table: one row per logged step).
+
+    :param table: needs ``step`` and ``metric``; ``lr`` and ``grad_norm`` are used when
+        present.  Rows are sorted by step; a repeated step keeps its last row.
+    :param metric: the column to examine.
+    :param detector: one of :data:`DETECTORS`, see the module docstring.
+    :param window: baseline window in logged points (default :data:`DEFAULT_WINDOW`).
+    :param threshold: default :data:`DEFAULT_THRESHOLD` for the detector.
+    :param min_rise: robust detector only: a flagged point is at least this share above
+        its baseline (default 5%).
+    :param direction: ``up`` or ``down`` (spikes are drops, e.g. for accuracy).
+    :param path: the log's path, for error messages.
+    :raises InputError: unknown detector, missing column, no finite value, bad window.
+
+    >>> import pandas as pd
+    >>> t = pd.DataFrame({"step": range(60), "loss": [2.0 + 0.01 * (i % 3) for i in range(60)]})
+    >>> t.loc[40, "loss"] = 2.6
+    >>> [e.peak_step for e in detect_spikes(t).events]
+    [40]
+    """
+    import numpy as np
+
+    if detector not in DETECTORS:
+        raise InputError(
+            "--detector", f"unknown detector {detector!r}", f"choose from {', '.join(DETECTORS)}"
+        )
+    if direction not in ("up", "down"):
+        raise InputError("direction", f"unknown direction {direction!r}", "choose up or down")
+    if metric not in table.columns:
+        numeric = [c for c in table.columns if c != "step" and table[c].notna().any()]
+        raise InputError(
+            path, f"the log has no {metric!r} column", f"choose --metric from {', '.join(numeric)}"
+        )
+    win = DEFAULT_WINDOW[detector] if window is None else int(window)
+    if win < 2:
+        raise InputError("--window", f"must be at least 2 logged points, got {win}", "")
+    thr = DEFAULT_THRESHOLD[detector] if threshold is None else float(threshold)
+    if not np.isfinite(thr) or thr <= 0:
+        raise InputError("--threshold", f"must be a positive number, got {thr}", "")
+
+    t = table.drop_duplicates("step", keep="last").sort_values("step", kind="stable")
+    steps = t["step"].to_numpy(dtype=np.int64)
+    values = t[metric].to_numpy(dtype=np.float64)
+    finite = np.isfinite(values)
+    if not finite.any():
+        raise InputError(path, f"no finite {metric!r} value in the log", "check --metric")
+    interval = log_interval(steps)
+
+    # Rules run on the finite points only; non-finite points become events of their own.
+    xf = values[finite] if direction == "up" else -values[finite]
+    if detector == "robust":
+        base_f, z_f, flag_f = _robust(xf, win, thr, min_rise)
+    else:
+        med = _windows(xf, DEFAULT_WINDOW["robust"], _median)
+        mad = _windows(xf, DEFAULT_WINDOW["robust"], _mad)
+        z_f = (xf - med) / np.maximum(1.4826 * np.maximum(mad, MAD_FLOOR * np.abs(med)), 1e-300)
+        if detector == "olmo":
+            base_f, z_f, flag_f = _olmo(xf, win, thr)
+        elif detector == "foundry":
+            base_f, flag_f = _foundry(xf, win, thr)
+        else:
+            base_f, flag_f = _megatron(xf, thr)
+    if direction == "down":
+        base_f = -base_f
+    baseline = np.full(values.shape[0], np.nan)
+    z = np.full(values.shape[0], np.nan)
+    flagged = ~finite
+    baseline[finite], z[finite] = base_f, z_f
+    flagged[finite] = flag_f
+
+    lr = _column(t, "lr")
+    grad = _column(t, "grad_norm")
+    phases = _phases(steps, lr)
+    events = _events(steps, values, baseline, z, flagged, finite, interval, lr, grad, phases, win)
+    return Detection(
+        metric=metric,
+        detector=detector,
+        window=win,
+        threshold=thr,
+        min_rise=float(min_rise),
+        direction=direction,
+        n_points=int(finite.sum()),
+        log_interval=interval,
+        covers=describe_interval(interval),
+        steps=steps,
+        values=values,
+        baseline=baseline,
+        z=z,
+        flagged=flagged,
+        events=tuple(events),
+    )
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """``[start, stop)`` index ranges of consecutive True values."""
+    import numpy as np
+
+    edges = np.diff(np.concatenate([[0], mask.astype(np.int8), [0]]))
+    return list(zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1), strict=True))
+
+
+def _events(
+    steps: np.ndarray,
+    values: np.ndarray,
+    baseline: np.ndarray,
+    z: np.ndarray,
+    flagged: np.ndarray,
+    finite: np.ndarray,
+    interval: int,
+    lr: np.ndarray | None,
+    grad: np.ndarray | None,
+    phases: np.ndarray,
+    window: int,
+) -> list[SpikeEvent]:
+    import numpy as np
+
+    nan = float("nan")
+    out: list[SpikeEvent] = []
+    ranges = [(int(i), int(i) + 1, "non-finite") for i in np.flatnonzero(~finite)]
+    ranges += [(int(a), int(b), "spike") for a, b in _runs(flagged & finite)]
+    for a, b, kind in sorted(ranges):
+        if kind == "spike":
+            zz = np.where(np.isfinite(z[a:b]), z[a:b], -np.inf)
+            peak = a + int(np.argmax(zz)) if np.isfinite(zz).any() else a + int(
+                np.argmax(values[a:b])
+            )
+        else:
+            peak = a
+        g_ratio = nan
+        if grad is not None:
+            before = grad[max(0, a - window) : a]
+            before = before[np.isfinite(before)]
+            span = grad[max(0, a - 1) : b]
+            span = span[np.isfinite(span)]
+            if before.size and span.size and np.median(before) > 0:
+                g_ratio = float(span.max() / np.median(before))
+        base = float(baseline[peak])
+        val = float(values[peak])
+        out.append(
+            SpikeEvent(
+                kind=kind,
+                start_step=int(steps[a]),
+                peak_step=int(steps[peak]),
+                end_step=int(steps[b - 1]),
+                n_points=b - a,
+                duration_steps=int(steps[b - 1] - steps[a] + interval),
+                value=val,
+                baseline=base,
+                z=float(z[peak]),
+                ratio=val / base if np.isfinite(base) and base != 0 else nan,
+                lr=float(lr[peak]) if lr is not None else nan,
+                phase=str(phases[peak]),
+                grad_norm=float(grad[peak]) if grad is not None else nan,
+                grad_norm_ratio=g_ratio,
+            )
+        )
+    return out

@@ -1,0 +1,181 @@
+"""Batch features of every logged point: :func:`point_features`, :func:`rank_features`.
+
+A logged point at step ``s`` covers the optimizer steps ``(s - k, s]`` when the log has a
+point every ``k`` steps and holds window means (``covers="window"``, the default for
+``k > 1``), or only step ``s`` (``covers="step"``).  Its features pool every replayed
+micro-batch of those steps (all ranks, all grad-accum micro-batches):
+
+========================= ==================================================================
+column                    meaning (units)
+========================= ==================================================================
+step                      the logged step
+n_steps                   optimizer steps covered that the replay has (0: none, all NaN)
+n_micro                   micro-batches pooled
+n_samples                 samples
+tokens                    real tokens, the sum of (capped) lengths
+padded_tokens             sum over micro-batches of samples x longest
+min_len, max_len          shortest and longest sample (tokens)
+mean_len                  tokens / n_samples
+len_std                   population std of the samples' lengths (tokens)
+padding_eff               tokens / padded_tokens
+cat_<name>                share of the samples in category ``name``
+========================= ==================================================================
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..errors import InputError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+    from ..records import Replay
+
+COVERS: tuple[str, ...] = ("window", "step")
+
+
+def point_index(
+    micro_steps: np.ndarray, logged_steps: np.ndarray, interval: int, covers: str = "window"
+) -> np.ndarray:
+    """For each micro-batch (by its step), the index of the logged point covering it, or -1.
+
+    :param micro_steps: step of each micro-batch (any order).
+    :param logged_steps: the logged steps, sorted ascending, unique.
+    :param interval: optimizer steps per logged point.
+    :param covers: ``window`` (point ``s`` covers ``(s - interval, s]``) or ``step``.
+
+    >>> import numpy as np
+    >>> point_index(np.array([1, 2, 3, 4, 5]), np.array([2, 4]), 2).tolist()
+    [0, 0, 1, 1, -1]
+    """
+    import numpy as np
+
+    if covers not in COVERS:
+        raise InputError("covers", f"unknown value {covers!r}", f"choose from {', '.join(COVERS)}")
+    s = np.asarray(logged_steps, dtype=np.int64)
+    t = np.asarray(micro_steps, dtype=np.int64)
+    j = np.searchsorted(s, t, side="left")
+    inside = j < s.shape[0]
+    jj = np.where(inside, j, 0)
+    if covers == "step" or interval <= 1:
+        ok = inside & (s[jj] == t)
+    else:
+        ok = inside & (t > s[jj] - interval)
+    return np.where(ok, jj, -1)
+
+
+def _pool(micro: pd.DataFrame, group: np.ndarray, n_groups: int, cats: list[str]) -> dict:
+    """Sums, mins and maxes of micro-batch columns by group (group -1 is left out)."""
+    import numpy as np
+
+    keep = group >= 0
+    g = group[keep]
+    col = {c: micro[c].to_numpy()[keep] for c in micro.columns}
+    n = col["n_samples"].astype(np.float64)
+    mean = col["mean_len"].astype(np.float64)
+    std = col["len_std"].astype(np.float64)
+
+    def total(v: np.ndarray) -> np.ndarray:
+        return np.bincount(g, weights=v, minlength=n_groups)
+
+    out: dict[str, np.ndarray] = {
+        "n_micro": np.bincount(g, minlength=n_groups).astype(np.int64),
+        "n_samples": total(n),
+        "tokens": total(col["tokens"].astype(np.float64)),
+        "padded_tokens": total(col["padded_tokens"].astype(np.float64)),
+        "sumsq": total(n * (std**2 + mean**2)),
+    }
+    lo = np.full(n_groups, np.inf)
+    hi = np.full(n_groups, -np.inf)
+    np.minimum.at(lo, g, col["min_len"].astype(np.float64))
+    np.maximum.at(hi, g, col["max_len"].astype(np.float64))
+    out["min_len"], out["max_len"] = lo, hi
+    for c in cats:
+        out[c] = total(col[c].astype(np.float64) * n)
+    return out
+
+
+def _finish(pooled: dict, cats: list[str]) -> dict:
+    import numpy as np
+
+    n = pooled["n_samples"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = pooled["tokens"] / n
+        var = np.maximum(pooled["sumsq"] / n - mean**2, 0.0)
+        eff = pooled["tokens"] / pooled["padded_tokens"]
+        shares = {c: pooled[c] / n for c in cats}
+    empty = pooled["n_micro"] == 0
+    out = {
+        "n_micro": pooled["n_micro"],
+        "n_samples": np.where(empty, np.nan, n),
+        "tokens": np.where(empty, np.nan, pooled["tokens"]),
+        "padded_tokens": np.where(empty, np.nan, pooled["padded_tokens"]),
+        "min_len": np.where(empty, np.nan, pooled["min_len"]),
+        "mean_len": np.where(empty, np.nan, mean),
+        "max_len": np.where(empty, np.nan, pooled["max_len"]),
+        "len_std": np.where(empty, np.nan, np.sqrt(var)),
+        "padding_eff": np.where(empty, np.nan, eff),
+    }
+    for c in cats:
+        out[c] = np.where(empty, np.nan, shares[c])
+    return out
+
+
+def point_features(
+    replay: Replay, logged_steps: np.ndarray, interval: int = 1, covers: str = "window"
+) -> pd.DataFrame:
+    """Batch features of each logged point (columns in the module docstring).
+
+    :param replay: the replayed schedule.
+    :param logged_steps: the logged steps, sorted ascending, unique.
+    :param interval: optimizer steps per logged point (see :func:`log_interval`).
+    :param covers: ``window`` or ``step``, see the module docstring.
+    :returns: one row per logged step, in the order given.
+
+    >>> import numpy as np
+    >>> from dflash_diag.records import ScheduleParams
+    >>> from dflash_diag.schedule import replay
+    >>> r = replay(np.array([3, 1, 2, 2]), ScheduleParams(token_budget=4), epochs=2)
+    >>> point_features(r, np.array([0, 1]))[["step", "n_samples", "tokens"]].values.tolist()
+    [[0.0, 2.0, 3.0], [1.0, 1.0, 3.0]]
+    """
+    import numpy as np
+    import pandas as pd
+
+    s = np.asarray(logged_steps, dtype=np.int64)
+    micro = replay.micro
+    cats = [c for c in micro.columns if c.startswith("cat_")]
+    idx = point_index(micro["step"].to_numpy(), s, interval, covers)
+    pooled = _pool(micro, idx, s.shape[0], cats)
+    steps_hit = micro["step"].to_numpy()[idx >= 0]
+    n_steps = np.zeros(s.shape[0], dtype=np.int64)
+    if steps_hit.size:
+        pairs = np.unique(np.stack([idx[idx >= 0], steps_hit]), axis=1)
+        n_steps = np.bincount(pairs[0], minlength=s.shape[0]).astype(np.int64)
+    cols = {"step": s, "n_steps": n_steps, **_finish(pooled, cats)}
+    return pd.DataFrame(cols)
+
+
+def rank_features(
+    replay: Replay, logged_steps: np.ndarray, interval: int = 1, covers: str = "window"
+) -> pd.DataFrame:
+    """Features per (logged point, rank): long format, columns ``step, rank`` then as
+    :func:`point_features` (without ``n_steps``).  Rows only where the rank had data."""
+    import numpy as np
+    import pandas as pd
+
+    s = np.asarray(logged_steps, dtype=np.int64)
+    micro = replay.micro
+    cats = [c for c in micro.columns if c.startswith("cat_")]
+    idx = point_index(micro["step"].to_numpy(), s, interval, covers)
+    ranks = micro["rank"].to_numpy().astype(np.int64)
+    world = int(ranks.max()) + 1 if ranks.size else 1
+    group = np.where(idx >= 0, idx * world + ranks, -1)
+    pooled = _finish(_pool(micro, group, s.shape[0] * world, cats), cats)
+    frame = pd.DataFrame(
+        {"step": np.repeat(s, world), "rank": np.tile(np.arange(world), s.shape[0]), **pooled}
+    )
+    return frame[frame["n_micro"] > 0].reset_index(drop=True)

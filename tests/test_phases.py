@@ -1,0 +1,171 @@
+"""lr-schedule phases: constructed schedules whose warmup, peak and decay are known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dflash_diag.errors import InputError
+from dflash_diag.phases import Phases, lr_phases, phase_labels, warmup_progress
+
+PEAK = 6e-4
+
+
+def schedule(steps, warmup, total, warm="linear", decay="cosine", peak=PEAK):
+    """The lr a trainer would set at ``steps``: a warmup of ``warmup`` steps, then decay."""
+    s = np.asarray(steps, dtype=float)
+    u = np.clip(s / warmup, 0, 1)
+    ramp = {
+        "linear": u,
+        "cosine": (1 - np.cos(np.pi * u)) / 2,
+        "exponential": np.exp((s - warmup) / (warmup / 8)),
+        "constant": np.where(s < warmup, 0.1, 1.0),
+    }[warm]
+    t = np.clip((s - warmup) / (total - warmup), 0, 1)
+    down = {
+        "none": np.ones_like(s),
+        "cosine": 0.1 + 0.9 * (1 + np.cos(np.pi * t)) / 2,
+        "linear": 1 - 0.9 * t,
+        "inverse_sqrt": np.sqrt(warmup / np.maximum(s, warmup)),
+        "step": np.where(t < 0.3, 1.0, np.where(t < 0.7, 0.1, 0.01)),
+    }[decay]
+    return peak * np.where(s < warmup, np.minimum(ramp, 1), down)
+
+
+@pytest.mark.parametrize("shape", ["linear", "cosine", "exponential", "constant"])
+def test_warmup_shape_and_end_are_found(shape):
+    steps = np.arange(0, 5000, 10)
+    p = lr_phases(steps, schedule(steps, 1200, 5000, warm=shape, decay="none"))
+    assert p.found and p.source == "lr"
+    assert p.shape == shape
+    assert p.peak_lr == pytest.approx(PEAK)
+    # The truth lies between the last logged step below the peak and the first at it.
+    assert abs(p.warmup_end_step - 1200) <= 10
+    assert p.warmup_steps == p.warmup_end_step - 0
+    assert p.decay_start_step is None and p.decay_shape == "none"
+
+
+@pytest.mark.parametrize("decay", ["linear", "cosine", "inverse_sqrt", "step"])
+def test_decay_shape_is_found(decay):
+    steps = np.arange(1, 8000, 20)
+    p = lr_phases(steps, schedule(steps, 1000, 8000, decay=decay))
+    assert p.decay_shape == decay
+    assert p.decay_start_step >= p.warmup_end_step
+    if decay != "step":
+        # A cosine top is flat: its drop is seen a little later than it starts.
+        assert p.decay_start_step - 1000 <= 0.02 * 7000 + 20
+
+
+def test_story_point_is_fifteen_percent_of_a_finished_warmup():
+    # "acc 0.046 at step 349, lr 8.8e-5 of a 6e-4 peak" with a linear warmup.
+    warmup = round(349 * 6e-4 / 8.8e-5)
+    steps = np.arange(1, 6000)
+    p = lr_phases(steps, schedule(steps, warmup, 6000))
+    assert p.warmup_end_step == warmup
+    frac = warmup_progress(p, np.array([349]))[0]
+    assert frac == pytest.approx(348 / (warmup - 1))
+    assert round(100 * frac) == 15
+
+
+def test_unfinished_warmup_is_said_and_extended_to_a_given_peak():
+    steps = np.arange(1, 350)
+    lr = schedule(steps, 2380, 10000)
+    p = lr_phases(steps, lr)
+    assert p.found and not p.warmup_complete
+    assert p.warmup_end_step is None and p.peak_lr is None
+    assert p.max_lr == pytest.approx(lr[-1])
+    assert "warmup not finished at step 349" in p.notes[0]
+    assert set(phase_labels(p, steps)) == {"warmup"}
+    q = lr_phases(steps, lr, peak_lr=PEAK)
+    assert q.warmup_end_step == 2380 and q.peak_lr == PEAK and q.shape == "linear"
+
+
+def test_restart_keeps_the_values_logged_last():
+    # A resume at step 300 repeats steps 250..299 with the right lr; the first pass had
+    # a wrong (doubled) lr there, which must not count.
+    first = np.arange(0, 300)
+    second = np.arange(250, 2000)
+    lr_first = schedule(first, 1000, 2000, decay="none")
+    lr_first[250:] *= 2
+    steps = np.concatenate([first, second])
+    lr = np.concatenate([lr_first, schedule(second, 1000, 2000, decay="none")])
+    p = lr_phases(steps, lr)
+    assert p.warmup_end_step == 1000 and p.shape == "linear"
+    assert p.peak_lr == pytest.approx(PEAK)
+
+
+def test_llm_c_zeros_and_nans_are_survived():
+    # lr printed with 6 decimals: the first steps read 0.000000; some rows have no lr.
+    steps = np.arange(0, 3000)
+    lr = np.round(schedule(steps, 2000, 3000, peak=1e-4, decay="none"), 6)
+    assert (lr[:10] == 0).all()
+    lr[::7] = np.nan
+    p = lr_phases(steps, lr)
+    assert p.shape == "linear" and abs(p.warmup_end_step - 2000) <= 10
+    assert p.first_step == 0
+
+
+@pytest.mark.parametrize(
+    "lr, reason",
+    [
+        (None, "lr is not logged; give --warmup-steps N"),
+        (np.full(50, np.nan), "lr is not logged; give --warmup-steps N"),
+        (np.zeros(50), "lr is 0 at every logged step"),
+        (np.full(50, 3e-4), "lr is flat at 0.0003"),
+    ],
+)
+def test_missing_zero_or_flat_lr_is_not_found_with_a_reason(lr, reason):
+    steps = np.arange(50)
+    p = lr_phases(steps, lr)
+    assert not p.found
+    assert p.reason.startswith(reason)
+    labels = set(phase_labels(p, steps))
+    # A flat lr is at its peak all along; a missing one tells nothing.
+    assert labels == ({"peak"} if "flat" in reason else {"unknown"})
+
+
+def test_warmup_steps_override_wins():
+    steps = np.arange(10, 500, 10)
+    p = lr_phases(steps, None, warmup_steps=100)
+    assert p.found and p.source == "given"
+    assert (p.first_step, p.warmup_end_step, p.warmup_steps) == (10, 110, 100)
+    labels = phase_labels(p, steps)
+    assert (labels[steps < 110] == "warmup").all() and (labels[steps >= 110] == "peak").all()
+    with pytest.raises(InputError, match="--warmup-steps: must be 0 or more, got -1"):
+        lr_phases(steps, None, warmup_steps=-1)
+
+
+def test_too_few_rising_points_leave_the_shape_unknown():
+    steps = np.array([0, 100, 200, 300, 400])
+    p = lr_phases(steps, schedule(steps, 150, 400, decay="none"))
+    assert p.shape == "unknown"
+    assert p.warmup_end_range == (100, 200)
+    assert 100 < p.warmup_end_step <= 200
+
+
+def test_labels_follow_the_phases():
+    p = Phases(True, first_step=0, warmup_end_step=100, warmup_steps=100, decay_start_step=500)
+    labels = phase_labels(p, np.array([0, 99, 100, 500, 501, np.nan]))
+    assert labels.tolist() == ["warmup", "warmup", "peak", "peak", "decay", "unknown"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    warmup=st.integers(20, 3000),
+    every=st.integers(1, 50),
+    start=st.integers(0, 1),
+    decay=st.sampled_from(["none", "cosine", "linear", "step"]),
+)
+def test_warmup_end_is_within_one_logging_interval(warmup, every, start, decay):
+    total = warmup * 4 + 200
+    steps = np.arange(start, total, every)
+    p = lr_phases(steps, schedule(steps, warmup, total, decay=decay))
+    assert p.found
+    assert abs(p.warmup_end_step - warmup) <= every
+    labels = phase_labels(p, steps)
+    # Invariant: the phases come in order warmup -> peak -> decay, never back.
+    rank = np.array([{"warmup": 0, "peak": 1, "decay": 2}[x] for x in labels])
+    assert (np.diff(rank) >= 0).all()
+    assert labels[-1] == ("peak" if decay == "none" else "decay")
