@@ -77,6 +77,8 @@ class ScheduleStats:
         variance random batches of the same sizes would give (binomial ``p(1-p)/n``),
         pooled over categories: ~1 mixed like random, >>1 segregated by category.
     :param dropped: what the replay left out, as :attr:`Replay.dropped`.
+    :param batch_size: samples per batch for strategies with a fixed size (``random``,
+        ``length-grouped``; :func:`default_batch_size` in a comparison), else None.
     """
 
     strategy: str
@@ -102,6 +104,7 @@ class ScheduleStats:
     category_share_std: dict[str, float] | None = None
     category_dispersion: float | None = None
     dropped: dict[str, int] = field(default_factory=dict)
+    batch_size: int | None = None
 
 
 @dataclass(frozen=True)
@@ -368,6 +371,7 @@ def schedule_stats(replay: Replay) -> ScheduleStats:
         category_share_std=cat_std,
         category_dispersion=cat_disp,
         dropped=dict(replay.dropped),
+        batch_size=replay.params.batch_size,
     )
 
 
@@ -417,6 +421,7 @@ def compare_strategies(
     names: Sequence[str],
     epochs: int | None = None,
     progress: Progress | None = None,
+    reuse: ScheduleStats | None = None,
 ) -> list[ScheduleStats]:
     """Replay each named strategy with the same parameters and return their statistics.
 
@@ -427,6 +432,8 @@ def compare_strategies(
     :param params: the shared schedule (its ``strategy`` is replaced by each name).
     :param names: strategy names, as ``--compare`` takes them.
     :param epochs: epochs to replay (None: ``params.epochs``).
+    :param reuse: statistics already computed for ``params`` itself (same epochs), used
+        for ``params.strategy`` instead of replaying it again.
     """
     from .schedule import replay
 
@@ -434,10 +441,34 @@ def compare_strategies(
     lengths = source if not hasattr(source, "lengths") else source.lengths
     out = []
     for i, name in enumerate(names):
-        out.append(schedule_stats(replay(source, params_for(name, params, lengths), epochs)))
+        if reuse is not None and name == params.strategy == reuse.strategy:
+            out.append(reuse)
+        else:
+            out.append(schedule_stats(replay(source, params_for(name, params, lengths), epochs)))
         if progress is not None:
             progress(i + 1, len(names))
     return out
+
+
+def schedule_tables(
+    replay: Replay, ids: np.ndarray | None = None, chunk: int = CHUNK_SAMPLES
+) -> Iterator[pd.DataFrame]:
+    """:func:`schedule_table` in consecutive pieces of about ``chunk`` rows each, so a
+    10M-sample, 6-epoch schedule can be written without holding 60M rows at once."""
+    import numpy as np
+    import pandas as pd
+
+    offsets = np.asarray(replay.offsets, dtype=np.int64)
+    counts = np.diff(offsets)
+    micro = {c: replay.micro[c].to_numpy() for c in ("epoch", "step", "rank", "micro", "batch_id")}
+    for lo, hi in _chunks(offsets, chunk):
+        index = np.asarray(replay.sample_ids[offsets[lo] : offsets[hi]], dtype=np.int64)
+        n = counts[lo:hi]
+        table = {c: np.repeat(micro[c][lo:hi], n) for c in ("epoch", "step", "rank", "micro")}
+        table["sample_id"] = index if ids is None else np.asarray(ids)[index]
+        table["index"] = index
+        table["batch_id"] = np.repeat(micro["batch_id"][lo:hi], n)
+        yield pd.DataFrame(table)
 
 
 def schedule_table(replay: Replay, ids: np.ndarray | None = None) -> pd.DataFrame:
@@ -446,19 +477,14 @@ def schedule_table(replay: Replay, ids: np.ndarray | None = None) -> pd.DataFram
     :param ids: the manifest's ``sample_id`` per dataset index (None: the dataset index
         is the sample id).  The dataset index is kept as column ``index``.
     """
-    import numpy as np
     import pandas as pd
 
-    counts = np.diff(replay.offsets)
-    micro = replay.micro
-    index = np.asarray(replay.sample_ids, dtype=np.int64)
-    table = {
-        col: np.repeat(micro[col].to_numpy(), counts) for col in ("epoch", "step", "rank", "micro")
-    }
-    table["sample_id"] = index if ids is None else np.asarray(ids)[index]
-    table["index"] = index
-    table["batch_id"] = np.repeat(micro["batch_id"].to_numpy(), counts)
-    return pd.DataFrame(table)
+    pieces = list(schedule_tables(replay, ids))
+    if not pieces:
+        return pd.DataFrame(
+            {c: [] for c in ("epoch", "step", "rank", "micro", "sample_id", "index", "batch_id")}
+        )
+    return pd.concat(pieces, ignore_index=True)
 
 
 def export_schedule(
@@ -466,17 +492,33 @@ def export_schedule(
     path: str | Path,
     ids: np.ndarray | None = None,
     protect: Sequence[str | Path] = (),
+    chunk: int = CHUNK_SAMPLES,
 ) -> Path:
-    """Write :func:`schedule_table` to ``path`` (``.parquet`` or ``.csv``).
+    """Write :func:`schedule_table` to ``path`` (``.parquet`` or ``.csv``), piece by piece.
 
-    :param protect: input files that must not be overwritten (the manifest).
+    :param protect: input files that must not be overwritten (manifest, log, config).
+    :param chunk: rows per piece written.
     """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     p = check_export_path(path, protect)
-    table = schedule_table(replay, ids)
+    pieces = schedule_tables(replay, ids, chunk)
+    first = next(pieces, None)
+    if first is None:
+        first = schedule_table(replay, ids)
     if p.suffix.lower() == ".csv":
-        table.to_csv(p, index=False)
-    else:
-        table.to_parquet(p, index=False)
+        first.to_csv(p, index=False)
+        for piece in pieces:
+            piece.to_csv(p, mode="a", header=False, index=False)
+        return p
+    table = pa.Table.from_pandas(first, preserve_index=False)
+    with pq.ParquetWriter(p, table.schema) as writer:
+        writer.write_table(table)
+        for piece in pieces:
+            writer.write_table(
+                pa.Table.from_pandas(piece, schema=table.schema, preserve_index=False)
+            )
     return p
 
 
@@ -494,16 +536,20 @@ def check_export_path(path: str | Path, protect: Sequence[str | Path] = ()) -> P
     for q in protect:
         if p.exists() and Path(q).exists() and p.resolve() == Path(q).resolve():
             raise InputError(
-                str(p), "refusing to overwrite the manifest", "choose another --export file"
+                str(p), "refusing to overwrite an input file", "choose another --export file"
             )
     return p
 
 
-def length_strip(replay: Replay, max_steps: int = 2000) -> tuple[np.ndarray, np.ndarray]:
-    """The lengths of each step's samples, sorted, as a (samples, steps) array.
+def length_strip(
+    replay: Replay, max_steps: int = 2000, rows: int = 32
+) -> tuple[np.ndarray, np.ndarray]:
+    """The lengths of each step's samples as a (rows, steps) image for a heat strip.
 
-    Steps beyond ``max_steps`` are thinned to every k-th step so the image stays legible;
-    returns ``(matrix, steps)`` with NaN where a step has fewer samples than the widest.
+    Column j holds step j's sample lengths at ``rows`` evenly spaced quantiles (shortest
+    at row 0, longest at the top; the "inverted CDF" rule, so every value is a real
+    sample's length), so steps with many and few samples fill the same height.  Beyond
+    ``max_steps`` steps only every k-th step is kept.  Returns ``(image, steps)``.
     """
     import numpy as np
 
@@ -513,13 +559,12 @@ def length_strip(replay: Replay, max_steps: int = 2000) -> tuple[np.ndarray, np.
     values = np.unique(steps)
     if values.shape[0] > max_steps:
         values = values[:: math.ceil(values.shape[0] / max_steps)]
-    rows: list[np.ndarray] = []
-    for step in values:
+    q = (np.arange(rows) + 0.5) / rows
+    image = np.full((rows, values.shape[0]), np.nan)
+    for j, step in enumerate(values):
         lo, hi = np.searchsorted(ordered, step, "left"), np.searchsorted(ordered, step, "right")
         parts = [replay.lengths[replay.batch(int(i))] for i in order[lo:hi]]
-        rows.append(np.sort(np.concatenate(parts)) if parts else np.zeros(0))
-    width = max((r.shape[0] for r in rows), default=0)
-    matrix = np.full((width, len(rows)), np.nan)
-    for j, r in enumerate(rows):
-        matrix[: r.shape[0], j] = r
-    return matrix, values
+        x = np.concatenate(parts) if parts else np.zeros(0)
+        if x.shape[0]:
+            image[:, j] = np.quantile(x, q, method="inverted_cdf")
+    return image, values

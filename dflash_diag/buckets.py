@@ -204,13 +204,13 @@ def optimal_uppers(hist: Histogram, k_max: int) -> list[list[int]]:
         choice[k, same] = -1
         prev = cur
         uppers = []
-        b, kk = u, k
-        while b > 0:
-            a = int(choice[kk, b])
+        end, kk = u, k
+        while end > 0:
+            split = int(choice[kk, end])
             kk -= 1
-            if a >= 0:
-                uppers.append(int(hist.values[b - 1]))
-                b = a
+            if split >= 0:
+                uppers.append(int(hist.values[end - 1]))
+                end = split
         out.append(sorted(uppers))
     return out
 

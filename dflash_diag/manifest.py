@@ -266,7 +266,8 @@ def read_manifest(
         _check_unique(p, ids)
     else:
         ids = np.arange(len(lengths), dtype=np.int64)
-    categories, names = (None, ())
+    categories: np.ndarray | None = None
+    names: tuple[str, ...] = ()
     if cat_col is not None:
         categories, names = _factorize(df[cat_col])
     return Manifest(

@@ -38,9 +38,9 @@ which the truth must lie: after the last step below the peak, at or before the f
 step at it (``Phases.warmup_end_range``).
 
 Decay shape (``Phases.decay_shape``) over the points after ``decay_start_step`` (the
-last step of the plateau at the peak before the lr drops below it for good; a cosine
-decay is flat at its top, so this is later than its true start by about 1.4% of its
-period):
+last step of the plateau at the peak before the lr drops below it for good, or the
+warmup's end when the decay's shape fitted from there fits as well; a cosine is flat at
+its top, so it is seen to fall only about 2% of its period after it starts):
 ``step`` (at most 4 distinct levels, each held for 3+ points), ``linear``, ``cosine``
 (``y = m + (1 - m)(1 + cos(pi t / T)) / 2`` with ``t`` steps since the decay start, the
 floor ``m`` and period ``T`` fitted), ``exponential``, ``inverse_sqrt``
@@ -78,8 +78,9 @@ class Phases:
     :param reason: why nothing was found ("" when ``found``).
     :param source: ``lr`` (read from the lr column), ``given`` (``warmup_steps``
         override) or ``none``.
-    :param first_step: first logged step with a usable lr (the start of warmup), or the
-        first step given when lr is not logged.
+    :param first_step: the start of warmup: the first logged step, or earlier where a
+        linear or cosine ramp fitted to the lr reaches 0 (logs that start at step N, or
+        mid-warmup); never below 0.  With ``warmup_steps`` given: the first step.
     :param warmup_end_step: step at which lr first reaches the peak (fitted between
         logged points, rounded); None when unknown.
     :param warmup_steps: ``warmup_end_step - first_step``; 0 when there is no warmup.
@@ -171,6 +172,21 @@ def _ramp_fits(s: np.ndarray, y: np.ndarray, first_at: float) -> dict[str, tuple
     return fits
 
 
+def _ramp_start(s: np.ndarray, y: np.ndarray, shape: str, first: int) -> int:
+    """Where a linear or cosine ramp starts from 0, when that is before the first logged
+    step (HF logs every N steps from step N; a log may begin mid-warmup); never below 0."""
+    forward = {
+        "linear": lambda v: v,
+        "unknown": lambda v: v,
+        "cosine": lambda v: np.arccos(np.clip(1.0 - 2.0 * v, -1.0, 1.0)) / math.pi,
+    }.get(shape)
+    line = _line(s, forward(y)) if forward is not None else None
+    if line is None or line[1] <= 0:
+        return first
+    start = -line[0] / line[1]
+    return int(round(max(0.0, start))) if math.isfinite(start) and start < first else first
+
+
 def _pick(fits: dict[str, tuple[float, float]], n: int) -> str:
     if "linear" not in fits:
         return min(fits, key=lambda k: fits[k][0])
@@ -190,6 +206,20 @@ def _decay_shape(t: np.ndarray, y: np.ndarray) -> str:
     levels, counts = np.unique(np.round(y, 6), return_counts=True)
     if levels.size <= 4 and levels.size < t.size and counts.min() >= 3:
         return "step"
+    scores = _decay_scores(t, y)
+    lin = scores.get("linear", math.inf)
+    best = min(scores, key=lambda k: scores[k])
+    if lin <= LINEAR_GOOD_ENOUGH or scores[best] >= SHAPE_MARGIN * lin:
+        return "linear"
+    return best
+
+
+def _decay_scores(t: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    """RMS error in ``y`` of each smooth decay shape fitted to ``(t, y)``."""
+    if t.size > 4000:
+        # A smooth lr curve is told as well from 4000 evenly spread points, and faster.
+        pick = np.linspace(0, t.size - 1, 4000).round().astype(int)
+        t, y = t[pick], y[pick]
     scores: dict[str, float] = {}
     line = _line(t, y)
     if line is not None:
@@ -212,11 +242,7 @@ def _decay_shape(t: np.ndarray, y: np.ndarray) -> str:
         m = float(np.clip(np.dot(d, y - c) / denom, 0.0, 1.0)) if denom > 0 else 0.0
         best_cos = min(best_cos, _rmse(m + (1.0 - m) * c, y))
     scores["cosine"] = best_cos
-    lin = scores.get("linear", math.inf)
-    best = min(scores, key=lambda k: scores[k])
-    if lin <= LINEAR_GOOD_ENOUGH or scores[best] >= SHAPE_MARGIN * lin:
-        return "linear"
-    return best
+    return scores
 
 
 def lr_phases(
@@ -280,8 +306,11 @@ def lr_phases(
     # Rising points: before the first one at the peak.
     rise_s, rise_y = s[:i_at], y[:i_at]
     first_at = float(s[i_at])
+    end: float = float(first)
+    rmse: float | None = None
+    end_range: tuple[int, int] | None = None
     if i_at == 0:
-        shape, rmse, end, end_range = "none", None, first, None
+        shape = "none"
     else:
         fits = _ramp_fits(rise_s, rise_y, first_at)
         shape = _pick(fits, i_at)
@@ -292,6 +321,7 @@ def lr_phases(
         end_range = (int(lo), int(first_at))
         if shape == "unknown":
             notes.append(f"only {i_at} lr points before the peak: too few to tell the shape")
+        first = _ramp_start(rise_s, rise_y, shape, first)
     decay_start, decay_shape = _decay(s, y, i_at, PEAK_TOL, notes)
     end_step = int(round(end))
     return Phases(
@@ -351,14 +381,15 @@ def _unfinished(
     y = y_abs / scale
     fits = _ramp_fits(s, y, float(s[-1]))
     shape = _pick(fits, s.size)
+    first = _ramp_start(s, y, shape, first)
     end_step: int | None = None
     if peak is not None and peak >= top:
         _, end = fits.get("linear" if shape == "unknown" else shape, (None, math.nan))
         if end is not None and math.isfinite(end):
             end_step = int(round(max(end, float(s[-1]))))
             notes.append(
-                f"warmup not finished at step {int(s[-1])} (lr {top:.3g}); a {shape} ramp "
-                f"to the given peak {peak:.3g} ends at step {end_step}"
+                f"warmup not finished at step {int(s[-1])} (lr {top:.3g}); extended to a "
+                f"peak lr of {peak:.3g}, the {shape} ramp ends at step {end_step}"
             )
     else:
         notes.append(
@@ -391,23 +422,37 @@ def _decay(
         return None, "none"
     # "For good": from the first drop on, most points stay below the peak; an isolated
     # dip (a glitch) is skipped.
-    idx = np.flatnonzero(below)
-    start_i = None
-    for i in idx:
-        if below[i:].mean() >= 0.8:
-            start_i = int(i)
-            break
-    if start_i is None:
+    # Share of points below the peak from each point to the end.
+    suffix = np.cumsum(below[::-1])[::-1] / np.arange(below.size, 0, -1)
+    ok = np.flatnonzero(below & (suffix >= 0.8))
+    if ok.size == 0:
         return None, "none"
+    start_i = int(ok[0])
     start_step = int(s[start_i - 1])
     t = s[start_i:] - start_step
     dy = y[start_i:]
     # A schedule restart (SGDR, a re-warm after a resume) shows as lr rising again.
     rise = np.flatnonzero(np.diff(dy) > 0.1)
+    end_i = s.size
     if rise.size:
         notes.append(f"lr rises again after step {int(s[start_i + rise[0]])} (schedule restart?)")
         t, dy = t[: rise[0] + 1], dy[: rise[0] + 1]
-    return start_step, _decay_shape(t, dy)
+        end_i = start_i + rise[0] + 1
+    shape = _decay_shape(t, dy)
+    if shape in ("step", "unknown") or start_i - 1 <= i_at:
+        return start_step, shape
+    # A smooth decay is flat at its top (cosine above all), so the first point seen below
+    # the peak comes late.  If the same shape started at the warmup's end fits as well,
+    # the decay started there (HF's and llm.c's cosine do).
+    plateau = y[i_at:start_i]
+    n_all = end_i - i_at
+    late = math.sqrt(
+        (np.sum((1.0 - plateau) ** 2) + t.size * _decay_scores(t, dy)[shape] ** 2) / n_all
+    )
+    early = _decay_scores(s[i_at:end_i] - s[i_at], y[i_at:end_i]).get(shape, math.inf)
+    if early <= late + 1e-4:
+        start_step = int(s[i_at])
+    return start_step, shape
 
 
 def phase_labels(phases: Phases, steps: np.ndarray) -> np.ndarray:

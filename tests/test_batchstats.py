@@ -20,6 +20,7 @@ from dflash_diag.batchstats import (
     batch_moments,
     check_strategy_names,
     compare_strategies,
+    export_schedule,
     lag1_corr,
     length_icc,
     schedule_stats,
@@ -27,6 +28,7 @@ from dflash_diag.batchstats import (
 )
 from dflash_diag.errors import InputError
 from dflash_diag.records import Replay, ScheduleParams
+from dflash_diag.schedule import replay
 
 
 def make_replay(
@@ -63,6 +65,7 @@ def make_replay(
                 "padding_eff": float(x.sum() / max(1, len(batch) * x.max())),
             }
             for c, name in enumerate(category_names):
+                assert categories is not None
                 row[f"cat_{name}"] = float(np.mean([categories[i] == c for i in batch]))
             rows.append(row)
             flat.extend(batch)
@@ -272,6 +275,28 @@ def test_schedule_table_has_one_row_per_sample_in_schedule_order():
     assert table["batch_id"].tolist() == [0, 0, 1, 1, 0, 0]
 
 
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_export_written_in_pieces_equals_the_whole_table(tmp_path, suffix):
+    rng = np.random.default_rng(4)
+    lengths = rng.integers(1, 100, 50)
+    r = make_replay([chunked(rng.permutation(50), 4) for _ in range(3)], lengths)
+    ids = np.arange(50) + 7
+    whole = schedule_table(r, ids)
+    assert len(whole) == 150
+    path = export_schedule(r, tmp_path / f"s{suffix}", ids, chunk=5)
+    back = pd.read_parquet(path) if suffix == ".parquet" else pd.read_csv(path)
+    pd.testing.assert_frame_equal(back, whole, check_dtype=False)
+
+
+def test_export_refuses_to_overwrite_an_input(tmp_path):
+    manifest = tmp_path / "m.csv"
+    manifest.write_text("length\n1\n")
+    r = make_replay([[[0]]], [1])
+    with pytest.raises(InputError, match="refusing to overwrite an input file"):
+        export_schedule(r, tmp_path / "." / "m.csv", protect=[manifest])
+    assert manifest.read_text() == "length\n1\n"
+
+
 def test_unknown_strategy_names_are_named():
     with pytest.raises(InputError) as e:
         check_strategy_names(["random", "sorted", "nope"])
@@ -291,3 +316,7 @@ def test_real_strategies_sorted_greedy_against_random():
     assert fixed.recurrence == 1.0 and rand.recurrence < 0.05
     assert fixed.padding_efficiency > rand.padding_efficiency
     assert math.isfinite(rand.padding_efficiency)
+    # statistics already computed for params' own strategy are reused, and are the same
+    again = compare_strategies(lengths, params, ["sorted-greedy"], reuse=fixed)
+    assert again[0] is fixed
+    assert schedule_stats(replay(lengths, params)) == fixed

@@ -175,8 +175,9 @@ def test_chosen_edges_simulate_at_least_as_well_as_equal_count_quantiles():
         assert o.padding_efficiency == max(sim[(m, o.k)] for m in METHODS)
         assert o.padding_efficiency >= sim[("quantile", o.k)]
     # the batch-max DP is the model that tracks the simulation: it beats equal-count
-    # quantiles where there are few buckets and the long tail dominates the padding
-    for k in (2, 3, 4):
+    # quantiles and the pad-to-edge DP at 3-4 buckets, where the long tail's batches
+    # (few samples, maxima far below the edge) dominate the padding
+    for k in (3, 4):
         assert sim[("dp-batch-max", k)] > sim[("quantile", k)]
         assert sim[("dp-batch-max", k)] > sim[("dp-edge", k)]
 
@@ -205,3 +206,43 @@ def test_batch_max_dp_is_optimal_under_its_model(lengths, k, budget, mode):
         assert len(uppers) <= kk and uppers[-1] == max(lengths)
         got = batch_max_efficiency(hist, uppers, params)
         assert got == pytest.approx(batch_max_brute_force(lengths, kk, params), rel=1e-12)
+
+
+def reference_dp_cost(values: np.ndarray, counts: np.ndarray, k: int) -> float:
+    """Least pad-to-edge padding with at most k buckets: the plain O(k U^2) recursion."""
+    u = len(values)
+    c = np.concatenate([[0], np.cumsum(counts)]).astype(float)
+    s = np.concatenate([[0], np.cumsum(values * counts)]).astype(float)
+    best = np.full(u + 1, np.inf)
+    best[0] = 0.0
+    for _ in range(k):
+        nxt = best.copy()  # at most k: keeping fewer buckets is allowed
+        for b in range(1, u + 1):
+            a = np.arange(b)
+            cost = values[b - 1] * (c[b] - c[a]) - (s[b] - s[a])
+            nxt[b] = min(nxt[b], float(np.min(best[a] + cost)))
+        best = nxt
+    return float(best[u])
+
+
+def test_dp_pruning_across_blocks_keeps_the_optimum():
+    # more distinct lengths than one block of the vectorised DP (256): the pruning by
+    # monotone split points is exercised across blocks
+    rng = np.random.default_rng(11)
+    lengths = np.minimum(rng.lognormal(np.log(300), 0.8, 5000).astype(np.int64) + 1, 2000)
+    hist = length_histogram(lengths)
+    assert hist.values.shape[0] > 600
+    for k, uppers in enumerate(optimal_uppers(hist, 4), start=1):
+        padded = padded_to_edges(lengths.tolist(), uppers) - int(lengths.sum())
+        assert padded == pytest.approx(reference_dp_cost(hist.values, hist.counts, k))
+
+
+def test_batch_max_dp_on_a_coarse_grid_gives_valid_edges():
+    # more distinct lengths than GRID: edges come from every ceil(U / GRID)-th length
+    lengths = np.arange(1, 3001)
+    hist = length_histogram(lengths)
+    params = ScheduleParams(token_budget=8192)
+    for k, uppers in enumerate(batch_max_uppers(hist, 5, params), start=1):
+        assert len(uppers) <= k and uppers[-1] == 3000
+        assert all(u % 3 == 0 for u in uppers)  # grid step 3: distinct lengths 3, 6, ...
+        ScheduleParams(buckets=edges_from_uppers(uppers, 3000))

@@ -158,10 +158,13 @@ def register(app: typer.Typer) -> None:
             )
         if not resolved.manifest.is_file():
             raise InputError(str(resolved.manifest), "manifest not found", "check the path")
+        if log is not None and str(log) != "-" and not log.is_file():
+            raise InputError(str(log), "log not found", "check the --log path")
         if export is not None:
             from ..batchstats import check_export_path
 
-            check_export_path(export, protect=[resolved.manifest])
+            inputs = [resolved.manifest, *(x for x in (log, resolved.config_path) if x)]
+            check_export_path(export, protect=inputs)
         params = resolved.params
         _run(
             resolved.manifest,
@@ -199,7 +202,13 @@ def _run(
     from ..batchstats import compare_strategies, export_schedule, length_strip, schedule_stats
     from ..buckets import optimize_buckets, training_time
     from ..manifest import read_manifest
-    from ..render.batches import BatchesReport, plot_batches, render_text, report_document
+    from ..render.batches import (
+        BatchesReport,
+        display_path,
+        plot_batches,
+        render_text,
+        report_document,
+    )
     from ..render.jsonout import dumps
     from ..schedule import replay
     from .consoles import out_console
@@ -210,10 +219,12 @@ def _run(
     with progress("replaying", bar) as tick:
         schedule = replay(manifest, params, progress=tick)
     stats = schedule_stats(schedule)
-    compared = ()
+    compared: tuple[Any, ...] = ()
     if names:
         with progress("comparing strategies", bar) as tick:
-            compared = tuple(compare_strategies(manifest, params, names, progress=tick))
+            compared = tuple(
+                compare_strategies(manifest, params, names, progress=tick, reuse=stats)
+            )
     plan = None
     if k_max is not None:
         with progress("optimising buckets", bar) as tick:
@@ -237,10 +248,12 @@ def _run(
             )
     written = None
     if export is not None:
-        written = str(export_schedule(schedule, export, manifest.ids, protect=[manifest_path]))
+        inputs = [manifest_path, *(x for x in (log, config_path) if x is not None)]
+        export_schedule(schedule, export, manifest.ids, protect=inputs)
+        written = display_path(export)
     report = BatchesReport(
-        manifest=str(manifest_path),
-        config=str(config_path) if config_path is not None else None,
+        manifest=display_path(manifest_path),
+        config=display_path(config_path) if config_path is not None else None,
         stats=stats,
         strategies=compared,
         plan=plan,

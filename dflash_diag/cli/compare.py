@@ -1,12 +1,139 @@
-"""`dflash-diag compare` (being built)."""
+"""``dflash-diag compare BASELINE.log [MORE ...] RUN.log``: is this run normal for its point?"""
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
+
+from .options import FormatOpt, JsonOpt, PlotOpt, RankOpt, parse_rank
+
+_HELP = """Compare a run with earlier runs at the same point of training.
+
+The last file is the run in question (or --run FILE); the others are baselines.  Each
+log's lr gives its warmup (length, shape, peak) and decay.  At every point of the run the
+baselines give a band: from one baseline a robust local quadratic over --window logged
+points +- K x 1.4826 x MAD of its residuals; from 2-4 the envelope of their bands; from 5
+or more the 10th-90th percentiles of them.  Baselines are interpolated onto the run's
+points on the aligned axis, never extrapolated.
+
+Per metric and phase (warmup, post-warmup): the share of points inside, above and below
+the band and the largest departure; the steps at which each log first reaches the
+milestone levels; the slope after warmup with a 95% confidence interval; one sentence.
+--at STEP answers for one step: value, lr, warmup progress, band and verdict.
+"""
+
+
+def _split(values: list[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    return [v.strip() for text in values for v in text.split(",") if v.strip()]
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("compare")
-    def compare() -> None:
-        """(being built)"""
-        raise NotImplementedError
+    @app.command("compare", help=_HELP)
+    def compare(
+        files: Annotated[
+            list[str],
+            typer.Argument(
+                help="BASELINE.log [MORE ...] RUN.log (the last is the run).",
+                metavar="LOG",
+            ),
+        ],
+        run: Annotated[
+            str | None,
+            typer.Option("--run", help="The run in question; then every FILE is a baseline."),
+        ] = None,
+        align: Annotated[
+            str,
+            typer.Option(
+                "--align",
+                help="step | tokens (cumulative) | warmup (fraction of warmup done, "
+                "for warmups of different lengths). Default step.",
+            ),
+        ] = "step",
+        metric: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--metric",
+                help="Metrics to compare, e.g. acc,loss (default: those of loss, acc, "
+                "grad_norm, acc_N, loss_N logged by the run and a baseline).",
+            ),
+        ] = None,
+        milestones: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--milestones",
+                help="Levels to report the first step reaching: 0.1,0.3,0.5 for acc-like "
+                "metrics (the default), NAME=L1,L2 for one metric (loss=2,1.5: first "
+                "step at or below). Repeatable.",
+            ),
+        ] = None,
+        at: Annotated[
+            list[int] | None,
+            typer.Option("--at", help="A run step to answer for. Repeatable."),
+        ] = None,
+        warmup_steps: Annotated[
+            int | None,
+            typer.Option(
+                "--warmup-steps", help="Warmup length for logs whose lr does not show one."
+            ),
+        ] = None,
+        band_k: Annotated[
+            float,
+            typer.Option("--band-k", help="Band half-width in robust SDs (1.4826 x MAD)."),
+        ] = 3.0,
+        window: Annotated[
+            int, typer.Option("--window", help="Band window, in logged points.")
+        ] = 21,
+        json: JsonOpt = False,
+        plot: PlotOpt = None,
+        format: FormatOpt = None,
+        rank: RankOpt = "0",
+    ) -> None:
+        from ..compare import compare_runs, parse_milestones
+        from ..errors import InputError
+        from ..logs import check_format, read_log
+        from ..render.compare import comparison_json, plot_comparison, render_text
+        from ..render.jsonout import dumps
+        from ..render.plots import check_plot_path
+        from .consoles import out_console
+        from .options import progress
+
+        paths = list(files) + ([run] if run is not None else [])
+        if len(paths) < 2:
+            raise InputError(
+                "compare",
+                "needs at least one baseline and a run",
+                "give BASELINE.log RUN.log (or FILES... --run RUN.log)",
+            )
+        fmt = check_format(format)
+        which = parse_rank(rank)
+        levels = parse_milestones(milestones or [])
+        if plot is not None:
+            check_plot_path(plot)
+        logs = []
+        with progress("reading logs", enabled=not json) as bar:
+            for i, path in enumerate(paths):
+                logs.append(read_log(path, format=fmt, rank=which))
+                if bar is not None:
+                    bar(i + 1, len(paths))
+        with progress("comparing", enabled=not json) as bar:
+            result = compare_runs(
+                logs[:-1],
+                logs[-1],
+                align=align,
+                metrics=_split(metric),
+                milestones=levels,
+                at=tuple(at or ()),
+                warmup_steps=warmup_steps,
+                band_k=band_k,
+                window=window,
+                progress=bar,
+            )
+        if plot is not None:
+            plot_comparison(result, plot)
+        if json:
+            typer.echo(dumps(comparison_json(result)))
+        else:
+            render_text(result, out_console)

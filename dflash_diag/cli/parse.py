@@ -1,12 +1,87 @@
-"""`dflash-diag parse` (being built)."""
+"""``dflash-diag parse LOG``: read a training log and say what is in it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
+
+from .options import FormatOpt, JsonOpt, RankOpt, parse_rank
+
+TO_SUFFIXES = (".parquet", ".csv", ".jsonl")
+
+_HELP = """Read a training log into one row per step and say what was found.
+
+Prints the format, rows, step range, each column with its non-null count and range,
+restarts (steps where the counter went back), ranks and skipped lines by reason.
+
+Formats (--format; detected when not given): text (key=value / 'step 10/100 | loss 2.3'
+lines: SpecForge, NeMo, DeepSpec, Megatron, nanoGPT, llm.c, RichHandler), hf-dict
+(Trainer {'loss': ...} lines), jsonl, csv (also TSV, Lightning metrics.csv, W&B
+export), hf-state (trainer_state.json), tensorboard (extra). gzip and '-' (stdin) work.
+"""
+
+
+def check_to(to: Path, log: str) -> Path:
+    """Validate ``--to``: a known suffix, an existing folder, and not the input itself."""
+    from ..errors import InputError
+
+    if to.suffix.lower() not in TO_SUFFIXES:
+        raise InputError(
+            str(to),
+            f"cannot tell the output format from {to.suffix or 'no extension'!r}",
+            "name the file .parquet, .csv or .jsonl",
+        )
+    if not to.parent.exists():
+        raise InputError(str(to), "the folder for the output does not exist", "create it first")
+    if log != "-" and Path(log).exists() and to.exists() and to.resolve() == Path(log).resolve():
+        raise InputError(str(to), "--to is the input log itself", "write the table elsewhere")
+    return to
+
+
+def write_table(table: object, to: Path) -> None:
+    """Write the table as Parquet, CSV or JSON lines, by ``to``'s suffix."""
+    suffix = to.suffix.lower()
+    if suffix == ".parquet":
+        table.to_parquet(to, index=False)  # type: ignore[attr-defined]
+    elif suffix == ".csv":
+        table.to_csv(to, index=False)  # type: ignore[attr-defined]
+    else:
+        table.to_json(to, orient="records", lines=True)  # type: ignore[attr-defined]
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("parse")
-    def parse() -> None:
-        """(being built)"""
-        raise NotImplementedError
+    @app.command("parse", help=_HELP)
+    def parse(
+        log: Annotated[str, typer.Argument(help="The log file ('-' for standard input).")],
+        format: FormatOpt = None,
+        rank: RankOpt = "0",
+        to: Annotated[
+            Path | None,
+            typer.Option("--to", help="Write the per-step table: .parquet, .csv or .jsonl."),
+        ] = None,
+        json: JsonOpt = False,
+    ) -> None:
+        from ..logs import check_format, read_log
+        from ..render.jsonout import dumps
+        from ..render.parse import render_text, summarise
+        from .consoles import out_console
+        from .options import progress
+
+        fmt = check_format(format)
+        which = parse_rank(rank)
+        if to is not None:
+            check_to(to, log)
+        with progress("reading log", enabled=not json) as bar:
+            run = read_log(log, format=fmt, rank=which, progress=bar)
+        if to is not None:
+            write_table(run.table, to)
+        summary = summarise(run)
+        if json:
+            doc = dict(summary)
+            if to is not None:
+                doc["written"] = str(to)
+            typer.echo(dumps(doc))
+        else:
+            render_text(summary, out_console, written=str(to) if to is not None else None)

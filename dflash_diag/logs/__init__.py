@@ -51,7 +51,7 @@ def read_log(
         except (TypeError, ValueError):
             from ..errors import InputError
 
-            raise InputError("--rank", f"not a rank: {rank!r}", "give a number, or 'all'")
+            raise InputError("--rank", f"not a rank: {rank!r}", "give a number, or 'all'") from None
     name = os.fspath(path)
     if fmt == "tensorboard" or (fmt is None and name != "-" and _is_events(name)):
         from .tensorboard import read_tensorboard

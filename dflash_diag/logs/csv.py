@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import InputError
 from ..records import RunLog
 from .io import RawLog, decode
-from .normalise import EVAL_PREFIXES, NEUTRAL, canonical_name, build_table
+from .normalise import EVAL_PREFIXES, NEUTRAL, build_table, canonical_name
 
 _WANDB_COL = re.compile(r"^(?P<run>.+?) - (?P<metric>.+)$")
 
@@ -66,7 +66,9 @@ def read_csv(raw: RawLog, rank: int | str = 0) -> RunLog:
             low_memory=False,
         )
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
-        raise InputError(raw.path, f"cannot read as CSV ({e})", "check the delimiter and header")
+        raise InputError(
+            raw.path, f"cannot read as CSV ({e})", "check the delimiter and header"
+        ) from None
     n_lines = len(df)
     skipped: dict[str, int] = {}
     if bad:

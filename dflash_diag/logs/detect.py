@@ -30,9 +30,7 @@ def check_format(fmt: str | None) -> str | None:
     if fmt is None or fmt == "auto":
         return None
     if fmt not in FORMATS:
-        raise InputError(
-            "--format", f"unknown format {fmt!r}", f"choose from {', '.join(FORMATS)}"
-        )
+        raise InputError("--format", f"unknown format {fmt!r}", f"choose from {', '.join(FORMATS)}")
     return fmt
 
 
@@ -88,7 +86,7 @@ def _is_table(lines: list[str]) -> bool:
     from .csv import sniff_delimiter
 
     sep = sniff_delimiter(lines[0])
-    header = [c.strip() for c in lines[0].split(sep)]
+    header = [c.strip().strip('"') for c in lines[0].split(sep)]
     if len(header) < 2 or not all(_NAME.match(c) for c in header if c):
         return False
     if any("=" in c for c in header):
@@ -99,7 +97,7 @@ def _is_table(lines: list[str]) -> bool:
     same = sum(1 for r in rows if len(r) == len(header))
     if same < max(1, int(0.8 * len(rows))):
         return False
-    cells = [c.strip() for r in rows for c in r if c.strip()]
+    cells = [c.strip().strip('"') for r in rows for c in r if c.strip().strip('"')]
     numeric = sum(1 for c in cells if _float(c))
     return numeric >= 0.5 * max(1, len(cells))
 

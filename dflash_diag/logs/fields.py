@@ -22,7 +22,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .normalise import EVAL_PREFIXES, NEUTRAL, canonical_name, rate_key, snake, to_float, unit_factor
+from .normalise import (
+    EVAL_PREFIXES,
+    NEUTRAL,
+    canonical_name,
+    rate_key,
+    snake,
+    to_float,
+    unit_factor,
+)
 
 NUM = (
     r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
@@ -30,9 +38,7 @@ NUM = (
 )
 _WORD = r"[A-Za-z_@][\w./@-]*"
 _RATE_UNIT = r"[kKMGTB]?(?:tok|toks|tokens|samples?|seqs?|sequences|it|img|imgs)/s"
-_UNIT = (
-    rf"%|{_RATE_UNIT}|[kKMGTB](?![\w])|ms|us|secs?|mins?|hrs?|h|s|BPC|bpc|BPB|bpb|ppl|nats|bits"
-)
+_UNIT = rf"%|{_RATE_UNIT}|[kKMGTB](?![\w])|ms|us|secs?|mins?|hrs?|h|s|BPC|bpc|BPB|bpb|ppl|nats|bits"
 _END = r"(?=$|[\s,;|\])}:'\"])"
 FIELD = re.compile(
     rf"(?<![\w./@-])(?P<key>{_WORD}(?: {_WORD}){{0,6}})(?:\s*\((?P<kunit>[^()]{{1,12}})\))?"
@@ -108,6 +114,8 @@ def parse_text(message: str) -> Message:
         start, end = m.span("val") if m.group("key") else m.span("bval")
         if m.group("key"):
             key = m.group("key")
+            if " " in key and key.rsplit(" ", 1)[1].lower() == "epoch":
+                key = "epoch"  # `Training Epoch 1`, `Finished epoch 1/3`
         else:
             key = rate_key(m.group("bunit")) or "rate"
         name = canonical_name(key, is_eval=is_eval)
@@ -141,8 +149,8 @@ def _is_eval_text(message: str, matches: list[re.Match[str]]) -> bool:
         if not inside:
             return True
         key = snake(inside[0].group("key"))
-        if not key.startswith(EVAL_PREFIXES):
-            return True
+        if not key.startswith(EVAL_PREFIXES) or canonical_name(key) == "step":
+            return True  # `Eval - Step 5`, Megatron's `validation loss at iteration 50`
         # `val loss` beside `train loss` on one line: an evaluation summary (nanoGPT)
         if any(m.group("key") and snake(m.group("key")).startswith("train_") for m in matches):
             return True
@@ -174,7 +182,7 @@ def fields_from_mapping(items: list[tuple[str, Any]]) -> Message:
     out.is_eval = any(k.startswith(EVAL_PREFIXES) for k in keys) and not any(
         canonical_name(k) == "loss" for k in keys if not k.startswith(EVAL_PREFIXES)
     )
-    for (key, value), s in zip(items, keys, strict=True):
+    for (_, value), s in zip(items, keys, strict=True):
         v = to_float(value)
         if v is None and isinstance(value, str):
             v = _number_with_unit(value)
@@ -200,7 +208,9 @@ def parse_dict_repr(message: str) -> Message | None:
     Tolerant of what ``ast.literal_eval`` rejects: bare ``nan``/``inf`` and values the
     Trainer quotes (``'loss': '0.87'``).  None when no pair is found.
     """
-    pairs = [(m.group("key"), m.group("val").strip().strip("'\"")) for m in _DICT_PAIR.finditer(message)]
+    pairs = [
+        (m.group("key"), m.group("val").strip().strip("'\"")) for m in _DICT_PAIR.finditer(message)
+    ]
     if not pairs:
         return None
     return fields_from_mapping(pairs)

@@ -58,6 +58,7 @@ def read_hf_state(raw: RawLog, rank: int | str = 0) -> RunLog:
         rec: dict[str, Any] = {"line": i, "rank": 0, "is_eval": msg.is_eval}
         rec.update(msg.fields)
         rec["step_source"] = "field" if "step" in msg.fields else "none"
+        rec["attach"] = True
         records.append(rec)
     return build_table(
         records,

@@ -56,7 +56,9 @@ def read_bytes(path: str | os.PathLike[str]) -> RawLog:
         try:
             data = p.read_bytes()
         except OSError as e:
-            raise InputError(name, f"cannot read the file ({e.strerror})", "check its permissions")
+            raise InputError(
+                name, f"cannot read the file ({e.strerror})", "check its permissions"
+            ) from None
     gzipped = data[:2] == GZIP_MAGIC
     if gzipped:
         try:
@@ -65,7 +67,7 @@ def read_bytes(path: str | os.PathLike[str]) -> RawLog:
             data = _partial_gunzip(data)
             if not data:
                 raise InputError(name, f"broken gzip data ({e})", "re-copy the file") from None
-    if not data.strip():
+    if not data or (data[:65536].isspace() and not data.strip()):
         raise InputError(name, "the log is empty", "give a log that has training lines in it")
     return RawLog(name, data, gzipped)
 

@@ -14,6 +14,7 @@ Only the standard library is imported at module level; pandas is imported inside
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -96,10 +97,13 @@ NEUTRAL = frozenset({"step", "epoch", "lr", "rank", "position"})
 EVAL_PREFIXES = ("eval_", "val_", "valid_", "validation_", "test_")
 
 _PER_POSITION = re.compile(r"^(?:train_)?acc(?:uracy)?_?(\d+)$")
+_AT_STEP = re.compile(r"(?:^|_)at_(?:step|iteration|iter)$")
+_LR_GROUP = re.compile(r"^lr_(?:adam|adamw|adam_w|sgd|adafactor|lion|muon|rmsprop)$")
 _NON_WORD = re.compile(r"[^0-9a-zA-Z]+")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
+@functools.lru_cache(maxsize=4096)
 def snake(key: str) -> str:
     """``"train/Loss (ms)"`` -> ``"train_loss_ms"``; ``"accuracy@0"`` -> ``"accuracy_0"``.
 
@@ -113,6 +117,7 @@ def snake(key: str) -> str:
     return out or "value"
 
 
+@functools.lru_cache(maxsize=4096)
 def canonical_name(key: str, is_eval: bool = False) -> str:
     """The column a log key goes to.
 
@@ -128,6 +133,10 @@ def canonical_name(key: str, is_eval: bool = False) -> str:
     """
     s = snake(key)
     name = ALIASES.get(s)
+    if name is None and _AT_STEP.search(s):
+        name = "step"  # Megatron `validation loss at iteration 50`
+    if name is None and _LR_GROUP.match(s):
+        name = "lr"  # Lightning LearningRateMonitor `lr-AdamW`
     if name is None:
         m = _PER_POSITION.match(s)
         name = f"acc_{m.group(1)}" if m else s
@@ -157,6 +166,7 @@ DURATION = {
 _RATE = re.compile(r"^([kKMGTB]?)(tok|toks|tokens|samples?|seqs?|sequences|it|img|imgs)/s$")
 
 
+@functools.lru_cache(maxsize=256)
 def unit_factor(unit: str | None) -> float:
     """The factor that brings a value with ``unit`` to canonical units.
 
@@ -241,7 +251,8 @@ def build_table(
     1. The step source is the best one any record has: an explicit field, else a
        progress-bar counter, else line order (train records numbered 1, 2, ...).
        Records without that kind of step are skipped (reason ``no_step``), except
-       evaluation records, which belong to the last step logged before them.
+       structured evaluation records (HF ``{'eval_loss': ...}`` lines, which carry no
+       step; ``attach`` true), which belong to the last step logged before them.
     2. Ranks: ``rank=0`` keeps rank 0 (or the lowest rank when there is no rank 0),
        ``rank=N`` keeps rank N, ``"all"`` keeps every rank and adds a ``rank`` column.
     3. Restarts: per rank, a training record whose step is below the highest step seen
@@ -262,10 +273,12 @@ def build_table(
     if "step_source" not in df:
         df["step_source"] = "field"
     df["step_source"] = df["step_source"].fillna("none")
-    df["is_eval"] = df.get("is_eval", False)
+    for col, default in (("is_eval", False), ("rank", 0), ("step", np.nan)):
+        if col not in df:
+            df[col] = default
     df["is_eval"] = df["is_eval"].fillna(False).astype(bool)
-    df["rank"] = pd.to_numeric(df.get("rank", 0), errors="coerce").fillna(0).astype("int64")
-    df["step"] = pd.to_numeric(df.get("step", np.nan), errors="coerce").astype("float64")
+    df["rank"] = pd.to_numeric(df["rank"], errors="coerce").fillna(0).astype("int64")
+    df["step"] = pd.to_numeric(df["step"], errors="coerce").astype("float64")
 
     sources = set(df["step_source"].unique())
     best = "field" if "field" in sources else "progress" if "progress" in sources else "none"
@@ -278,11 +291,16 @@ def build_table(
     restarts = _restarts(df)
 
     keys = ["rank", "step"] if rank == "all" else ["step"]
-    metrics = [c for c in df.columns if c not in ("line", "rank", "step", "step_source", "is_eval")]
+    bookkeeping = ("line", "rank", "step", "step_source", "is_eval", "attach")
+    metrics = [c for c in df.columns if c not in bookkeeping]
     for c in metrics:
         df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
     df["step"] = df["step"].astype("int64")
     table = df.groupby(keys, sort=True)[metrics].last().reset_index()
+    # Fields only dropped records had (a banner's `model params 264320`) leave no column.
+    table = table.drop(
+        columns=[c for c in metrics if c not in CANONICAL_COLUMNS and table[c].isna().all()]
+    )
     for c in CANONICAL_COLUMNS:
         if c not in table:
             table[c] = np.nan
@@ -323,7 +341,14 @@ def _assign_steps(df: Any, best: str, skipped: dict[str, int]) -> Any:
     import numpy as np
 
     if best == "none":
-        # Steps by line order: train records are logging events 1, 2, ...
+        # Steps by line order: train records are logging events 1, 2, ...  When some
+        # records are structured (HF dict / JSON lines), free-text numbers beside them
+        # (`Num examples = 1,000`) are not steps.
+        if "attach" in df and df["attach"].fillna(False).astype(bool).any():
+            structured = df["attach"].fillna(False).astype(bool).to_numpy()
+            if (~structured).any():
+                skipped["no_step"] = skipped.get("no_step", 0) + int((~structured).sum())
+            df = df[structured].copy()
         train = ~df["is_eval"].to_numpy()
         df["step"] = np.cumsum(train).astype("float64")
         drop = df["step"].to_numpy() == 0  # evaluation before any train record
@@ -337,7 +362,8 @@ def _assign_steps(df: Any, best: str, skipped: dict[str, int]) -> Any:
         progress = np.zeros(len(df), dtype=bool)
     # Evaluation records without a step: the last step logged before them, per rank.
     carried = df["step"].where(own).groupby(df["rank"]).ffill()
-    evals = (~own) & df["is_eval"].to_numpy() & (~progress) & carried.notna().to_numpy()
+    attach = df["attach"].fillna(False).to_numpy(dtype=bool) if "attach" in df else True
+    evals = (~own) & df["is_eval"].to_numpy() & attach & (~progress) & carried.notna().to_numpy()
     df.loc[evals, "step"] = carried[evals]
     keep = own | evals
     lost = int((~keep & ~progress).sum())

@@ -92,7 +92,7 @@ def read_tensorboard(path: str | os.PathLike[str], rank: int | str = 0) -> RunLo
                 rec["step_source"] = "field"
                 records.append(rec)
         except Exception as e:  # noqa: BLE001 - a corrupt event file is bad input
-            raise InputError(str(f), f"cannot read the event file ({e})", "is it complete?")
-    return build_table(
-        records, path=name, fmt="tensorboard", rank=rank, skipped=skipped, n_lines=n
-    )
+            raise InputError(
+                str(f), f"cannot read the event file ({e})", "is it complete?"
+            ) from None
+    return build_table(records, path=name, fmt="tensorboard", rank=rank, skipped=skipped, n_lines=n)

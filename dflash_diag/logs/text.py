@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..records import RunLog
-from .fields import Message, parse_dict_repr, parse_json_object, parse_text
+from .fields import FIELD, Message, parse_dict_repr, parse_json_object, parse_text
 from .io import RawLog, decode, strip_ansi
 from .normalise import build_table
 
@@ -64,8 +64,7 @@ _TB_START = "Traceback (most recent call last):"
 _TB_CHAIN = ("During handling of the above exception", "The above exception was the direct")
 _TB_END = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning)\b|^[\w.]+: ")
 _TQDM = re.compile(
-    r"(?P<desc>[^\r]*?)(?P<pct>\d{1,3})%\|(?P<bar>[^|]*)\|\s*(?P<n>\d+)/(?P<total>\d+)"
-    r"\s*\[(?P<info>[^\]]*)\]"
+    r"(?P<pct>\d{1,3})%\|(?P<bar>[^|]*)\|\s*(?P<n>\d+)/(?P<total>\d+)\s*\[(?P<info>[^\]]*)\]"
 )
 _RICH_HEAD = re.compile(
     r"^(?:\[[^\]]{4,30}\]|\s{4,30})\s+(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\S"
@@ -134,7 +133,7 @@ def _strip_prefix(text: str) -> tuple[str, str | None]:
                 break
             text = text[t.end() :]
         lg = _LOGGER.match(text)
-        if lg and not parse_text(text[: lg.end()]).fields:
+        if lg and not FIELD.search(text[: lg.end()]):
             text = text[lg.end() :]
     return text.strip(), level
 
@@ -157,7 +156,9 @@ def parse_message(message: str, shapes: frozenset[str]) -> tuple[str, Message | 
     return "text", parse_text(message)
 
 
-def _bar(match: re.Match[str], st: _State, rank: int, line_no: int) -> dict[str, Any] | None:
+def _bar(
+    match: re.Match[str], desc_text: str, st: _State, rank: int, line_no: int
+) -> dict[str, Any] | None:
     """A tqdm refresh with postfix metrics -> a record stepped by the bar's counter."""
     info = match.group("info").split(",")
     postfix = ",".join(info[2:]) if len(info) > 2 else ""
@@ -169,7 +170,7 @@ def _bar(match: re.Match[str], st: _State, rank: int, line_no: int) -> dict[str,
         # The counter started again: a new epoch's bar; number on from the last total.
         st.bar_offset += st.bar_last_total
     st.bar_last_n, st.bar_last_total = n, total
-    desc = parse_text(match.group("desc")).fields
+    desc = parse_text(desc_text).fields
     rec: dict[str, Any] = {"line": line_no, "rank": rank, "is_eval": msg.is_eval}
     rec.update(msg.fields)
     if "epoch" in desc:
@@ -195,13 +196,13 @@ def parse_line(
     segments = line.split("\r") if "\r" in line else [line]
     for seg in segments:
         rest = seg
-        while True:
+        while "%|" in rest:
             m = _TQDM.search(rest)
             if not m:
                 break
             pm = _RANK_PREFIX.match(rest)
             rank = int(pm.group("a") or pm.group("b") or pm.group("c")) if pm else 0
-            rec = _bar(m, st, rank, line_no)
+            rec = _bar(m, rest[: m.start()], st, rank, line_no)
             if rec is None:
                 _count(skipped, "progress_bar")
             else:
@@ -243,7 +244,8 @@ def _parse_plain(
         st.in_traceback = True
         _count(skipped, "traceback")
         return None
-    if st.after_warning and text[:1].isspace():
+    new_record = _LEVEL.match(text.lstrip()) or _TIMESTAMP.match(text)
+    if st.after_warning and text[:1].isspace() and not new_record:
         _count(skipped, "warning")
         return None
     st.after_warning = False
@@ -274,6 +276,7 @@ def _parse_plain(
     rec.update(msg.fields)
     rec["rank"] = int(msg.fields.get("rank", rank))
     rec["step_source"] = "field" if "step" in msg.fields else "none"
+    rec["attach"] = shape != "text"
     return rec
 
 
@@ -291,37 +294,43 @@ def read_lines(
     :param fast: use the vectorised fast path for large regular logs.
     """
     shapes = LINE_FORMATS[fmt or "text"]
-    text, bad_bytes = decode(raw.data)
     skipped: dict[str, int] = {}
-    if bad_bytes:
-        _count(skipped, "bad_bytes", bad_bytes)  # bytes, not lines: replaced, line kept
     extra = None
     records: list[dict[str, Any]] = []
     shapes_seen: dict[str, int] = {}
-    n_lines = text.count("\n") + (0 if text.endswith("\n") else 1)
-    done_lines: Any = None
+    data = raw.data
+    n_lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    ends_cleanly = data.endswith(b"\n")
+    lines: Any = None
     if fast and "text" in shapes:
         from .fastpath import fast_records
 
-        got = fast_records(raw.data, text, skipped)
+        got = fast_records(data, skipped)
         if got is not None:
-            extra, done_lines = got
+            extra, lines = got
             shapes_seen["text"] = len(extra)
-    text = strip_ansi(text)
-    ends_cleanly = text.endswith("\n")
+    fast_used = lines is not None
+    if lines is None:
+        text, bad_bytes = decode(data)
+        if bad_bytes:
+            _count(skipped, "bad_bytes", bad_bytes)  # bytes, not lines: replaced, line kept
+        lines = logical_lines(strip_ansi(text))
+        del text
     st = _State()
     step_every = max(1, n_lines // 100)
     last_no = n_lines
-    for line_no, line in logical_lines(text):
-        if done_lines is not None and done_lines[line_no - 1]:
-            continue
-        before = len(records)
+    prev_no = 0
+    for line_no, line in lines:
+        if fast_used and line_no != prev_no + 1:
+            # lines in between were metric lines read by the fast path: they end any
+            # traceback or warning block, as they would have here
+            st.in_traceback = st.after_warning = False
+        prev_no = line_no
         recs = parse_line(line_no, line, st, shapes, skipped, shapes_seen)
-        if line_no == last_no and not ends_cleanly and recs and not _complete(line, recs):
+        if line_no == last_no and not ends_cleanly and recs and not _complete(line, recs, records):
             _count(skipped, "truncated")
             continue
         records.extend(recs)
-        del before
         if progress is not None and line_no % step_every == 0:
             progress(line_no, n_lines)
     if progress is not None:
@@ -338,16 +347,23 @@ def read_lines(
     )
 
 
-def _complete(line: str, recs: list[dict[str, Any]]) -> bool:
+def _complete(line: str, recs: list[dict[str, Any]], before: list[dict[str, Any]]) -> bool:
     """Whether a last line without a newline looks whole.
 
     A JSON/dict line must close its brace; a text line must end in a number or unit,
-    not in the middle of a key (``... loss=2.31 ac``) or right after a separator.
+    not in the middle of a key (``... loss=2.31 ac``), and must have every field the
+    record before it had (``s:3 trl:10.71`` after ``s:2 trl:10.86 lr:... norm:...`` was
+    cut short, so its last number may be too).
     """
     s = line.rstrip()
     if s.startswith("{") or s.endswith("}"):
         return s.endswith("}")
-    return bool(re.search(r"(?:\d|%|[A-Za-z]/s|ms|BPC|\]|\|)$", s))
+    if not re.search(r"(?:\d|%|[A-Za-z]/s|ms|BPC|\]|\|)$", s):
+        return False
+    if before:
+        prev = set(before[-1])
+        return all(prev <= set(r) for r in recs if r.get("is_eval") == before[-1].get("is_eval"))
+    return True
 
 
 def _format_name(shapes_seen: dict[str, int]) -> str:

@@ -46,6 +46,15 @@ class BatchesReport:
     export: str | None = None
 
 
+def display_path(path: str | Path) -> str:
+    """``path`` relative to the working directory when it lies inside it, else as given."""
+    p = Path(path)
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def duration(seconds: float | None) -> str:
     """``443000`` -> ``"5.1 days"``; hours below two days, minutes below two hours.
 
@@ -84,41 +93,57 @@ def _corr(s: ScheduleStats) -> str:
     return f"{s.adjacent_length_corr:+.3f} (p={s.adjacent_length_corr_p:.2g})"
 
 
-def _metric_rows(s: ScheduleStats, seconds: float | None) -> list[tuple[str, str]]:
-    rows = [
-        ("samples", f"{s.n_samples:,}"),
-        ("epochs replayed", str(s.epochs)),
-        ("batches per epoch", f"{s.batches_per_epoch:,}"),
-        ("steps per epoch", f"{s.steps_per_epoch:,} ({s.micro_per_step} micro-batches each)"),
-        ("padding efficiency", _pct(s.padding_efficiency)),
-        (
-            "tokens per step min/median/max",
+def _metric_rows(s: ScheduleStats, seconds: float | None) -> list[tuple[str, str, str]]:
+    """(name, long value, short value for the comparison table) per metric."""
+    if s.within_batch_std is None or not math.isfinite(s.within_batch_std):
+        spread = "not enough data"
+    else:
+        spread = f"{s.within_batch_std:.1f} (CV {_num(s.within_batch_cv)})"
+    icc_short = "not enough data" if s.length_icc is None else f"{s.length_icc:.3f}"
+    corr_short = (
+        "not enough data" if s.adjacent_length_corr is None else f"{s.adjacent_length_corr:+.3f}"
+    )
+    each = f" ({s.micro_per_step} micro-batches each)" if s.micro_per_step > 1 else ""
+    tokens = median = "not enough data"
+    if math.isfinite(s.tokens_per_step_median):
+        median = f"{s.tokens_per_step_median:,.0f}"
+        tokens = (
             f"{s.tokens_per_step_min:,.0f} / {s.tokens_per_step_median:,.0f} / "
-            f"{s.tokens_per_step_max:,.0f}",
-        ),
-        (
-            "within-batch length std (CV)",
-            f"{_num(s.within_batch_std, 1)} ({_num(s.within_batch_cv)}) of {_num(s.length_std, 1)}",
-        ),
-        ("length ICC [95% CI]", _icc(s)),
-        ("adjacent-batch length corr", _corr(s)),
-        ("recurrence next epoch", _pct(s.recurrence)),
+            f"{s.tokens_per_step_max:,.0f}"
+        )
+    recur = _pct(s.recurrence)
+    if s.recurrence is None and s.epochs < 2:
+        recur = "not enough data (needs --epochs 2+)"
+    overall = f" of {s.length_std:.1f}" if math.isfinite(s.within_batch_std) else ""
+    rows = [
+        ("samples", f"{s.n_samples:,}", f"{s.n_samples:,}"),
+        ("epochs replayed", str(s.epochs), str(s.epochs)),
+        ("batches per epoch", f"{s.batches_per_epoch:,}", f"{s.batches_per_epoch:,}"),
+        ("steps per epoch", f"{s.steps_per_epoch:,}{each}", f"{s.steps_per_epoch:,}"),
+        ("padding efficiency", _pct(s.padding_efficiency), _pct(s.padding_efficiency)),
+        ("tokens per step min/med/max", tokens, median),
+        ("within-batch length std", f"{spread}{overall}", spread),
+        ("length ICC", _icc(s), icc_short),
+        ("adjacent-batch length corr", _corr(s), corr_short),
+        ("recurrence next epoch", recur, _pct(s.recurrence)),
     ]
+    if s.batch_size is not None:
+        rows.append(("batch size (samples)", str(s.batch_size), str(s.batch_size)))
     if s.category_dispersion is not None:
-        rows.append(("category mix dispersion", f"{s.category_dispersion:.2f}x random"))
+        mix = f"{s.category_dispersion:.2f}x random"
+        rows.append(("category mix dispersion", mix, mix))
     if seconds is not None:
-        rows.append(("training time", duration(seconds)))
+        rows.append(("training time", duration(seconds), duration(seconds)))
     return rows
 
 
-NOTES = {
-    "padding efficiency": "real / (samples x longest) tokens",
-    "length ICC [95% CI]": "share of length variance between batches (1 sorted, 0 random)",
-    "adjacent-batch length corr": "lag-1 autocorrelation of batch mean length",
-    "recurrence next epoch": "batches whose exact samples come back next epoch",
-    "category mix dispersion": "variance of category shares / random batches'",
-    "within-batch length std (CV)": "mean over batches, beside the overall std",
-}
+CAPTION = (
+    "padding efficiency = real / (samples x longest) tokens; length ICC [95% CI] = share "
+    "of length variance between micro-batches (1 sorted, 0 random); adjacent corr = lag-1 "
+    "autocorrelation of batch (step) mean length; recurrence = batches whose exact samples "
+    "come back next epoch; category dispersion = variance of category shares / random "
+    "batches'"
+)
 
 
 def render_text(report: BatchesReport, console: Console) -> None:
@@ -130,12 +155,17 @@ def render_text(report: BatchesReport, console: Console) -> None:
         f"manifest: {report.manifest}  strategy: {s.strategy}  "
         f"config: {report.config or 'none (flags and defaults)'}"
     )
-    table = Table(title="Batch schedule", title_justify="left")
+    if s.batches_per_epoch == 0:
+        console.print(
+            "no complete optimizer step: every micro-batch was left out (too few batches for "
+            "world_size x grad_accum?)"
+        )
+    table = Table(title="Batch schedule", title_justify="left", caption=CAPTION)
+    table.caption_justify = "left"
     table.add_column("metric")
     table.add_column("value", justify="right")
-    table.add_column("how", style="dim")
-    for name, value in _metric_rows(s, report.training_seconds.get(s.strategy)):
-        table.add_row(name, value, NOTES.get(name, ""))
+    for name, value, _ in _metric_rows(s, report.training_seconds.get(s.strategy)):
+        table.add_row(name, value)
     console.print(table)
     if s.dropped and any(s.dropped.values()):
         dropped = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in s.dropped.items() if v)
@@ -147,13 +177,18 @@ def render_text(report: BatchesReport, console: Console) -> None:
         for st in report.strategies:
             cmp.add_column(st.strategy, justify="right")
         columns = [
-            dict(_metric_rows(st, report.training_seconds.get(st.strategy)))
+            {
+                name: short
+                for name, _, short in _metric_rows(st, report.training_seconds.get(st.strategy))
+            }
             for st in report.strategies
         ]
-        for name in columns[0]:
-            if name in ("samples",):
+        names = list(dict.fromkeys(name for c in columns for name in c))
+        for name in names:
+            if name in ("samples", "epochs replayed"):
                 continue
-            cmp.add_row(name, *(c.get(name, "-") for c in columns))
+            label = "tokens per step (median)" if name.startswith("tokens per step") else name
+            cmp.add_row(label, *(c.get(name, "-") for c in columns))
         console.print(cmp)
 
     if report.plan is not None:
@@ -174,44 +209,56 @@ def render_text(report: BatchesReport, console: Console) -> None:
 def _render_plan(plan: BucketPlan, console: Console) -> None:
     from rich.table import Table
 
+    from ..buckets import METHODS
+
     sim = (
-        f"simulated on {plan.simulated_samples:,} samples"
+        f"simulated on {plan.simulated_samples:,} samples, 1 epoch"
         if plan.simulated_samples
-        else "not simulated"
+        else "not simulated: batch-max model"
     )
-    table = Table(
-        title=(
-            f"Bucket edges for 'bucketed' ({plan.n_distinct:,} distinct lengths; {sim}; "
-            f"model = pad to bucket edge, simulated = pad to batch max)"
-        ),
+    best = Table(
+        title=f"Bucket edges for 'bucketed', best per k ({sim})",
         title_justify="left",
     )
-    for col, justify in (
-        ("method", "left"),
-        ("k", "right"),
-        ("boundaries", "left"),
-        ("model", "right"),
-        ("simulated", "right"),
-    ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    best.add_column("k", justify="right", no_wrap=True)
+    best.add_column("boundaries (--buckets)", overflow="fold")
+    best.add_column("method", no_wrap=True)
+    best.add_column("padding eff.", justify="right", no_wrap=True)
     if plan.throughput is not None:
-        table.add_column(f"time, {plan.epochs} epochs", justify="right")
-    previous = None
-    for o in plan.options:
-        if previous is not None and o.method != previous:
-            table.add_section()
-        previous = o.method
-        row = [
-            o.method,
-            str(o.k),
-            ",".join(str(e) for e in o.boundaries),
-            _pct(o.model_efficiency),
-            _pct(o.padding_efficiency),
-        ]
+        best.add_column(
+            f"time, {plan.epochs} epoch{'s' if plan.epochs != 1 else ''}",
+            justify="right",
+            no_wrap=True,
+        )
+    for o in plan.recommended():
+        eff = o.padding_efficiency if o.padding_efficiency is not None else o.batch_max_efficiency
+        row = [str(o.k), ",".join(str(e) for e in o.boundaries), o.method, _pct(eff)]
         if plan.throughput is not None:
             row.append(duration(o.training_seconds))
-        table.add_row(*row)
-    console.print(table)
+        best.add_row(*row)
+    console.print(best)
+
+    by = Table(
+        title="Padding efficiency by method: simulated (pad-to-edge bound)",
+        title_justify="left",
+        caption=(
+            f"{plan.n_distinct:,} distinct lengths. dp-batch-max / dp-edge: exact DP on the "
+            "length histogram, padding modelled per batch / to the bucket edge; lhotse: equal "
+            "tokens per bucket; quantile: equal samples per bucket. --json has every edge set."
+        ),
+        caption_justify="left",
+    )
+    by.add_column("k", justify="right")
+    for method in METHODS:
+        by.add_column(method, justify="right")
+    cells = {(o.method, o.k): o for o in plan.options}
+    for k in sorted({o.k for o in plan.options}):
+        row = [str(k)]
+        for method in METHODS:
+            o = cells[(method, k)]
+            row.append(f"{_pct(o.padding_efficiency)} ({_pct(o.model_efficiency)})")
+        by.add_row(*row)
+    console.print(by)
 
 
 def _stats_json(s: ScheduleStats, seconds: float | None) -> dict[str, Any]:
@@ -233,20 +280,19 @@ def report_document(report: BatchesReport) -> dict[str, Any]:
     if report.plan is not None:
         plan = report.plan
 
-        def option(o: Any, method: bool) -> dict[str, Any]:
-            d = {
+        def option(o: Any) -> dict[str, Any]:
+            return {
+                "method": o.method,
                 "k": o.k,
                 "boundaries": list(o.boundaries),
                 "padding_efficiency": o.padding_efficiency,
-                "model_padding_efficiency": o.model_efficiency,
+                "edge_padding_efficiency": o.model_efficiency,
+                "batch_max_padding_efficiency": o.batch_max_efficiency,
                 "training_seconds": o.training_seconds,
             }
-            return {"method": o.method, **d} if method else d
 
-        doc["buckets"] = [option(o, False) for o in plan.best("optimal")]
-        doc["bucket_alternatives"] = [
-            option(o, True) for o in plan.options if o.method != "optimal"
-        ]
+        doc["buckets"] = [option(o) for o in plan.recommended()]
+        doc["bucket_options"] = [option(o) for o in plan.options]
         doc["bucket_simulated_samples"] = plan.simulated_samples
     if report.verification is not None:
         doc["verification"] = report.verification
@@ -275,7 +321,7 @@ def plot_batches(
     )
     ax = axes[0, 0]
     if strip.size:
-        extent = (float(steps[0]), float(steps[-1]) + 1, 0, strip.shape[0])
+        extent = (float(steps[0]), float(steps[-1]) + 1, 0.0, 1.0)
         image = ax.imshow(
             np.ma.masked_invalid(strip),
             aspect="auto",
@@ -286,23 +332,28 @@ def plot_batches(
         )
         fig.colorbar(image, ax=ax, label="sample length (tokens)")
     ax.set_xlabel("optimizer step")
-    ax.set_ylabel("samples in the step, shortest first")
+    ax.set_ylabel("quantile within the step (shortest at 0)")
     ax.set_title("lengths of each step's samples")
 
     ax = axes[0, 1]
+    placed: dict[tuple[float, float], int] = {}
     for st in strategies:
         icc = st.length_icc
         if icc is None:
             continue
         ax.scatter(1 - icc, st.padding_efficiency, s=40)
+        # strategies at the same point (fairseq and sorted-greedy often are) stack labels
+        spot = (round(1 - icc, 2), round(st.padding_efficiency, 2))
+        placed[spot] = placed.get(spot, -1) + 1
         ax.annotate(
             st.strategy,
             (1 - icc, st.padding_efficiency),
-            xytext=(4, 4),
+            xytext=(4, 4 - 11 * placed[spot]),
             textcoords="offset points",
             fontsize=9,
         )
     ax.set_xlim(-0.05, 1.05)
+    ax.set_ylim(0.0, 1.05)
     ax.set_xlabel("diversity: 1 - length ICC")
     ax.set_ylabel("padding efficiency")
     ax.set_title("padding against batch diversity")

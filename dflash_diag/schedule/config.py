@@ -103,6 +103,7 @@ def read_config(path: Path) -> dict[str, Any]:
 
 def parse_buckets(text: str | list[int] | tuple[int, ...]) -> tuple[int, ...]:
     """``"0,770,1216"`` (or a list) -> ``(0, 770, 1216)``."""
+    items: list[int | str]
     if isinstance(text, (list, tuple)):
         items = list(text)
     else:

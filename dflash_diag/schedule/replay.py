@@ -31,14 +31,14 @@ if TYPE_CHECKING:
 Progress = Callable[[int, int], None]
 
 
-def sample_keys(n: int) -> np.ndarray:
+def sample_keys(ids: np.ndarray) -> np.ndarray:
     """A pseudo-random uint64 key per dataset index (splitmix64 of ``i + 1``): a batch's
     composition key is the wrapping sum of its samples' keys, the same in any order, and
     two different sets collide with probability about 2**-64."""
     import numpy as np
 
     with np.errstate(over="ignore"):
-        z = (np.arange(1, n + 1, dtype=np.uint64)) * np.uint64(0x9E3779B97F4A7C15)
+        z = (np.asarray(ids).astype(np.uint64) + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15)
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         return z ^ (z >> np.uint64(31))
@@ -60,7 +60,7 @@ def as_lengths(source: Manifest | np.ndarray | Sequence[int], what: str = "lengt
             raise InputError(what, f"lengths that are not whole numbers at rows {rows}", "")
     elif arr.dtype.kind not in "iub":
         raise InputError(what, f"lengths must be numbers, got dtype {arr.dtype}", "")
-    out = arr.astype(np.int64)
+    out = arr.astype(np.int64, copy=False)
     neg = np.flatnonzero(out < 0)
     if neg.size:
         rows = ", ".join(str(i) for i in neg[:5].tolist())
@@ -105,41 +105,68 @@ def _positions(m: int, params: ScheduleParams) -> tuple[np.ndarray, int]:
             np.arange(n_steps), np.arange(w), np.arange(g), indexing="ij", sparse=True
         )
         pos = r * block + k * g + j
-    return np.broadcast_to(pos, (n_steps, w, g)).reshape(-1).astype(np.int64), n_steps
+    return np.broadcast_to(pos, (n_steps, w, g)).reshape(-1).astype(np.int64, copy=False), n_steps
+
+
+#: samples handled at once when gathering or summing over batches: bounds the
+#: temporaries (a few arrays of this many int64) whatever the manifest's size
+CHUNK = 1 << 21
+
+
+def batch_chunks(offsets: np.ndarray, chunk: int = CHUNK) -> list[tuple[int, int]]:
+    """Ranges ``[a, b)`` of batches covering about ``chunk`` samples each (at least one
+    batch each), given batch offsets."""
+    import numpy as np
+
+    n_batches = len(offsets) - 1
+    out = []
+    a = 0
+    while a < n_batches:
+        b = int(np.searchsorted(offsets, offsets[a] + chunk, side="right")) - 1
+        b = min(max(b, a + 1), n_batches)
+        out.append((a, b))
+        a = b
+    return out
 
 
 def _pool_features(
-    pool: Batches, lengths: np.ndarray, keys: np.ndarray, codes: np.ndarray | None, n_cat: int
+    pool: Batches, lengths: np.ndarray, codes: np.ndarray | None, n_cat: int
 ) -> dict[str, np.ndarray]:
-    """Per-batch sums of a pool: n, tokens, sum of squares, min, max, key, category counts."""
+    """Per-batch sums of a pool: n, tokens, sum of squares, min, max, composition key
+    (:func:`sample_keys` summed), category counts.  Computed chunk by chunk."""
     import numpy as np
 
     sizes = pool.sizes()
     if (sizes <= 0).any():
         raise ValueError("a strategy produced an empty batch")
-    starts = pool.offsets[:-1]
-    ls = lengths[pool.ids]
-    feats = {
-        "n": sizes,
-        "tokens": np.add.reduceat(ls, starts) if len(sizes) else sizes.copy(),
-        "sumsq": (
-            np.add.reduceat(ls.astype(np.float64) ** 2, starts) if len(sizes) else np.zeros(0)
-        ),
-        "min": np.minimum.reduceat(ls, starts) if len(sizes) else sizes.copy(),
-        "max": np.maximum.reduceat(ls, starts) if len(sizes) else sizes.copy(),
-        "key": (
-            np.add.reduceat(keys[pool.ids], starts) if len(sizes) else np.zeros(0, dtype=np.uint64)
-        ),
-    }
-    if codes is not None:
-        c = codes[pool.ids]
-        for k in range(n_cat):
-            hit = (c == k).astype(np.int64)
-            feats[f"cat{k}"] = np.add.reduceat(hit, starts) if len(sizes) else sizes.copy()
+    names = ["tokens", "sumsq", "min", "max", "key"] + [f"cat{c}" for c in range(n_cat)]
+    parts: dict[str, list[np.ndarray]] = {name: [] for name in names}
+    for a, b in batch_chunks(pool.offsets):
+        lo, hi = int(pool.offsets[a]), int(pool.offsets[b])
+        ids = pool.ids[lo:hi]
+        starts = pool.offsets[a:b] - lo
+        ls = lengths[ids]
+        parts["tokens"].append(np.add.reduceat(ls, starts))
+        parts["sumsq"].append(np.add.reduceat(np.square(ls, dtype=np.float64), starts))
+        parts["min"].append(np.minimum.reduceat(ls, starts))
+        parts["max"].append(np.maximum.reduceat(ls, starts))
+        parts["key"].append(np.add.reduceat(sample_keys(ids), starts))
+        if codes is not None:
+            c = codes[ids]
+            for k in range(n_cat):
+                parts[f"cat{k}"].append(np.add.reduceat((c == k).astype(np.int64), starts))
+    feats = {"n": sizes}
+    for name, pieces in parts.items():
+        dtype = np.uint64 if name == "key" else (np.float64 if name == "sumsq" else np.int64)
+        feats[name] = np.concatenate(pieces) if pieces else np.zeros(0, dtype=dtype)
     return feats
 
 
-def _frame(cols: dict[str, np.ndarray], cat_names: tuple[str, ...], n_col: np.ndarray) -> Any:
+def _frame(
+    cols: dict[str, np.ndarray], cat_names: tuple[str, ...], n_col: np.ndarray, order: list[str]
+) -> Any:
+    """A table of ``order``'s columns (plus ``cat_<name>``) from per-row sums, built
+    without copying the arrays (the replay of a big manifest has millions of rows)."""
     import numpy as np
     import pandas as pd
 
@@ -148,14 +175,51 @@ def _frame(cols: dict[str, np.ndarray], cat_names: tuple[str, ...], n_col: np.nd
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = tokens / n
         var = np.maximum(cols["sumsq"] / n - mean**2, 0.0)
-        eff = tokens / cols["padded_tokens"]
-    out = {k: v for k, v in cols.items() if k not in ("sumsq",) and not k.startswith("cat")}
-    out["mean_len"] = mean
-    out["len_std"] = np.sqrt(var)
-    out["padding_eff"] = eff
+        derived = {
+            "mean_len": mean,
+            "len_std": np.sqrt(var),
+            "padding_eff": tokens / cols["padded_tokens"],
+        }
+    out = {name: derived[name] if name in derived else cols[name] for name in order}
     for k, name in enumerate(cat_names):
         out[f"cat_{name}"] = cols[f"cat{k}"] / n
-    return pd.DataFrame(out)
+    return pd.DataFrame(out, copy=False)
+
+
+def _epoch_rows(
+    plan: EpochPlan, feats: dict[str, np.ndarray], params: ScheduleParams, epoch: int, step0: int
+) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """One epoch's micro rows (features gathered in row order, epoch, step, rank, micro),
+    the pool batches they use, and the pool batches dropped with the incomplete step."""
+    import numpy as np
+
+    pos, n_steps = _positions(len(plan.order), params)
+    chosen = plan.order[pos]
+    unused = np.setdiff1d(np.arange(len(plan.order)), pos, assume_unique=True)
+    w, g = params.world_size, params.grad_accum
+    part = {k: v[chosen] for k, v in feats.items()}
+    part["epoch"] = np.full(len(chosen), epoch, dtype=np.int64)
+    part["step"] = step0 + np.repeat(np.arange(n_steps, dtype=np.int64), w * g)
+    part["rank"] = np.tile(np.repeat(np.arange(w, dtype=np.int64), g), n_steps)
+    part["micro"] = np.tile(np.arange(g, dtype=np.int64), n_steps * w)
+    return part, chosen, plan.order[unused]
+
+
+def _gather_into(
+    flat: np.ndarray, used: int, pool: Batches, chosen: np.ndarray, sizes: np.ndarray
+) -> tuple[np.ndarray, int]:
+    """Append the sample ids of ``pool``'s batches ``chosen`` to ``flat[used:]``, chunk by
+    chunk; returns the (possibly grown) buffer and the new fill level."""
+    import numpy as np
+
+    total = int(sizes.sum())
+    if used + total > len(flat):  # only a user's function can use samples twice
+        flat = np.concatenate([flat[:used], np.empty(max(len(flat), total), np.int64)])
+    done = np.zeros(len(chosen) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=done[1:])
+    for a, b in batch_chunks(done):
+        flat[used + done[a] : used + done[b]] = gather_segments(pool.ids, pool.offsets, chosen[a:b])
+    return flat, used + total
 
 
 def replay(
@@ -198,7 +262,6 @@ def replay(
     strategy = get_strategy(params.strategy)
     prepared = strategy.prepare(lengths, params)
     shufflers = EpochShufflers(params.rng, params.seed, params.seeding)
-    keys = sample_keys(n)
 
     # Sample ids go straight into one buffer: built-in strategies use each sample at
     # most once per epoch, so n * epochs bounds it and untouched pages cost nothing.
@@ -220,42 +283,26 @@ def replay(
         for key, value in plan.dropped.items():
             dropped[key] = dropped.get(key, 0) + int(value)
         if cache[0] is not plan.pool:
-            cache = (plan.pool, _pool_features(plan.pool, lengths, keys, codes, len(cat_names)))
+            cache = (plan.pool, _pool_features(plan.pool, lengths, codes, len(cat_names)))
         feats = cache[1]
-        pos, n_steps = _positions(len(plan.order), params)
-        chosen = plan.order[pos]
-        unused = np.setdiff1d(np.arange(len(plan.order)), pos, assume_unique=True)
-        dropped["incomplete_last_step_micro_batches"] += len(unused)
-        dropped["incomplete_last_step_samples"] += int(feats["n"][plan.order[unused]].sum())
-
-        ids = gather_segments(plan.pool.ids, plan.pool.offsets, chosen)
-        if used + len(ids) > len(flat):
-            flat = np.concatenate([flat[:used], np.empty(max(len(flat), len(ids)), np.int64)])
-        flat[used : used + len(ids)] = ids
-        used += len(ids)
-
-        rows = len(chosen)
-        part = {k: v[chosen] for k, v in feats.items()}
-        part["epoch"] = np.full(rows, e, dtype=np.int64)
-        part["step"] = step0 + np.repeat(np.arange(n_steps, dtype=np.int64), per_step)
-        part["rank"] = np.tile(np.repeat(np.arange(params.world_size), params.grad_accum), n_steps)
-        part["micro"] = np.tile(np.arange(params.grad_accum), n_steps * params.world_size)
+        part, chosen, dropped_micro = _epoch_rows(plan, feats, params, e, step0)
+        dropped["incomplete_last_step_micro_batches"] += len(dropped_micro)
+        dropped["incomplete_last_step_samples"] += int(feats["n"][dropped_micro].sum())
+        flat, used = _gather_into(flat, used, plan.pool, chosen, part["n"])
         parts.append(part)
+        n_steps = len(chosen) // per_step
         step0 += n_steps
         if progress is not None:
             progress(e + 1, n_epochs)
 
-    cols = {
-        k: np.concatenate([p[k] for p in parts]).astype(np.int64, copy=False)
-        for k in parts[0]
-        if k not in ("key", "sumsq")
-    }
-    cols["sumsq"] = np.concatenate([p["sumsq"] for p in parts])
-    all_keys = np.concatenate([p["key"] for p in parts])
-    offsets = np.zeros(len(all_keys) + 1, dtype=np.int64)
+    # concatenate column by column, releasing each epoch's piece as it goes
+    cols = {k: np.concatenate([p.pop(k) for p in parts]) for k in list(parts[0])}
+    del parts
+    offsets = np.zeros(len(cols["n"]) + 1, dtype=np.int64)
     np.cumsum(cols["n"], out=offsets[1:])
-    micro = _micro_table(cols, all_keys, cat_names)
-    steps = _step_table(cols, micro, per_step, cat_names)
+    cols["padded_tokens"] = cols["n"] * cols["max"]
+    steps = _step_table(cols, per_step, cat_names)
+    micro = _micro_table(cols, cat_names)
     return Replay(
         params=params,
         lengths=lengths,
@@ -280,25 +327,12 @@ def batch_ids(keys: np.ndarray) -> np.ndarray:
     return rank[inverse.reshape(-1)]
 
 
-def _micro_table(cols: dict[str, np.ndarray], keys: np.ndarray, cat_names: tuple[str, ...]) -> Any:
-
-    padded = cols["n"] * cols["max"]
-    base = {
-        "epoch": cols["epoch"],
-        "step": cols["step"],
-        "rank": cols["rank"],
-        "micro": cols["micro"],
-        "batch_id": batch_ids(keys),
-        "n_samples": cols["n"],
-        "tokens": cols["tokens"],
-        "padded_tokens": padded,
-        "min_len": cols["min"],
-        "max_len": cols["max"],
-        "sumsq": cols["sumsq"],
-    }
-    for k in range(len(cat_names)):
-        base[f"cat{k}"] = cols[f"cat{k}"]
-    return _frame(base, cat_names, cols["n"])[_MICRO_ORDER + [f"cat_{c}" for c in cat_names]]
+def _micro_table(cols: dict[str, np.ndarray], cat_names: tuple[str, ...]) -> Any:
+    cols["batch_id"] = batch_ids(cols.pop("key"))
+    cols["n_samples"] = cols["n"]
+    cols["min_len"] = cols["min"]
+    cols["max_len"] = cols["max"]
+    return _frame(cols, cat_names, cols["n"], _MICRO_ORDER)
 
 
 _MICRO_ORDER = [
@@ -331,9 +365,7 @@ _STEP_ORDER = [
 ]
 
 
-def _step_table(
-    cols: dict[str, np.ndarray], micro: Any, per_step: int, cat_names: tuple[str, ...]
-) -> Any:
+def _step_table(cols: dict[str, np.ndarray], per_step: int, cat_names: tuple[str, ...]) -> Any:
     # Rows are in (step, rank, micro) order and every step has exactly per_step rows,
     # so a step's aggregates are reductions over rows of a (n_steps, per_step) reshape.
     import numpy as np
@@ -343,19 +375,19 @@ def _step_table(
 
     n_col = grid(cols["n"]).sum(axis=1)
     base = {
-        "step": grid(cols["step"])[:, 0],
-        "epoch": grid(cols["epoch"])[:, 0],
+        "step": grid(cols["step"])[:, 0].copy(),
+        "epoch": grid(cols["epoch"])[:, 0].copy(),
         "n_micro": np.full(len(n_col), per_step, dtype=np.int64),
         "n_samples": n_col,
         "tokens": grid(cols["tokens"]).sum(axis=1),
-        "padded_tokens": grid(micro["padded_tokens"].to_numpy()).sum(axis=1),
+        "padded_tokens": grid(cols["padded_tokens"]).sum(axis=1),
         "min_len": grid(cols["min"]).min(axis=1) if len(n_col) else n_col.copy(),
         "max_len": grid(cols["max"]).max(axis=1) if len(n_col) else n_col.copy(),
         "sumsq": grid(cols["sumsq"]).sum(axis=1),
     }
     for k in range(len(cat_names)):
         base[f"cat{k}"] = grid(cols[f"cat{k}"]).sum(axis=1)
-    return _frame(base, cat_names, n_col)[_STEP_ORDER + [f"cat_{c}" for c in cat_names]]
+    return _frame(base, cat_names, n_col, _STEP_ORDER)
 
 
 def epoch_batches(

@@ -3,11 +3,16 @@
 The evidence is the per-step real-token count a trainer logs (``tokens`` in a RunLog
 table, e.g. ``ntok 16282``): a replayed step matches when its real (capped) tokens equal
 the logged number.  With several ranks a log may show the whole step's tokens, rank 0's
-share, or the mean over ranks; all three are compared and the basis that matches best is
-reported.  A match rate near 1 over hundreds of steps is strong evidence that the replay
-is the run's schedule: a wrong seed matches almost nowhere (sorted-greedy batches of
-equal lengths are the exception: they can share token counts by chance, so read the rate
-with ``n_compared`` in mind).
+share, or the mean over ranks; a log written every ``g`` steps may show the sum or the
+mean over the ``g`` steps up to its line (``g`` = the most common gap between logged
+steps).  Every basis that applies is compared and the one that matches best is reported
+(the whole step wins ties).
+
+A match rate near 1 over hundreds of steps is strong evidence that the replay is the
+run's schedule: a wrong seed matches almost nowhere (sorted-greedy batches of equal
+lengths are the exception: they can share token counts by chance, so read the rate with
+``n_compared`` in mind).  Steps the replay does not cover are not compared: report
+``n_compared`` beside ``n_log_steps``.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import InputError
-from ..records import Manifest, Replay, ScheduleParams
+from ..records import Manifest, Replay, RunLog, ScheduleParams
 from .base import Batches, get_strategy
 from .replay import _positions, as_lengths
 from .rng import EpochShufflers
@@ -29,8 +34,9 @@ if TYPE_CHECKING:
 
 Progress = Callable[[int, int], None]
 
-#: token bases compared: whole step, rank 0's micro-batches, mean over ranks
-BASES: tuple[str, ...] = ("step", "rank0", "rank_mean")
+#: token bases compared: whole step, rank 0's micro-batches, mean over ranks, and for a
+#: log written every g > 1 steps the sum and the mean over the g steps up to each line
+BASES: tuple[str, ...] = ("step", "rank0", "rank_mean", "interval_sum", "interval_mean")
 
 
 @dataclass(frozen=True)
@@ -46,7 +52,8 @@ class Verification:
     :param seed: the replay's seed.
     :param first_step: the replay's first step number.
     :param basis: what the logged tokens were matched as: ``step`` (all ranks' tokens),
-        ``rank0`` (rank 0's micro-batches) or ``rank_mean`` (step tokens / world_size).
+        ``rank0`` (rank 0's micro-batches), ``rank_mean`` (step tokens / world_size),
+        ``interval_sum`` / ``interval_mean`` (over the log's interval of g steps).
     """
 
     tokens_match: float
@@ -65,9 +72,11 @@ class Verification:
         return (rate, self.n_compared)
 
 
-def _logged(log_table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def _logged(log_table: pd.DataFrame | RunLog) -> tuple[np.ndarray, np.ndarray]:
     """(step, tokens) of the log's rows that have both; a resumed step keeps its last row;
     with a ``rank`` column, rank 0's rows (or the lowest rank's)."""
+    if isinstance(log_table, RunLog):
+        log_table = log_table.table
     for col in ("step", "tokens"):
         if col not in log_table.columns:
             raise InputError(
@@ -123,22 +132,41 @@ def _compare(
     return best
 
 
-def _bases(steps_total: np.ndarray, rank0: np.ndarray, world_size: int) -> dict[str, np.ndarray]:
-    if world_size == 1:
-        return {"step": steps_total.astype(np.float64)}
-    return {
-        "step": steps_total.astype(np.float64),
-        "rank0": rank0.astype(np.float64),
-        "rank_mean": steps_total / world_size,
-    }
+def log_interval(log_steps: np.ndarray) -> int:
+    """Steps between the log's lines: the most common gap (1 for a line per step)."""
+    if len(log_steps) < 3:
+        return 1
+    gaps, counts = np.unique(np.diff(log_steps), return_counts=True)
+    return max(int(gaps[np.argmax(counts)]), 1)
 
 
-def verify_tokens(replay: Replay, log_table: pd.DataFrame, tolerance: float = 0.0) -> Verification:
+def _bases(
+    steps_total: np.ndarray, rank0: np.ndarray, world_size: int, interval: int = 1
+) -> dict[str, np.ndarray]:
+    """Replayed per-step tokens on every basis a log may use (see :data:`BASES`)."""
+    total = steps_total.astype(np.float64)
+    out = {"step": total}
+    if world_size > 1:
+        out["rank0"] = rank0.astype(np.float64)
+        out["rank_mean"] = total / world_size
+    if interval > 1:
+        # tokens of the `interval` steps ending at each step (NaN before a full window)
+        csum = np.concatenate([[0.0], np.cumsum(total)])
+        window = np.full(len(total), np.nan)
+        window[interval - 1 :] = csum[interval:] - csum[:-interval]
+        out["interval_sum"] = window
+        out["interval_mean"] = window / interval
+    return out
+
+
+def verify_tokens(
+    replay: Replay, log_table: pd.DataFrame | RunLog, tolerance: float = 0.0
+) -> Verification:
     """Compare a replay's per-step real tokens with a log's ``tokens`` column.
 
     :param replay: the replayed schedule.
-    :param log_table: a RunLog table (``step`` and ``tokens`` columns; NaN tokens and
-        steps the replay does not cover are not compared).
+    :param log_table: a RunLog or its table (``step`` and ``tokens`` columns; NaN tokens
+        and steps the replay does not cover are not compared).
     :param tolerance: relative tolerance (0: exact, for logs that print integers).
 
     >>> import pandas as pd
@@ -153,7 +181,9 @@ def verify_tokens(replay: Replay, log_table: pd.DataFrame, tolerance: float = 0.
     micro = replay.micro
     rank0 = micro[micro["rank"] == 0].groupby("step", sort=True)["tokens"].sum()
     rank0 = rank0.reindex(steps["step"]).to_numpy()
-    bases = _bases(steps["tokens"].to_numpy(), rank0, replay.params.world_size)
+    bases = _bases(
+        steps["tokens"].to_numpy(), rank0, replay.params.world_size, log_interval(log_steps)
+    )
     return _compare(
         steps["step"].to_numpy(dtype=np.int64),
         bases,
@@ -215,7 +245,7 @@ def step_token_table(
 def search_seed(
     source: Manifest | np.ndarray | Sequence[int],
     params: ScheduleParams,
-    log_table: pd.DataFrame,
+    log_table: pd.DataFrame | RunLog,
     seeds: Iterable[int] = range(0, 1000),
     first_steps: Sequence[int] = (0, 1),
     progress: Progress | None = None,
@@ -235,6 +265,15 @@ def search_seed(
     :param first_steps: candidate numbers of the first step.
     :param progress: ``progress(done, total)`` over the seeds.
     :param compare_steps: logged steps compared per candidate.
+
+    >>> import pandas as pd
+    >>> from dflash_diag.schedule import replay
+    >>> lens = np.random.default_rng(0).integers(1, 500, 2000)
+    >>> truth = replay(lens, ScheduleParams(token_budget=1000, seed=42, first_step=1))
+    >>> log = pd.DataFrame({"step": truth.steps.step, "tokens": truth.steps.tokens})
+    >>> v = search_seed(lens, ScheduleParams(token_budget=1000), log, seeds=range(100))
+    >>> (v.seed, v.first_step, v.tokens_match)
+    (42, 1, 1.0)
     """
     log_steps, log_tokens = _logged(log_table)
     if not len(log_steps):
@@ -242,6 +281,7 @@ def search_seed(
     seeds = list(seeds)
     if not seeds:
         raise InputError("--search-seed", "no seeds to try", "give a range like 0..1000")
+    interval = log_interval(log_steps)
     head_steps, head_tokens = log_steps[:compare_steps], log_tokens[:compare_steps]
     need = int(head_steps.max()) - min(first_steps) + 1
     raw = as_lengths(source)
@@ -254,7 +294,7 @@ def search_seed(
     for done, seed in enumerate(seeds, start=1):
         p = params.replace(seed=seed)
         total, rank0 = step_token_table(lengths, p, max_steps=max(need, 1), prepared=prepared)
-        bases = _bases(total, rank0, p.world_size)
+        bases = _bases(total, rank0, p.world_size, interval)
         for fs in first_steps:
             rep_steps = np.arange(len(total), dtype=np.int64) + fs
             v = _compare(rep_steps, bases, head_steps, head_tokens, seed, fs, 0.0)
@@ -269,5 +309,5 @@ def search_seed(
     p = params.replace(seed=best.seed, first_step=best.first_step)
     total, rank0 = step_token_table(lengths, p, prepared=prepared)
     rep_steps = np.arange(len(total), dtype=np.int64) + best.first_step
-    bases = _bases(total, rank0, p.world_size)
+    bases = _bases(total, rank0, p.world_size, interval)
     return _compare(rep_steps, bases, log_steps, log_tokens, best.seed, best.first_step, 0.0)

@@ -1,0 +1,51 @@
+"""Spike detection and attribution: is a loss spike the data or the optimizer?
+
+>>> from dflash_diag.spikes import detect_spikes, attribute_spikes   # doctest: +SKIP
+
+- :func:`detect_spikes` (``detect.py``): robust-z detector and the production rules;
+- :func:`point_features` (``features.py``): batch features of every logged point;
+- :func:`attribute_spikes` (``attribute.py``): correlations, composition model, evidence
+  and a verdict per spike; :func:`check_schedule` refuses a replay that does not match;
+- the variance panel lives in :mod:`dflash_diag.variance`.
+
+Names load lazily so that importing this package pulls in neither numpy nor pandas.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS: dict[str, str] = {
+    "DETECTORS": "detect",
+    "Detection": "detect",
+    "SpikeEvent": "detect",
+    "detect_spikes": "detect",
+    "log_interval": "detect",
+    "point_features": "features",
+    "rank_features": "features",
+    "Attribution": "attribute",
+    "SpikeEvidence": "attribute",
+    "Recurrence": "attribute",
+    "Correlation": "attribute",
+    "attribute_spikes": "attribute",
+    "check_schedule": "attribute",
+    "epochs_to_cover": "attribute",
+    "detrend": "attribute",
+    "CompositionModel": "model",
+    "fit_model": "model",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

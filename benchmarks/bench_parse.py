@@ -1,0 +1,116 @@
+"""How fast is ``read_log`` on a big key=value log, against ``pandas.read_csv``?
+
+Generates a 1,000,000-line training log in the sample run's line shape (timestamp,
+level, logger, ``epoch= step=N/T loss= acc= lr= grad_norm= ntok= tok/s=25.1K``, with a
+warning line every 5,000 lines) in a temporary folder, and the same metrics as a CSV.
+Prints lines/s of ``read_log``, the ratio of its time to ``pandas.read_csv`` on the CSV
+(target: at most 3x), and the peak resident memory of a fresh process running
+``read_log`` (target: under 1 GB).  Each timing is the best of ``--repeat`` runs.
+
+    python benchmarks/bench_parse.py [--lines 1000000] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+LINE = (
+    "2026-03-02 14:{mm:02d}:{ss:02d},{ms:03d} | INFO | dflash.train | epoch={ep} "
+    "step={step}/{total} loss={loss:.4f} acc={acc:.4f} lr={lr:.2e} grad_norm={gn:.2f} "
+    "ntok={ntok} tok/s={tps:.1f}K\n"
+)
+
+
+def generate(folder: Path, n: int) -> tuple[Path, Path]:
+    """Write ``n`` metric lines (plus warnings) and the same metrics as CSV."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    total = n
+    loss = 4.0 + rng.random(n)
+    acc = rng.random(n)
+    gn = 1.0 + rng.random(n)
+    log = folder / "big.log"
+    csv = folder / "big.csv"
+    with open(log, "w") as f, open(csv, "w") as c:
+        f.write("==== dflash drafter training ====\n")
+        c.write("step,loss,acc,lr,grad_norm,tokens,tok_per_s,epoch\n")
+        for i in range(n):
+            if i % 5000 == 4999:
+                f.write("2026-03-02 14:00:00,000 | WARNING | dflash.train | [rank3] slow step\n")
+            lr = 6e-4 * min(1.0, (i + 1) / 3000)
+            ep = i // 100_000
+            ntok = 60000 + i % 4000
+            tps = 20 + (i % 97) / 10
+            f.write(
+                LINE.format(
+                    mm=i // 60 % 60,
+                    ss=i % 60,
+                    ms=i % 1000,
+                    ep=ep,
+                    step=i,
+                    total=total,
+                    loss=loss[i],
+                    acc=acc[i],
+                    lr=lr,
+                    gn=gn[i],
+                    ntok=ntok,
+                    tps=tps,
+                )
+            )
+            row = (i, f"{loss[i]:.4f}", f"{acc[i]:.4f}", f"{lr:.2e}", f"{gn[i]:.2f}", ntok)
+            c.write(",".join(map(str, row)) + f",{tps * 1000:.0f},{ep}\n")
+    return log, csv
+
+
+def best_of(repeat: int, fn) -> tuple[float, object]:
+    best, out = float("inf"), None
+    for _ in range(repeat):
+        t = time.perf_counter()
+        out = fn()
+        best = min(best, time.perf_counter() - t)
+    return best, out
+
+
+PEAK = """
+import resource, sys
+from dflash_diag.logs import read_log
+run = read_log(sys.argv[1])
+print(len(run.table), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lines", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    import pandas as pd
+
+    from dflash_diag.logs import read_log
+
+    with tempfile.TemporaryDirectory() as tmp:
+        log, csv = generate(Path(tmp), args.lines)
+        size_mb = log.stat().st_size / 1e6
+        t_csv, frame = best_of(args.repeat, lambda: pd.read_csv(csv))
+        t_log, run = best_of(args.repeat, lambda: read_log(log))
+        assert len(run.table) == len(frame) == args.lines, (len(run.table), len(frame))
+        out = subprocess.run(
+            [sys.executable, "-c", PEAK, str(log)], capture_output=True, text=True, check=True
+        )
+        rows, peak_kb = (int(x) for x in out.stdout.split())
+    n_lines = run.n_lines
+    print(f"log: {n_lines:,} lines, {size_mb:.0f} MB; {rows:,} steps read")
+    print(f"read_log:        {t_log:6.2f} s  ({n_lines / t_log:,.0f} lines/s)")
+    print(f"pandas.read_csv: {t_csv:6.2f} s  (same metrics as CSV)")
+    print(f"ratio read_log / read_csv: {t_log / t_csv:.2f}x  (target <= 3x)")
+    print(f"peak memory of a process running read_log: {peak_kb / 1024:.0f} MB  (target < 1024)")
+
+
+if __name__ == "__main__":
+    main()

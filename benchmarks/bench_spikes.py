@@ -1,0 +1,132 @@
+"""How long `dflash-diag spikes` with attribution takes on a 100,000-step log and a
+10,000,000-sample manifest, and how much memory it needs.
+
+Builds (outside the timings) a long-tailed manifest with categories and a text log whose
+loss follows its batches, with a few injected spikes, in a temporary folder.  Then:
+
+1. runs the whole command in a subprocess (``python -m dflash_diag spikes LOG --manifest
+   M ... --json``): wall time and peak resident memory (``ru_maxrss`` of the child);
+2. runs the library stages in this process, each timed: read_log, read_manifest,
+   detect_spikes, replay, check_schedule, attribute_spikes, variance_proxies (which
+   replays the bucketed and random strategies for the counterfactual);
+
+and prints the replay's share of the whole, the reference being the command itself.
+
+    python benchmarks/bench_spikes.py            # 100,000 steps, 10,000,000 samples
+    python benchmarks/bench_spikes.py --quick    # 10,000 steps, 1,000,000 samples
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dflash_diag.records import ScheduleParams
+from dflash_diag.schedule import replay
+
+PARAMS = ScheduleParams(
+    strategy="sorted-greedy", seed=1, token_budget=16384, max_seq_len=8192, world_size=8
+)
+FLAGS = ["--seed", "1", "--token-budget", "16384", "--max-seq-len", "8192", "--world-size", "8"]
+
+
+def build(folder: Path, n_samples: int, n_steps: int) -> tuple[Path, Path]:
+    """A manifest and a log of ``n_steps`` steps whose loss follows the batches."""
+    rng = np.random.default_rng(0)
+    cats = rng.choice(np.array(["chat", "code", "math"]), n_samples, p=[0.5, 0.3, 0.2])
+    lengths = np.minimum(rng.lognormal(np.log(1500), 0.9, n_samples).astype(np.int64) + 1, 8192)
+    manifest = folder / "manifest.parquet"
+    pd.DataFrame({"length": lengths, "source": cats}).to_parquet(manifest, index=False)
+    steps = replay(lengths, PARAMS, epochs=1).steps.iloc[:n_steps]
+    if len(steps) < n_steps:
+        raise SystemExit(f"the manifest makes only {len(steps)} steps per epoch")
+    lm = np.log(steps["mean_len"].to_numpy())
+    s = steps["step"].to_numpy()
+    loss = 2 + 2 * np.exp(-s / 2000) - 0.1 * (lm - lm.mean()) / lm.std()
+    loss += rng.normal(0, 0.02, s.size)
+    loss[rng.choice(s.size, 20, replace=False)] *= 1.3
+    grad = 0.5 + 0.05 * rng.standard_normal(s.size)
+    lr = np.minimum((s + 1) / 2000, 1.0) * 3e-4
+    log = folder / "run.log"
+    with open(log, "w") as fh:
+        for i in range(s.size):
+            fh.write(
+                f"step {s[i]}/{n_steps} | loss {loss[i]:.4f} | lr {lr[i]:.3e} | "
+                f"grad_norm {grad[i]:.3f} | ntok {int(steps['tokens'].iloc[i])}\n"
+            )
+    return log, manifest
+
+
+def timed(fn, *args, **kwargs):
+    start = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="10,000 steps, 1,000,000 samples")
+    args = parser.parse_args()
+    n_samples, n_steps = (1_000_000, 10_000) if args.quick else (10_000_000, 100_000)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        log, manifest = build(folder, n_samples, n_steps)
+        cmd = [sys.executable, "-m", "dflash_diag", "spikes", str(log), "--manifest",
+               str(manifest), *FLAGS, "--json"]  # fmt: skip
+        start = time.perf_counter()
+        out = subprocess.run(cmd, capture_output=True, text=True)
+        t_cmd = time.perf_counter() - start
+        if out.returncode != 0:
+            raise SystemExit(out.stderr)
+        peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+
+        from dflash_diag.logs import read_log
+        from dflash_diag.manifest import read_manifest
+        from dflash_diag.spikes import (
+            attribute_spikes,
+            check_schedule,
+            detect_spikes,
+            epochs_to_cover,
+        )
+        from dflash_diag.variance import variance_proxies
+
+        run, t_log = timed(read_log, log)
+        m, t_man = timed(read_manifest, manifest)
+        d, t_det = timed(detect_spikes, run.table)
+        epochs = epochs_to_cover(m, PARAMS, int(d.steps[-1]))
+        rep, t_rep = timed(replay, m, PARAMS, epochs=epochs)
+        chk, t_chk = timed(check_schedule, rep, run.table)
+        att, t_att = timed(attribute_spikes, d, rep, "window", chk)
+        var, t_var = timed(variance_proxies, d, run.table, att, rep, m)
+
+    total = t_log + t_man + t_det + t_rep + t_chk + t_att + t_var
+    print(f"log: {n_steps:,} steps; manifest: {n_samples:,} samples; world_size 8")
+    print(f"spikes found: {len(d.events)}; composition r2_cv {att.model.r2_cv:.2f}")
+    print(f"reference  whole command (subprocess)       {t_cmd:7.2f} s   1.00x")
+    print(f"           peak memory of the command       {peak_mb:7.0f} MB")
+    rows = [
+        ("read_log", t_log),
+        ("read_manifest", t_man),
+        ("detect_spikes", t_det),
+        (f"replay ({epochs} epoch(s), once)", t_rep),
+        ("check_schedule (verify_tokens)", t_chk),
+        ("attribute_spikes", t_att),
+        ("variance_proxies (2 counterfactual replays)", t_var),
+        ("sum of the stages in-process", total),
+    ]
+    for name, t in rows:
+        print(f"           {name:<40} {t:7.2f} s   {t / t_cmd:5.2f}x")
+    print(f"replay share of the command: {t_rep / t_cmd:.0%} (of the in-process sum: "
+          f"{t_rep / total:.0%})")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

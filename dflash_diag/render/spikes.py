@@ -1,0 +1,414 @@
+"""Render `dflash-diag spikes` results: JSON document, rich text, plot.
+
+Nothing here computes a statistic: the numbers come from
+:mod:`dflash_diag.spikes` and :mod:`dflash_diag.variance`; this module picks words and
+lays them out.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ..spikes.attribute import Attribution, SpikeEvidence
+    from ..spikes.detect import Detection
+    from ..variance import VarianceReport
+
+#: Spikes shown in the text table (all are in the JSON).
+MAX_ROWS = 20
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where the inputs came from, for the header and the JSON.
+
+    :param schedule: the replayed schedule's parameters (None: no manifest).
+    :param epochs: epochs replayed.
+    """
+
+    log: str
+    log_format: str
+    config: str | None = None
+    manifest: str | None = None
+    schedule: dict[str, Any] | None = None
+    epochs: int | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _num(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+def _spike_json(s: SpikeEvidence) -> dict[str, Any]:
+    e = s.event
+    return {
+        "step": e.peak_step,
+        "start_step": e.start_step,
+        "end_step": e.end_step,
+        "kind": e.kind,
+        "n_points": e.n_points,
+        "duration_steps": e.duration_steps,
+        "value": e.value,
+        "baseline": e.baseline,
+        "z": e.z,
+        "ratio": e.ratio,
+        "rise": s.rise,
+        "lr": e.lr,
+        "phase": e.phase,
+        "grad_norm": e.grad_norm,
+        "grad_norm_ratio": e.grad_norm_ratio,
+        "verdict": s.verdict,
+        "evidence": list(s.reasons),
+        "predicted": s.predicted,
+        "explained": s.explained,
+        "batch": dict(s.batch),
+        "percentiles": dict(s.percentiles),
+        "ranks": list(s.ranks),
+        "recurrences": [asdict(r) for r in s.recurrences],
+    }
+
+
+def to_json(
+    ctx: Context,
+    detection: Detection,
+    spikes: tuple[SpikeEvidence, ...],
+    attribution: Attribution | None,
+    variance: VarianceReport | None,
+) -> dict[str, Any]:
+    """The ``--json`` document (snake_case keys; NaN becomes null in ``dumps``)."""
+    d = detection
+    att: dict[str, Any] | None = None
+    check = None
+    if attribution is not None:
+        m = attribution.model
+        att = {
+            "r2": m.r2 if m else None,
+            "r2_cv": m.r2_cv if m else None,
+            "r2_quiet": m.r2_quiet if m else None,
+            "r2_cv_folds": list(m.r2_cv_folds) if m else [],
+            "n": m.n if m else 0,
+            "model": {"features": list(m.features), "coef": list(m.coef)} if m else None,
+            "covers": attribution.covers,
+            "correlations": {
+                c.feature: {
+                    "spearman": c.spearman,
+                    "p": c.spearman_p,
+                    "spearman_ci": c.spearman_ci,
+                    "pearson": c.pearson,
+                    "pearson_p": c.pearson_p,
+                    "pearson_ci": c.pearson_ci,
+                    "n": c.n,
+                }
+                for c in attribution.correlations
+            },
+        }
+        if attribution.schedule_check is not None:
+            check = asdict(attribution.schedule_check)
+    return {
+        "log": ctx.log,
+        "format": ctx.log_format,
+        "config": ctx.config,
+        "manifest": ctx.manifest,
+        "schedule": ctx.schedule,
+        "epochs_replayed": ctx.epochs,
+        "metric": d.metric,
+        "detector": d.detector,
+        "window": d.window,
+        "threshold": d.threshold,
+        "min_rise": d.min_rise if d.detector == "robust" else None,
+        "n_points": d.n_points,
+        "log_interval": d.log_interval,
+        "covers": d.covers,
+        "schedule_check": check,
+        "spikes": [_spike_json(s) for s in spikes],
+        "attribution": att,
+        "variance": asdict(variance) if variance is not None else None,
+        "summary": summary(d, spikes, attribution, variance),
+        "notes": [*ctx.notes, *(attribution.notes if attribution is not None else ())],
+    }
+
+
+def _pct(share: float | None) -> str:
+    return "n/a" if share is None or not math.isfinite(share) else f"{share:.0%}"
+
+
+def _steps(items: list[int]) -> str:
+    shown = ", ".join(str(s) for s in items[:6])
+    return shown + (f" and {len(items) - 6} more" if len(items) > 6 else "")
+
+
+def _steps_word(steps: list[int]) -> str:
+    return f"Step {steps[0]} is" if len(steps) == 1 else f"Steps {_steps(steps)} are"
+
+
+def summary(
+    d: Detection,
+    spikes: tuple[SpikeEvidence, ...],
+    attribution: Attribution | None,
+    variance: VarianceReport | None,
+) -> list[str]:
+    """Two or three plain sentences answering "is it my data or my optimizer?"."""
+    out = []
+    if not spikes:
+        out.append(f"No {d.metric} spikes in {d.n_points} logged points ({d.detector} detector).")
+    comp = [s for s in spikes if s.verdict == "composition"]
+    unex = [s for s in spikes if s.verdict == "unexplained"]
+    inc = [s for s in spikes if s.verdict == "inconclusive"]
+    if comp:
+        where = [s.percentiles.get("mean_len") for s in comp if "mean_len" in s.percentiles]
+        side = ""
+        if where:
+            lo = sum(1 for p in where if p <= 50)
+            side = " shortest" if lo > len(where) / 2 else " longest"
+            top = max(where) if side == " longest" else min(where)
+            edge = 100 - top if side == " longest" else top
+            side = f" (batches among the{side} {max(edge, 1):.0f}% by mean length)"
+        again = [s.event.peak_step for s in comp if any(r.high for r in s.recurrences)]
+        text = (
+            f"Steps {_steps([s.event.peak_step for s in comp])} are explained by their batch{side}"
+        )
+        if again:
+            text += f"; the same batches were high again when they came back ({_steps(again)})"
+        out.append(text + ".")
+    if attribution is not None and attribution.model is not None:
+        m = attribution.model
+        out.append(
+            f"Batch composition explains {_pct(m.r2_cv)} of step-to-step {d.metric} variance "
+            f"held out ({_pct(m.r2)} in-sample)."
+        )
+    if unex:
+        s = unex[0]
+        extra = ""
+        if math.isfinite(s.event.grad_norm_ratio):
+            extra = f", grad_norm {s.event.grad_norm_ratio:.1f}x its baseline"
+        steps = [u.event.peak_step for u in unex]
+        out.append(
+            f"{_steps_word(steps)} not explained by {'its' if len(steps) == 1 else 'their'} "
+            f"batch (step {s.event.peak_step}: {s.event.phase}, lr {s.event.lr:.3g}"
+            f"{extra}): look at the optimizer."
+        )
+    elif comp:
+        out.append("Nothing points at the optimizer.")
+    if inc and attribution is None:
+        out.append(
+            f"{len(inc)} spike(s) cannot be judged without the schedule: give --manifest "
+            "or a dflash-diag.toml beside the log."
+        )
+    return out
+
+
+def _f(x: float | None, spec: str = ".3g") -> str:
+    return "-" if x is None or not math.isfinite(x) else format(x, spec)
+
+
+def render_text(
+    console: Console,
+    ctx: Context,
+    detection: Detection,
+    spikes: tuple[SpikeEvidence, ...],
+    attribution: Attribution | None,
+    variance: VarianceReport | None,
+) -> None:
+    """Header, spike table, per-spike batches, correlations, variance panel, summary."""
+    from rich.table import Table
+
+    d = detection
+    console.print(f"[bold]{ctx.log}[/bold] ({ctx.log_format}): {d.n_points} points of {d.metric}")
+    console.print(f"logging: {d.covers}")
+    if ctx.config:
+        console.print(f"schedule config: {ctx.config}")
+    if attribution is not None and attribution.schedule_check is not None:
+        c = attribution.schedule_check
+        console.print(
+            f"schedule check: replayed tokens match the log at {c.tokens_match:.1%} of "
+            f"{c.n_compared} steps"
+        )
+    elif ctx.manifest is None:
+        console.print("no manifest: detection only (give --manifest to attribute spikes)")
+    for note in [*ctx.notes, *(attribution.notes if attribution else ())]:
+        console.print(f"note: {note}")
+
+    rule = f"z >= {d.threshold:g}" + (
+        f" and >= {d.min_rise:.0%} over baseline" if d.detector == "robust" else ""
+    )
+    table = Table(
+        title=f"{len(spikes)} spikes ({d.detector}: {rule}, window {d.window}; "
+        "gn x: grad_norm over its baseline)"
+    )
+    for col in ("step", "value", "baseline", "z", "rise", "phase", "lr", "gn x", "verdict"):
+        table.add_column(col, justify="left" if col in ("phase", "verdict") else "right")
+    ranked = sorted(spikes, key=lambda s: -(s.event.z if math.isfinite(s.event.z) else 1e300))
+    for s in sorted(ranked[:MAX_ROWS], key=lambda s: s.event.peak_step):
+        e = s.event
+        step = (
+            str(e.peak_step) if e.n_points == 1 else f"{e.peak_step} ({e.start_step}-{e.end_step})"
+        )
+        table.add_row(
+            step,
+            _f(e.value, ".4g"),
+            _f(e.baseline, ".4g"),
+            _f(e.z, ".1f"),
+            _f(e.ratio - 1, "+.0%") if math.isfinite(e.ratio) else "-",
+            e.phase,
+            _f(e.lr),
+            _f(e.grad_norm_ratio, ".1f"),
+            s.verdict,
+        )
+    if spikes:
+        console.print(table)
+        if len(spikes) > MAX_ROWS:
+            console.print(f"(the {MAX_ROWS} highest z shown; --json has all {len(spikes)})")
+    for s in sorted(ranked[:MAX_ROWS], key=lambda s: s.event.peak_step):
+        console.print(
+            f"step {s.event.peak_step} ({s.verdict}): " + "; ".join(s.reasons), soft_wrap=True
+        )
+        if not s.batch:
+            continue
+        p = s.percentiles
+        parts = [
+            f"{int(s.batch['n_samples'])} sample{'' if s.batch['n_samples'] == 1 else 's'}",
+            f"mean length {s.batch['mean_len']:.0f} "
+            f"(percentile {p.get('mean_len', float('nan')):.0f})",
+            f"longest {s.batch['max_len']:.0f}",
+        ]
+        cats = {k[4:]: v for k, v in s.batch.items() if k.startswith("cat_") and v > 0.05}
+        if cats:
+            parts.append(", ".join(f"{k} {v:.0%}" for k, v in sorted(cats.items())))
+        line = "  batch: " + "; ".join(parts)
+        if s.predicted is not None:
+            line += f"; model predicts {_f(s.predicted)} of the {_f(s.rise)} rise"
+        if s.recurrences:
+            back = ", ".join(
+                f"{r.step} (epoch {r.epoch}, {_f(r.residual, '+.3g')})" for r in s.recurrences[:4]
+            )
+            line += f"; came back at step {back}"
+        console.print(line, soft_wrap=True)
+
+    if attribution is not None and attribution.correlations:
+        ct = Table(title=f"detrended {d.metric} vs batch features")
+        for col in ("feature", "spearman", "95% CI", "p", "pearson", "p "):
+            ct.add_column(col, justify="left" if col == "feature" else "right")
+        for c in attribution.correlations:
+            if c.spearman is None:
+                continue
+            ct.add_row(
+                c.feature,
+                f"{c.spearman:+.2f}",
+                f"{c.spearman_ci[0]:+.2f}..{c.spearman_ci[1]:+.2f}" if c.spearman_ci else "-",
+                f"{c.spearman_p:.1g}",
+                f"{c.pearson:+.2f}" if c.pearson is not None else "-",
+                f"{c.pearson_p:.1g}" if c.pearson_p is not None else "-",
+            )
+        console.print(ct)
+    if variance is not None:
+        _variance_panel(console, variance)
+    for sentence in summary(d, spikes, attribution, variance):
+        console.print(sentence, soft_wrap=True)
+
+
+def _variance_panel(console: Console, v: VarianceReport) -> None:
+    from rich.table import Table
+
+    t = Table(title="gradient-variance proxies", show_header=False)
+    t.add_column("what")
+    t.add_column("value")
+    if v.length_icc is not None:
+        ci = (
+            f" (95% CI {v.length_icc_ci[0]:.3f}..{v.length_icc_ci[1]:.3f})"
+            if v.length_icc_ci
+            else ""
+        )
+        t.add_row(
+            "length ICC (share of length variance between batches)", f"{v.length_icc:.3f}{ci}"
+        )
+    if v.adjacent_length_corr is not None:
+        t.add_row("adjacent-step mean-length correlation", f"{v.adjacent_length_corr:+.2f}")
+    if v.composition_r2 is not None:
+        t.add_row(
+            "variance explained by composition",
+            f"{_pct(v.composition_r2_cv)} held out, {_pct(v.composition_r2)} in-sample",
+        )
+    if v.grad_norm_cv is not None:
+        t.add_row("grad_norm local CV (std/mean per window)", f"{v.grad_norm_cv:.2f}")
+    for f, c in (v.grad_norm_corr or {}).items():
+        t.add_row(f"grad_norm vs {f} (spearman)", f"{c['spearman']:+.2f} (p {c['p']:.1g})")
+    ns = v.noise_scale
+    if ns is not None:
+        if ns.b_simple is not None:
+            ci = f" (95% CI {ns.ci[0]:.3g}..{ns.ci[1]:.3g})" if ns.ci else ""
+            t.add_row("gradient noise scale B_simple (tokens)", f"{ns.b_simple:.3g}{ci}")
+        else:
+            t.add_row("gradient noise scale B_simple", ns.reason)
+        if ns.batch_tokens is not None:
+            t.add_row("actual batch size (median tokens per step)", f"{ns.batch_tokens:.0f}")
+    for c in v.counterfactual:
+        value = (
+            f"removes {_pct(c.share_removed)} of the step-to-step variance"
+            if c.share_removed is not None
+            else c.reason
+        )
+        t.add_row(f"counterfactual: {c.strategy} schedule", value)
+    console.print(t)
+    if ns is not None and ns.b_simple is not None:
+        console.print("B_simple assumes: " + "; ".join(ns.assumptions) + ".", soft_wrap=True)
+
+
+def plot_spikes(
+    path: str | Path,
+    detection: Detection,
+    spikes: tuple[SpikeEvidence, ...],
+    attribution: Attribution | None,
+) -> Path:
+    """Metric with its baseline and flag line, spike markers, points coloured by batch
+    mean length; with attribution, a second panel of detrended metric vs mean length."""
+    import numpy as np
+
+    from .plots import pyplot, save_figure
+
+    plt = pyplot()
+    d = detection
+    panels = 2 if attribution is not None else 1
+    fig, axes = plt.subplots(panels, 1, figsize=(10, 4 * panels), squeeze=False)
+    ax = axes[0][0]
+    colour = None
+    if attribution is not None:
+        colour = attribution.points["mean_len"].to_numpy(dtype=float)
+    ax.plot(d.steps, d.values, color="0.75", lw=0.6, zorder=1)
+    if colour is not None and np.isfinite(colour).any():
+        sc = ax.scatter(d.steps, d.values, c=colour, s=6, cmap="viridis", norm="log", zorder=2)
+        fig.colorbar(sc, ax=ax, label="batch mean length (tokens)")
+    ax.plot(d.steps, d.baseline, color="C1", lw=1, label="baseline")
+    if np.isfinite(d.scale).any():
+        ax.fill_between(
+            d.steps,
+            d.baseline,
+            d.baseline + d.threshold * d.scale,
+            color="C1",
+            alpha=0.15,
+            label=f"baseline + {d.threshold:g} x scale",
+        )
+    for s in spikes:
+        mark = {"composition": "C2", "unexplained": "C3"}.get(s.verdict, "C7")
+        if math.isfinite(s.event.value):
+            ax.scatter([s.event.peak_step], [s.event.value], marker="v", s=50, color=mark)
+    ax.set_xlabel("step")
+    ax.set_ylabel(d.metric)
+    ax.set_title(f"{d.metric}: spikes marked (green composition, red unexplained)")
+    ax.legend(loc="upper right")
+    if attribution is not None:
+        bx = axes[1][0]
+        pts = attribution.points
+        bx.scatter(pts["mean_len"], pts["residual"], s=6, color="0.4")
+        flagged = pts[pts["flagged"]]
+        bx.scatter(flagged["mean_len"], flagged["residual"], s=20, color="C3", label="spikes")
+        bx.set_xscale("log")
+        bx.set_xlabel("batch mean length (tokens)")
+        bx.set_ylabel(f"detrended {d.metric}")
+        bx.legend(loc="upper right")
+    fig.tight_layout()
+    return save_figure(fig, path)

@@ -1,0 +1,507 @@
+"""Line every logged point up with its batches and say which spikes the batch explains.
+
+:func:`attribute_spikes` takes a :class:`~dflash_diag.spikes.detect.Detection` and a
+:class:`~dflash_diag.records.Replay` and returns an :class:`Attribution`:
+
+1. **Detrending.**  ``residual = x - trend`` with ``trend`` the centred rolling median of
+   the metric over the detection window (``window`` logged points, the point itself
+   left out): what is left is the step-to-step variation that batches could explain.
+2. **Correlations** (:class:`Correlation`) of the residual with each batch feature:
+   Pearson and Spearman with two-sided p-values (scipy) and 95% confidence intervals
+   from Fisher's z, ``tanh(atanh(r) +- 1.96 se)`` with ``se = 1/sqrt(n-3)`` (Pearson) or
+   ``sqrt(1.06/(n-3))`` (Spearman, Fieller et al. 1957).
+3. **Composition model** (:class:`CompositionModel`): a Huber regression (iteratively
+   reweighted least squares, ``k = 1.345`` robust sigmas, a small ridge penalty) of the
+   residual on :data:`MODEL_FEATURES` (standardised), so a few spikes cannot pull the
+   fit.  ``r2 = 1 - SSE/SST`` in-sample over every point; ``r2_quiet`` the same without
+   the flagged points; ``r2_cv`` from blocked K-fold (:data:`CV_FOLDS` contiguous blocks
+   of steps, each predicted by a model fitted on the others): ``1 - sum(held-out
+   SSE)/SST``.  The direction and shape of "which batches are hard" are learnt: the
+   model has ``log mean_len`` and its square, so short-is-hard and long-is-hard fit alike.
+4. **Per-spike evidence and verdict** (:class:`SpikeEvidence`), the rule
+   (:func:`verdict`):
+
+   - ``composition`` when the model's prediction for the spike's batch is at least
+     :data:`EXPLAINED_HIGH` (50%) of the observed rise ``value - baseline`` and the model
+     predicts held-out steps (``r2_cv >= R2_MIN``), or when the same batch came back
+     (sharing at least half its micro-batches) and was high again (a residual at least
+     half the spike's rise);
+   - ``unexplained`` when the batch is ordinary: the model predicts less than
+     :data:`EXPLAINED_LOW` (25%) of the rise and no recurrence was high again.  The
+     optimizer is then the suspect; the evidence lists lr, phase, grad_norm and duration;
+   - ``inconclusive`` otherwise, saying why: fewer than :data:`MIN_POINTS` points with
+     batch features, no batch lined up with the point, a prediction between 25% and 50%,
+     or a model that predicts nothing held out.
+
+   Non-finite values are ``unexplained`` (a numerical failure, not a hard batch).  A
+   correlation is not proof (PaLM's spikes did not repeat when their batches were
+   replayed), so every verdict carries its evidence.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InputError
+from .detect import Detection, SpikeEvent
+from .features import point_features, point_index, rank_features
+from .model import MIN_POINTS, CompositionModel, design_matrix, fit_model, model_predict
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+    from ..records import Manifest, Replay, ScheduleParams
+
+Progress = Callable[[int, int], None]
+
+#: A model predicting less than this share of held-out variance predicts nothing.
+R2_MIN = 0.05
+#: Shares of a spike's rise its batch must (composition) / may at most (unexplained) predict.
+EXPLAINED_HIGH = 0.5
+EXPLAINED_LOW = 0.25
+#: Share of logged steps whose tokens must match the replay before attribution runs.
+MIN_TOKENS_MATCH = 0.9
+#: Raw features whose correlation with the residual is reported.
+CORRELATION_FEATURES = (
+    "n_samples",
+    "tokens",
+    "padded_tokens",
+    "min_len",
+    "mean_len",
+    "max_len",
+    "len_std",
+    "padding_eff",
+)
+
+
+@dataclass(frozen=True)
+class Correlation:
+    """Correlation of the detrended metric with one batch feature over ``n`` points."""
+
+    feature: str
+    n: int
+    pearson: float | None
+    pearson_p: float | None
+    pearson_ci: tuple[float, float] | None
+    spearman: float | None
+    spearman_p: float | None
+    spearman_ci: tuple[float, float] | None
+
+
+@dataclass(frozen=True)
+class Recurrence:
+    """A later or earlier point whose batches include the spike's micro-batches.
+
+    :param shared: share of the spike point's micro-batches found at this point.
+    :param residual: its detrended value; ``high``: residual >= half the spike's rise.
+    """
+
+    step: int
+    epoch: int
+    value: float
+    residual: float
+    z: float
+    spiked: bool
+    high: bool
+    shared: float
+
+
+@dataclass(frozen=True)
+class SpikeEvidence:
+    """One spike with its batch, the model's view of it and the verdict.
+
+    :param batch: the peak point's batch features.
+    :param percentiles: each feature's percentile (0-100) among all logged points.
+    :param rise: observed ``value - baseline`` (metric units; ``baseline - value`` for
+        a metric whose spikes are drops).
+    :param predicted: the composition model's predicted residual for this batch.
+    :param explained: ``predicted / rise`` (None: no model or no rise).
+    :param ranks: with several ranks, the peak point's features per rank
+        (:func:`~dflash_diag.spikes.features.rank_features` rows).
+    """
+
+    event: SpikeEvent
+    verdict: str
+    reasons: tuple[str, ...]
+    batch: dict[str, float] = field(default_factory=dict)
+    percentiles: dict[str, float] = field(default_factory=dict)
+    rise: float = float("nan")
+    predicted: float | None = None
+    explained: float | None = None
+    recurrences: tuple[Recurrence, ...] = ()
+    ranks: tuple[dict[str, float], ...] = ()
+
+
+@dataclass(frozen=True, eq=False)
+class Attribution:
+    """Everything attribution found.
+
+    :param points: one row per logged point: ``step, value, trend, residual, predicted,
+        flagged`` and the batch features of :func:`point_features`.
+    :param schedule_check: the token verification (None: the log has no tokens).
+    :param notes: limitations a reader should know, in words.
+    """
+
+    points: pd.DataFrame
+    correlations: tuple[Correlation, ...]
+    model: CompositionModel | None
+    spikes: tuple[SpikeEvidence, ...]
+    schedule_check: Any
+    covers: str
+    notes: tuple[str, ...] = ()
+
+
+def detrend(values: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(trend, residual)``: centred rolling median (point left out) and ``x - trend``.
+
+    >>> import numpy as np
+    >>> trend, res = detrend(np.array([1.0, 1.0, 1.0, 5.0, 1.0, 1.0, 1.0]), 4)
+    >>> res.tolist()
+    [0.0, 0.0, 0.0, 4.0, 0.0, 0.0, 0.0]
+    """
+    import numpy as np
+
+    from .detect import _median, _windows
+
+    x = np.asarray(values, dtype=np.float64)
+    trend = np.full(x.shape[0], np.nan)
+    ok = np.isfinite(x)
+    if ok.sum() >= 2:
+        trend[ok] = _windows(x[ok], window, _median, centred=True)
+    return trend, x - trend
+
+
+def _fisher_ci(r: float, n: int, spearman: bool) -> tuple[float, float] | None:
+    if n <= 3 or not math.isfinite(r):
+        return None
+    se = math.sqrt((1.06 if spearman else 1.0) / (n - 3))
+    z = math.atanh(max(-0.999999, min(0.999999, r)))
+    return (math.tanh(z - 1.96 * se), math.tanh(z + 1.96 * se))
+
+
+def correlations(points: pd.DataFrame, features: list[str]) -> tuple[Correlation, ...]:
+    """Pearson and Spearman of ``points.residual`` with each feature (see module doc)."""
+    import numpy as np
+    from scipy import stats
+
+    out = []
+    for f in features:
+        x = points[f].to_numpy(dtype=np.float64)
+        y = points["residual"].to_numpy(dtype=np.float64)
+        ok = np.isfinite(x) & np.isfinite(y)
+        n = int(ok.sum())
+        if n < 10 or np.ptp(x[ok]) == 0 or np.ptp(y[ok]) == 0:
+            out.append(Correlation(f, n, None, None, None, None, None, None))
+            continue
+        pr, pp = stats.pearsonr(x[ok], y[ok])
+        sr, sp = stats.spearmanr(x[ok], y[ok])
+        out.append(
+            Correlation(
+                f,
+                n,
+                float(pr),
+                float(pp),
+                _fisher_ci(float(pr), n, False),
+                float(sr),
+                float(sp),
+                _fisher_ci(float(sr), n, True),
+            )
+        )
+    return tuple(out)
+
+
+def verdict(
+    event: SpikeEvent,
+    model: CompositionModel | None,
+    explained: float | None,
+    recurrences: tuple[Recurrence, ...],
+    has_batch: bool,
+) -> tuple[str, tuple[str, ...]]:
+    """The documented rule (module docstring) -> ``(verdict, reasons)``."""
+    if event.kind == "non-finite":
+        return "unexplained", ("a non-finite value is a numerical failure, not a hard batch",)
+    if not has_batch:
+        return "inconclusive", ("the replay has no batch for this step",)
+    if model is None:
+        return "inconclusive", (
+            f"too few steps: a model needs {MIN_POINTS} logged points with batch features",
+        )
+    again = [r for r in recurrences if r.shared >= 0.5 and r.high]
+    usable = math.isfinite(model.r2_cv) and model.r2_cv >= R2_MIN
+    share = "n/a" if explained is None else f"{explained:.0%}"
+    if usable and explained is not None and explained >= EXPLAINED_HIGH:
+        reasons = [f"its batch predicts {share} of the rise (held-out R² {model.r2_cv:.2f})"]
+        reasons += [f"the same batch was high again at step {r.step}" for r in again]
+        return "composition", tuple(reasons)
+    if again:
+        return "composition", tuple(
+            f"the same batch was high again at step {r.step} (epoch {r.epoch})" for r in again
+        )
+    if explained is not None and explained < EXPLAINED_LOW:
+        reasons = [f"an ordinary batch: it predicts only {share} of the rise"]
+        if recurrences:
+            reasons.append(f"its batch came back {len(recurrences)}x without a rise")
+        if event.n_points > 1:
+            reasons.append(f"the rise lasted {event.duration_steps} steps (a level shift)")
+        if math.isfinite(event.grad_norm_ratio) and event.grad_norm_ratio >= 1.5:
+            reasons.append(f"grad_norm rose {event.grad_norm_ratio:.1f}x over its baseline")
+        if math.isfinite(event.lr):
+            reasons.append(f"lr {event.lr:.3g} ({event.phase}): the optimizer is the suspect")
+        return "unexplained", tuple(reasons)
+    if not usable:
+        return "inconclusive", (
+            f"the composition model predicts nothing held out (R² {model.r2_cv:.2f})",
+        )
+    return "inconclusive", (f"its batch predicts {share} of the rise: between 25% and 50%",)
+
+
+def _percentiles(points: pd.DataFrame, row: int, features: list[str]) -> dict[str, float]:
+    """Percentile (0-100, ties counted half) of the row's value among all points."""
+    import numpy as np
+
+    out = {}
+    for f in features:
+        col = points[f].to_numpy(dtype=np.float64)
+        col = col[np.isfinite(col)]
+        v = float(points[f].iloc[row])
+        if col.size and math.isfinite(v):
+            out[f] = float(100.0 * (np.sum(col < v) + 0.5 * np.sum(col == v)) / col.size)
+    return out
+
+
+class _Recurrences:
+    """Which logged points hold a given point's micro-batches (built once, for all spikes)."""
+
+    def __init__(self, replay: Replay, point_of_micro: np.ndarray) -> None:
+        import numpy as np
+
+        self.ids = replay.micro["batch_id"].to_numpy()
+        self.epoch = replay.micro["epoch"].to_numpy()
+        self.point = point_of_micro
+        self.order = np.argsort(self.ids, kind="stable")
+        self.sorted_ids = self.ids[self.order]
+        by_point = np.argsort(point_of_micro, kind="stable")
+        self.by_point = by_point
+        self.point_sorted = point_of_micro[by_point]
+
+    def micro_of(self, p: int) -> np.ndarray:
+        import numpy as np
+
+        lo, hi = np.searchsorted(self.point_sorted, [p, p + 1])
+        return self.by_point[lo:hi]
+
+    def find(self, p: int) -> list[tuple[int, int, float]]:
+        """``(point, epoch, shared share)`` of other points holding point ``p``'s batches."""
+        import numpy as np
+
+        mine = self.micro_of(p)
+        if mine.size == 0:
+            return []
+        ids = np.unique(self.ids[mine])
+        lo = np.searchsorted(self.sorted_ids, ids, side="left")
+        hi = np.searchsorted(self.sorted_ids, ids, side="right")
+        rows = np.concatenate([self.order[a:b] for a, b in zip(lo, hi, strict=True)])
+        rows = rows[(self.point[rows] != p) & (self.point[rows] >= 0)]
+        found: dict[int, tuple[set[int], int]] = {}
+        for r in rows:
+            q = int(self.point[r])
+            seen, ep = found.get(q, (set(), int(self.epoch[r])))
+            seen.add(int(self.ids[r]))
+            found[q] = (seen, ep)
+        return [(q, ep, len(seen) / ids.size) for q, (seen, ep) in sorted(found.items())]
+
+
+def check_schedule(
+    replay: Replay, log_table: pd.DataFrame, force: bool = False, path: str = ""
+) -> Any:
+    """Compare logged and replayed tokens; refuse (InputError) below MIN_TOKENS_MATCH.
+
+    :returns: the :class:`~dflash_diag.schedule.verify.Verification`, or None when the
+        log has no tokens (nothing to check).
+    """
+    import numpy as np
+
+    from ..schedule import verify_tokens
+
+    if "tokens" not in log_table.columns or not np.isfinite(log_table["tokens"]).any():
+        return None
+    check = verify_tokens(replay, log_table)
+    if check.n_compared == 0:
+        raise InputError(
+            path,
+            f"the replay covers none of the logged steps (it has steps "
+            f"{replay.params.first_step}..{replay.params.first_step + check.n_replayed_steps - 1})",
+            "check --first-step and the manifest",
+        )
+    if check.tokens_match < MIN_TOKENS_MATCH and not force:
+        raise InputError(
+            path,
+            f"the replayed schedule matches the logged tokens at only {check.tokens_match:.0%} "
+            f"of {check.n_compared} steps (first mismatch at step {check.first_mismatch})",
+            "check the manifest and --strategy/--seed/--token-budget/--first-step, "
+            "or pass --force to attribute anyway",
+        )
+    return check
+
+
+def epochs_to_cover(
+    source: Manifest | np.ndarray, params: ScheduleParams, last_step: int, path: str = ""
+) -> int:
+    """Epochs the replay needs so its steps reach ``last_step`` (from epoch 0's batches;
+    one epoch of margin when the epoch length can vary)."""
+    from ..schedule import epoch_batches
+
+    per_step = params.world_size * params.grad_accum
+    steps_per_epoch = len(epoch_batches(source, params, 0)) // per_step
+    if steps_per_epoch < 1:
+        raise InputError(
+            path,
+            f"the manifest makes fewer micro-batches than one step needs ({per_step})",
+            "check the manifest, --token-budget, --world-size and --grad-accum",
+        )
+    need = math.ceil((last_step - params.first_step + 1) / steps_per_epoch)
+    fixed = params.strategy == "sorted-greedy"
+    return max(1, need + (0 if fixed else 1))
+
+
+def attribute_spikes(
+    detection: Detection,
+    replay: Replay,
+    covers: str = "window",
+    schedule_check: Any = None,
+    progress: Progress | None = None,
+) -> Attribution:
+    """Line the detection's points up with the replay and judge every spike.
+
+    :param detection: from :func:`~dflash_diag.spikes.detect.detect_spikes`.
+    :param replay: the run's schedule, replayed once for all spikes.
+    :param covers: ``window`` or ``step``: what a logged point covers (see features).
+    :param schedule_check: a Verification to keep with the result (see
+        :func:`check_schedule`).
+    :param progress: ``progress(done, total)`` over the spikes.
+    :raises InputError: when the replay covers none of the logged steps.
+    """
+    import numpy as np
+    import pandas as pd
+
+    d = detection
+    sign = -1.0 if d.direction == "down" else 1.0
+    feats = point_features(replay, d.steps, d.log_interval, covers)
+    if int((feats["n_micro"] > 0).sum()) == 0:
+        raise InputError(
+            "",
+            f"the replay's steps ({int(replay.steps['step'].min())}.."
+            f"{int(replay.steps['step'].max())}) cover none of the logged steps "
+            f"({int(d.steps[0])}..{int(d.steps[-1])})",
+            "check --first-step and --epochs",
+        )
+    trend, residual = detrend(d.values, d.window)
+    points = pd.DataFrame(
+        {"value": d.values, "trend": trend, "residual": residual, "flagged": d.flagged}
+    )
+    points = pd.concat([feats[["step"]], points, feats.drop(columns="step")], axis=1)
+    cats = [c for c in feats.columns if c.startswith("cat_")]
+    corr = correlations(points, [*CORRELATION_FEATURES, *cats])
+    design, names = design_matrix(feats)
+    model = fit_model(design, names, residual, ~d.flagged)
+    predicted = model_predict(model, feats) if model is not None else np.full(len(feats), np.nan)
+    points["predicted"] = predicted
+    notes = []
+    uncovered = int((feats["n_micro"] == 0).sum())
+    if uncovered:
+        notes.append(f"{uncovered} logged points have no replayed batch (outside the replay)")
+    if model is None:
+        notes.append(f"too few points with batch features for a model (need {MIN_POINTS})")
+
+    rec = _Recurrences(
+        replay, point_index(replay.micro["step"].to_numpy(), d.steps, d.log_interval, covers)
+    )
+    resid_scale = model.resid_scale if model is not None else float("nan")
+    feature_cols = ["n_samples", "tokens", "mean_len", "max_len", "min_len", "padding_eff", *cats]
+    per_rank = None
+    if replay.params.world_size > 1 and d.events:
+        peaks = np.array(sorted({e.peak_step for e in d.events}), dtype=np.int64)
+        per_rank = rank_features(replay, d.steps, d.log_interval, covers)
+        per_rank = per_rank[per_rank["step"].isin(peaks)]
+    out = []
+    for k, ev in enumerate(d.events):
+        p = int(np.searchsorted(d.steps, ev.peak_step))
+        has_batch = bool(feats["n_micro"].iloc[p] > 0)
+        # With direction "down" (accuracy), a spike is a drop: rises are counted downwards.
+        rise = float(sign * (ev.value - ev.baseline if math.isfinite(ev.baseline) else residual[p]))
+        pred = float(predicted[p]) if math.isfinite(predicted[p]) else None
+        explained = sign * pred / rise if pred is not None and rise > 0 else None
+        recs = []
+        for q, ep, shared in rec.find(p) if has_batch else []:
+            r = float(residual[q])
+            recs.append(
+                Recurrence(
+                    step=int(d.steps[q]),
+                    epoch=ep,
+                    value=float(d.values[q]),
+                    residual=r,
+                    z=r / resid_scale if resid_scale > 0 else float("nan"),
+                    spiked=bool(d.flagged[q]),
+                    high=bool(math.isfinite(r) and rise > 0 and sign * r >= 0.5 * rise),
+                    shared=shared,
+                )
+            )
+        v, reasons = verdict(ev, model, explained, tuple(recs), has_batch)
+        batch = {c: float(feats[c].iloc[p]) for c in feature_cols} if has_batch else {}
+        out.append(
+            SpikeEvidence(
+                event=ev,
+                verdict=v,
+                reasons=reasons,
+                batch=batch,
+                percentiles=_percentiles(points, p, feature_cols) if has_batch else {},
+                rise=rise,
+                predicted=pred,
+                explained=explained,
+                recurrences=tuple(recs),
+                ranks=_rank_rows(per_rank, ev.peak_step),
+            )
+        )
+        if progress is not None:
+            progress(k + 1, len(d.events))
+    return Attribution(
+        points=points,
+        correlations=corr,
+        model=model,
+        spikes=tuple(out),
+        schedule_check=schedule_check,
+        covers=covers,
+        notes=tuple(notes),
+    )
+
+
+def _rank_rows(per_rank: pd.DataFrame | None, step: int) -> tuple[dict[str, float], ...]:
+    if per_rank is None:
+        return ()
+    rows = per_rank[per_rank["step"] == step]
+    cols = ["rank", "n_samples", "tokens", "mean_len", "max_len", "padding_eff"]
+    return tuple({c: float(r[c]) for c in cols} for _, r in rows.iterrows())
+
+
+def log_only_evidence(detection: Detection) -> tuple[SpikeEvidence, ...]:
+    """Evidence for a log without a schedule: every spike is ``inconclusive`` about its
+    batch, with what the log itself says (lr, grad_norm, duration)."""
+    out = []
+    for ev in detection.events:
+        if ev.kind == "non-finite":
+            v, reasons = verdict(ev, None, None, (), False)
+            out.append(SpikeEvidence(ev, v, reasons))
+            continue
+        reasons = ["no schedule: give --manifest (or a dflash-diag.toml) to see its batch"]
+        if math.isfinite(ev.grad_norm_ratio) and ev.grad_norm_ratio >= 1.5:
+            reasons.append(f"grad_norm rose {ev.grad_norm_ratio:.1f}x over its baseline")
+        if ev.n_points > 1:
+            reasons.append(f"the rise lasted {ev.duration_steps} steps")
+        rise = ev.value - ev.baseline if math.isfinite(ev.baseline) else float("nan")
+        rise = -rise if detection.direction == "down" else rise
+        out.append(SpikeEvidence(ev, "inconclusive", tuple(reasons), rise=rise))
+    return tuple(out)

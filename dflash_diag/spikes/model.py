@@ -1,0 +1,220 @@
+"""The composition model: a robust regression of the detrended metric on batch features.
+
+A Huber regression (iteratively reweighted least squares, ``k = 1.345`` robust sigmas,
+ridge ``1e-3 n`` on the standardised regressors) of the residual on
+:data:`MODEL_FEATURES` and the category shares, so a few spikes cannot pull the fit.
+
+- ``r2 = 1 - SSE/SST`` in-sample over every point; ``r2_quiet`` the same without the
+  flagged points;
+- ``r2_cv``: blocked K-fold, :data:`CV_FOLDS` contiguous blocks of steps, each predicted
+  by a model fitted on the others: ``1 - sum(held-out SSE) / SST``.
+
+``log mean_len`` and its square let the model learn the direction and the shape of
+"which batches are hard" from the run (short-is-hard and long-is-hard fit alike).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+#: Points with batch features needed before a model or verdict is attempted.
+MIN_POINTS = 30
+#: Folds of the blocked cross-validation.
+CV_FOLDS = 5
+#: Regressors of the composition model (``cat_*`` shares are added when present).
+MODEL_FEATURES = ("log_mean_len", "log_mean_len_sq", "len_cv", "log_n_samples", "padding_eff")
+
+
+@dataclass(frozen=True)
+class CompositionModel:
+    """The fitted composition model (see the module docstring for the fit and the R²s).
+
+    :param features: regressor names, in the order of ``coef``.
+    :param coef: coefficients on standardised regressors (metric units per std).
+    :param r2_cv_folds: held-out R² of each fold, to show how stable ``r2_cv`` is.
+    :param resid_scale: 1.4826 x MAD of the model's residuals (metric units).
+    """
+
+    features: tuple[str, ...]
+    coef: tuple[float, ...]
+    intercept: float
+    n: int
+    r2: float
+    r2_quiet: float
+    r2_cv: float
+    r2_cv_folds: tuple[float, ...]
+    resid_scale: float
+    center: tuple[float, ...] = ()
+    scale: tuple[float, ...] = ()
+    lo: tuple[float, ...] = ()
+    hi: tuple[float, ...] = ()
+
+    def predict(self, design: np.ndarray) -> np.ndarray:
+        """Predicted residual for raw regressor rows (clipped to the fitted range, so a
+        counterfactual schedule is not extrapolated beyond what the run showed)."""
+        import numpy as np
+
+        x = np.clip(design, np.asarray(self.lo), np.asarray(self.hi))
+        xs = (x - np.asarray(self.center)) / np.asarray(self.scale)
+        return self.intercept + xs @ np.asarray(self.coef)
+
+
+def design_matrix(features: pd.DataFrame) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Regressors of the composition model from point features (NaN where missing)."""
+    import numpy as np
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_mean = np.log(features["mean_len"].to_numpy(dtype=np.float64))
+        cols = {
+            "log_mean_len": log_mean,
+            "log_mean_len_sq": (log_mean - np.nanmean(log_mean)) ** 2,
+            "len_cv": features["len_std"].to_numpy(dtype=np.float64)
+            / features["mean_len"].to_numpy(dtype=np.float64),
+            "log_n_samples": np.log(features["n_samples"].to_numpy(dtype=np.float64)),
+            "padding_eff": features["padding_eff"].to_numpy(dtype=np.float64),
+        }
+    cats = sorted(c for c in features.columns if c.startswith("cat_"))
+    for c in cats[:-1]:  # the shares sum to 1: one is implied by the others
+        cols[c] = features[c].to_numpy(dtype=np.float64)
+    names = tuple(cols)
+    return np.column_stack([cols[n] for n in names]), names
+
+
+def _huber(x: np.ndarray, y: np.ndarray, iters: int = 30) -> tuple[float, np.ndarray]:
+    """Huber IRLS on standardised ``x`` (intercept unpenalised, ridge 1e-3 x n)."""
+    import numpy as np
+
+    n, k = x.shape
+    a = np.column_stack([np.ones(n), x])
+    pen = np.eye(k + 1) * 1e-3 * n
+    pen[0, 0] = 0.0
+    w = np.ones(n)
+    beta = np.zeros(k + 1)
+    for _ in range(iters):
+        aw = a * w[:, None]
+        beta_new = np.linalg.solve(a.T @ aw + pen, aw.T @ y)
+        r = y - a @ beta_new
+        s = 1.4826 * np.median(np.abs(r - np.median(r)))
+        s = s if s > 0 else (np.std(r) or 1.0)
+        w = np.minimum(1.0, 1.345 * s / np.maximum(np.abs(r), 1e-300))
+        if np.allclose(beta_new, beta, rtol=1e-8, atol=1e-12):
+            beta = beta_new
+            break
+        beta = beta_new
+    return float(beta[0]), beta[1:]
+
+
+def fit_model(
+    design: np.ndarray, names: tuple[str, ...], y: np.ndarray, quiet: np.ndarray
+) -> CompositionModel | None:
+    """Fit the composition model on rows with finite values; None below MIN_POINTS."""
+    import numpy as np
+
+    ok = np.isfinite(y) & np.isfinite(design).all(axis=1)
+    keep = [j for j in range(design.shape[1]) if np.ptp(design[ok, j]) > 0] if ok.any() else []
+    if ok.sum() < MIN_POINTS or not keep:
+        return None
+    x, yy = design[ok][:, keep], y[ok]
+    center, scale = x.mean(axis=0), x.std(axis=0)
+    xs = (x - center) / scale
+    b0, b = _huber(xs, yy)
+    sst = float(np.sum((yy - yy.mean()) ** 2))
+    resid = yy - (b0 + xs @ b)
+    r2 = 1 - float(np.sum(resid**2)) / sst if sst > 0 else float("nan")
+    q = quiet[ok]
+    sst_q = float(np.sum((yy[q] - yy[q].mean()) ** 2)) if q.sum() > 2 else 0.0
+    r2_q = 1 - float(np.sum(resid[q] ** 2)) / sst_q if sst_q > 0 else float("nan")
+    # Blocked K-fold: contiguous blocks of steps, so neighbours do not leak into a fold.
+    folds = np.array_split(np.arange(yy.shape[0]), CV_FOLDS)
+    pred = np.empty_like(yy)
+    fold_r2 = []
+    for idx in folds:
+        train = np.ones(yy.shape[0], dtype=bool)
+        train[idx] = False
+        c, s = x[train].mean(axis=0), x[train].std(axis=0)
+        s = np.where(s > 0, s, 1.0)
+        fb0, fb = _huber((x[train] - c) / s, yy[train])
+        pred[idx] = fb0 + ((x[idx] - c) / s) @ fb
+        sst_f = float(np.sum((yy[idx] - yy[idx].mean()) ** 2))
+        if sst_f > 0:
+            fold_r2.append(1 - float(np.sum((yy[idx] - pred[idx]) ** 2)) / sst_f)
+    r2_cv = 1 - float(np.sum((yy - pred) ** 2)) / sst if sst > 0 else float("nan")
+    return CompositionModel(
+        features=tuple(names[j] for j in keep),
+        coef=tuple(float(v) for v in b),
+        intercept=b0,
+        n=int(ok.sum()),
+        r2=r2,
+        r2_quiet=r2_q,
+        r2_cv=r2_cv,
+        r2_cv_folds=tuple(fold_r2),
+        resid_scale=float(1.4826 * np.median(np.abs(resid - np.median(resid)))),
+        center=tuple(float(v) for v in center),
+        scale=tuple(float(v) for v in scale),
+        lo=tuple(float(v) for v in x.min(axis=0)),
+        hi=tuple(float(v) for v in x.max(axis=0)),
+    )
+
+
+def model_predict(model: CompositionModel, features: pd.DataFrame) -> np.ndarray:
+    """The model's predicted residual for each row of point features (NaN if missing)."""
+    import numpy as np
+
+    design, names = design_matrix(features)
+    cols = [names.index(f) if f in names else -1 for f in model.features]
+    x = np.column_stack([design[:, j] if j >= 0 else np.zeros(len(design)) for j in cols])
+    out = np.full(x.shape[0], np.nan)
+    ok = np.isfinite(x).all(axis=1)
+    out[ok] = model.predict(x[ok])
+    return out
+
+
+#: Length bins of the mixture model (token-weighted quantiles of the sample lengths).
+MIXTURE_BINS = 8
+
+
+def sample_cells(lengths: np.ndarray, categories: np.ndarray | None) -> tuple[np.ndarray, int]:
+    """A cell per sample: its length bin (:data:`MIXTURE_BINS` token-weighted quantiles)
+    crossed with its category code; returns ``(cell per sample, number of cells)``."""
+    import numpy as np
+
+    x = np.asarray(lengths, dtype=np.float64)
+    order = np.sort(x)
+    cum = np.cumsum(order) / max(order.sum(), 1.0)
+    qs = np.linspace(0, 1, MIXTURE_BINS + 1)[1:-1]
+    edges = np.unique(order[np.minimum(np.searchsorted(cum, qs), order.size - 1)])
+    bins = np.searchsorted(edges, x, side="right")
+    n_bins = edges.size + 1
+    if categories is None:
+        return bins.astype(np.int64), n_bins
+    codes = np.asarray(categories, dtype=np.int64)
+    n_cat = int(codes.max()) + 1 if codes.size else 1
+    return bins * n_cat + codes, n_bins * n_cat
+
+
+def mixture_shares(
+    replay: Any, point_of_micro: np.ndarray, n_points: int, cells: np.ndarray, n_cells: int
+) -> np.ndarray:
+    """``(n_points, n_cells)``: each point's share of real tokens from each cell.
+
+    Loss is a mean over a batch's tokens, so a batch's expected loss is the token-weighted
+    mean of its samples' difficulty: the shares are the regressors of the mixture model,
+    meaningful for any schedule's batches (nothing to extrapolate).
+    """
+    import numpy as np
+
+    n_per_micro = np.diff(replay.offsets)
+    point = np.repeat(point_of_micro, n_per_micro)
+    ids = replay.sample_ids
+    keep = point >= 0
+    key = point[keep] * n_cells + cells[ids[keep]]
+    w = replay.lengths[ids[keep]].astype(np.float64)
+    tot = np.bincount(key, weights=w, minlength=n_points * n_cells).reshape(n_points, n_cells)
+    s = tot.sum(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(s > 0, tot / s, np.nan)

@@ -1,0 +1,354 @@
+"""Gradient-variance proxies of a run and its schedule: :func:`variance_proxies`.
+
+What each number is:
+
+- **length ICC** and **adjacent-batch length correlation** of the schedule (see
+  :mod:`dflash_diag.batchstats`): how length-homogeneous batches are, and how much a
+  batch's mean length predicts the next one's (lag-1 autocorrelation of step mean length);
+- **composition share**: the composition model's R² (in-sample and cross-validated), the
+  share of the detrended metric's step-to-step variance batch features explain;
+- **grad_norm CV**: the median over windows of ``window`` points of ``std / mean`` of
+  grad_norm (local, so the run's trend does not count), and the Spearman correlation of
+  the detrended grad_norm (``g / rolling median``) with tokens and mean length per point;
+- **gradient noise scale** ``B_simple = tr(Σ) / |G|²`` (McCandlish et al. 2018,
+  arXiv 1812.06162): from ``E|G_B|² = |G|² + tr(Σ)/B``, a least-squares line of
+  ``grad_norm²`` on ``1/B`` (``B`` = tokens in the step) is fitted in every cell of
+  (window of :data:`GNS_WINDOW` points) x (length stratum, a tercile of mean length:
+  sorted batches confound ``B`` with length); intercepts ``a_c ~ |G|²``, slopes
+  ``b_c ~ tr(Σ)``; ``B_simple = sum b_c / sum a_c`` (ratio of averages, as gpt-neox does,
+  since G drifts), with a 95% percentile bootstrap CI over cells.  "Not enough data"
+  when no cell has :data:`GNS_MIN_POINTS` points with ``1/B`` varying by at least
+  :data:`GNS_MIN_SPREAD` (coefficient of variation), or when ``sum a_c <= 0``;
+- **counterfactual**: the step-to-step variance of the metric predicted under another
+  strategy's replay (same manifest, seed, budget) by a *mixture model*: a batch's
+  residual = sum over cells (length bin x category) of its share of real tokens in the
+  cell times the cell's difficulty, fitted on the run (Huber, as the composition model).
+  Loss is a token mean, so this applies to batches of any composition without
+  extrapolating.  Predicted variance = ``var(model(batches)) + var(model residuals)``,
+  the second part assumed unchanged; ``share_removed = 1 - that / the same for the
+  actual schedule``.  It assumes the model's state does not change with the schedule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+    from .records import Manifest, Replay
+    from .spikes.attribute import Attribution
+    from .spikes.detect import Detection
+
+Progress = Callable[[int, int], None]
+
+GNS_WINDOW = 100
+GNS_MIN_POINTS = 10
+GNS_MIN_SPREAD = 0.02
+GNS_STRATA = 3
+GNS_BOOTSTRAP = 1000
+COUNTERFACTUAL_STRATEGIES = ("bucketed", "random")
+GNS_ASSUMPTIONS = (
+    "grad_norm is the pre-clip norm of the full averaged gradient",
+    "B is counted in the loss's normalisation units (here: real tokens per step)",
+    "tokens within a sequence are correlated, so B overstates independent samples",
+    f"|G| and Σ are steady within a window of {GNS_WINDOW} logged points and a length stratum",
+)
+
+NO_STRATA = "no length strata (no manifest): B is confounded with sample length"
+
+
+@dataclass(frozen=True)
+class NoiseScale:
+    """``B_simple`` (tokens) with its CI, or None and the ``reason``."""
+
+    b_simple: float | None
+    ci: tuple[float, float] | None
+    g2: float | None
+    trace_sigma: float | None
+    n_cells: int
+    batch_tokens: float | None
+    reason: str = ""
+    assumptions: tuple[str, ...] = GNS_ASSUMPTIONS
+
+
+@dataclass(frozen=True)
+class Counterfactual:
+    """Predicted step-to-step variance of the metric under ``strategy``."""
+
+    strategy: str
+    predicted_var: float | None
+    share_removed: float | None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class VarianceReport:
+    """The variance panel.  Any field is None when its inputs are missing.
+
+    :param metric_var: variance of the detrended metric (metric units squared).
+    :param current_var: the mixture model's view of it for the actual schedule.
+    :param mixture_r2_cv: held-out R² of the mixture model behind the counterfactual.
+    """
+
+    length_icc: float | None = None
+    length_icc_ci: tuple[float, float] | None = None
+    adjacent_length_corr: float | None = None
+    adjacent_length_corr_p: float | None = None
+    composition_r2: float | None = None
+    composition_r2_cv: float | None = None
+    metric_var: float | None = None
+    current_var: float | None = None
+    mixture_r2_cv: float | None = None
+    grad_norm_cv: float | None = None
+    grad_norm_corr: dict[str, dict[str, float]] | None = None
+    noise_scale: NoiseScale | None = None
+    counterfactual: tuple[Counterfactual, ...] = ()
+
+
+def schedule_spread(replay: Replay) -> tuple[Any, Any, Any, Any]:
+    """``(length_icc, its CI, adjacent length corr, its p)`` of a replayed schedule."""
+    from .batchstats import batch_moments, lag1_corr, length_icc
+
+    icc, ci, _ = length_icc(batch_moments(replay))
+    adj, p = lag1_corr(replay.steps["mean_len"].to_numpy(dtype=float))
+    return icc, ci, adj, p
+
+
+def grad_norm_stats(
+    grad: np.ndarray, features: pd.DataFrame | None, window: int
+) -> tuple[float | None, dict[str, dict[str, float]] | None]:
+    """Local CV of grad_norm and Spearman of detrended grad_norm with batch features."""
+    import numpy as np
+    from scipy import stats
+
+    from .spikes.attribute import detrend
+
+    g = np.asarray(grad, dtype=np.float64)
+    ok = np.isfinite(g)
+    if ok.sum() < 2 * window and ok.sum() < 20:
+        return None, None
+    gf = g[ok]
+    w = min(window, gf.size)
+    cvs = [np.std(gf[i : i + w]) / np.mean(gf[i : i + w]) for i in range(0, gf.size - w + 1, w)]
+    cv = float(np.median(cvs)) if cvs else None
+    if features is None:
+        return cv, None
+    trend, _ = detrend(g, window)
+    rel = g / trend
+    corr = {}
+    for f in ("tokens", "mean_len", "n_samples"):
+        x = features[f].to_numpy(dtype=np.float64)
+        m = np.isfinite(x) & np.isfinite(rel)
+        if m.sum() >= 10 and np.ptp(x[m]) > 0 and np.ptp(rel[m]) > 0:
+            rho, p = stats.spearmanr(x[m], rel[m])
+            corr[f] = {"spearman": float(rho), "p": float(p)}
+    return cv, corr
+
+
+def noise_scale(
+    grad: np.ndarray,
+    tokens: np.ndarray,
+    mean_len: np.ndarray | None = None,
+    window: int = GNS_WINDOW,
+    n_boot: int = GNS_BOOTSTRAP,
+    seed: int = 0,
+) -> NoiseScale:
+    """``B_simple`` from per-step grad norms and batch sizes (module docstring).
+
+    :param grad: grad_norm per point; :param tokens: batch size B per point (tokens).
+    :param mean_len: mean sample length per point, for the strata (None: one stratum).
+
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> b = rng.uniform(1000, 4000, 400)
+    >>> g = np.sqrt(2.0 + 6000.0 / b)          # |G|^2 = 2, tr(Σ) = 6000: B_simple = 3000
+    >>> round(noise_scale(g, b).b_simple)
+    3000
+    """
+    import numpy as np
+
+    g2 = np.asarray(grad, dtype=np.float64) ** 2
+    b = np.asarray(tokens, dtype=np.float64)
+    ok = np.isfinite(g2) & np.isfinite(b) & (b > 0)
+    med_b = float(np.median(b[ok])) if ok.any() else None
+    strata = np.zeros(b.shape[0], dtype=np.int64)
+    if mean_len is not None and np.isfinite(mean_len).sum() >= GNS_STRATA * GNS_MIN_POINTS:
+        ml = np.asarray(mean_len, dtype=np.float64)
+        ok &= np.isfinite(ml)
+        edges = np.quantile(ml[ok], np.linspace(0, 1, GNS_STRATA + 1)[1:-1])
+        strata = np.searchsorted(edges, ml, side="right")
+    idx = np.flatnonzero(ok)
+    cells: list[tuple[float, float]] = []
+    best_spread = 0.0
+    for lo in range(0, idx.size, window):
+        part = idx[lo : lo + window]
+        for s in np.unique(strata[part]):
+            rows = part[strata[part] == s]
+            if rows.size < GNS_MIN_POINTS:
+                continue
+            x = 1.0 / b[rows]
+            spread = float(np.std(x) / np.mean(x))
+            best_spread = max(best_spread, spread)
+            if spread < GNS_MIN_SPREAD:
+                continue
+            slope, icpt = np.polyfit(x, g2[rows], 1)
+            cells.append((float(icpt), float(slope)))
+    if not cells:
+        return NoiseScale(
+            None, None, None, None, 0, med_b,
+            f"not enough data: batch size B varies too little (1/B varies by at most "
+            f"{best_spread:.1%} within a window and stratum; needs {GNS_MIN_SPREAD:.0%})",
+        )  # fmt: skip
+    a = np.array([c[0] for c in cells])
+    sl = np.array([c[1] for c in cells])
+    if a.sum() <= 0:
+        return NoiseScale(
+            None, None, float(a.mean()), float(sl.mean()), len(cells), med_b,
+            "not enough data: the |G|² estimate is <= 0 (noise dominates the fit)",
+        )  # fmt: skip
+    est = float(sl.sum() / a.sum())
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, len(cells), size=(n_boot, len(cells)))
+    sa, ss = a[draws].sum(axis=1), sl[draws].sum(axis=1)
+    valid = sa > 0
+    notes = GNS_ASSUMPTIONS if mean_len is not None else (*GNS_ASSUMPTIONS, NO_STRATA)
+    if valid.mean() < 0.9 or len(cells) < 2:
+        return NoiseScale(
+            None, None, float(a.mean()), float(sl.mean()), len(cells), med_b,
+            f"not enough data: {len(cells)} usable window(s), and |G|² <= 0 in "
+            f"{1 - valid.mean():.0%} of bootstrap draws (a CI needs 2+ windows and <= 10%)",
+            notes,
+        )  # fmt: skip
+    q = np.quantile(ss[valid] / sa[valid], [0.025, 0.975])
+    ci = (float(q[0]), float(q[1]))
+    return NoiseScale(est, ci, float(a.mean()), float(sl.mean()), len(cells), med_b, "", notes)
+
+
+def counterfactual(
+    attribution: Attribution,
+    replay: Replay,
+    source: Manifest | np.ndarray,
+    strategies: tuple[str, ...] = COUNTERFACTUAL_STRATEGIES,
+    interval: int = 1,
+    progress: Progress | None = None,
+) -> tuple[float | None, float | None, tuple[Counterfactual, ...]]:
+    """``(current_var, mixture model r2_cv, per-strategy Counterfactual)``.
+
+    The model here is the mixture model of :func:`~dflash_diag.spikes.model.mixture_shares`
+    (a batch's expected residual = its token shares by length bin x category, times a
+    learnt difficulty per cell), fitted on the run: unlike the feature model it applies
+    to batches of any composition, so other schedules are predicted without extrapolation.
+    """
+    import numpy as np
+
+    from .batchstats import params_for
+    from .errors import InputError
+    from .schedule import replay as run_replay
+    from .spikes.features import point_index
+    from .spikes.model import fit_model, mixture_shares, sample_cells
+
+    pts = attribution.points
+    steps = pts["step"].to_numpy(dtype=np.int64)
+    res = pts["residual"].to_numpy(dtype=np.float64)
+    cats = getattr(source, "categories", None)
+    cells, n_cells = sample_cells(replay.lengths, cats)
+    names = tuple(f"cell_{k}" for k in range(n_cells))
+
+    def shares_of(rep: Replay, logged: np.ndarray) -> np.ndarray:
+        idx = point_index(rep.micro["step"].to_numpy(), logged, interval, attribution.covers)
+        return mixture_shares(rep, idx, logged.shape[0], cells, n_cells)
+
+    model = fit_model(shares_of(replay, steps), names, res, ~pts["flagged"].to_numpy())
+    if model is None:
+        why = "too few points for the mixture model"
+        return None, None, tuple(Counterfactual(s, None, None, why) for s in strategies)
+    keep = [names.index(f) for f in model.features]
+    cur_x = shares_of(replay, steps)[:, keep]
+    ok = np.isfinite(cur_x).all(axis=1) & np.isfinite(res)
+    pred = model.predict(cur_x[ok])
+    noise = float(np.var(res[ok] - pred))
+    current = float(np.var(pred)) + noise
+    out = []
+    todo = [s for s in strategies if s != replay.params.strategy]
+    for i, name in enumerate(todo):
+        try:
+            params = params_for(name, replay.params, replay.lengths)
+            alt = run_replay(source, params, epochs=int(replay.steps["epoch"].max()) + 1)
+        except InputError as e:
+            out.append(Counterfactual(name, None, None, f"cannot replay: {e.what}"))
+            continue
+        alt_steps = alt.steps["step"].to_numpy()
+        logged = alt_steps[interval - 1 :: interval] if interval > 1 else alt_steps
+        x = shares_of(alt, logged)[:, keep]
+        x = x[np.isfinite(x).all(axis=1)]
+        var = float(np.var(model.predict(x))) + noise if x.size else None
+        share = 1 - var / current if var is not None and current > 0 else None
+        out.append(Counterfactual(name, var, share))
+        if progress is not None:
+            progress(i + 1, len(todo))
+    return current, model.r2_cv, tuple(out)
+
+
+def variance_proxies(
+    detection: Detection,
+    log_table: pd.DataFrame,
+    attribution: Attribution | None = None,
+    replay: Replay | None = None,
+    source: Manifest | np.ndarray | None = None,
+    strategies: tuple[str, ...] = COUNTERFACTUAL_STRATEGIES,
+    progress: Progress | None = None,
+) -> VarianceReport:
+    """The variance panel from what is available (a log alone gives the grad_norm part).
+
+    :param detection: the detection (its steps align every array).
+    :param log_table: the RunLog table (grad_norm and tokens are read from it).
+    :param attribution: with a replay: composition share and per-point features.
+    :param replay: the run's replay: ICC, adjacent correlation, counterfactual.
+    :param source: the manifest, to replay other strategies for the counterfactual.
+    """
+    import numpy as np
+
+    t = log_table.drop_duplicates("step", keep="last").set_index("step")
+    t = t.reindex(detection.steps)
+
+    def col(name: str) -> np.ndarray | None:
+        if name not in t.columns:
+            return None
+        v = t[name].to_numpy(dtype=np.float64)
+        return v if np.isfinite(v).any() else None
+
+    grad, tokens = col("grad_norm"), col("tokens")
+    feats = attribution.points if attribution is not None else None
+    out: dict[str, Any] = {"metric_var": None}
+    if attribution is not None:
+        res = attribution.points["residual"].to_numpy(dtype=np.float64)
+        out["metric_var"] = float(np.nanvar(res))
+        if attribution.model is not None:
+            out["composition_r2"] = attribution.model.r2
+            out["composition_r2_cv"] = attribution.model.r2_cv
+    if replay is not None:
+        icc, ci, adj, p = schedule_spread(replay)
+        out.update(length_icc=icc, length_icc_ci=ci, adjacent_length_corr=adj)
+        out["adjacent_length_corr_p"] = p
+    if grad is not None:
+        cv, corr = grad_norm_stats(grad, feats, detection.window)
+        out.update(grad_norm_cv=cv, grad_norm_corr=corr)
+        if tokens is None and feats is not None:
+            tokens = feats["tokens"].to_numpy(dtype=np.float64)
+        if tokens is not None:
+            ml = feats["mean_len"].to_numpy(dtype=np.float64) if feats is not None else None
+            out["noise_scale"] = noise_scale(grad, tokens, ml)
+        else:
+            out["noise_scale"] = NoiseScale(
+                None, None, None, None, 0, None, "no batch sizes: the log has no tokens column"
+            )
+    if attribution is not None and replay is not None and source is not None:
+        cur, r2_cv, cf = counterfactual(
+            attribution, replay, source, strategies, detection.log_interval, progress
+        )
+        out.update(current_var=cur, mixture_r2_cv=r2_cv, counterfactual=cf)
+    return VarianceReport(**out)

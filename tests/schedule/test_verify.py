@@ -1,0 +1,136 @@
+"""Verification against a log's per-step tokens, and the seed search."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dflash_diag.errors import InputError
+from dflash_diag.records import ScheduleParams
+from dflash_diag.schedule import replay, search_seed, verify_tokens
+from dflash_diag.schedule.verify import step_token_table
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "real_run"
+RUN = ScheduleParams(token_budget=16384, max_seq_len=2048, first_step=1, epochs=2, seed=1234)
+
+
+@pytest.fixture(scope="module")
+def lengths():
+    import pyarrow.parquet as pq
+
+    return pq.read_table(DATA / "manifest.parquet", columns=["length"])["length"].to_numpy()
+
+
+@pytest.fixture(scope="module")
+def log_table():
+    # the run's own numbers, read with a regex so this test stands on its own
+    text = (DATA / "run.log").read_text(encoding="utf-8")
+    pairs = np.array(re.findall(r"\| step (\d+)/\d+ \|.*\| ntok (\d+) \|", text), dtype=np.int64)
+    return pd.DataFrame({"step": pairs[:, 0], "tokens": pairs[:, 1].astype(float)})
+
+
+def test_the_real_run_verifies_at_every_step(lengths, log_table):
+    v = verify_tokens(replay(lengths, RUN), log_table)
+    assert (v.tokens_match, v.n_compared, v.n_log_steps, v.n_replayed_steps) == (1.0, 488, 488, 488)
+    assert v.first_mismatch is None
+    assert (v.seed, v.first_step, v.basis) == (1234, 1, "step")
+
+
+def test_an_off_by_one_step_number_is_caught(lengths, log_table):
+    v = verify_tokens(replay(lengths, RUN.replace(first_step=0)), log_table)
+    assert v.tokens_match < 0.1
+    assert v.n_compared == 487  # step 488 is not in a replay numbered 0..487
+    assert v.first_mismatch == 1
+
+
+def test_verify_with_read_log(lengths):
+    from dflash_diag.logs import read_log
+
+    run = read_log(DATA / "run.log")
+    for log in (run, run.table):
+        v = verify_tokens(replay(lengths, RUN), log)
+        assert v.tokens_match == 1.0 and v.n_compared == 488
+
+
+def test_search_finds_the_seed_and_the_first_step(lengths, log_table):
+    calls = []
+    v = search_seed(
+        lengths,
+        RUN.replace(seed=0, first_step=0),
+        log_table,
+        seeds=range(1200, 1300),
+        progress=lambda d, t: calls.append((d, t)),
+    )
+    assert (v.seed, v.first_step, v.tokens_match, v.n_compared) == (1234, 1, 1.0, 488)
+    # it stopped at the perfect match
+    assert calls[-1] == (35, 100)
+
+
+def test_search_without_the_seed_reports_the_best_poor_match(lengths, log_table):
+    v = search_seed(lengths, RUN, log_table, seeds=range(0, 5))
+    assert v.tokens_match < 0.1
+    assert v.seed in range(0, 5)
+
+
+def test_step_token_table_equals_replay(lengths):
+    params = RUN.replace(world_size=3, grad_accum=2)
+    total, rank0 = step_token_table(lengths, params)
+    r = replay(lengths, params)
+    assert total.tolist() == r.steps.tokens.tolist()
+    rank0_replay = r.micro[r.micro["rank"] == 0].groupby("step")["tokens"].sum()
+    assert rank0.tolist() == rank0_replay.tolist()
+
+
+def test_multi_rank_logs_are_matched_on_the_basis_they_use():
+    lens = np.random.default_rng(3).integers(1, 900, 3000)
+    params = ScheduleParams(token_budget=4000, world_size=4, seed=2)
+    r = replay(lens, params)
+    rank0 = r.micro[r.micro["rank"] == 0].set_index("step")["tokens"]
+    log = pd.DataFrame({"step": rank0.index, "tokens": rank0.to_numpy(dtype=float)})
+    v = verify_tokens(r, log)
+    assert (v.basis, v.tokens_match) == ("rank0", 1.0)
+    log_mean = pd.DataFrame({"step": r.steps.step, "tokens": r.steps.tokens / 4})
+    assert verify_tokens(r, log_mean).basis == "rank_mean"
+
+
+def test_a_resumed_log_keeps_the_last_value_of_a_step():
+    r = replay(np.array([3, 1, 2, 2]), ScheduleParams(token_budget=4))
+    truth = r.steps.tokens.tolist()
+    log = pd.DataFrame({"step": [0, 1, 1, 2], "tokens": [truth[0], 999.0, truth[1], np.nan]})
+    v = verify_tokens(r, log)
+    assert (v.tokens_match, v.n_compared, v.n_log_steps) == (1.0, 2, 2)
+
+
+def test_a_log_without_tokens_is_an_input_error():
+    r = replay(np.array([3, 1]), ScheduleParams(token_budget=4))
+    with pytest.raises(InputError, match="no 'tokens' column"):
+        verify_tokens(r, pd.DataFrame({"step": [0]}))
+    with pytest.raises(InputError, match="no steps with a tokens value"):
+        search_seed(
+            np.array([3, 1]), ScheduleParams(), pd.DataFrame({"step": [0], "tokens": [np.nan]})
+        )
+
+
+def test_a_log_every_ten_steps_is_matched_over_its_interval():
+    lens = np.random.default_rng(4).integers(1, 900, 5000)
+    r = replay(lens, ScheduleParams(token_budget=4000, seed=5, first_step=1))
+    tokens = r.steps.set_index("step")["tokens"]
+    logged = np.arange(10, int(tokens.index.max()) + 1, 10)
+    # each line reports the tokens of the 10 steps since the last line
+    summed = [float(tokens.loc[s - 9 : s].sum()) for s in logged]
+    v = verify_tokens(r, pd.DataFrame({"step": logged, "tokens": summed}))
+    assert (v.basis, v.tokens_match, v.n_compared) == ("interval_sum", 1.0, len(logged))
+    meaned = [x / 10 for x in summed]
+    v = verify_tokens(r, pd.DataFrame({"step": logged, "tokens": meaned}))
+    assert (v.basis, v.tokens_match) == ("interval_mean", 1.0)
+    found = search_seed(
+        lens,
+        ScheduleParams(token_budget=4000),
+        pd.DataFrame({"step": logged, "tokens": summed}),
+        seeds=range(10),
+    )
+    assert (found.seed, found.first_step, found.basis) == (5, 1, "interval_sum")

@@ -1,0 +1,196 @@
+"""`dflash-diag compare` end to end on the small logs in tests/data/compare."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dflash_diag.cli import app
+
+runner = CliRunner()
+DATA = Path(__file__).parent / "data" / "compare"
+SAMPLE = Path(__file__).parent.parent / "sample_logs"
+
+
+def log(name: str) -> str:
+    return str(DATA / name)
+
+
+def invoke(*args: str):
+    return runner.invoke(app, ["compare", *args])
+
+
+def test_text_answers_the_story_question():
+    result = invoke(log("v1.log"), log("run.log"), "--at", "349")
+    assert result.exit_code == 0, result.stderr
+    out = result.stdout
+    assert "run against v1  (align: step)" in out
+    assert "acc is within v1's band: " in " ".join(out.split())
+    assert "normal for 58% of warmup." in " ".join(out.split())
+    assert result.stderr == ""
+
+
+def test_json_is_one_document_with_the_contract_keys():
+    result = invoke(log("v1.log"), log("v2.log"), log("run.log"), "--at", "349", "--json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)  # strict: NaN would not parse as null here
+    assert doc["baselines"] == [log("v1.log"), log("v2.log")]
+    assert doc["run"] == log("run.log")
+    assert doc["align"] == "step"
+    assert set(doc["warmup"]) == {log("v1.log"), log("v2.log"), log("run.log")}
+    v1 = doc["warmup"][log("v1.log")]
+    assert (v1["steps"], v1["peak_lr"], v1["shape"]) == (600, 6e-4, "linear")
+    acc = doc["metrics"]["acc"]
+    assert acc["verdict"] == "within"
+    assert [p["phase"] for p in acc["phases"]] == ["warmup"]
+    assert acc["baselines_used"] == [log("v1.log")]
+    assert "acc: not logged in v2; compared with v1 only" in doc["notes"]
+    at = [a for a in doc["at"] if a["metric"] == "acc"][0]
+    assert at["step"] == 349 and at["verdict"] == "within"
+    lo, hi = at["band"]
+    assert lo <= at["baseline_median"] <= hi and lo <= at["value"] <= hi
+    # The run has no points after warmup: its slope is null with a reason, not NaN.
+    slope = acc["slope_after_warmup"][0]
+    assert slope["value"] is None and slope["reason"].startswith("not enough data")
+
+
+def test_run_option_takes_the_run_and_every_file_is_a_baseline():
+    result = invoke(log("v1.log"), "--run", log("low.log"), "--metric", "acc", "--json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["baselines"] == [log("v1.log")] and doc["run"] == log("low.log")
+    assert list(doc["metrics"]) == ["acc"]
+    assert doc["metrics"]["acc"]["verdict"] == "below"
+
+
+def test_warmup_alignment_lines_up_a_slower_warmup():
+    step = json.loads(invoke(log("v1.log"), log("slow.log"), "--metric", "acc", "--json").stdout)
+    warm = invoke(log("v1.log"), log("slow.log"), "--metric", "acc", "--align", "warmup", "--json")
+    assert warm.exit_code == 0, warm.stderr
+    doc = json.loads(warm.stdout)
+    assert step["metrics"]["acc"]["verdict"] != "within"
+    assert doc["metrics"]["acc"]["verdict"] == "within"
+    assert doc["warmup"][log("slow.log")]["steps"] == 1200
+
+
+def test_milestones_option_reaches_the_json():
+    result = invoke(log("v1.log"), log("slow.log"), "--milestones", "0.2", "--json")
+    doc = json.loads(result.stdout)
+    (m,) = doc["metrics"]["acc"]["milestones"]
+    assert m["level"] == 0.2 and m["direction"] == "up"
+    assert m["steps"][log("slow.log")] > m["steps"][log("v1.log")]
+
+
+def test_plot_is_written(tmp_path):
+    out = tmp_path / "cmp.png"
+    result = invoke(log("v1.log"), log("run.log"), "--plot", str(out))
+    assert result.exit_code == 0, result.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (
+            [log("run.log")],
+            "error: compare: needs at least one baseline and a run; "
+            "give BASELINE.log RUN.log (or FILES... --run RUN.log)",
+        ),
+        (
+            [log("v1.log"), log("late.log")],
+            f"error: {log('late.log')}: shares no steps range with the baselines: it covers "
+            "2000-2500, v1 1-1496; compare runs that overlap, or try --align warmup",
+        ),
+        (
+            [log("v1.log"), log("run.log"), "--align", "epoch"],
+            "error: --align: unknown value 'epoch'; choose from step, tokens, warmup",
+        ),
+        (
+            [log("v1.log"), log("run.log"), "--align", "tokens"],
+            f"error: {log('v1.log')}: no tokens logged; --align tokens needs a tokens column; "
+            "use --align step or --align warmup",
+        ),
+        (
+            [log("v1.log"), log("run.log"), "--metric", "eval_loss"],
+            f"error: {log('run.log')}: no metric is logged by both the run and a baseline "
+            "(asked for eval_loss); choose with --metric from: acc, loss",
+        ),
+        (
+            [log("v1.log"), log("run.log"), "--milestones", "acc=x"],
+            "error: --milestones: not a list of numbers: 'acc=x'; "
+            "give levels like 0.1,0.3,0.5 or loss=2.0,1.5",
+        ),
+        (
+            [log("v1.log"), log("run.log"), "--band-k", "-1"],
+            "error: --band-k: must be a positive number, got -1.0",
+        ),
+        (
+            [log("v1.log"), log("run.log"), "--plot", "out.gif"],
+            "error: out.gif: cannot tell the plot format from '.gif'; "
+            "name the file .png, .svg or .pdf",
+        ),
+    ],
+)
+def test_bad_input_is_one_error_line_and_exit_2(args, line):
+    result = invoke(*args)
+    assert result.exit_code == 2
+    assert result.stderr == line + "\n"
+    assert result.stdout == ""
+
+
+def test_missing_file_is_an_error_line(tmp_path):
+    result = invoke(log("v1.log"), str(tmp_path / "nope.log"))
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: {tmp_path / 'nope.log'}")
+    assert result.stderr.count("\n") == 1
+
+
+def test_single_baseline_point_says_not_enough_data(tmp_path):
+    one = tmp_path / "one.log"
+    one.write_text("step=100 loss=2.5 acc=0.01 lr=1.0e-04\n", encoding="utf-8")
+    result = invoke(str(one), log("run.log"), "--json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["metrics"]["acc"]["verdict"] == "not enough data"
+    assert (
+        "one logs acc at fewer than 5 points: no band from it" in (doc["metrics"]["acc"]["notes"])
+    )
+
+
+def test_nan_values_are_left_out_and_never_reach_the_json_as_nan(tmp_path):
+    lines = (DATA / "run.log").read_text(encoding="utf-8").splitlines()
+    assert lines[10].startswith("step=51 ")
+    lines[10] = "step=51 loss=nan acc=nan lr=5.100e-05"
+    holed = tmp_path / "holed.log"
+    holed.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = invoke(log("v1.log"), str(holed), "--json", "--at", "51", "--at", "9000")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)  # json.loads would fail on a bare NaN token
+    assert "NaN" not in result.stdout
+    (warm,) = doc["metrics"]["acc"]["phases"]
+    assert warm["n_points"] == len(lines) - 1
+    at = {(a["step"], a["metric"]): a for a in doc["at"]}
+    # Step 51 lost its value: it is interpolated from its neighbours 46 and 56.
+    assert math.isfinite(at[51, "acc"]["value"])
+    assert at[9000, "acc"]["value"] is None and at[9000, "acc"]["verdict"] == "not logged"
+
+
+@pytest.mark.skipif(
+    not (SAMPLE / "v1.log").exists() or not (SAMPLE / "run.log").exists(),
+    reason="sample_logs not generated yet",
+)
+def test_sample_case_v1_looked_the_same():
+    result = invoke(str(SAMPLE / "v1.log"), str(SAMPLE / "run.log"), "--at", "349", "--json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    run = doc["warmup"][str(SAMPLE / "run.log")]
+    assert run["peak_lr"] == pytest.approx(6e-4, rel=0.01)
+    assert abs(run["steps"] - 2380) <= 30
+    at = {a["metric"]: a for a in doc["at"]}
+    assert at["acc"]["verdict"] == "within"
+    assert at["acc"]["value"] == pytest.approx(0.046, abs=0.01)
+    assert round(100 * at["acc"]["warmup_progress"]) == 15

@@ -1,0 +1,144 @@
+"""`dflash-diag spikes` end to end on the real run: one JSON document, text, plot, errors."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dflash_diag.cli import app
+
+REAL = Path(__file__).parent / "data" / "real_run"
+# the real run's schedule (tests/data/real_run/README.md); epochs: as many as the log needs
+REAL_FLAGS = ["--seed", "1234", "--token-budget", "16384", "--max-seq-len", "2048"]
+REAL_FLAGS += ["--first-step", "1"]
+CONFIG = """[schedule]
+manifest = "manifest.parquet"
+strategy = "sorted-greedy"
+seed = 1234
+token_budget = 16384
+max_seq_len = 2048
+first_step = 1
+"""
+
+runner = CliRunner()
+
+
+@pytest.fixture()
+def work(tmp_path, monkeypatch) -> Path:
+    """A working directory with copies of the real run and no stray dflash-diag.toml."""
+    for name in ("run.log", "manifest.parquet"):
+        shutil.copy(REAL / name, tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def run_json(args: list[str]) -> dict:
+    result = runner.invoke(app, ["spikes", *args, "--json"])
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == ""
+    return json.loads(result.stdout)  # exactly one document: json.loads refuses more
+
+
+def test_attribution_on_the_real_run_with_a_config_beside_the_log(work):
+    (work / "dflash-diag.toml").write_text(CONFIG)
+    doc = run_json(["run.log"])
+    assert doc["config"] == "dflash-diag.toml"
+    assert doc["manifest"] == "manifest.parquet"
+    assert doc["epochs_replayed"] == 2
+    assert (doc["metric"], doc["n_points"], doc["log_interval"]) == ("loss", 488, 1)
+    assert doc["schedule_check"]["tokens_match"] == 1.0
+    spikes = {s["step"]: s for s in doc["spikes"]}
+    assert spikes[241]["verdict"] == "composition"
+    assert spikes[241]["recurrences"][0]["step"] == 253
+    assert spikes[241]["batch"]["mean_len"] < 40
+    assert spikes[100]["verdict"] == "unexplained"
+    att = doc["attribution"]
+    assert att["r2_cv"] > 0.35 and att["r2"] > 0.4
+    assert att["correlations"]["mean_len"]["spearman"] < -0.6
+    assert att["correlations"]["mean_len"]["p"] < 1e-20
+    var = doc["variance"]
+    assert var["length_icc"] > 0.99
+    assert {c["strategy"] for c in var["counterfactual"]} == {"bucketed", "random"}
+    assert any("composition explains" in s for s in doc["summary"])
+
+
+def test_flags_give_the_same_answer_as_the_config(work):
+    by_flags = run_json(["run.log", "--manifest", "manifest.parquet", *REAL_FLAGS])
+    (work / "dflash-diag.toml").write_text(CONFIG)
+    by_config = run_json(["run.log"])
+    assert by_flags["spikes"] == by_config["spikes"]
+    assert by_flags["config"] is None
+
+
+def test_log_alone_detects_but_does_not_judge(work):
+    doc = run_json(["run.log"])
+    assert doc["attribution"] is None and doc["schedule_check"] is None
+    assert doc["spikes"] and {s["verdict"] for s in doc["spikes"]} == {"inconclusive"}
+    assert doc["variance"]["grad_norm_cv"] is not None
+
+
+def test_production_detectors_are_offered(work):
+    for detector, window in (("olmo", 128), ("foundry", 100), ("megatron", 100)):
+        doc = run_json(["run.log", "--detector", detector])
+        assert (doc["detector"], doc["window"]) == (detector, window)
+
+
+def test_text_output_answers_the_question(work):
+    (work / "dflash-diag.toml").write_text(CONFIG)
+    result = runner.invoke(app, ["spikes", "run.log"])
+    assert result.exit_code == 0, result.stderr
+    out = result.stdout
+    assert "schedule config: dflash-diag.toml" in out
+    assert "schedule check: replayed tokens match the log at 100.0% of 488 steps" in out
+    assert "step 241 (composition)" in out
+    assert "Batch composition explains" in out
+    assert "look at the optimizer" in out
+
+
+def test_plot_is_written(work):
+    (work / "dflash-diag.toml").write_text(CONFIG)
+    result = runner.invoke(app, ["spikes", "run.log", "--plot", "spikes.png"])
+    assert result.exit_code == 0, result.stderr
+    assert (work / "spikes.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_bad_plot_name_is_refused_before_any_work(work):
+    result = runner.invoke(app, ["spikes", "run.log", "--plot", "spikes.jpg"])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "error: spikes.jpg: cannot tell the plot format from '.jpg'; name the file .png, .svg "
+        "or .pdf\n"
+    )
+
+
+def test_a_missing_metric_is_one_error_line(work):
+    result = runner.invoke(app, ["spikes", "run.log", "--metric", "ppl"])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "error: run.log: the log has no 'ppl' column; choose --metric from loss, acc, lr, "
+        "grad_norm, tokens, tok_per_s, epoch\n"
+    )
+
+
+def test_a_schedule_that_does_not_match_is_refused_unless_forced(work):
+    args = ["spikes", "run.log", "--manifest", "manifest.parquet", *REAL_FLAGS, "--seed", "7"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(
+        "error: run.log: the replayed schedule matches the logged tokens at only "
+    )
+    assert result.stderr.endswith("or pass --force to attribute anyway\n")
+    forced = runner.invoke(app, [*args, "--force", "--json"])
+    assert forced.exit_code == 0, forced.stderr
+    assert json.loads(forced.stdout)["schedule_check"]["tokens_match"] < 0.9
+
+
+def test_a_missing_manifest_is_one_error_line(work):
+    result = runner.invoke(app, ["spikes", "run.log", "--manifest", "nope.parquet"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: nope.parquet")
+    assert result.stderr.count("\n") == 1

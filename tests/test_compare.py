@@ -1,0 +1,396 @@
+"""compare_runs on constructed runs whose truth is known (no log reader involved)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dflash_diag.compare import (
+    compare_runs,
+    metric_kind,
+    parse_milestones,
+    slope_with_ci,
+)
+from dflash_diag.errors import InputError
+from dflash_diag.records import CANONICAL_COLUMNS, RunLog
+
+PEAK = 6e-4
+
+
+def curve_acc(x):
+    """acc on the baseline's clock ``x``: near 0 in warmup (600 steps), rising after."""
+    x = np.asarray(x, dtype=float)
+    return (
+        0.005 + 0.04 * (x / 600) ** 2 + np.where(x > 600, 0.5 * (1 - np.exp(-(x - 600) / 400)), 0)
+    )
+
+
+def curve_loss(x):
+    return 0.9 + 2.5 * np.exp(-np.asarray(x, dtype=float) / 300)
+
+
+def make_run(
+    path="run.log",
+    steps=None,
+    warmup=600,
+    seed=0,
+    noise=0.004,
+    acc_shift=0.0,
+    shift_from=0,
+    tokens=None,
+    columns=None,
+    lr=True,
+    speed=1.0,
+):
+    """A RunLog whose acc and loss follow the curves on a clock set by its warmup.
+
+    ``speed``: how many of the baseline's steps one step of this run is worth (its batches
+    are ``speed`` times larger); the warmup is in this run's steps.
+    """
+    rng = np.random.default_rng(seed)
+    s = np.arange(1, 1501, 5) if steps is None else np.asarray(steps)
+    frac = s / warmup
+    x = np.where(frac <= 1, frac * 600, 600 + (s - warmup) * speed)
+    table = pd.DataFrame({c: np.nan for c in CANONICAL_COLUMNS}, index=range(s.size))
+    table["step"] = s
+    table["acc"] = (
+        curve_acc(x) + rng.normal(0, noise, s.size) + np.where(s >= shift_from, acc_shift, 0)
+    )
+    table["loss"] = curve_loss(x) + rng.normal(0, 5 * noise, s.size)
+    if lr:
+        table["lr"] = PEAK * np.minimum(frac, 1.0)
+    if tokens is not None:
+        table["tokens"] = tokens
+    for name, values in (columns or {}).items():
+        table[name] = values
+    return RunLog(table, path, "test")
+
+
+def phase(comparison, metric, name):
+    return next(p for p in comparison.metrics[metric].phases if p.phase == name)
+
+
+def test_same_distribution_is_within_in_every_phase():
+    c = compare_runs([make_run("v1.log", seed=1)], make_run(seed=2))
+    for metric in ("acc", "loss"):
+        assert c.metrics[metric].verdict == "within"
+        for p in c.metrics[metric].phases:
+            assert p.verdict == "within" and p.inside >= 0.9
+    assert c.metrics["acc"].sentence.startswith("acc is within v1's band: ")
+    assert c.warmup["run.log"].warmup_end_step == 600
+
+
+def test_shifted_run_is_below_from_the_shift_on():
+    c = compare_runs(
+        [make_run("v1.log", seed=1)], make_run(seed=2, acc_shift=-0.05, shift_from=800)
+    )
+    post = phase(c, "acc", "post_warmup")
+    warm = phase(c, "acc", "warmup")
+    assert warm.verdict == "within"  # the shift starts after warmup
+    assert post.below > 0.6 and post.above < 0.05
+    dep = post.largest_departure
+    assert dep.side == "below" and dep.step >= 800
+    assert c.metrics["loss"].verdict == "within"
+    assert "(behind)" in c.metrics["acc"].sentence
+
+
+def test_a_slower_climb_after_warmup_is_said_with_its_interval():
+    base = make_run("v1.log", seed=1)
+    run = make_run(seed=2)
+    late = run.table.step > 600
+    run.table.loc[late, "acc"] -= 0.1 * (run.table.step[late] - 600) / 1000
+    c = compare_runs([base], run, metrics=["acc"])
+    run_slope, v1_slope = c.metrics["acc"].slopes
+    lo, hi = v1_slope.run_minus_ci
+    assert lo < -0.1 < hi and hi < 0
+    assert v1_slope.run_minus == pytest.approx(run_slope.value - v1_slope.value)
+    assert "slower than v1" in c.metrics["acc"].sentence
+    same = compare_runs([base], make_run(seed=3), metrics=["acc"])
+    assert "no clear difference from v1" in same.metrics["acc"].sentence
+
+
+def test_slower_warmup_is_below_by_step_and_within_by_warmup():
+    base = make_run("v1.log", seed=1)
+    slow = make_run("slow.log", steps=np.arange(1, 2001, 5), warmup=1200, seed=2)
+    by_step = compare_runs([base], slow, metrics=["acc"], at=[900])
+    # v1 finished warmup at 600 and is climbing; the slow run is still near 0 at 900.
+    assert by_step.at[0].verdict == "below"
+    assert phase(by_step, "acc", "warmup").below > 0.3
+    by_warmup = compare_runs([base], slow, metrics=["acc"], align="warmup", at=[900])
+    assert by_warmup.metrics["acc"].verdict == "within"
+    assert by_warmup.at[0].verdict == "within"
+    assert by_warmup.at[0].warmup_progress == pytest.approx(900 / 1200)
+    assert by_warmup.axis == "step (warmup-aligned)"
+
+
+def test_faster_run_is_above_at_the_right_steps():
+    base = make_run("v1.log", seed=1)
+    fast = make_run("fast.log", warmup=300, seed=2)
+    c = compare_runs([base], fast, metrics=["acc"], at=[400, 1400])
+    # From step ~300 on the fast run is ahead; by 1400 both have nearly levelled off.
+    first, late = c.at
+    assert first.verdict == "above"
+    assert first.value > first.band[1]
+    assert late.value > late.baseline_median
+
+
+def test_story_point_in_an_unfinished_warmup():
+    # v1 warmed up over 2380 steps; the run is at step 349 with lr 8.8e-5.
+    base = make_run("v1.log", steps=np.arange(1, 4001, 4), warmup=2380, seed=1)
+    run = make_run(steps=np.arange(1, 350), warmup=2380, seed=2)
+    c = compare_runs([base], run, metrics=["acc"], at=[349])
+    p = c.warmup["run.log"]
+    assert not p.warmup_complete and p.warmup_end_step == 2380 and p.peak_lr == PEAK
+    assert "run: peak lr taken from the baselines" in c.notes
+    a = c.at[0]
+    assert a.lr == pytest.approx(PEAK * 349 / 2380)
+    assert a.verdict == "within"
+    assert a.sentence.endswith(": normal for 15% of warmup.")
+    assert a.sentence.startswith(f"At step 349 it is {a.value:.3g} against v1's ")
+
+
+def test_logs_of_different_lengths_and_intervals_never_extrapolate():
+    base = make_run("v1.log", steps=np.arange(1, 801, 10), seed=1)
+    run = make_run(steps=np.arange(1, 1501, 3), seed=2)
+    c = compare_runs([base], run, metrics=["acc"])
+    n_inside_range = int(((run.table.step >= 1) & (run.table.step <= 791)).sum())
+    total = sum(p.n_compared for p in c.metrics["acc"].phases)
+    assert total == n_inside_range
+    assert sum(p.n_points for p in c.metrics["acc"].phases) == len(run.table)
+    assert c.metrics["acc"].verdict == "within"
+
+
+def test_a_missing_stretch_is_not_interpolated_across():
+    steps = np.concatenate([np.arange(1, 400, 5), np.arange(1000, 1500, 5)])
+    c = compare_runs([make_run("v1.log", steps=steps, seed=1)], make_run(seed=2), at=[700])
+    assert c.at[0].verdict == "not enough data"
+    assert "do not cover that point" in c.at[0].sentence
+
+
+def test_restart_rows_keep_the_values_logged_last():
+    clean = make_run(seed=2)
+    t = clean.table
+    # A first pass over steps 500-700 logged garbage, then the resume logged them again.
+    garbage = t[(t.step >= 500) & (t.step <= 700)].assign(acc=0.9, loss=9.0)
+    cut = t[t.step < 500]
+    resumed = RunLog(pd.concat([cut, garbage, t[t.step >= 500]]), "run.log", "test")
+    base = [make_run("v1.log", seed=1)]
+    a = compare_runs(base, clean)
+    b = compare_runs(base, resumed)
+    assert a.metrics["acc"].phases == b.metrics["acc"].phases
+
+
+def test_all_ranks_in_one_table_use_the_lowest_with_a_note():
+    run = make_run(seed=2)
+    other = run.table.assign(rank=1, acc=run.table.acc + 0.3)
+    both = RunLog(pd.concat([run.table.assign(rank=0), other]), "run.log", "test", ranks=(0, 1))
+    base = [make_run("v1.log", seed=1)]
+    c = compare_runs(base, both)
+    assert "run: several ranks logged; rank 0 used" in c.notes
+    assert c.metrics["acc"].phases == compare_runs(base, run).metrics["acc"].phases
+
+
+def test_a_metric_missing_in_one_baseline_is_said_and_the_rest_compared():
+    v2 = make_run("v2.log", seed=3)
+    v2.table["acc"] = np.nan
+    c = compare_runs([make_run("v1.log", seed=1), v2], make_run(seed=2))
+    assert c.metrics["acc"].baselines_used == ("v1.log",)
+    assert c.metrics["loss"].baselines_used == ("v1.log", "v2.log")
+    assert "acc: not logged in v2; compared with v1 only" in c.notes
+
+
+def test_a_metric_missing_in_the_run_is_skipped_with_a_note():
+    run = make_run(seed=2)
+    run.table["acc"] = np.nan
+    c = compare_runs([make_run("v1.log", seed=1)], run)
+    assert list(c.metrics) == ["loss"]
+    assert "acc: not logged in run; skipped" in c.notes
+
+
+def test_no_shared_metric_is_an_input_error():
+    run = make_run(seed=2)
+    with pytest.raises(InputError) as info:
+        compare_runs([make_run("v1.log", seed=1)], run, metrics=["eval_loss"])
+    assert str(info.value) == (
+        "run.log: no metric is logged by both the run and a baseline (asked for eval_loss); "
+        "choose with --metric from: acc, loss"
+    )
+
+
+def test_runs_sharing_no_step_range_are_an_input_error():
+    late = make_run(steps=np.arange(2000, 2501, 5), seed=2)
+    with pytest.raises(InputError) as info:
+        compare_runs([make_run("v1.log", seed=1)], late)
+    assert str(info.value) == (
+        "run.log: shares no steps range with the baselines: it covers 2000-2500, "
+        "v1 1-1496; compare runs that overlap, or try --align warmup"
+    )
+
+
+def test_a_single_baseline_point_gives_not_enough_data():
+    one = make_run("v1.log", steps=np.array([300]), seed=1)
+    c = compare_runs([one], make_run(seed=2), metrics=["acc"])
+    m = c.metrics["acc"]
+    assert m.verdict == "not enough data"
+    assert all(p.inside is None for p in m.phases)
+    assert "v1 logs acc at fewer than 5 points: no band from it" in m.notes
+    assert "cannot yet be judged" in m.sentence
+
+
+def test_nans_are_left_out_not_counted():
+    run = make_run(seed=2)
+    rng = np.random.default_rng(0)
+    holes = rng.random(len(run.table)) < 0.2
+    run.table.loc[holes, "acc"] = np.nan
+    base = make_run("v1.log", seed=1)
+    base.table.loc[rng.random(len(base.table)) < 0.2, "acc"] = np.nan
+    c = compare_runs([base], run, metrics=["acc"])
+    assert sum(p.n_points for p in c.metrics["acc"].phases) == int((~holes).sum())
+    assert c.metrics["acc"].verdict == "within"
+
+
+def test_tokens_alignment_lines_up_runs_with_different_batch_sizes():
+    # The run's steps hold twice the tokens: by tokens it is v1 at twice the step.
+    base = make_run("v1.log", steps=np.arange(1, 3001, 5), seed=1, tokens=1000.0)
+    big = make_run("big.log", steps=np.arange(1, 1501, 5), warmup=300, speed=2, seed=2, tokens=2e3)
+    assert compare_runs([base], big, align="step", metrics=["acc"]).metrics["acc"].verdict != (
+        "within"
+    )
+    c = compare_runs([base], big, align="tokens", metrics=["acc"])
+    assert c.metrics["acc"].verdict == "within"
+    assert c.metrics["acc"].slopes[0].per == "1B tokens"
+
+
+def test_cumulative_tokens_column_is_read_as_such():
+    steps = np.arange(1, 1501, 5)
+    base = make_run("v1.log", seed=1, tokens=1000.0 * steps)  # "tokens seen"
+    run = make_run(seed=2, tokens=1000.0)
+    c = compare_runs([base], run, align="tokens", metrics=["acc"])
+    assert c.metrics["acc"].verdict == "within"
+
+
+def test_tokens_alignment_without_tokens_is_an_input_error():
+    with pytest.raises(InputError, match=r"^v1.log: no tokens logged; --align tokens needs"):
+        compare_runs([make_run("v1.log", seed=1)], make_run(seed=2), align="tokens")
+
+
+def test_warmup_alignment_needs_the_run_warmup():
+    run = make_run(seed=2, lr=False)
+    with pytest.raises(InputError) as info:
+        compare_runs([make_run("v1.log", seed=1)], run, align="warmup")
+    assert str(info.value) == (
+        "run.log: --align warmup needs the run's warmup: lr is not logged; give --warmup-steps N"
+    )
+    c = compare_runs([make_run("v1.log", seed=1)], run, align="warmup", warmup_steps=599)
+    assert c.warmup["run.log"].source == "given"
+    assert c.metrics["acc"].verdict == "within"
+
+
+def test_at_answers_logged_interpolated_and_outside_steps():
+    run = make_run(seed=2)
+    c = compare_runs([make_run("v1.log", seed=1)], run, metrics=["acc"], at=[501, 503, 9999])
+    logged, between, outside = c.at
+    assert logged.value == pytest.approx(float(run.table.loc[run.table.step == 501, "acc"].iloc[0]))
+    a, b = run.table.loc[run.table.step.isin([501, 506]), "acc"]
+    assert between.value == pytest.approx(a + (b - a) * 2 / 5)
+    assert outside.verdict == "not logged" and outside.value is None
+    assert logged.band[0] <= logged.baseline_median <= logged.band[1]
+
+
+def test_milestones_up_for_acc_down_for_loss():
+    base = make_run("v1.log", seed=1, noise=0.0)
+    run = make_run(seed=2, noise=0.0, warmup=300)
+    levels = parse_milestones(["0.3", "loss=1.5"])
+    c = compare_runs([base], run, milestones=levels)
+    (acc30,) = c.metrics["acc"].milestones
+    # First step where the noiseless curve reaches 0.3, on each log's 5-step grid.
+    x = np.arange(1, 1501, 5)
+    truth_v1 = int(x[np.argmax(curve_acc(x) >= 0.3)])
+    assert acc30.direction == "up" and abs(acc30.steps["v1.log"] - truth_v1) <= 5
+    assert acc30.steps["run.log"] < acc30.steps["v1.log"]
+    (loss15,) = c.metrics["loss"].milestones
+    truth_loss = int(x[np.argmax(curve_loss(x) <= 1.5)])
+    assert loss15.direction == "down" and abs(loss15.steps["v1.log"] - truth_loss) <= 5
+
+
+def test_default_milestones_are_for_acc_like_metrics_only():
+    c = compare_runs([make_run("v1.log", seed=1)], make_run(seed=2))
+    assert [m.level for m in c.metrics["acc"].milestones] == [0.1, 0.3, 0.5]
+    assert c.metrics["loss"].milestones == ()
+
+
+def test_per_position_metrics_are_compared_by_default():
+    n = len(np.arange(1, 1501, 5))
+    rng = np.random.default_rng(5)
+    cols = {f"acc_{i}": 0.5 + rng.normal(0, 0.01, n) for i in (0, 1, 10)}
+    c = compare_runs([make_run("v1.log", seed=1, columns=cols)], make_run(seed=2, columns=cols))
+    assert list(c.metrics) == ["loss", "acc", "acc_0", "acc_1", "acc_10"]
+
+
+def test_several_baselines_envelope_and_quantile_band():
+    run = make_run(seed=2)
+    odd = make_run("odd.log", seed=9, acc_shift=0.2)
+    few = compare_runs([make_run("v1.log", seed=1), odd], run, metrics=["acc"], at=[1000])
+    # Two baselines: the envelope reaches up to the odd one.
+    assert few.at[0].band[1] > 0.2 + few.at[0].value - 0.05
+    many = [make_run(f"v{i}.log", seed=i) for i in range(1, 6)] + [odd]
+    c = compare_runs(many, run, metrics=["acc"], at=[1000])
+    # Six baselines: the 90th percentile trims the odd one.
+    assert c.at[0].band[1] < few.at[0].band[1] - 0.1
+    assert c.at[0].verdict == "within"
+    assert "quantiles of 6 baselines" in c.band_method
+
+
+def test_bad_options_are_input_errors():
+    base, run = [make_run("v1.log", seed=1)], make_run(seed=2)
+    with pytest.raises(InputError, match="^--align: unknown value 'epoch'; choose from step"):
+        compare_runs(base, run, align="epoch")
+    with pytest.raises(InputError, match="^--band-k: must be a positive number, got 0"):
+        compare_runs(base, run, band_k=0)
+    with pytest.raises(InputError, match="^run.log: no baseline to compare with"):
+        compare_runs([], run)
+    with pytest.raises(InputError, match="^--milestones: not a list of numbers: 'acc=a'"):
+        parse_milestones(["acc=a"])
+
+
+def test_slope_ci_covers_the_true_slope():
+    rng = np.random.default_rng(3)
+    x = np.arange(0, 5000, 10.0)
+    noise = np.convolve(rng.normal(0, 0.02, x.size + 9), np.ones(10) / 10, mode="valid")
+    s = slope_with_ci(x, 0.1 + 4e-5 * x + noise)
+    assert s.ci[0] < 0.04 < s.ci[1]
+    assert s.ci[1] - s.ci[0] < 0.01
+    few = slope_with_ci(x[:5], x[:5])
+    assert few.value is None and few.reason == "not enough data: 5 points after warmup"
+
+
+def test_metric_kinds():
+    assert [metric_kind(m) for m in ("acc", "acc_7", "loss", "loss_2", "grad_norm")] == [
+        "acc",
+        "acc",
+        "loss",
+        "loss",
+        "other",
+    ]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    every=st.integers(1, 20),
+    shift=st.floats(-0.1, 0.1),
+    n=st.integers(5, 200),
+)
+def test_shares_and_bands_are_consistent(seed, every, shift, n):
+    run = make_run(steps=np.arange(1, 1 + n * every, every), seed=seed, acc_shift=shift)
+    c = compare_runs([make_run("v1.log", seed=seed + 1)], run, metrics=["acc"], at=[every * 3])
+    for p in c.metrics["acc"].phases:
+        # Invariant: compared points are a subset; the three shares make the whole.
+        assert p.n_compared <= p.n_points
+        if p.inside is not None:
+            assert p.inside + p.above + p.below == pytest.approx(1.0)
+    _, med, lo, hi = c.metrics["acc"].curves.band
+    assert np.all(lo <= med) and np.all(med <= hi)

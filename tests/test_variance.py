@@ -1,0 +1,119 @@
+"""Gradient-variance proxies: noise scale, schedule spread, grad_norm, counterfactual."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from spikes.constructed import manifest, run  # tests/ is on sys.path (rootless test module)
+
+from dflash_diag.records import ScheduleParams
+from dflash_diag.schedule import replay
+from dflash_diag.spikes.attribute import attribute_spikes
+from dflash_diag.spikes.detect import detect_spikes
+from dflash_diag.variance import (
+    GNS_MIN_SPREAD,
+    NO_STRATA,
+    noise_scale,
+    schedule_spread,
+    variance_proxies,
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    g2=st.floats(0.5, 5.0),
+    b_true=st.floats(500.0, 8000.0),
+    seed=st.integers(0, 1000),
+)
+def test_noise_scale_recovers_a_known_b_simple(g2: float, b_true: float, seed: int) -> None:
+    # grad_norm^2 = |G|^2 + tr(Σ)/B with 3% multiplicative noise; B varies 4x.
+    rng = np.random.default_rng(seed)
+    b = rng.uniform(1000, 4000, 1000)
+    g = np.sqrt((g2 + g2 * b_true / b) * (1 + 0.03 * rng.standard_normal(b.size)))
+    ns = noise_scale(g, b)
+    assert ns.b_simple is not None and ns.ci is not None
+    assert ns.ci[0] <= b_true <= ns.ci[1] or ns.b_simple == pytest.approx(b_true, rel=0.1)
+    assert ns.b_simple == pytest.approx(b_true, rel=0.25)
+    assert ns.batch_tokens == pytest.approx(np.median(b))
+    assert NO_STRATA in ns.assumptions
+
+
+def test_noise_scale_says_not_enough_data_when_b_barely_varies() -> None:
+    rng = np.random.default_rng(1)
+    b = 16000 * (1 + 0.2 * GNS_MIN_SPREAD * rng.standard_normal(500))
+    g = np.sqrt(1 + 3000 / b) * (1 + 0.01 * rng.standard_normal(500))
+    ns = noise_scale(g, b)
+    assert ns.b_simple is None and ns.ci is None
+    assert ns.reason.startswith("not enough data: batch size B varies too little")
+
+
+def test_noise_scale_says_not_enough_data_when_the_g_estimate_is_not_positive() -> None:
+    # grad_norm^2 = -0.5 + 6000/B: positive norms, but the fitted |G|^2 is below 0.
+    b = np.tile(np.linspace(1000, 4000, 50), 4)
+    g = np.sqrt(-0.5 + 6000.0 / b)
+    ns = noise_scale(g, b)
+    assert ns.b_simple is None
+    assert "|G|²" in ns.reason
+
+
+def test_noise_scale_fits_within_length_strata() -> None:
+    # Long batches have a different |G|^2: one line over all batches would be biased;
+    # strata by mean length fit each population on its own.
+    rng = np.random.default_rng(2)
+    n = 900
+    b = rng.uniform(1000, 4000, n)
+    long = rng.random(n) < 0.5
+    g2 = np.where(long, 4.0, 1.0)
+    g = np.sqrt(g2 + g2 * 2000.0 / b)
+    ns = noise_scale(g, b, mean_len=np.where(long, 1500.0, 100.0) + rng.normal(0, 5, n))
+    assert ns.b_simple == pytest.approx(2000.0, rel=0.05)
+    assert NO_STRATA not in ns.assumptions
+
+
+def test_schedule_spread_sorted_is_homogeneous_random_is_not() -> None:
+    m = manifest(3000)
+    base = ScheduleParams(token_budget=16384, seed=3)
+    icc_sorted, ci, _, _ = schedule_spread(replay(m, base))
+    icc_random, _, _, _ = schedule_spread(replay(m, base.replace(strategy="random", batch_size=30)))
+    assert icc_sorted > 0.95 and ci[0] <= icc_sorted <= ci[1]
+    assert icc_random < 0.05
+
+
+@pytest.fixture(scope="module")
+def composed():
+    r = run(beta=-0.12)
+    d = detect_spikes(r.table)
+    att = attribute_spikes(d, r.replay)
+    return r, d, att, variance_proxies(d, r.table, att, r.replay, r.manifest)
+
+
+def test_counterfactual_random_batches_remove_most_composition_variance(composed) -> None:
+    _, _, _, v = composed
+    cf = {c.strategy: c for c in v.counterfactual}
+    assert set(cf) == {"bucketed", "random"}
+    # Truth: composition is most of the residual variance; random batches average it out,
+    # bucketed ones (length-homogeneous within wide buckets) only part of it.
+    assert v.mixture_r2_cv > 0.5
+    assert cf["random"].share_removed > 0.5
+    assert 0 < cf["bucketed"].share_removed < cf["random"].share_removed
+
+
+def test_variance_panel_has_the_schedule_and_composition_figures(composed) -> None:
+    _, _, att, v = composed
+    assert v.length_icc > 0.95
+    assert v.composition_r2 == att.model.r2 and v.composition_r2_cv == att.model.r2_cv
+    assert v.metric_var == pytest.approx(np.nanvar(att.points["residual"]))
+    assert v.grad_norm_cv == pytest.approx(0.1, abs=0.03)  # 0.05 sd around 0.5
+    assert abs(v.grad_norm_corr["mean_len"]["spearman"]) < 0.2  # grad_norm is pure noise
+
+
+def test_a_log_alone_gives_the_grad_norm_part_only(composed) -> None:
+    r, d, _, _ = composed
+    v = variance_proxies(d, r.table)
+    assert v.length_icc is None and v.composition_r2 is None and v.counterfactual == ()
+    assert v.grad_norm_cv is not None and v.grad_norm_corr is None
+    assert v.noise_scale is not None  # tokens come from the log
+    no_tokens = variance_proxies(d, r.table.drop(columns="tokens"))
+    assert no_tokens.noise_scale.reason == "no batch sizes: the log has no tokens column"
