@@ -92,7 +92,7 @@ class Manifest:
 
     :param path: the file read.
     :param lengths: int64 array, tokens per sample, indexed by dataset index (row order,
-        or the order of ``sample_id`` when the manifest has that column).
+        as ``enumerate(all_lens)`` in a training script; ``sample_id`` is kept in ``ids``).
     :param ids: int64 array, the ``sample_id`` of each dataset index (``arange`` if the
         file had none).
     :param categories: int32 array of codes into ``category_names`` per dataset index,
@@ -239,8 +239,10 @@ class Replay:
     :param params: the schedule replayed.
     :param lengths: int64, capped lengths by dataset index (what the strategy saw).
     :param category_names: category names behind the ``cat_<name>`` columns.
-    :param dropped: what was left out by a documented rule, e.g.
-        ``{"incomplete_last_step_micro_batches": 3, "samples_over_budget": 0}``.
+    :param dropped: what was left out by a documented rule, summed over epochs:
+        ``incomplete_last_step_micro_batches`` and ``incomplete_last_step_samples`` (an
+        epoch's last step with fewer than world_size x grad_accum micro-batches), and for
+        fairseq ``samples_over_budget`` and ``batch_size_multiple_tail_samples``.
     """
 
     params: ScheduleParams

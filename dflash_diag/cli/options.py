@@ -2,9 +2,9 @@
 
 The schedule group (``--strategy --seed --token-budget ...``) is added to a command by
 :func:`schedule_options`: the decorated function receives one ``schedule`` argument, a
-dict of the ScheduleParams fields the user gave (``None`` = not given), plus ``config``
-and ``manifest``.  :func:`dflash_diag.schedule.config.resolve_schedule` merges them with
-the TOML file (flags win).
+dict of the ScheduleParams fields the user gave (``None`` = not given), plus ``config``;
+:func:`dflash_diag.schedule.config.resolve_schedule` merges them with the TOML file
+(flags win).
 """
 
 from __future__ import annotations
@@ -90,12 +90,13 @@ _SCHEDULE_FLAGS: list[tuple[str, Any, str, str]] = [
 
 
 def schedule_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Add the schedule option group, ``--config`` and ``--manifest`` to a command.
+    """Add the schedule option group and ``--config`` to a command.
 
-    The wrapped function gets ``schedule: dict[str, Any]`` (only ScheduleParams fields),
-    ``config: Path | None`` and ``manifest: Path | None`` in place of the flags.
+    The wrapped function gets ``schedule: dict[str, Any]`` (only ScheduleParams fields,
+    ``None`` = not given) and ``config: Path | None`` in place of the flags.  Works
+    with ``from __future__ import annotations`` in the command module.
     """
-    sig = inspect.signature(func)
+    sig = inspect.signature(func, eval_str=True)
     params = [p for p in sig.parameters.values() if p.name not in ("schedule",)]
     names = {p.name for p in params}
     extra: list[inspect.Parameter] = []

@@ -74,6 +74,10 @@ class Template:
     values: tuple[ValueToken, ...]
     is_eval: bool
     rank: int
+    #: characters and tokens before the first value token (fixed width in every line
+    #: that matches ``regex``: literal text, digit runs of fixed length)
+    cut: int = 0
+    cut_tokens: int = 0
 
 
 def _literal(token: str) -> str:
@@ -131,12 +135,15 @@ def learn_template(
     for i, t in enumerate(tokens):
         v = by_token.get(i)
         parts.append(_literal(t) if v is None else re.escape(v.prefix) + _NUM_RE2 + v.tail)
+    first = min(by_token)
     return Template(
         regex="^" + " ".join(parts) + "$",
         n_tokens=len(tokens),
         values=tuple(sorted(by_token.values(), key=lambda v: v.index)),
         is_eval=bool(rec.get("is_eval")),
         rank=int(rec.get("rank", 0)),
+        cut=starts[first],
+        cut_tokens=first,
     )
 
 
@@ -253,11 +260,16 @@ def _apply(data: bytes, template: Template, n_lines: int) -> tuple[Any, Any] | N
     if mask.sum() < MIN_MATCHES:
         return None
     line_idx = np.flatnonzero(mask)
-    # A matching line is exactly `n_tokens` tokens joined by single spaces.
-    tokens = pc.split_pattern(lines.filter(pa.array(mask)), " ")
+    # A matching line is exactly `n_tokens` tokens joined by single spaces; the tokens
+    # before the first value have a fixed width, so they are cut off before splitting.
+    kept = lines.filter(pa.array(mask))
+    if template.cut:
+        kept = pc.utf8_slice_codeunits(kept, template.cut)
+    tokens = pc.split_pattern(kept, " ")
+    del kept
     cols: dict[str, Any] = {"line": line_idx + 1}
     for v in template.values:
-        col = pc.list_element(tokens, v.index)
+        col = pc.list_element(tokens, v.index - template.cut_tokens)
         cols[v.name] = _values(col, v)
     del tokens
     frame = pd.DataFrame(cols)
