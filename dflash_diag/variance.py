@@ -18,7 +18,10 @@ What each number is:
   ``b_c ~ tr(Σ)``; ``B_simple = sum b_c / sum a_c`` (ratio of averages, as gpt-neox does,
   since G drifts), with a 95% percentile bootstrap CI over cells.  "Not enough data"
   when no cell has :data:`GNS_MIN_POINTS` points with ``1/B`` varying by at least
-  :data:`GNS_MIN_SPREAD` (coefficient of variation), or when ``sum a_c <= 0``;
+  :data:`GNS_MIN_SPREAD` (coefficient of variation), when ``sum a_c <= 0`` or
+  ``sum b_c <= 0``, when a one-sided t test of the cells' slopes does not support
+  ``tr(Σ) > 0`` at p < 0.025, or when over 2.5% of the bootstrap draws give
+  ``sum a <= 0`` or ``sum b <= 0`` (the CI would include 0);
 - **counterfactual**: the step-to-step variance of the metric predicted under another
   strategy's replay (same manifest, seed, budget) by a *mixture model*: a batch's
   residual = sum over cells (length bin x category) of its share of real tokens in the
@@ -26,7 +29,9 @@ What each number is:
   Loss is a token mean, so this applies to batches of any composition without
   extrapolating.  Predicted variance = ``var(model(batches)) + var(model residuals)``,
   the second part assumed unchanged; ``share_removed = 1 - that / the same for the
-  actual schedule``.  It assumes the model's state does not change with the schedule.
+  actual schedule``.  The other strategies are replayed with numpy's shuffle (any
+  random stream is as representative as the run's, and it is vectorised).  It assumes
+  the model's state does not change with the schedule.
 """
 
 from __future__ import annotations
@@ -50,6 +55,8 @@ GNS_MIN_POINTS = 10
 GNS_MIN_SPREAD = 0.02
 GNS_STRATA = 3
 GNS_BOOTSTRAP = 1000
+#: Share of bootstrap draws that must give |G|² > 0 and tr(Σ) > 0 (the 95% CI excludes 0).
+GNS_VALID_DRAWS = 0.975
 COUNTERFACTUAL_STRATEGIES = ("bucketed", "random")
 GNS_ASSUMPTIONS = (
     "grad_norm is the pre-clip norm of the full averaged gradient",
@@ -210,22 +217,46 @@ def noise_scale(
             None, None, float(a.mean()), float(sl.mean()), len(cells), med_b,
             "not enough data: the |G|² estimate is <= 0 (noise dominates the fit)",
         )  # fmt: skip
+    if sl.sum() <= 0:
+        return NoiseScale(
+            None, None, float(a.mean()), float(sl.mean()), len(cells), med_b,
+            "not enough data: grad_norm² does not fall as B grows (the tr(Σ) estimate is <= 0)",
+        )  # fmt: skip
+    # With few windows a bootstrap CI is too narrow; a one-sided t test of the windows'
+    # slopes says whether tr(Σ) > 0 is supported at all.
+    p_slope = _positive_p(sl)
+    if p_slope >= 0.025:
+        return NoiseScale(
+            None, None, float(a.mean()), float(sl.mean()), len(cells), med_b,
+            f"not enough data: tr(Σ) > 0 is not supported (one-sided t test over "
+            f"{len(cells)} windows, p = {p_slope:.2g})",
+        )  # fmt: skip
     est = float(sl.sum() / a.sum())
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, len(cells), size=(n_boot, len(cells)))
     sa, ss = a[draws].sum(axis=1), sl[draws].sum(axis=1)
-    valid = sa > 0
+    valid = (sa > 0) & (ss > 0)
     notes = GNS_ASSUMPTIONS if mean_len is not None else (*GNS_ASSUMPTIONS, NO_STRATA)
-    if valid.mean() < 0.9 or len(cells) < 2:
+    if valid.mean() < GNS_VALID_DRAWS or len(cells) < 2:
         return NoiseScale(
             None, None, float(a.mean()), float(sl.mean()), len(cells), med_b,
-            f"not enough data: {len(cells)} usable window(s), and |G|² <= 0 in "
-            f"{1 - valid.mean():.0%} of bootstrap draws (a CI needs 2+ windows and <= 10%)",
+            f"not enough data: {len(cells)} usable window(s), and |G|² or tr(Σ) <= 0 in "
+            f"{1 - valid.mean():.0%} of bootstrap draws (a CI needs 2+ windows and <= 2.5%)",
             notes,
         )  # fmt: skip
     q = np.quantile(ss[valid] / sa[valid], [0.025, 0.975])
     ci = (float(q[0]), float(q[1]))
     return NoiseScale(est, ci, float(a.mean()), float(sl.mean()), len(cells), med_b, "", notes)
+
+
+def _positive_p(values: np.ndarray) -> float:
+    """One-sided p-value of "mean > 0" (Student t); 1.0 when it cannot be tested."""
+    import numpy as np
+    from scipy import stats
+
+    if values.size < 2 or np.ptp(values) == 0:
+        return 0.0 if values.size >= 2 and values[0] > 0 else 1.0
+    return float(stats.ttest_1samp(values, 0.0, alternative="greater").pvalue)
 
 
 def counterfactual(
@@ -276,7 +307,9 @@ def counterfactual(
     todo = [s for s in strategies if s != replay.params.strategy]
     for i, name in enumerate(todo):
         try:
-            params = params_for(name, replay.params, replay.lengths)
+            # Any shuffle stream of the strategy is as representative as the run's own, so
+            # numpy's vectorised shuffle stands in for a slow per-element convention.
+            params = params_for(name, replay.params, replay.lengths).replace(rng="numpy")
             alt = run_replay(source, params, epochs=int(replay.steps["epoch"].max()) + 1)
         except InputError as e:
             out.append(Counterfactual(name, None, None, f"cannot replay: {e.what}"))

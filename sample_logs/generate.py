@@ -23,14 +23,17 @@ that story for the right reasons, and nothing it could not find in a real run.
   order puts batches of the longest samples on rank 0 at steps 254 and 258, an ordinary
   batch at step 349, and brings both of those batches back on rank 0 in a later epoch.
 - Loss, per micro-batch: ``f(t) + h(t) * x_b + drift + noise`` where ``x_b`` is the
-  token-weighted mean over the batch's samples of a per-token difficulty
-  ``e(L, source) = B_LOG * ln(L / 1500) + A[source] * (L / 8192) ** P`` (centred on the
-  dataset's token-weighted mean): short prompts are easy, and the longest samples, code
-  above all, are much harder.  ``f`` is the loss of an average batch (0.93 at step 254,
-  0.87 at 349), ``h`` shrinks from 1 towards 0.35 as the model learns, so a hard batch
-  that comes back in a later epoch spikes less.  The trainer logs rank 0's loss and
-  accuracy (``print_on_rank0`` without an all-reduce), so a logged point is rank 0's
-  micro-batch; ``ntok`` is all-reduced (the step's real tokens over all 8 ranks).
+  mean over the batch's sequences of a per-sequence difficulty
+  ``e(L, source) = B_LOG * ln(L / 1500) + A[source] / (1 + exp(-(L - 7700) / 150))``,
+  centred on the median sorted-greedy batch: short prompts are easy, and the longest
+  samples, coding tasks above all, are much harder.  Sequences weigh the same because
+  DFlash's loss is over anchor blocks sampled per sequence, not over every token.  ``f``
+  is the loss of an ordinary batch (0.93 at step 254, 0.87 at 349) and ``h`` shrinks from
+  1 towards 0.35 as the model learns, so a hard batch that comes back later spikes less.
+  The trainer logs rank 0's loss and accuracy (``print_on_rank0``, no all-reduce), so a
+  logged point is rank 0's micro-batch, while ``ntok`` is the step's real tokens summed
+  over all 8 ranks.  A spike of 4-6 needs a batch made of the longest samples alone,
+  which only sorted-greedy packing builds.
 - acc: ``A(t) * exp(-K_ACC * h(t) * x_b)``: ~0.046 at step 349 in warmup, near 0 until
   the warmup ends at step 2380, rising after it.
 - lr: linear warmup to 6e-4 over 2380 steps (8.80e-05 at step 349), cosine decay to 10%.
@@ -45,7 +48,10 @@ that story for the right reasons, and nothing it could not find in a real run.
   position) and fresh noise.
 - v1.log: the prior run, same recipe and warmup, another seed, stopped at step 2500.
 - run_bucketed.log: the same run after the fix (``bucketed.toml``: the story's six
-  buckets), same loss model: the long batches are mixed, so no composition spikes.
+  buckets), same loss model.  No batch is made of the longest samples alone and none comes
+  back, so the 4-6 spikes are gone; a batch that holds one or two of the ~130 hardest
+  samples among shorter ones still reads 1.2-2x its baseline: the fix dilutes them, it
+  cannot remove them (README.md has the figures).
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ import argparse
 import math
 import random
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,7 +74,7 @@ MANIFEST_SEED = 20260302
 SOURCES = ("chat", "code", "math")
 SOURCE_SHARE = (0.5, 0.3, 0.2)
 SOURCE_MEDIAN = (1000.0, 2300.0, 1500.0)  # tokens
-SOURCE_SIGMA = (0.65, 0.5, 0.5)  # of ln(length)
+SOURCE_SIGMA = (0.6, 0.45, 0.5)  # of ln(length)
 MIN_LEN = 24
 
 # --- the schedule (dflash-diag.toml) -------------------------------------------------
@@ -76,7 +83,7 @@ MAX_SEQ_LEN = 8192
 WORLD_SIZE = 8
 FIRST_STEP = 1
 EPOCHS = 9
-SEED_SEARCH = range(0, 200_000)
+SEED_SEARCH = range(0, 1_000_000)
 SPIKE_STEPS = (254, 258)
 STORY_STEP = 349
 #: "batches of the longest samples": rank 0's micro-batch mean length at or above this
@@ -85,13 +92,14 @@ LONGEST_QUANTILE = 0.98
 V1_SEED = 7
 V1_LAST_STEP = 2500
 
-# --- the training curves -------------------------------------------------------------
+# --- the loss model and the run ----------------------------------------------------
 PEAK_LR = 6e-4
 WARMUP_STEPS = 2380
 FINAL_LR_FRACTION = 0.1
-B_LOG = 0.12  # per-token loss per e-fold of length
-A_LONG = {"chat": 2.0, "code": 5.6, "math": 3.4}  # extra per-token loss at 8192 tokens
-P_LONG = 6.0
+B_LOG = 0.12  # loss per e-fold of length
+A_LONG = {"chat": 1.0, "code": 5.6, "math": 1.5}  # extra loss of the longest samples
+L_HARD = 7700.0  # tokens: where that extra loss is half on
+W_HARD = 150.0  # tokens: how sharply it comes on
 K_ACC = 0.18
 NOISE_REL = 0.025  # relative sd of per-step loss noise
 THROUGHPUT_PADDED = 25_600.0  # padded tokens/s per GPU
@@ -132,15 +140,15 @@ def write_manifest(path: Path, man: dict[str, np.ndarray]) -> None:
 
 
 def sample_difficulty(length: np.ndarray, source: np.ndarray) -> np.ndarray:
-    """Per-token extra loss of each sample (before centring), from its capped length.
+    """Extra loss of each sample (before centring), from its capped length L.
 
-    ``e = B_LOG * ln(L / 1500) + A[source] * (L / 8192) ** P_LONG``.
+    ``e = B_LOG * ln(L / 1500) + A[source] / (1 + exp(-(L - L_HARD) / W_HARD))``: a mild
+    rise with length for everything (short prompts are easy), and a steep one for the
+    longest samples, coding tasks above all (a logistic step around L_HARD tokens).
     """
     a = np.array([A_LONG[s] for s in SOURCES])[source]
     x = length.astype(np.float64)
-    return B_LOG * np.log(x / 1500.0) + a * (x / MAX_SEQ_LEN) ** P_LONG
-
-
+    return B_LOG * np.log(x / 1500.0) + a / (1 + np.exp(-(x - L_HARD) / W_HARD))
 
 
 # --- the schedule --------------------------------------------------------------------
@@ -166,12 +174,9 @@ def schedule_params(strategy: str = "sorted-greedy", seed: int = 0, epochs: int 
     )
 
 
-def token_weighted(values: np.ndarray, lengths: np.ndarray, ids: np.ndarray, offsets: np.ndarray):
-    """Per batch ``sum(L_i * v_i) / sum(L_i)`` over the samples ``ids[offsets[k]:offsets[k+1]]``."""
-    starts = offsets[:-1]
-    num = np.add.reduceat(lengths[ids] * values[ids], starts)
-    den = np.add.reduceat(lengths[ids].astype(np.float64), starts)
-    return num / den
+def batch_mean(values: np.ndarray, ids: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Per batch, the mean of ``values`` over its samples ``ids[offsets[k]:offsets[k+1]]``."""
+    return np.add.reduceat(values[ids], offsets[:-1]) / np.diff(offsets)
 
 
 def rank0_batch(orders: list[np.ndarray], step: int) -> int:
@@ -180,14 +185,6 @@ def rank0_batch(orders: list[np.ndarray], step: int) -> int:
     per_epoch = len(orders[0]) // WORLD_SIZE
     epoch, k = divmod(step - FIRST_STEP, per_epoch)
     return int(orders[epoch][k * WORLD_SIZE])
-
-
-@dataclass(frozen=True)
-class SeedChoice:
-    """The shuffle seed of run.log and why it qualifies."""
-
-    seed: int
-    tried: int
 
 
 def _epoch0_prefix(seed: int, n: int, lowest: int) -> list[int]:
@@ -226,13 +223,20 @@ def _seed_qualifies(
     return all(b in later for b in spike_batches)
 
 
-def find_seed(lengths: np.ndarray, pool_x_of, search: range = SEED_SEARCH) -> SeedChoice:
+def find_seed(
+    lengths: np.ndarray,
+    pool_x_of: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    search: range = SEED_SEARCH,
+) -> int:
     """The first seed in ``search`` that tells the story: under it, rank 0's micro-batch
     at steps 254 and 258 (epoch 0) is one of the longest 2% (mean length) with a
     noise-free loss of 4-6 at step 254, no other batch with a noise-free loss over 2 is on
     rank 0 within 10 steps of them, step 349's batch is ordinary (difficulty between the
-    30th and 70th percentile), and both spike batches come back on rank 0 in a later
+    20th and 80th percentile), and both spike batches come back on rank 0 in a later
     epoch.  Uses the replay engine's own strategy and shuffles for the decision.
+
+    :param lengths: the manifest's lengths (uncapped).
+    :param pool_x_of: the centred difficulty of each batch given as ``(ids, offsets)``.
     """
     from dflash_diag.schedule.base import get_strategy
     from dflash_diag.schedule.rng import EpochShufflers
@@ -246,188 +250,23 @@ def find_seed(lengths: np.ndarray, pool_x_of, search: range = SEED_SEARCH) -> Se
     mean_len = np.add.reduceat(capped[pool.ids], pool.offsets[:-1]) / pool.sizes()
     longest = mean_len >= np.quantile(mean_len, LONGEST_QUANTILE)
     peak = base_loss(SPIKE_STEPS[0]) + learned(SPIKE_STEPS[0]) * pool_x
-    lo, hi = np.quantile(pool_x, [0.3, 0.7])
+    lo, hi = np.quantile(pool_x, [0.2, 0.8])
     ordinary = (pool_x >= lo) & (pool_x <= hi)
     spikeable = longest & (peak >= 4.0) & (peak <= 6.0)
     n = len(pool)
     positions = [(s - FIRST_STEP) * WORLD_SIZE for s in SPIKE_STEPS]
-    for tried, seed in enumerate(search, 1):
+    for seed in search:
+        prefix = None
         if positions[-1] < n:  # both spikes in epoch 0: cheap rejection first
-            x = _epoch0_prefix(seed, n, min(positions))
-            if not all(spikeable[x[p]] for p in positions):
+            prefix = _epoch0_prefix(seed, n, min(positions))
+            if not all(spikeable[prefix[p]] for p in positions):
                 continue
         shufflers = EpochShufflers("python", seed, "once")
         orders = [strategy.epoch(prepared, e, shufflers.for_epoch(e)).order for e in range(EPOCHS)]
+        if prefix is not None and any(prefix[p] != orders[0][p] for p in positions):
+            raise RuntimeError("the prefilter's shuffle and the replay engine's disagree")
         if _seed_qualifies(orders, peak, longest, ordinary):
-            return SeedChoice(seed, tried)
-    raise RuntimeError(f"no seed in {search} tells the story; widen SEED_SEARCH")
-
-
-# --- the training curves -------------------------------------------------------------
-PEAK_LR = 6e-4
-WARMUP_STEPS = 2380
-FINAL_LR_FRACTION = 0.1
-B_LOG = 0.12  # per-token loss per e-fold of length
-A_LONG = {"chat": 2.0, "code": 5.6, "math": 3.4}  # extra per-token loss at 8192 tokens
-P_LONG = 6.0
-K_ACC = 0.18
-NOISE_REL = 0.025  # relative sd of per-step loss noise
-THROUGHPUT_PADDED = 25_600.0  # padded tokens/s per GPU
-OPT_EVENT_FROM = 1950  # the optimizer event is the first suitable step from here
-OPT_EVENT_JUMP = 1.6  # loss added at the event, decaying with OPT_EVENT_TAU
-OPT_EVENT_TAU = 6.0
-CRASH_CHECKPOINT = 1500  # resume point; checkpoints every 250 steps
-CRASH_AFTER = 137  # steps logged after the checkpoint before the crash
-
-
-def make_manifest(seed: int = MANIFEST_SEED) -> dict[str, np.ndarray]:
-    """``sample_id``, ``length`` (tokens, untruncated) and ``source`` code per sample.
-
-    Per source a log-normal length with the median and sigma above, at least MIN_LEN.
-    """
-    rng = np.random.default_rng(seed)
-    source = rng.choice(len(SOURCES), size=N_SAMPLES, p=SOURCE_SHARE)
-    med = np.log(np.asarray(SOURCE_MEDIAN))[source]
-    sig = np.asarray(SOURCE_SIGMA)[source]
-    length = np.exp(med + sig * rng.standard_normal(N_SAMPLES))
-    length = np.maximum(np.rint(length), MIN_LEN).astype(np.int64)
-    return {"sample_id": np.arange(N_SAMPLES, dtype=np.int64), "length": length, "source": source}
-
-
-def write_manifest(path: Path, man: dict[str, np.ndarray]) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    names = np.asarray(SOURCES)[man["source"]]
-    table = pa.table(
-        {
-            "sample_id": pa.array(man["sample_id"], pa.int64()),
-            "length": pa.array(man["length"], pa.int32()),
-            "source": pa.array(names.tolist(), pa.string()).dictionary_encode(),
-        }
-    )
-    pq.write_table(table, path, compression="zstd", use_dictionary=True)
-
-
-def sample_difficulty(length: np.ndarray, source: np.ndarray) -> np.ndarray:
-    """Per-token extra loss of each sample (before centring), from its capped length.
-
-    ``e = B_LOG * ln(L / 1500) + A[source] * (L / 8192) ** P_LONG``.
-    """
-    a = np.array([A_LONG[s] for s in SOURCES])[source]
-    x = length.astype(np.float64)
-    return B_LOG * np.log(x / 1500.0) + a * (x / MAX_SEQ_LEN) ** P_LONG
-
-
-
-
-# --- the schedule --------------------------------------------------------------------
-
-
-def schedule_params(strategy: str = "sorted-greedy", seed: int = 0, epochs: int = EPOCHS):
-    """The ScheduleParams of the sample runs (``bucketed`` uses the story's buckets)."""
-    from dflash_diag.records import DEFAULT_BUCKETS, ScheduleParams
-
-    return ScheduleParams(
-        strategy=strategy,
-        seed=seed,
-        token_budget=TOKEN_BUDGET,
-        budget_mode="padded",
-        max_seq_len=MAX_SEQ_LEN,
-        buckets=DEFAULT_BUCKETS,
-        rng="python",
-        seeding="once",
-        world_size=WORLD_SIZE,
-        grad_accum=1,
-        first_step=FIRST_STEP,
-        epochs=epochs,
-    )
-
-
-def token_weighted(values: np.ndarray, lengths: np.ndarray, ids: np.ndarray, offsets: np.ndarray):
-    """Per batch ``sum(L_i * v_i) / sum(L_i)`` over the samples ``ids[offsets[k]:offsets[k+1]]``."""
-    starts = offsets[:-1]
-    num = np.add.reduceat(lengths[ids] * values[ids], starts)
-    den = np.add.reduceat(lengths[ids].astype(np.float64), starts)
-    return num / den
-
-
-def rank0_batch(orders: list[np.ndarray], step: int) -> int:
-    """Pool index of rank 0's micro-batch at ``step``, from the epochs' micro-batch orders
-    (``--shard strided``, one micro-batch per rank per step, incomplete last step dropped)."""
-    per_epoch = len(orders[0]) // WORLD_SIZE
-    epoch, k = divmod(step - FIRST_STEP, per_epoch)
-    return int(orders[epoch][k * WORLD_SIZE])
-
-
-@dataclass(frozen=True)
-class SeedChoice:
-    """The shuffle seed of run.log and why it qualifies."""
-
-    seed: int
-    tried: int
-
-
-def _seed_qualifies(
-    orders: list[np.ndarray], peak: np.ndarray, longest: np.ndarray, ordinary: np.ndarray
-) -> bool:
-    """The conditions of :func:`find_seed` on the epoch orders of one seed (epoch 0 first;
-    the later epochs' conditions only when they are given)."""
-    spike_batches = [rank0_batch(orders, s) for s in SPIKE_STEPS]
-    for b in spike_batches:
-        if not (longest[b] and 4.2 <= peak[b] <= 5.8):
-            return False
-    if not ordinary[rank0_batch(orders, STORY_STEP)]:
-        return False
-    # no other big spike (noise-free loss over 2 at step 254) on rank 0 from step 200
-    # to 349: the story's window shows these two over a clean baseline
-    window = [rank0_batch(orders, s) for s in range(200, STORY_STEP + 1) if s not in SPIKE_STEPS]
-    if (peak[window] > 2.0).any():
-        return False
-    if len(orders) < EPOCHS:
-        return True
-    # both spike batches come back on rank 0 in a later epoch
-    later = set()
-    for o in orders[1:]:
-        later.update(o[0 : len(o) - len(o) % WORLD_SIZE : WORLD_SIZE].tolist())
-    if not all(b in later for b in spike_batches):
-        return False
-    return True
-
-
-def find_seed(lengths: np.ndarray, pool_x_of, search: range = SEED_SEARCH) -> SeedChoice:
-    """The first seed in ``search`` that tells the story: under it, rank 0's micro-batch
-    at steps 254 and 258 of epoch 0 is one of the longest 2% (mean length) with a
-    noise-free loss of 4.2-5.8 at step 254, no other batch with a noise-free loss over 2
-    falls on rank 0 from step 200 to 349, step 349's batch is ordinary (difficulty between
-    the 30th and 70th percentile), and both spike batches come back on rank 0 in a later
-    epoch.
-
-    Uses the replay engine's own strategy and shuffles, so the orders are the replay's.
-    """
-    from dflash_diag.schedule.base import get_strategy
-    from dflash_diag.schedule.rng import EpochShufflers
-
-    params = schedule_params(seed=search.start)
-    capped = np.minimum(lengths, MAX_SEQ_LEN)
-    strategy = get_strategy(params.strategy)
-    prepared = strategy.prepare(capped, params)
-    pool = strategy.epoch(prepared, 0, EpochShufflers("python", 0, "once").for_epoch(0)).pool
-    pool_x = pool_x_of(pool.ids, pool.offsets)
-    mean_len = np.add.reduceat(capped[pool.ids], pool.offsets[:-1]) / pool.sizes()
-    longest = mean_len >= np.quantile(mean_len, LONGEST_QUANTILE)
-    peak = base_loss(SPIKE_STEPS[0]) + learned(SPIKE_STEPS[0]) * pool_x
-    lo, hi = np.quantile(pool_x, [0.3, 0.7])
-    ordinary = (pool_x >= lo) & (pool_x <= hi)
-    for tried, seed in enumerate(search, 1):
-        shufflers = EpochShufflers("python", seed, "once")
-        orders = [strategy.epoch(prepared, e, shufflers.for_epoch(e)).order for e in (0, 1)]
-        if not _seed_qualifies(orders, peak, longest, ordinary):
-            continue
-        for e in range(2, EPOCHS):
-            orders.append(strategy.epoch(prepared, e, shufflers.for_epoch(e)).order)
-        if _seed_qualifies(orders, peak, longest, ordinary):
-            return SeedChoice(seed, tried)
+            return seed
     raise RuntimeError(f"no seed in {search} tells the story; widen SEED_SEARCH")
 
 
@@ -547,6 +386,7 @@ class RunSpec:
     :param crash: crash after ``CRASH_CHECKPOINT + CRASH_AFTER`` and resume.
     :param event: put the optimizer event in.
     :param start: wall-clock start, ``YYYY-MM-DD HH:MM:SS``.
+    :param story: pick the noise seed so step 349 reads as in the story.
     """
 
     name: str
@@ -557,6 +397,7 @@ class RunSpec:
     crash: bool = False
     event: bool = False
     start: str = "2026-03-02 12:46:51"
+    story: bool = False
 
 
 @dataclass(frozen=True)
@@ -568,17 +409,17 @@ class StepTable:
     tokens: np.ndarray
     padded: np.ndarray
     x0: np.ndarray  # rank 0's micro-batch difficulty
-    xpool: np.ndarray  # token-weighted over all ranks
+    xpool: np.ndarray  # over all the step's sequences
     long0: np.ndarray  # rank 0's micro-batch is among the longest 2% (mean length)
 
 
 def step_table(rep, difficulty: np.ndarray, center: float) -> StepTable:
     """Per-step inputs of the curves from a Replay (rows of ``micro`` are in step, rank
     order with one micro-batch per rank)."""
-    x = token_weighted(difficulty, rep.lengths, rep.sample_ids, rep.offsets) - center
+    x = batch_mean(difficulty, rep.sample_ids, rep.offsets) - center
     micro = rep.micro
     per_step = WORLD_SIZE
-    tok = micro["tokens"].to_numpy().reshape(-1, per_step)
+    tok = micro["n_samples"].to_numpy().reshape(-1, per_step)
     xs = x.reshape(-1, per_step)
     mean_len = micro["mean_len"].to_numpy()
     long_flag = (mean_len >= np.quantile(mean_len, 0.98)).reshape(-1, per_step)
@@ -675,8 +516,8 @@ def banner(clock: Clock, spec: RunSpec, n_batches: int, tab: StepTable, total: i
             clock,
             "INFO",
             "dflash.data",
-            f"{N_SAMPLES} samples; {n_batches} batches, {len(tab.step) // EPOCHS} steps per epoch, "
-            f"{total} steps in {EPOCHS} epochs",
+            f"{N_SAMPLES} samples; {n_batches} micro-batches in epoch 0, "
+            f"{n_batches // WORLD_SIZE} steps; {total} steps in {EPOCHS} epochs",
         )
     )
     clock.tick(0.4)
@@ -732,8 +573,9 @@ def crash_lines(clock: Clock, step: int) -> list[str]:
     return lines
 
 
-def train_line(clock: Clock, epoch: int, step: int, total: int, lr: float, c: Curves, i: int,
-               ntok: int) -> str:
+def train_line(
+    clock: Clock, epoch: int, step: int, total: int, lr: float, c: Curves, i: int, ntok: int
+) -> str:
     return log(
         clock,
         "INFO",
@@ -755,22 +597,35 @@ class Written:
     crash_step: int | None
 
 
+def _reads_like_story(t: np.ndarray, c: Curves) -> bool:
+    """Step 349 reads as in the story (loss 0.87 +- 0.005, acc 0.046 +- 0.001): the noise
+    seed is the first from RunSpec.noise_seed for which it does (the model's noise-free
+    values there are 0.87 and 0.046; this only picks a draw of the noise that agrees)."""
+    i = int(np.flatnonzero(t == STORY_STEP)[0])
+    return abs(c.loss[i] - 0.87) <= 0.005 and abs(c.acc[i] - 0.046) <= 0.001
+
+
 def write_run(path: Path, spec: RunSpec, tab: StepTable, n_batches: int) -> Written:
     """Write one training log for the replayed steps ``tab``."""
     total = int(tab.step[-1])
     last = total if spec.last_step is None else spec.last_step
     keep = tab.step <= last
     t = tab.step[keep].astype(np.float64)
-    rng = np.random.default_rng(spec.noise_seed)
-    wander = drift(len(t), rng)
     crash_step = CRASH_CHECKPOINT + CRASH_AFTER if spec.crash else None
     event = None
     if spec.event:
         event = choose_event_step(tab, (CRASH_CHECKPOINT, crash_step) if crash_step else None)
-    args = (tab.x0[keep], tab.xpool[keep], tab.tokens[keep], tab.padded[keep], wander, event)
-    first = curves(t, *args, rng=rng)
+    noise_seed = spec.noise_seed
+    while True:
+        rng = np.random.default_rng(noise_seed)
+        wander = drift(len(t), rng)
+        args = (tab.x0[keep], tab.xpool[keep], tab.tokens[keep], tab.padded[keep], wander, event)
+        first = curves(t, *args, rng=rng)
+        if not spec.story or _reads_like_story(t, first):
+            break
+        noise_seed += 1
     # after the resume the same steps run again on the same batches: new noise only
-    again = curves(t, *args, rng=np.random.default_rng([spec.noise_seed, 1]))
+    again = curves(t, *args, rng=np.random.default_rng([noise_seed, 1]))
     lr = lr_at(t, total)
 
     clock = Clock(spec.start)
@@ -785,12 +640,21 @@ def write_run(path: Path, spec: RunSpec, tab: StepTable, n_batches: int) -> Writ
             if step % 250 == 0:
                 clock.tick(9.5)
                 lines.append(
-                    log(clock, "INFO", "dflash.train", f"saved checkpoint checkpoints/step_{step:06d}")
+                    log(
+                        clock,
+                        "INFO",
+                        "dflash.train",
+                        f"saved checkpoint checkpoints/step_{step:06d}",
+                    )
                 )
             if i + 1 < len(t) and tab.epoch[i + 1] != epoch:
                 lines.append(
-                    log(clock, "INFO", "dflash.train",
-                        f"epoch {epoch} done; reshuffling the batch order for epoch {epoch + 1}")
+                    log(
+                        clock,
+                        "INFO",
+                        "dflash.train",
+                        f"epoch {epoch} done; reshuffling the batch order for epoch {epoch + 1}",
+                    )
                 )
 
     index = np.arange(len(t))
@@ -803,23 +667,33 @@ def write_run(path: Path, spec: RunSpec, tab: StepTable, n_batches: int) -> Writ
         lines += banner(clock, spec, n_batches, tab, total)
         i0 = int(np.flatnonzero(tab.step == CRASH_CHECKPOINT + 1)[0])
         epoch = int(tab.epoch[i0])
-        done = int((tab.step[: i0] >= tab.step[tab.epoch == epoch][0]).sum())
+        done = int((tab.step[:i0] >= tab.step[tab.epoch == epoch][0]).sum())
         clock.tick(14.2)
         lines.append(
-            log(clock, "INFO", "dflash.train",
+            log(
+                clock,
+                "INFO",
+                "dflash.train",
                 f"resumed from checkpoints/step_{CRASH_CHECKPOINT:06d}: epoch {epoch}, continuing "
-                f"at position {done * WORLD_SIZE} of the epoch's batch order")
+                f"at position {done * WORLD_SIZE} of the epoch's batch order",
+            )
         )
         redo = index[(t > CRASH_CHECKPOINT) & (t <= crash_step)]
         run_steps(redo, again)
         run_steps(index[t > crash_step], first)
     if last < total:
+        clock.tick(1.7)
         lines.append(log(clock, "WARNING", "dflash.train", "caught SIGINT; stopping"))
-        clock.tick(9.1)
-        lines.append(log(clock, "INFO", "dflash.train", f"saved checkpoint checkpoints/step_{last:06d}"))
+        if last % 250:
+            clock.tick(9.1)
+            lines.append(
+                log(clock, "INFO", "dflash.train", f"saved checkpoint checkpoints/step_{last:06d}")
+            )
     else:
         clock.tick(9.1)
-        lines.append(log(clock, "INFO", "dflash.train", "training finished; saved checkpoints/final"))
+        lines.append(
+            log(clock, "INFO", "dflash.train", "training finished; saved checkpoints/final")
+        )
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return Written(path.name, total, last, event, crash_step)
 
@@ -831,6 +705,8 @@ def toml_text(strategy: str, seed: int, comment: str) -> str:
     lines = [
         f"# {comment}",
         "# Written by generate.py; `dflash-diag` reads it from beside the log.",
+        "# The trainer logs loss and acc of rank 0's micro-batch only (no all-reduce);",
+        "# ntok is the step's real tokens summed over all ranks.",
         "[schedule]",
         'manifest = "manifest.parquet"',
         'category_column = "source"',
@@ -872,27 +748,35 @@ def generate(out: Path, seed: int | None = None) -> dict[str, Written]:
     names = np.asarray(SOURCES)[man["source"]]
 
     def pool_x(ids: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-        x = token_weighted(difficulty, capped, ids, offsets)
+        x = batch_mean(difficulty, ids, offsets)
         return x - np.median(x)
 
     search = SEED_SEARCH if seed is None else range(seed, seed + 1)
-    run_seed = find_seed(man["length"], pool_x, search).seed
+    run_seed = find_seed(man["length"], pool_x, search)
 
     def replayed(strategy: str, s: int):
         return replay(man["length"], schedule_params(strategy, s), categories=names)
 
     run_rep = replayed("sorted-greedy", run_seed)
-    raw_x = token_weighted(difficulty, capped, run_rep.sample_ids, run_rep.offsets)
+    raw_x = batch_mean(difficulty, run_rep.sample_ids, run_rep.offsets)
     # "ordinary" = the median sorted-greedy batch; the same constant for every run: the
     # difficulty belongs to the data, not to the schedule
     center = float(np.median(raw_x[run_rep.micro["epoch"].to_numpy() == 0]))
-    n_batches = int((run_rep.micro["epoch"] == 0).sum())
     written = {}
     specs = [
-        (RunSpec("run.log", "sorted-greedy", run_seed, 11, crash=True, event=True), run_rep),
         (
-            RunSpec("v1.log", "sorted-greedy", V1_SEED, 5, last_step=V1_LAST_STEP,
-                    start="2026-02-23 09:12:40"),
+            RunSpec("run.log", "sorted-greedy", run_seed, 11, crash=True, event=True, story=True),
+            run_rep,
+        ),
+        (
+            RunSpec(
+                "v1.log",
+                "sorted-greedy",
+                V1_SEED,
+                5,
+                last_step=V1_LAST_STEP,
+                start="2026-02-23 09:12:40",
+            ),
             replayed("sorted-greedy", V1_SEED),
         ),
         (
@@ -910,7 +794,6 @@ def generate(out: Path, seed: int | None = None) -> dict[str, Written]:
     (out / "bucketed.toml").write_text(
         toml_text("bucketed", run_seed, "The schedule of run_bucketed.log: the fix.")
     )
-    del n_batches
     return written
 
 
@@ -918,7 +801,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=HERE, help="folder to write (default: here)")
     parser.add_argument(
-        "--seed", type=int, default=None,
+        "--seed",
+        type=int,
+        default=None,
         help="run.log's shuffle seed instead of searching for it (it must qualify)",
     )
     args = parser.parse_args(argv)

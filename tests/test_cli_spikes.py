@@ -142,3 +142,13 @@ def test_a_missing_manifest_is_one_error_line(work):
     assert result.exit_code == 2
     assert result.stderr.startswith("error: nope.parquet")
     assert result.stderr.count("\n") == 1
+
+
+def test_too_few_points_say_not_enough_data(work):
+    lines = (work / "run.log").read_text().splitlines()[:12]
+    (work / "short.log").write_text("\n".join(lines) + "\n")
+    result = runner.invoke(app, ["spikes", "short.log"])
+    assert result.exit_code == 0, result.stderr
+    assert "Only 10 logged points of loss: not enough data to tell a spike from noise" in (
+        " ".join(result.stdout.split())
+    )

@@ -1,33 +1,42 @@
 """``dflash-diag spikes LOG``: find spikes and say whether their batches explain them."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: schedule_options reads this signature with
+# inspect.signature, and typer needs the Annotated objects, not their strings.
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from .options import FormatOpt, JsonOpt, PlotOpt, RankOpt, parse_rank, schedule_options
+from .options import (
+    SCHEDULE_PANEL,
+    FormatOpt,
+    JsonOpt,
+    PlotOpt,
+    RankOpt,
+    parse_rank,
+    schedule_options,
+)
 
-_HELP = """Find spikes in a logged metric and say, with evidence, whether batch composition
-explains them.
-
-Detection works on the log alone.  The default robust detector flags a point whose
-robust z = (x - median) / (1.4826 MAD) over the WINDOW logged points before it (or
-around it, whichever baseline is lower) is >= THRESHOLD and that is >= 5% over that
-baseline; consecutive points form one event; NaN/inf are events of their own.
---detector olmo|foundry|megatron applies those projects' production rules instead.
-
-With a manifest (--manifest, or 'manifest' in --config / a dflash-diag.toml beside the
-log) the schedule is replayed once, checked against the logged tokens, and every logged
-point is lined up with its batches: correlations of the detrended metric with batch
-features, a robust composition model (R² in-sample and cross-validated), and for every
-spike its batch, the model's prediction and the steps where the same batch came back.
-Verdicts: composition (the batch predicts >= 50% of the rise, or the same batch was
-high again), unexplained (an ordinary batch: < 25%; look at the optimizer),
-inconclusive (too little data, or in between).
-"""
+_HELP = (
+    "Find spikes in a logged metric and say, with evidence, whether batch composition "
+    "explains them.\n\n"
+    "Detection works on the log alone.  The default robust detector flags a point whose "
+    "robust z = (x - baseline) / (1.4826 MAD) is >= --threshold (3.5) and that is >= 5% over "
+    "its baseline, the median of the --window (50) logged points before it or around it "
+    "(the lower), straightened by a robust line.  Consecutive points form one event; "
+    "NaN/inf are events of their own.  --detector olmo|foundry|megatron applies those "
+    "projects' production rules instead.  For acc* metrics, drops are the spikes.\n\n"
+    "With a manifest (--manifest, or 'manifest' in --config / a dflash-diag.toml beside the "
+    "log) the schedule is replayed once, checked against the logged tokens, and every "
+    "logged point is lined up with its batches: correlations of the detrended metric with "
+    "batch features, a robust composition model (R² in-sample and cross-validated), and "
+    "for every spike its batch, the model's prediction and the steps where the same batch "
+    "came back.\n\n"
+    "Verdicts: composition (the batch predicts >= 50% of the rise, or the same batch was "
+    "high again), unexplained (an ordinary batch: < 25%; look at the optimizer), "
+    "inconclusive (too little data, or in between)."
+)
 
 
 class DetectorName(StrEnum):
@@ -87,9 +96,17 @@ def register(app: typer.Typer) -> None:
         plot: PlotOpt = None,
         format: FormatOpt = None,
         rank: RankOpt = "0",
+        config: Annotated[
+            Path | None,
+            typer.Option(
+                "--config",
+                help="TOML file with a \\[schedule] section (default: dflash-diag.toml beside "
+                "the log, else in the working directory).",
+                rich_help_panel=SCHEDULE_PANEL,
+            ),
+        ] = None,
         *,
         schedule: dict[str, Any],
-        config: Path | None = None,
     ) -> None:
         from ..logs import check_format, read_log
         from ..render.jsonout import dumps
@@ -161,7 +178,8 @@ def _attribute(
     """Read the manifest, replay once (enough epochs for the log), check, attribute."""
     from ..manifest import read_manifest
     from ..schedule import replay
-    from ..spikes.attribute import attribute_spikes, check_schedule, epochs_to_cover
+    from ..spikes.attribute import attribute_spikes
+    from ..spikes.coverage import check_schedule, epochs_to_cover
     from .options import progress
 
     with progress("reading manifest", enabled=bar_on) as bar:

@@ -114,12 +114,9 @@ def learn_template(
             return None  # a free number in the prefix may vary from line to line
         tail = line[e:t_end]
         magnitude = len(tail) == 1 and tail in MAGNITUDE and factor == MAGNITUDE[tail]
-        if magnitude:
-            tail_re = f"[{_MAG}]?"
-        elif tail == "" or not tail[0].isalnum() or tail in ("ms", "s", "min", "h", "BPC"):
-            tail_re = _literal(tail)
-        else:
-            return None
+        # The tail is literal (its unit factor is the same in every matching line), but
+        # for an optional magnitude letter, whose factor is read per line.
+        tail_re = f"[{_MAG}]?" if magnitude else _literal(tail)
         by_token[idx] = ValueToken(
             name,
             idx,
@@ -176,6 +173,22 @@ def _sample_template(lines: list[str]) -> Template | None:
     return best if count * 2 >= parsed else None
 
 
+def _sample_lines(data: bytes) -> list[str]:
+    """Up to :data:`SAMPLE_LINES` lines from the start, the middle and the end of the log
+    (a log may open with thousands of lines of warnings)."""
+    out: list[str] = []
+    share = SAMPLE_LINES // 4
+    for frac in (0.0, 0.25, 0.5, 0.75):
+        start = int(len(data) * frac)
+        if start:
+            start = data.find(b"\n", start) + 1
+            if start == 0:
+                continue
+        chunk = data[start : start + 400 * share].decode("utf-8", errors="replace")
+        out.extend(x.rstrip("\r") for x in chunk.split("\n")[: share - 1])
+    return out
+
+
 def _csv_lines(data: bytes) -> Any:
     import pyarrow as pa
     import pyarrow.csv as pcsv
@@ -230,8 +243,7 @@ def fast_records(data: bytes, skipped: dict[str, int]) -> tuple[Any, Any] | None
         return None
     if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
         return None
-    head = data[: 400 * SAMPLE_LINES].decode("utf-8", errors="replace")
-    sample = [x.rstrip("\r") for x in head.split("\n")[:SAMPLE_LINES]]
+    sample = _sample_lines(data)
     from .text import _RICH_HEAD, _RICH_PATH
 
     if any(_RICH_HEAD.match(x) and _RICH_PATH.search(x) for x in sample[:500]):
@@ -245,38 +257,66 @@ def fast_records(data: bytes, skipped: dict[str, int]) -> tuple[Any, Any] | None
         return None
 
 
+def _chunk(
+    chunk: Any, first: int, template: Template, last_cut: bool
+) -> tuple[Any, dict[str, Any], list[tuple[int, str]]]:
+    """One block of lines: (indices of matching lines, value arrays, the other lines)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    mask = pc.match_substring_regex(chunk, template.regex).to_numpy(zero_copy_only=False)
+    if last_cut:
+        mask[-1] = False  # a last line without newline may be cut: the general parser checks
+    idx = np.flatnonzero(mask)
+    values: dict[str, Any] = {}
+    if len(idx):
+        kept = chunk.filter(pa.array(mask))
+        # A matching line is exactly `n_tokens` tokens joined by single spaces; the tokens
+        # before the first value have a fixed width: cut off before splitting.
+        if template.cut:
+            kept = pc.utf8_slice_codeunits(kept, template.cut)
+        tokens = pc.split_pattern(kept, " ")
+        for v in template.values:
+            values[v.name] = _values(pc.list_element(tokens, v.index - template.cut_tokens), v)
+    other = np.flatnonzero(~mask)
+    rest: list[tuple[int, str]] = []
+    if len(other):
+        texts = chunk.take(pa.array(other)).to_pylist()
+        rest = list(zip((other + first + 1).tolist(), texts, strict=True))
+    return idx + first, values, rest
+
+
 def _apply(data: bytes, template: Template, n_lines: int) -> tuple[Any, Any] | None:
     import numpy as np
     import pandas as pd
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
     lines = _csv_lines(data)
     if len(lines) != n_lines:
         return None
-    mask = pc.match_substring_regex(lines, template.regex).to_numpy(zero_copy_only=False)
-    if not data.endswith(b"\n"):
-        mask[-1] = False  # a last line without newline may be cut: the general parser checks
-    if mask.sum() < MIN_MATCHES:
+    # Block by block (the CSV reader's blocks), so the temporaries stay small.  (Threads
+    # over blocks were tried: no faster on two busy cores, and more memory.)
+    firsts = np.cumsum([0] + [len(c) for c in lines.chunks])
+    cut_last = not data.endswith(b"\n")
+    jobs = [
+        (chunk, int(first), template, cut_last and int(first) + len(chunk) == n_lines)
+        for chunk, first in zip(lines.chunks, firsts, strict=False)
+    ]
+    done = [_chunk(*job) for job in jobs]
+    line_idx = np.concatenate([d[0] for d in done]) if done else np.zeros(0, dtype=np.int64)
+    if len(line_idx) < MIN_MATCHES:
         return None
-    line_idx = np.flatnonzero(mask)
-    # A matching line is exactly `n_tokens` tokens joined by single spaces; the tokens
-    # before the first value have a fixed width, so they are cut off before splitting.
-    kept = lines.filter(pa.array(mask))
-    if template.cut:
-        kept = pc.utf8_slice_codeunits(kept, template.cut)
-    tokens = pc.split_pattern(kept, " ")
-    del kept
     cols: dict[str, Any] = {"line": line_idx + 1}
     for v in template.values:
-        col = pc.list_element(tokens, v.index - template.cut_tokens)
-        cols[v.name] = _values(col, v)
-    del tokens
+        cols[v.name] = np.concatenate([d[1][v.name] for d in done if v.name in d[1]])
     frame = pd.DataFrame(cols)
     frame["rank"] = template.rank
     frame["step_source"] = "field"
     frame["is_eval"] = template.is_eval
     frame["attach"] = False
-    rest_idx = np.flatnonzero(~mask)
-    rest = lines.take(pa.array(rest_idx)).to_pylist()
-    return frame, list(zip((rest_idx + 1).tolist(), rest, strict=True))
+    rest = [r for d in done for r in d[2]]
+    del lines, done, jobs
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()  # hand the line buffers back before pandas works
+    return frame, rest

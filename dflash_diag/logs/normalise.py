@@ -45,6 +45,8 @@ ALIASES: dict[str, str] = {
     "lm_loss": "loss",  # Megatron
     "loss_step": "loss",  # Lightning `on_step=True`
     "train_loss_step": "loss",
+    "train_acc_step": "acc",
+    "acc_step": "acc",
     # accuracy
     "acc": "acc",
     "accuracy": "acc",
@@ -71,6 +73,8 @@ ALIASES: dict[str, str] = {
     "num_tokens": "tokens",
     "wpb": "tokens",  # fairseq words (tokens) per batch
     "tokens_in_batch": "tokens",
+    "train_tokens": "tokens",
+    "train_ntok": "tokens",
     # throughput
     "tok_per_s": "tok_per_s",
     "tok_s": "tok_per_s",
@@ -231,6 +235,8 @@ def _records_frame(records: Iterable[Mapping[str, Any]], extra: Any | None) -> A
     if not frames:
         return pd.DataFrame(columns=["line", "rank", "step", "step_source", "is_eval"])
     df = pd.concat(frames, ignore_index=True, sort=False) if len(frames) > 1 else frames[0]
+    if df["line"].is_monotonic_increasing:
+        return df.reset_index(drop=True)
     return df.sort_values("line", kind="stable", ignore_index=True)
 
 
@@ -294,9 +300,15 @@ def build_table(
     bookkeeping = ("line", "rank", "step", "step_source", "is_eval", "attach")
     metrics = [c for c in df.columns if c not in bookkeeping]
     for c in metrics:
-        df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
+        if df[c].dtype != np.float64:
+            df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
     df["step"] = df["step"].astype("int64")
-    table = df.groupby(keys, sort=True)[metrics].last().reset_index()
+    steps = df["step"].to_numpy()
+    if rank != "all" and (len(steps) < 2 or bool((steps[1:] > steps[:-1]).all())):
+        # Already one row per step, in order (the common case): no grouping needed.
+        table = df[["step", *metrics]].reset_index(drop=True)
+    else:
+        table = df.groupby(keys, sort=True)[metrics].last().reset_index()
     # Fields only dropped records had (a banner's `model params 264320`) leave no column.
     table = table.drop(
         columns=[c for c in metrics if c not in CANONICAL_COLUMNS and table[c].isna().all()]
@@ -309,11 +321,7 @@ def build_table(
         ordered.insert(0, "rank")
     others = sorted(c for c in table.columns if c not in ordered)
     table = table[ordered + others]
-    for c in table.columns:
-        if c in ("step", "rank"):
-            table[c] = table[c].astype("int64")
-        else:
-            table[c] = table[c].astype("float64")
+    table = table.astype({c: "int64" if c in ("step", "rank") else "float64" for c in table})
     table = table.reset_index(drop=True)
     return RunLog(
         table=table,
@@ -369,7 +377,8 @@ def _assign_steps(df: Any, best: str, skipped: dict[str, int]) -> Any:
     lost = int((~keep & ~progress).sum())
     if lost:
         skipped["no_step"] = skipped.get("no_step", 0) + lost
-    df = df[keep].copy()
+    if not keep.all():
+        df = df[keep].copy()
     # Step values must be whole numbers that fit in int64.
     finite = np.isfinite(df["step"].to_numpy())
     if not finite.all():

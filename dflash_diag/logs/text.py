@@ -81,6 +81,8 @@ class _State:
     bar_offset: int = 0
     bar_last_n: int = -1
     bar_last_total: int = 0
+    bar_step: int | None = None
+    bar_step_used: int | None = None
 
 
 def _count(skipped: dict[str, int], reason: str, n: int = 1) -> None:
@@ -159,17 +161,23 @@ def parse_message(message: str, shapes: frozenset[str]) -> tuple[str, Message | 
 def _bar(
     match: re.Match[str], desc_text: str, st: _State, rank: int, line_no: int
 ) -> dict[str, Any] | None:
-    """A tqdm refresh with postfix metrics -> a record stepped by the bar's counter."""
+    """A tqdm refresh: follow the training bar's counter; a postfix with metrics is a record.
+
+    The training bar is the one with the largest total seen so far (an evaluation bar's
+    counter is not a training step).  When its counter starts again (a new epoch's bar),
+    steps number on from the previous bar's total.
+    """
+    n, total = int(match.group("n")), int(match.group("total"))
+    if total >= st.bar_last_total:
+        if n < st.bar_last_n:
+            st.bar_offset += st.bar_last_total
+        st.bar_last_n, st.bar_last_total = n, total
+        st.bar_step = st.bar_offset + n
     info = match.group("info").split(",")
     postfix = ",".join(info[2:]) if len(info) > 2 else ""
     msg = parse_text(postfix) if postfix.strip() else Message()
-    if not msg.metrics:
+    if not msg.metrics or st.bar_step is None:
         return None
-    n, total = int(match.group("n")), int(match.group("total"))
-    if n < st.bar_last_n:
-        # The counter started again: a new epoch's bar; number on from the last total.
-        st.bar_offset += st.bar_last_total
-    st.bar_last_n, st.bar_last_total = n, total
     desc = parse_text(desc_text).fields
     rec: dict[str, Any] = {"line": line_no, "rank": rank, "is_eval": msg.is_eval}
     rec.update(msg.fields)
@@ -178,7 +186,7 @@ def _bar(
     if "step" in msg.fields:
         rec["step_source"] = "field"
     else:
-        rec["step"] = float(st.bar_offset + n)
+        rec["step"] = float(st.bar_step)
         rec["step_source"] = "progress"
     return rec
 
@@ -277,6 +285,14 @@ def _parse_plain(
     rec["rank"] = int(msg.fields.get("rank", rank))
     rec["step_source"] = "field" if "step" in msg.fields else "none"
     rec["attach"] = shape != "text"
+    fresh = st.bar_step is not None and st.bar_step != st.bar_step_used
+    if shape != "text" and "step" not in msg.fields and not msg.is_eval and fresh:
+        # HF Trainer stdout: a dict line comes right after the training bar reached the
+        # step it was logged at; the bar's counter is that step.  (A bar that has not
+        # moved since the last dict says nothing about this one.)
+        rec["step"] = float(st.bar_step)  # type: ignore[arg-type]
+        rec["step_source"] = "progress"
+        st.bar_step_used = st.bar_step
     return rec
 
 
@@ -320,17 +336,23 @@ def read_lines(
     step_every = max(1, n_lines // 100)
     last_no = n_lines
     prev_no = 0
+    prev: dict[str, Any] | None = None  # the record before the current line
     for line_no, line in lines:
         if fast_used and line_no != prev_no + 1:
+            if extra is not None and len(extra):
+                prev = dict.fromkeys(extra.columns)
+                prev["is_eval"] = bool(extra["is_eval"].iloc[0])
             # lines in between were metric lines read by the fast path: they end any
             # traceback or warning block, as they would have here
             st.in_traceback = st.after_warning = False
         prev_no = line_no
         recs = parse_line(line_no, line, st, shapes, skipped, shapes_seen)
-        if line_no == last_no and not ends_cleanly and recs and not _complete(line, recs, records):
+        if line_no == last_no and not ends_cleanly and recs and not _complete(line, recs, prev):
             _count(skipped, "truncated")
             continue
         records.extend(recs)
+        if recs:
+            prev = recs[-1]
         if progress is not None and line_no % step_every == 0:
             progress(line_no, n_lines)
     if progress is not None:
@@ -347,7 +369,7 @@ def read_lines(
     )
 
 
-def _complete(line: str, recs: list[dict[str, Any]], before: list[dict[str, Any]]) -> bool:
+def _complete(line: str, recs: list[dict[str, Any]], before: dict[str, Any] | None) -> bool:
     """Whether a last line without a newline looks whole.
 
     A JSON/dict line must close its brace; a text line must end in a number or unit,
@@ -361,8 +383,8 @@ def _complete(line: str, recs: list[dict[str, Any]], before: list[dict[str, Any]
     if not re.search(r"(?:\d|%|[A-Za-z]/s|ms|BPC|\]|\|)$", s):
         return False
     if before:
-        prev = set(before[-1])
-        return all(prev <= set(r) for r in recs if r.get("is_eval") == before[-1].get("is_eval"))
+        keys = set(before)
+        return all(keys <= set(r) for r in recs if r.get("is_eval") == before.get("is_eval"))
     return True
 
 

@@ -61,7 +61,8 @@ def render_text(summary: dict[str, Any], console: Any, written: str | None = Non
     s = summary
     console.print(
         f"{s['path']}: {s['format']}, {s['rows']} rows, steps {s['first_step']}..{s['last_step']}"
-        f" ({s['n_lines']} lines read)"
+        f" ({s['n_lines']} lines read)",
+        soft_wrap=True,
     )
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     table.add_column("column")
@@ -73,9 +74,9 @@ def render_text(summary: dict[str, Any], console: Any, written: str | None = Non
         table.add_row(c["name"], str(c["non_null"]), _num(c["min"]), _num(c["max"]), style=style)
     console.print(table)
     restarts = ", ".join(str(r) for r in s["restarts"]) or "none"
-    console.print(f"restarts: {restarts}")
-    console.print(f"ranks: {', '.join(str(r) for r in s['ranks'])}")
+    console.print(f"restarts: {restarts}", soft_wrap=True)
+    console.print(f"ranks: {', '.join(str(r) for r in s['ranks'])}", soft_wrap=True)
     skipped = ", ".join(f"{k} {v}" for k, v in s["skipped"].items()) or "none"
-    console.print(f"skipped: {skipped}")
+    console.print(f"skipped: {skipped}", soft_wrap=True)
     if written:
-        console.print(f"wrote {s['rows']} rows to {written}")
+        console.print(f"wrote {s['rows']} rows to {written}", soft_wrap=True)

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 #: Spikes shown in the text table (all are in the JSON).
 MAX_ROWS = 20
+#: Fewer logged points than this: say "not enough data" rather than "no spikes".
+FEW_POINTS = 20
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,7 @@ def to_json(
             "r2_quiet": m.r2_quiet if m else None,
             "r2_cv_folds": list(m.r2_cv_folds) if m else [],
             "n": m.n if m else 0,
+            "n_outliers": m.n_outliers if m else 0,
             "model": {"features": list(m.features), "coef": list(m.coef)} if m else None,
             "covers": attribution.covers,
             "correlations": {
@@ -154,7 +157,12 @@ def summary(
 ) -> list[str]:
     """Two or three plain sentences answering "is it my data or my optimizer?"."""
     out = []
-    if not spikes:
+    if d.n_points < FEW_POINTS:
+        out.append(
+            f"Only {d.n_points} logged points of {d.metric}: not enough data to tell a spike "
+            f"from noise (a baseline needs {FEW_POINTS} or more)."
+        )
+    elif not spikes:
         out.append(f"No {d.metric} spikes in {d.n_points} logged points ({d.detector} detector).")
     comp = [s for s in spikes if s.verdict == "composition"]
     unex = [s for s in spikes if s.verdict == "unexplained"]
@@ -177,9 +185,10 @@ def summary(
         out.append(text + ".")
     if attribution is not None and attribution.model is not None:
         m = attribution.model
+        left = f"; {m.n_outliers} outlying points left out" if m.n_outliers else ""
         out.append(
             f"Batch composition explains {_pct(m.r2_cv)} of step-to-step {d.metric} variance "
-            f"held out ({_pct(m.r2)} in-sample)."
+            f"held out ({_pct(m.r2)} in-sample{left})."
         )
     if unex:
         s = unex[0]
@@ -353,7 +362,8 @@ def _variance_panel(console: Console, v: VarianceReport) -> None:
             else c.reason
         )
         t.add_row(f"counterfactual: {c.strategy} schedule", value)
-    console.print(t)
+    if t.row_count:
+        console.print(t)
     if ns is not None and ns.b_simple is not None:
         console.print("B_simple assumes: " + "; ".join(ns.assumptions) + ".", soft_wrap=True)
 

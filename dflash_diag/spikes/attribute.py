@@ -3,21 +3,18 @@
 :func:`attribute_spikes` takes a :class:`~dflash_diag.spikes.detect.Detection` and a
 :class:`~dflash_diag.records.Replay` and returns an :class:`Attribution`:
 
-1. **Detrending.**  ``residual = x - trend`` with ``trend`` the centred rolling median of
-   the metric over the detection window (``window`` logged points, the point itself
-   left out): what is left is the step-to-step variation that batches could explain.
+1. **Detrending.**  ``residual = x - trend`` with ``trend`` the centred robust-line
+   baseline of the metric over the detection window (:func:`detrend`): what is left is
+   the step-to-step variation that batches could explain.
 2. **Correlations** (:class:`Correlation`) of the residual with each batch feature:
    Pearson and Spearman with two-sided p-values (scipy) and 95% confidence intervals
    from Fisher's z, ``tanh(atanh(r) +- 1.96 se)`` with ``se = 1/sqrt(n-3)`` (Pearson) or
    ``sqrt(1.06/(n-3))`` (Spearman, Fieller et al. 1957).
-3. **Composition model** (:class:`CompositionModel`): a Huber regression (iteratively
-   reweighted least squares, ``k = 1.345`` robust sigmas, a small ridge penalty) of the
-   residual on :data:`MODEL_FEATURES` (standardised), so a few spikes cannot pull the
-   fit.  ``r2 = 1 - SSE/SST`` in-sample over every point; ``r2_quiet`` the same without
-   the flagged points; ``r2_cv`` from blocked K-fold (:data:`CV_FOLDS` contiguous blocks
-   of steps, each predicted by a model fitted on the others): ``1 - sum(held-out
-   SSE)/SST``.  The direction and shape of "which batches are hard" are learnt: the
-   model has ``log mean_len`` and its square, so short-is-hard and long-is-hard fit alike.
+3. **Composition model** (:mod:`dflash_diag.spikes.model`): a Huber regression of the
+   residual on batch features, so a few spikes cannot pull the fit, with ``r2``
+   in-sample, ``r2_quiet`` without the flagged points and ``r2_cv`` from blocked K-fold
+   over steps.  The direction and shape of "which batches are hard" are learnt from the
+   run (short-is-hard and long-is-hard fit alike).
 4. **Per-spike evidence and verdict** (:class:`SpikeEvidence`), the rule
    (:func:`verdict`):
 
@@ -54,7 +51,7 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-    from ..records import Manifest, Replay, ScheduleParams
+    from ..records import Replay
 
 Progress = Callable[[int, int], None]
 
@@ -63,8 +60,6 @@ R2_MIN = 0.05
 #: Shares of a spike's rise its batch must (composition) / may at most (unexplained) predict.
 EXPLAINED_HIGH = 0.5
 EXPLAINED_LOW = 0.25
-#: Share of logged steps whose tokens must match the replay before attribution runs.
-MIN_TOKENS_MATCH = 0.9
 #: Raw features whose correlation with the residual is reported.
 CORRELATION_FEATURES = (
     "n_samples",
@@ -156,7 +151,10 @@ class Attribution:
 
 
 def detrend(values: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(trend, residual)``: centred rolling median (point left out) and ``x - trend``.
+    """``(trend, residual)``: the centred robust-line baseline of
+    :func:`~dflash_diag.spikes.windows.trend_baseline` (``window // 2`` points each side,
+    the point left out, straightened by a robust line, median) and ``x - trend``.  The
+    line keeps a fast early descent from leaving large residuals that no batch caused.
 
     >>> import numpy as np
     >>> trend, res = detrend(np.array([1.0, 1.0, 1.0, 5.0, 1.0, 1.0, 1.0]), 4)
@@ -165,13 +163,13 @@ def detrend(values: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
     """
     import numpy as np
 
-    from .detect import _median, _windows
+    from .windows import trend_baseline
 
     x = np.asarray(values, dtype=np.float64)
     trend = np.full(x.shape[0], np.nan)
     ok = np.isfinite(x)
     if ok.sum() >= 2:
-        trend[ok] = _windows(x[ok], window, _median, centred=True)
+        trend[ok] = trend_baseline(x[ok], window, centred=True)[0]
     return trend, x - trend
 
 
@@ -241,7 +239,9 @@ def verdict(
         return "composition", tuple(
             f"the same batch was high again at step {r.step} (epoch {r.epoch})" for r in again
         )
-    if explained is not None and explained < EXPLAINED_LOW:
+    if explained is None:
+        return "inconclusive", ("no rise over the baseline to compare its batch with",)
+    if explained < EXPLAINED_LOW:
         reasons = [f"an ordinary batch: it predicts only {share} of the rise"]
         if recurrences:
             reasons.append(f"its batch came back {len(recurrences)}x without a rise")
@@ -259,17 +259,18 @@ def verdict(
     return "inconclusive", (f"its batch predicts {share} of the rise: between 25% and 50%",)
 
 
-def _percentiles(points: pd.DataFrame, row: int, features: list[str]) -> dict[str, float]:
-    """Percentile (0-100, ties counted half) of the row's value among all points."""
+def _percentiles(sorted_cols: dict[str, np.ndarray], row: dict[str, float]) -> dict[str, float]:
+    """Percentile (0-100, ties counted half) of each value among all points' values
+    (``sorted_cols``: each feature's finite values, sorted)."""
     import numpy as np
 
     out = {}
-    for f in features:
-        col = points[f].to_numpy(dtype=np.float64)
-        col = col[np.isfinite(col)]
-        v = float(points[f].iloc[row])
+    for f, col in sorted_cols.items():
+        v = row.get(f, float("nan"))
         if col.size and math.isfinite(v):
-            out[f] = float(100.0 * (np.sum(col < v) + 0.5 * np.sum(col == v)) / col.size)
+            below = np.searchsorted(col, v, side="left")
+            upto = np.searchsorted(col, v, side="right")
+            out[f] = float(100.0 * (below + 0.5 * (upto - below)) / col.size)
     return out
 
 
@@ -313,59 +314,6 @@ class _Recurrences:
             seen.add(int(self.ids[r]))
             found[q] = (seen, ep)
         return [(q, ep, len(seen) / ids.size) for q, (seen, ep) in sorted(found.items())]
-
-
-def check_schedule(
-    replay: Replay, log_table: pd.DataFrame, force: bool = False, path: str = ""
-) -> Any:
-    """Compare logged and replayed tokens; refuse (InputError) below MIN_TOKENS_MATCH.
-
-    :returns: the :class:`~dflash_diag.schedule.verify.Verification`, or None when the
-        log has no tokens (nothing to check).
-    """
-    import numpy as np
-
-    from ..schedule import verify_tokens
-
-    if "tokens" not in log_table.columns or not np.isfinite(log_table["tokens"]).any():
-        return None
-    check = verify_tokens(replay, log_table)
-    if check.n_compared == 0:
-        raise InputError(
-            path,
-            f"the replay covers none of the logged steps (it has steps "
-            f"{replay.params.first_step}..{replay.params.first_step + check.n_replayed_steps - 1})",
-            "check --first-step and the manifest",
-        )
-    if check.tokens_match < MIN_TOKENS_MATCH and not force:
-        raise InputError(
-            path,
-            f"the replayed schedule matches the logged tokens at only {check.tokens_match:.0%} "
-            f"of {check.n_compared} steps (first mismatch at step {check.first_mismatch})",
-            "check the manifest and --strategy/--seed/--token-budget/--first-step, "
-            "or pass --force to attribute anyway",
-        )
-    return check
-
-
-def epochs_to_cover(
-    source: Manifest | np.ndarray, params: ScheduleParams, last_step: int, path: str = ""
-) -> int:
-    """Epochs the replay needs so its steps reach ``last_step`` (from epoch 0's batches;
-    one epoch of margin when the epoch length can vary)."""
-    from ..schedule import epoch_batches
-
-    per_step = params.world_size * params.grad_accum
-    steps_per_epoch = len(epoch_batches(source, params, 0)) // per_step
-    if steps_per_epoch < 1:
-        raise InputError(
-            path,
-            f"the manifest makes fewer micro-batches than one step needs ({per_step})",
-            "check the manifest, --token-budget, --world-size and --grad-accum",
-        )
-    need = math.ceil((last_step - params.first_step + 1) / steps_per_epoch)
-    fixed = params.strategy == "sorted-greedy"
-    return max(1, need + (0 if fixed else 1))
 
 
 def attribute_spikes(
@@ -427,6 +375,10 @@ def attribute_spikes(
         peaks = np.array(sorted({e.peak_step for e in d.events}), dtype=np.int64)
         per_rank = rank_features(replay, d.steps, d.log_interval, covers)
         per_rank = per_rank[per_rank["step"].isin(peaks)]
+    sorted_cols = {}
+    for c in feature_cols:
+        col = points[c].to_numpy(dtype=np.float64)
+        sorted_cols[c] = np.sort(col[np.isfinite(col)])
     out = []
     for k, ev in enumerate(d.events):
         p = int(np.searchsorted(d.steps, ev.peak_step))
@@ -458,7 +410,7 @@ def attribute_spikes(
                 verdict=v,
                 reasons=reasons,
                 batch=batch,
-                percentiles=_percentiles(points, p, feature_cols) if has_batch else {},
+                percentiles=_percentiles(sorted_cols, batch),
                 rise=rise,
                 predicted=pred,
                 explained=explained,

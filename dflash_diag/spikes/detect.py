@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import InputError
+from .windows import print_resolution, rolling, row_mad, row_median, trend_baseline
 
 if TYPE_CHECKING:
     import numpy as np
@@ -178,129 +179,18 @@ def describe_interval(interval: int) -> str:
     )
 
 
-def _windows(
-    x: np.ndarray, window: int, fn: Callable[[np.ndarray], np.ndarray], centred: bool = False
-) -> np.ndarray:
-    """``fn`` (over axis 1) of the window of each point ``i``, ``x[i]`` itself left out.
-
-    Trailing: ``x[max(0, i - window):i]`` (growing at the start; nothing for ``i = 0``).
-    Centred: ``x[i - h:i] + x[i + 1:i + 1 + h]`` with ``h = window // 2``, cut at both
-    ends.  Full windows are vectorised in chunks (memory ~ ``8 * window`` bytes x 500,000);
-    the cut ones at the ends are done one by one.
-    """
-    import numpy as np
-
-    n = x.shape[0]
-    out = np.full(n, np.nan)
-    chunk = max(1, 4_000_000 // window)
-    if not centred:
-        for i in range(1, min(window, n)):
-            out[i] = fn(x[None, :i])[0]
-        if n > window:
-            view = np.lib.stride_tricks.sliding_window_view(x[:-1], window)  # i-window..i-1
-            for lo in range(0, view.shape[0], chunk):
-                out[window + lo : window + lo + chunk] = fn(view[lo : lo + chunk])
-        return out
-    h = max(1, window // 2)
-    keep = np.r_[0:h, h + 1 : 2 * h + 1]
-    edge = [i for i in range(n) if i < h or i >= n - h]
-    for i in edge:
-        w = np.concatenate([x[max(0, i - h) : i], x[i + 1 : i + 1 + h]])
-        if w.size:
-            out[i] = fn(w[None, :])[0]
-    if n > 2 * h:
-        view = np.lib.stride_tricks.sliding_window_view(x, 2 * h + 1)  # centred on i = j + h
-        for lo in range(0, view.shape[0], chunk):
-            out[h + lo : h + lo + min(chunk, view.shape[0] - lo)] = fn(
-                view[lo : lo + chunk][:, keep]
-            )
-    return out
-
-
-def _level(w: np.ndarray, rel: np.ndarray) -> np.ndarray:
-    """Median and MAD of each window row after removing its robust linear trend.
-
-    ``rel`` holds the columns' positions relative to the point judged.  The slope is
-    ``(median of the later half - median of the earlier half) / (distance between the
-    halves' median positions)``, robust to a few spikes; the values are projected to the
-    point (``w - slope * rel``) and their median is the baseline there, their MAD the
-    noise around the trend.  Returns an ``(m, 2)`` array: baseline, MAD.
-    """
-    import numpy as np
-
-    k = w.shape[1]
-    half = k // 2
-    if half >= 2:
-        gap = float(np.median(rel[k - half :]) - np.median(rel[:half]))
-        slope = (np.median(w[:, k - half :], axis=1) - np.median(w[:, :half], axis=1)) / gap
-        proj = w - slope[:, None] * rel[None, :]
-    else:
-        proj = w
-    med = np.median(proj, axis=1)
-    mad = np.median(np.abs(proj - med[:, None]), axis=1)
-    return np.column_stack([med, mad])
-
-
-def _trend_windows(x: np.ndarray, window: int, centred: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Baseline and MAD at every point from :func:`_level` over its window (point left
-    out): trailing ``x[i - window:i]`` (growing at the start) or centred (``window // 2``
-    each side, cut at the ends)."""
-    import numpy as np
-
-    n = x.shape[0]
-    out = np.full((n, 2), np.nan)
-    chunk = max(1, 2_000_000 // window)
-    if not centred:
-        for i in range(1, min(window, n)):
-            out[i] = _level(x[None, :i], np.arange(-i, 0, dtype=float))[0]
-        if n > window:
-            view = np.lib.stride_tricks.sliding_window_view(x[:-1], window)
-            rel = np.arange(-window, 0, dtype=float)
-            for lo in range(0, view.shape[0], chunk):
-                out[window + lo : window + lo + chunk] = _level(view[lo : lo + chunk], rel)
-        return out[:, 0], out[:, 1]
-    h = max(1, window // 2)
-    for i in [i for i in range(n) if i < h or i >= n - h]:
-        lo, hi = max(0, i - h), min(n, i + 1 + h)
-        rel = np.concatenate([np.arange(lo - i, 0), np.arange(1, hi - i)]).astype(float)
-        w = np.concatenate([x[lo:i], x[i + 1 : hi]])
-        if w.size:
-            out[i] = _level(w[None, :], rel)[0]
-    if n > 2 * h:
-        keep = np.r_[0:h, h + 1 : 2 * h + 1]
-        rel = (keep - h).astype(float)
-        view = np.lib.stride_tricks.sliding_window_view(x, 2 * h + 1)
-        for lo in range(0, view.shape[0], chunk):
-            part = view[lo : lo + chunk][:, keep]
-            out[h + lo : h + lo + part.shape[0]] = _level(part, rel)
-    return out[:, 0], out[:, 1]
-
-
-def _median(w: np.ndarray) -> np.ndarray:
-    import numpy as np
-
-    return np.median(w, axis=1)
-
-
-def _mad(w: np.ndarray) -> np.ndarray:
-    import numpy as np
-
-    med = np.median(w, axis=1, keepdims=True)
-    return np.median(np.abs(w - med), axis=1)
-
-
 def _robust(x: np.ndarray, window: int, threshold: float, min_rise: float) -> tuple:
     import numpy as np
 
     # Two baselines, the lower wins: the trailing median lags high on a falling curve
     # (warmup), where it would hide rises; the centred one contains a level shift's own
     # tail, where the trailing one does not.  Each comes with its own window's MAD.
-    med_t, mad_t = _trend_windows(x, window, centred=False)
-    med_c, mad_c = _trend_windows(x, window, centred=True)
+    med_t, mad_t = trend_baseline(x, window, centred=False)
+    med_c, mad_c = trend_baseline(x, window, centred=True)
     use_c = np.isnan(med_t) | (med_c < med_t)
     med = np.where(use_c, med_c, med_t)
     mad = np.where(use_c, mad_c, mad_t)
-    scale = 1.4826 * np.maximum(np.maximum(mad, MAD_FLOOR * np.abs(med)), _quantum(x))
+    scale = 1.4826 * np.maximum(np.maximum(mad, MAD_FLOOR * np.abs(med)), print_resolution(x))
     scale = np.where(scale > 0, scale, np.finfo(float).tiny)
     z = (x - med) / scale
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -318,20 +208,11 @@ def _robust(x: np.ndarray, window: int, threshold: float, min_rise: float) -> tu
     return med, z, scale, flag
 
 
-def _quantum(x: np.ndarray) -> float:
-    """The print resolution of the values: their smallest positive gap (``0.0001`` for
-    a loss printed with 4 decimals), so a step of one printed digit is not a spike."""
-    import numpy as np
-
-    gaps = np.diff(np.unique(x))
-    return float(gaps.min()) if gaps.size else 0.0
-
-
 def _olmo(x: np.ndarray, window: int, threshold: float) -> tuple:
     import numpy as np
 
-    mean = _windows(x, window, lambda w: np.mean(w, axis=1))
-    std = _windows(x, window, lambda w: np.std(w, axis=1))
+    mean = rolling(x, window, lambda w: np.mean(w, axis=1))
+    std = rolling(x, window, lambda w: np.std(w, axis=1))
     with np.errstate(divide="ignore", invalid="ignore"):
         z = (x - mean) / std
     active = np.arange(x.shape[0]) >= max(20, window // 2)
@@ -342,7 +223,7 @@ def _olmo(x: np.ndarray, window: int, threshold: float) -> tuple:
 def _foundry(x: np.ndarray, window: int, multiple: float) -> tuple:
     import numpy as np
 
-    mean = _windows(x, window, lambda w: np.mean(w, axis=1))
+    mean = rolling(x, window, lambda w: np.mean(w, axis=1))
     mean[: min(window, x.shape[0])] = np.nan  # checks start once the window is full
     outlier = np.nan_to_num(x > multiple * mean, nan=False).astype(bool)
     flag = np.zeros_like(outlier)
@@ -440,6 +321,7 @@ def detect_spikes(
     if not np.isfinite(thr) or thr <= 0:
         raise InputError("--threshold", f"must be a positive number, got {thr}", "")
 
+    table = table.reset_index(drop=True)  # an index named "step" would be ambiguous
     if "rank" in table.columns and table["rank"].nunique() > 1:
         # Several ranks' rows: one value per step, the mean over ranks (as an all-reduce).
         table = table.groupby("step", as_index=False).mean(numeric_only=True)
@@ -457,8 +339,8 @@ def detect_spikes(
     if detector == "robust":
         base_f, z_f, scale_f, flag_f = _robust(xf, win, thr, min_rise)
     else:
-        med = _windows(xf, DEFAULT_WINDOW["robust"], _median)
-        mad = _windows(xf, DEFAULT_WINDOW["robust"], _mad)
+        med = rolling(xf, DEFAULT_WINDOW["robust"], row_median)
+        mad = rolling(xf, DEFAULT_WINDOW["robust"], row_mad)
         z_f = (xf - med) / np.maximum(1.4826 * np.maximum(mad, MAD_FLOOR * np.abs(med)), 1e-300)
         if detector == "olmo":
             base_f, z_f, scale_f, flag_f = _olmo(xf, win, thr)

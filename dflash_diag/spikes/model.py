@@ -4,10 +4,14 @@ A Huber regression (iteratively reweighted least squares, ``k = 1.345`` robust s
 ridge ``1e-3 n`` on the standardised regressors) of the residual on
 :data:`MODEL_FEATURES` and the category shares, so a few spikes cannot pull the fit.
 
-- ``r2 = 1 - SSE/SST`` in-sample over every point; ``r2_quiet`` the same without the
-  flagged points;
+- ``r2 = 1 - SSE/SST`` in-sample over the regular points: those whose residual lies
+  within :data:`OUTLIER_SIGMAS` robust sigmas (``1.4826 MAD``) of its median.  A handful
+  of gross outliers (an optimizer blow-up, the first points of a fast descent) would
+  otherwise make both sums and say nothing about the other steps; ``n_outliers`` says
+  how many were left out.  ``r2_quiet``: the same without the flagged spike points too;
 - ``r2_cv``: blocked K-fold, :data:`CV_FOLDS` contiguous blocks of steps, each predicted
-  by a model fitted on the others: ``1 - sum(held-out SSE) / SST``.
+  by a model fitted on the others: ``1 - sum(held-out SSE) / SST`` over the regular
+  points.
 
 ``log mean_len`` and its square let the model learn the direction and the shape of
 "which batches are hard" from the run (short-is-hard and long-is-hard fit alike).
@@ -24,6 +28,8 @@ if TYPE_CHECKING:
 
 #: Points with batch features needed before a model or verdict is attempted.
 MIN_POINTS = 30
+#: Residuals further than this many robust sigmas from their median are left out of R².
+OUTLIER_SIGMAS = 6.0
 #: Folds of the blocked cross-validation.
 CV_FOLDS = 5
 #: Regressors of the composition model (``cat_*`` shares are added when present).
@@ -44,6 +50,7 @@ class CompositionModel:
     coef: tuple[float, ...]
     intercept: float
     n: int
+    n_outliers: int
     r2: float
     r2_quiet: float
     r2_cv: float
@@ -109,6 +116,17 @@ def _huber(x: np.ndarray, y: np.ndarray, iters: int = 30) -> tuple[float, np.nda
     return float(beta[0]), beta[1:]
 
 
+def _r2(y: np.ndarray, pred: np.ndarray, mask: np.ndarray) -> float:
+    """``1 - SSE/SST`` over ``mask`` (NaN with fewer than 3 points or no spread)."""
+    import numpy as np
+
+    if mask.sum() < 3:
+        return float("nan")
+    yy, pp = y[mask], pred[mask]
+    sst = float(np.sum((yy - yy.mean()) ** 2))
+    return 1 - float(np.sum((yy - pp) ** 2)) / sst if sst > 0 else float("nan")
+
+
 def fit_model(
     design: np.ndarray, names: tuple[str, ...], y: np.ndarray, quiet: np.ndarray
 ) -> CompositionModel | None:
@@ -123,12 +141,14 @@ def fit_model(
     center, scale = x.mean(axis=0), x.std(axis=0)
     xs = (x - center) / scale
     b0, b = _huber(xs, yy)
-    sst = float(np.sum((yy - yy.mean()) ** 2))
     resid = yy - (b0 + xs @ b)
-    r2 = 1 - float(np.sum(resid**2)) / sst if sst > 0 else float("nan")
-    q = quiet[ok]
-    sst_q = float(np.sum((yy[q] - yy[q].mean()) ** 2)) if q.sum() > 2 else 0.0
-    r2_q = 1 - float(np.sum(resid[q] ** 2)) / sst_q if sst_q > 0 else float("nan")
+    med = np.median(yy)
+    spread = 1.4826 * np.median(np.abs(yy - med))
+    regular = (
+        np.abs(yy - med) <= OUTLIER_SIGMAS * spread if spread > 0 else np.ones_like(yy, dtype=bool)
+    )
+    r2 = _r2(yy, yy - resid, regular)
+    r2_q = _r2(yy, yy - resid, regular & quiet[ok])
     # Blocked K-fold: contiguous blocks of steps, so neighbours do not leak into a fold.
     folds = np.array_split(np.arange(yy.shape[0]), CV_FOLDS)
     pred = np.empty_like(yy)
@@ -140,15 +160,16 @@ def fit_model(
         s = np.where(s > 0, s, 1.0)
         fb0, fb = _huber((x[train] - c) / s, yy[train])
         pred[idx] = fb0 + ((x[idx] - c) / s) @ fb
-        sst_f = float(np.sum((yy[idx] - yy[idx].mean()) ** 2))
-        if sst_f > 0:
-            fold_r2.append(1 - float(np.sum((yy[idx] - pred[idx]) ** 2)) / sst_f)
-    r2_cv = 1 - float(np.sum((yy - pred) ** 2)) / sst if sst > 0 else float("nan")
+        r2_f = _r2(yy[idx], pred[idx], regular[idx])
+        if np.isfinite(r2_f):
+            fold_r2.append(r2_f)
+    r2_cv = _r2(yy, pred, regular)
     return CompositionModel(
         features=tuple(names[j] for j in keep),
         coef=tuple(float(v) for v in b),
         intercept=b0,
         n=int(ok.sum()),
+        n_outliers=int((~regular).sum()),
         r2=r2,
         r2_quiet=r2_q,
         r2_cv=r2_cv,

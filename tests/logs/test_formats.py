@@ -85,15 +85,26 @@ def test_megatron_padded_iteration_and_validation():
     assert t.loc[50, "loss"] == pytest.approx(2.32)  # validation did not overwrite it
 
 
-def test_hf_dict_lines_by_line_order():
+def test_hf_dict_lines_stepped_by_the_training_bar():
     run = read_log(LOGS / "hf_trainer_stdout.log")
     t = run.table.set_index("step")
-    assert t.index.tolist() == [1, 2, 3]
+    # each dict comes right after the training bar reached its step (10, 20, 30 of 30);
+    # the evaluation bar (5 batches) is not a training step
+    assert t.index.tolist() == [10, 20, 30]
     assert t["loss"].tolist() == [2.3456, 2.1, 1.95]
-    assert math.isnan(t.loc[2, "grad_norm"]) and t.loc[3, "grad_norm"] == 0.9
-    assert t.loc[2, "eval_loss"] == 2.05  # the eval dict belongs to the step before it
+    assert math.isnan(t.loc[20, "grad_norm"]) and t.loc[30, "grad_norm"] == 0.9
+    assert t.loc[20, "eval_loss"] == 2.05  # the eval dict belongs to the step before it
     assert t["epoch"].tolist() == [0.33, 0.67, 1.0]
     assert run.skipped["summary"] == 1  # train_loss of the summary is not a step
+
+
+def test_hf_dict_lines_without_bars_by_line_order(tmp_path):
+    lines = [x.rsplit("]", 1)[-1] for x in (LOGS / "hf_trainer_stdout.log").read_text().split("\n")]
+    p = tmp_path / "dicts.log"
+    p.write_text("\n".join(lines))
+    t = read_log(p).table.set_index("step")
+    assert t.index.tolist() == [1, 2, 3]  # logging events, in order
+    assert t.loc[2, "eval_loss"] == 2.05 and t.loc[3, "loss"] == 1.95
 
 
 def test_lightning_sparse_rows_merged():
@@ -132,9 +143,7 @@ def test_forcing_a_format_that_does_not_fit_is_a_clean_error():
 def test_unknown_format_names_the_choices():
     with pytest.raises(InputError) as e:
         read_log(LOGS / "deepspec.log", format="yaml")
-    assert str(e.value) == (
-        f"--format: unknown format 'yaml'; choose from {', '.join(FORMATS)}"
-    )
+    assert str(e.value) == (f"--format: unknown format 'yaml'; choose from {', '.join(FORMATS)}")
 
 
 def test_tensorboard_without_the_package_says_what_to_install(tmp_path, monkeypatch):

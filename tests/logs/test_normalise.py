@@ -1,0 +1,152 @@
+"""Names, units, fields of one line, and the table rules (steps, restarts, ranks)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dflash_diag.logs.fields import parse_dict_repr, parse_json_object, parse_text
+from dflash_diag.logs.normalise import build_table, canonical_name, snake, unit_factor
+
+
+@pytest.mark.parametrize(
+    ("key", "name"),
+    [
+        ("train_loss", "loss"),
+        ("train/loss", "loss"),
+        ("lm loss", "loss"),
+        ("trl", "loss"),
+        ("learning_rate", "lr"),
+        ("learning rate", "lr"),
+        ("lr-AdamW", "lr"),
+        ("gnorm", "grad_norm"),
+        ("grad norm", "grad_norm"),
+        ("ntok", "tokens"),
+        ("num_tokens", "tokens"),
+        ("tok/s", "tok_per_s"),
+        ("tokens_per_sec", "tok_per_s"),
+        ("global_step", "step"),
+        ("iteration", "step"),
+        ("_step", "step"),
+        ("Step", "step"),
+        ("accuracy@3", "acc_3"),
+        ("acc_7", "acc_7"),
+        ("val loss", "val_loss"),
+        ("eval/loss", "eval_loss"),
+        ("consumed samples", "consumed_samples"),
+        ("steps", "steps"),  # a count, not the step
+    ],
+)
+def test_aliases(key, name):
+    assert canonical_name(key) == name
+
+
+def test_eval_prefix_never_on_step_epoch_lr():
+    assert [canonical_name(k, is_eval=True) for k in ("step", "epoch", "lr", "loss", "acc")] == [
+        "step",
+        "epoch",
+        "lr",
+        "eval_loss",
+        "eval_acc",
+    ]
+    assert canonical_name("train loss", is_eval=True) == "eval_train_loss"
+    assert canonical_name("val_loss", is_eval=True) == "val_loss"
+
+
+@pytest.mark.parametrize(
+    ("unit", "factor"),
+    [
+        ("%", 0.01),
+        ("K", 1e3),
+        ("k", 1e3),
+        ("M", 1e6),
+        ("B", 1e9),
+        ("ms", 1e-3),
+        ("min", 60.0),
+        ("h", 3600.0),
+        ("Ktok/s", 1e3),
+        ("tok/s", 1.0),
+        ("BPC", 1.0),
+        (None, 1.0),
+    ],
+)
+def test_units(unit, factor):
+    assert unit_factor(unit) == factor
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(alphabet="abcXYZ_/ .-@0123", min_size=1, max_size=20))
+def test_snake_is_snake(key):
+    s = snake(key)
+    assert s == s.lower() and " " not in s and "/" not in s and "-" not in s
+    assert snake(s) == s  # idempotent
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.floats(allow_nan=False, allow_infinity=False, min_value=-1e12, max_value=1e12),
+    st.sampled_from(["", "K", "M", "%"]),
+)
+def test_any_float_notation_round_trips(x, suffix):
+    for text in (repr(x), f"{x:.6e}", f"{x:.4f}"):
+        m = parse_text(f"step=3 loss={text}{suffix}")
+        assert m.fields["step"] == 3
+        assert m.fields["loss"] == pytest.approx(float(text) * unit_factor(suffix or None))
+
+
+def test_nan_and_inf_values():
+    m = parse_text("step 7 | loss nan | grad_norm inf | lr -inf")
+    assert math.isnan(m.fields["loss"]) and m.fields["grad_norm"] == math.inf
+    assert m.fields["lr"] == -math.inf
+
+
+def test_dict_and_json_lines():
+    d = parse_dict_repr("{'loss': nan, 'learning_rate': '8.8e-05', 'epoch': 0.05, 'x': 'a'}")
+    assert math.isnan(d.fields["loss"]) and d.fields == {**d.fields, "lr": 8.8e-05, "epoch": 0.05}
+    assert "x" not in d.fields
+    j = parse_json_object('{"step": 3, "train": {"loss": 1.5, "acc": true}, "acc@0": 0.5}')
+    assert j.fields == {"step": 3.0, "loss": 1.5, "acc_0": 0.5}
+    assert parse_json_object("[1, 2]") is None
+
+
+def _records(steps, ranks=None):
+    return [
+        {
+            "line": i + 1,
+            "rank": (ranks or [0] * len(steps))[i],
+            "step": float(s),
+            "step_source": "field",
+            "is_eval": False,
+            "loss": float(i),
+        }
+        for i, s in enumerate(steps)
+    ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 40), min_size=1, max_size=60))
+def test_later_values_supersede_and_restarts_are_the_backward_jumps(steps):
+    run = build_table(_records(steps), path="x", fmt="text")
+    t = run.table
+    # one row per distinct step, sorted, holding the value of the last line with that step
+    assert t["step"].tolist() == sorted(set(steps))
+    last = {s: float(i) for i, s in enumerate(steps)}
+    assert dict(zip(t["step"], t["loss"], strict=True)) == last
+    # a restart is reported exactly where the counter went below everything before it...
+    expected = set()
+    for i in range(1, len(steps)):
+        below = steps[i] < max(steps[:i])
+        continuing = i > 1 and steps[i - 1] < max(steps[: i - 1]) and steps[i] > steps[i - 1]
+        if below and not continuing:
+            expected.add(steps[i])
+    assert set(run.restarts) == expected
+
+
+def test_rank_selection():
+    recs = _records([1, 1, 2, 2], ranks=[0, 1, 0, 1])
+    assert build_table(recs, path="x", fmt="text", rank=1).table["loss"].tolist() == [1.0, 3.0]
+    both = build_table(recs, path="x", fmt="text", rank="all").table
+    assert both[["rank", "step"]].values.tolist() == [[0, 1], [0, 2], [1, 1], [1, 2]]
