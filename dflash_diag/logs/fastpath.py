@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -163,7 +164,9 @@ def _sample_template(lines: list[str]) -> Template | None:
             message, _ = _strip_prefix(line)
             offset = len(line.rstrip()) - len(message)
             msg = parse_text(message)
-            seen[skeleton] = learn_template(line, recs[0], msg.spans, offset) if message else None
+            # `position 2, Acc: ...` renames by a number the template would generalise
+            ok = message and not msg.positional
+            seen[skeleton] = learn_template(line, recs[0], msg.spans, offset) if ok else None
         t = seen[skeleton]
         if t is not None:
             found[t] += 1
@@ -227,7 +230,11 @@ def _values(col: Any, v: ValueToken) -> Any:
     return pc.cast(s, pa.float64()).to_numpy(zero_copy_only=False) * v.factor
 
 
-def fast_records(data: bytes, skipped: dict[str, int]) -> tuple[Any, Any] | None:
+def fast_records(
+    data: bytes,
+    skipped: dict[str, int],
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[Any, Any] | None:
     """Records of the lines that fit the log's dominant template, or None.
 
     Works on the bytes: the full text is never decoded into one Python string.
@@ -252,7 +259,7 @@ def fast_records(data: bytes, skipped: dict[str, int]) -> tuple[Any, Any] | None
     if template is None or template.n_tokens < 2:
         return None
     try:
-        return _apply(data, template, n_lines)
+        return _apply(data, template, n_lines, progress)
     except Exception:  # noqa: BLE001 - any surprise (bad UTF-8...): the general parser reads all
         return None
 
@@ -287,7 +294,12 @@ def _chunk(
     return idx + first, values, rest
 
 
-def _apply(data: bytes, template: Template, n_lines: int) -> tuple[Any, Any] | None:
+def _apply(
+    data: bytes,
+    template: Template,
+    n_lines: int,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[Any, Any] | None:
     import numpy as np
     import pandas as pd
 
@@ -302,7 +314,11 @@ def _apply(data: bytes, template: Template, n_lines: int) -> tuple[Any, Any] | N
         (chunk, int(first), template, cut_last and int(first) + len(chunk) == n_lines)
         for chunk, first in zip(lines.chunks, firsts, strict=False)
     ]
-    done = [_chunk(*job) for job in jobs]
+    done = []
+    for job in jobs:
+        done.append(_chunk(*job))
+        if progress is not None:
+            progress(job[1] + len(job[0]), n_lines)
     line_idx = np.concatenate([d[0] for d in done]) if done else np.zeros(0, dtype=np.int64)
     if len(line_idx) < MIN_MATCHES:
         return None
@@ -310,7 +326,8 @@ def _apply(data: bytes, template: Template, n_lines: int) -> tuple[Any, Any] | N
     for v in template.values:
         cols[v.name] = np.concatenate([d[1][v.name] for d in done if v.name in d[1]])
     frame = pd.DataFrame(cols)
-    frame["rank"] = template.rank
+    if "rank" not in frame:  # a `rank=3` field varies by line; a prefix does not match others
+        frame["rank"] = template.rank
     frame["step_source"] = "field"
     frame["is_eval"] = template.is_eval
     frame["attach"] = False

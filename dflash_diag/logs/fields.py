@@ -64,12 +64,14 @@ class Message:
     :param spans: per column, (start, end) of the number in the text and the factor
         applied to it, for the fast path.  Only for free text.
     :param summary: an end-of-training summary (HF ``train_runtime``), not a step.
+    :param positional: a ``position <i>`` field renamed the metrics (``acc`` -> ``acc_<i>``).
     """
 
     fields: dict[str, float] = field(default_factory=dict)
     is_eval: bool = False
     spans: dict[str, tuple[int, int, float]] = field(default_factory=dict)
     summary: bool = False
+    positional: bool = False
 
     @property
     def metrics(self) -> int:
@@ -121,6 +123,7 @@ def parse_text(message: str) -> Message:
         name = canonical_name(key, is_eval=is_eval)
         if name == "position":
             position = v
+            out.positional = True
             continue
         raw.append((name, v * f, (start, end, f)))
     for name, value, span in raw:

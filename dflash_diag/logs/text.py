@@ -321,7 +321,7 @@ def read_lines(
     if fast and "text" in shapes:
         from .fastpath import fast_records
 
-        got = fast_records(data, skipped)
+        got = fast_records(data, skipped, progress)
         if got is not None:
             extra, lines = got
             shapes_seen["text"] = len(extra)
@@ -353,7 +353,7 @@ def read_lines(
         records.extend(recs)
         if recs:
             prev = recs[-1]
-        if progress is not None and line_no % step_every == 0:
+        if progress is not None and not fast_used and line_no % step_every == 0:
             progress(line_no, n_lines)
     if progress is not None:
         progress(n_lines, n_lines)

@@ -168,24 +168,26 @@ def summary(
     unex = [s for s in spikes if s.verdict == "unexplained"]
     inc = [s for s in spikes if s.verdict == "inconclusive"]
     if comp:
-        where = [s.percentiles.get("mean_len") for s in comp if "mean_len" in s.percentiles]
+        where = [s.percentiles["mean_len"] for s in comp if "mean_len" in s.percentiles]
         side = ""
-        if where:
-            lo = sum(1 for p in where if p <= 50)
-            side = " shortest" if lo > len(where) / 2 else " longest"
-            top = max(where) if side == " longest" else min(where)
-            edge = 100 - top if side == " longest" else top
-            side = f" (batches among the{side} {max(edge, 1):.0f}% by mean length)"
-        again = [s.event.peak_step for s in comp if any(r.high for r in s.recurrences)]
-        text = (
-            f"Steps {_steps([s.event.peak_step for s in comp])} are explained by their batch{side}"
-        )
-        if again:
-            text += f"; the same batches were high again when they came back ({_steps(again)})"
+        # Name a side only when every such batch is on it: "the shortest X%" covers all.
+        if where and max(where) <= 50:
+            side = f" (batches among the shortest {max(max(where), 1):.0f}% by mean length)"
+        elif where and min(where) > 50:
+            side = f" (batches among the longest {max(100 - min(where), 1):.0f}% by mean length)"
+        again = [s for s in comp if any(r.high for r in s.recurrences)]
+        steps = [s.event.peak_step for s in comp]
+        text = f"{_steps_word(steps)} explained by {'its' if len(steps) == 1 else 'their'} batch"
+        text += side
+        if again and len(comp) > 1:
+            text += f"; {len(again)} of them were high again when their batch came back"
+        elif again:
+            text += "; the same batch was high again when it came back"
         out.append(text + ".")
     if attribution is not None and attribution.model is not None:
         m = attribution.model
-        left = f"; {m.n_outliers} outlying points left out" if m.n_outliers else ""
+        plural = "point" if m.n_outliers == 1 else "points"
+        left = f"; {m.n_outliers} outlying {plural} left out" if m.n_outliers else ""
         out.append(
             f"Batch composition explains {_pct(m.r2_cv)} of step-to-step {d.metric} variance "
             f"held out ({_pct(m.r2)} in-sample{left})."
@@ -196,10 +198,10 @@ def summary(
         if math.isfinite(s.event.grad_norm_ratio):
             extra = f", grad_norm {s.event.grad_norm_ratio:.1f}x its baseline"
         steps = [u.event.peak_step for u in unex]
+        eg = "" if len(steps) == 1 else f"e.g. step {s.event.peak_step}: "
         out.append(
             f"{_steps_word(steps)} not explained by {'its' if len(steps) == 1 else 'their'} "
-            f"batch (step {s.event.peak_step}: {s.event.phase}, lr {s.event.lr:.3g}"
-            f"{extra}): look at the optimizer."
+            f"batch ({eg}{s.event.phase}, lr {s.event.lr:.3g}{extra}): look at the optimizer."
         )
     elif comp:
         out.append("Nothing points at the optimizer.")
@@ -344,8 +346,8 @@ def _variance_panel(console: Console, v: VarianceReport) -> None:
         )
     if v.grad_norm_cv is not None:
         t.add_row("grad_norm local CV (std/mean per window)", f"{v.grad_norm_cv:.2f}")
-    for f, c in (v.grad_norm_corr or {}).items():
-        t.add_row(f"grad_norm vs {f} (spearman)", f"{c['spearman']:+.2f} (p {c['p']:.1g})")
+    for f, corr in (v.grad_norm_corr or {}).items():
+        t.add_row(f"grad_norm vs {f} (spearman)", f"{corr['spearman']:+.2f} (p {corr['p']:.1g})")
     ns = v.noise_scale
     if ns is not None:
         if ns.b_simple is not None:
@@ -409,7 +411,7 @@ def plot_spikes(
     ax.set_xlabel("step")
     ax.set_ylabel(d.metric)
     ax.set_title(f"{d.metric}: spikes marked (green composition, red unexplained)")
-    ax.legend(loc="upper right")
+    ax.legend(loc="best")
     if attribution is not None:
         bx = axes[1][0]
         pts = attribution.points
@@ -419,6 +421,6 @@ def plot_spikes(
         bx.set_xscale("log")
         bx.set_xlabel("batch mean length (tokens)")
         bx.set_ylabel(f"detrended {d.metric}")
-        bx.legend(loc="upper right")
+        bx.legend(loc="best")
     fig.tight_layout()
     return save_figure(fig, path)

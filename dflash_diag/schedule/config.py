@@ -31,7 +31,7 @@ from ..records import ScheduleParams
 CONFIG_NAME = "dflash-diag.toml"
 
 #: Keys of ``[schedule]`` that are not ScheduleParams fields.
-EXTRA_KEYS = ("manifest", "length_column", "category_column")
+EXTRA_KEYS = ("manifest", "length_column", "category_column", "metric_rank")
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,10 @@ class ResolvedSchedule:
     :param config_path: the TOML file used, or None.
     :param length_column: the manifest's length column, if named.
     :param category_column: the manifest's category column, if named.
+    :param metric_rank: whose batches the logged loss/acc describe: ``"all"`` (averaged
+        over ranks, e.g. all-reduced), a rank number (printed by that rank alone, e.g.
+        rank 0 without an all-reduce), ``"auto"`` (let the analysis find out) or None
+        (not said).
     :param given: the ScheduleParams fields that were set by a flag or the file (the
         rest are defaults), so a caller can tell "seed 0" from "no seed given".
     """
@@ -52,6 +56,7 @@ class ResolvedSchedule:
     config_path: Path | None
     length_column: str | None = None
     category_column: str | None = None
+    metric_rank: int | str | None = None
     given: frozenset[str] = frozenset()
 
 
@@ -134,6 +139,15 @@ def resolve_schedule(
     file_manifest = values.pop("manifest", None)
     length_column = values.pop("length_column", None)
     category_column = values.pop("category_column", None)
+    metric_rank = values.pop("metric_rank", None)
+    if metric_rank is not None and not (
+        metric_rank in ("all", "auto") or (isinstance(metric_rank, int) and metric_rank >= 0)
+    ):
+        raise InputError(
+            str(path),
+            f"metric_rank must be a rank number, 'all' or 'auto', got {metric_rank!r}",
+            "fix [schedule] metric_rank",
+        )
     for k, v in flags.items():
         if v is not None:
             values[k] = v
@@ -159,5 +173,6 @@ def resolve_schedule(
         config_path=path,
         length_column=length_column,
         category_column=category_column,
+        metric_rank=metric_rank,
         given=frozenset(kwargs),
     )

@@ -445,8 +445,8 @@ def log_only_evidence(detection: Detection) -> tuple[SpikeEvidence, ...]:
     out = []
     for ev in detection.events:
         if ev.kind == "non-finite":
-            v, reasons = verdict(ev, None, None, (), False)
-            out.append(SpikeEvidence(ev, v, reasons))
+            v, why = verdict(ev, None, None, (), False)
+            out.append(SpikeEvidence(ev, v, why))
             continue
         reasons = ["no schedule: give --manifest (or a dflash-diag.toml) to see its batch"]
         if math.isfinite(ev.grad_norm_ratio) and ev.grad_norm_ratio >= 1.5:

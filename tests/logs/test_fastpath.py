@@ -92,3 +92,31 @@ def test_fast_path_is_used_on_a_large_log(tmp_path):
     frame, rest = got
     assert len(frame) > 0.9 * fastpath.FAST_MIN_LINES
     assert len(rest) < 0.1 * fastpath.FAST_MIN_LINES
+
+
+def test_fast_path_keeps_per_position_and_rank_fields_apart(eager, tmp_path):
+    lines = []
+    for step in range(1, 400):
+        pos = step % 3
+        lines.append(f"Train - Step {step} [{step}/999?], position {pos},  Acc: {pos / 10:.2f}")
+        for rank in (0, 1):
+            lines.append(f"rank={rank} step={step} loss={step / 100 + rank:.2f}")
+    p = tmp_path / "positions.log"
+    p.write_text("\n".join(lines) + "\n")
+    assert fastpath.fast_records(p.read_bytes(), {}) is not None  # the rank lines' template
+    run = same(read_bytes(p))
+    t = run.table.set_index("step")
+    assert t.loc[5, "acc_2"] == 0.2 and t.loc[6, "acc_0"] == 0.0 and t.loc[4, "acc_1"] == 0.1
+    assert run.ranks == (0, 1) and t.loc[5, "loss"] == 0.05
+
+
+def test_fast_path_leaves_per_position_lines_to_the_general_parser(eager, tmp_path):
+    lines = [
+        f"Eval - Step {s} [{s}/9?], position {pos},  Acc: {pos / 10:.2f}"
+        for s in range(1, 300)
+        for pos in range(3)
+    ]
+    p = tmp_path / "eagle3.log"
+    p.write_text("\n".join(lines) + "\n")
+    t = same(read_bytes(p)).table.set_index("step")
+    assert t.loc[7, ["eval_acc_0", "eval_acc_1", "eval_acc_2"]].tolist() == [0.0, 0.1, 0.2]

@@ -192,3 +192,10 @@ def test_input_is_never_modified(tmp_path):
     read_log(src)
     assert src.read_bytes() == before
     assert np.isfinite(read_log(src).table["loss"]).all()
+
+
+def test_progress_reports_lines_read_up_to_the_total():
+    calls = []
+    run = read_log(LOGS.parent / "real_run" / "run.log", progress=lambda d, t: calls.append((d, t)))
+    assert calls[-1] == (run.n_lines, run.n_lines) == (491, 491)
+    assert all(a[0] <= b[0] for a, b in zip(calls, calls[1:], strict=False))
