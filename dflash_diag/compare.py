@@ -132,9 +132,11 @@ class Slope:
     interval uses Newey-West standard errors (Bartlett kernel, lag
     ``floor(4 (n/100)^(2/9))``) because step-to-step noise is autocorrelated.
 
-    On a baseline's slope, ``run_minus`` is the run's slope minus this one with its 95%
-    interval ``run_minus_ci`` (``+- 1.96 sqrt(se_run^2 + se^2)``, the runs being
-    independent): an interval clear of 0 says the run climbs (or falls) at another pace.
+    A baseline's slope is taken over ``span``, the aligned range after warmup that it
+    shares with the run; ``run_minus`` is the run's slope over that same range minus this
+    one, with its 95% interval ``run_minus_ci`` (``+- 1.96 sqrt(se_run^2 + se^2)``, the
+    runs being independent): an interval clear of 0 says the run climbs (or falls) at
+    another pace there.
     """
 
     file: str
@@ -146,6 +148,7 @@ class Slope:
     se: float | None = None
     run_minus: float | None = None
     run_minus_ci: tuple[float, float] | None = None
+    span: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -778,9 +781,10 @@ def _slope_phrase(slopes: Sequence[Slope]) -> str:
             if lo > 0
             else ("slower than")
         )
+        where = f" over {b.span[0]:.6g}-{b.span[1]:.6g}" if b.span else ""
         parts.append(
-            f"{pace} {short_name(b.file)} ({_sign(b.value)}, difference {_sign(b.run_minus)} "
-            f"[{_sign(lo)}, {_sign(hi)}])"
+            f"{pace} {short_name(b.file)}{where} ({_sign(b.value)}, difference "
+            f"{_sign(b.run_minus)} [{_sign(lo)}, {_sign(hi)}])"
         )
     if not parts:
         return ""
@@ -1109,32 +1113,33 @@ def _slopes(
     scale: float,
     per: str,
 ) -> tuple[Slope, ...]:
-    """The run's slope after its warmup, and each baseline's over the same aligned range."""
-    post = labels != "warmup"
+    """The run's slope after its warmup; each baseline's over the aligned range both cover
+    after warmup, with the run's slope over that same range subtracted (a curve that
+    flattens would otherwise look slower over a longer range)."""
+    post = (labels != "warmup") & np.isfinite(v)
     rx, rv = run.x[post], v[post]
     out = [slope_with_ci(rx, rv, file=run.path, scale=scale, per=per)]
-    span = _span(rx[np.isfinite(rv)])
     for b in used:
         bv = _column(b.table, name)
-        if span is None:
-            out.append(
-                Slope(
-                    b.path,
-                    None,
-                    None,
-                    0,
-                    per,
-                    "not enough data: the run has no points after warmup",
-                )
-            )
+        bpost = (phase_labels(b.phases, b.steps) != "warmup") & np.isfinite(bv) & np.isfinite(b.x)
+        lo = max(rx.min(), b.x[bpost].min()) if rx.size and bpost.any() else math.inf
+        hi = min(rx.max(), b.x[bpost].max()) if rx.size and bpost.any() else -math.inf
+        if not lo < hi:
+            reason = "not enough data: no range after warmup shared with the run"
+            out.append(Slope(b.path, None, None, 0, per, reason))
             continue
-        m = (phase_labels(b.phases, b.steps) != "warmup") & (b.x >= span[0]) & (b.x <= span[1])
-        out.append(_versus(out[0], slope_with_ci(b.x[m], bv[m], file=b.path, scale=scale, per=per)))
+        m = bpost & (b.x >= lo) & (b.x <= hi)
+        base = slope_with_ci(b.x[m], bv[m], file=b.path, scale=scale, per=per)
+        r = (rx >= lo) & (rx <= hi)
+        same = slope_with_ci(rx[r], rv[r], scale=scale, per=per)
+        out.append(_versus(same, base, (float(lo), float(hi))))
     return tuple(out)
 
 
-def _versus(run: Slope, base: Slope) -> Slope:
-    """``base`` with the run's slope minus its own, and a 95% interval for that."""
+def _versus(run: Slope, base: Slope, span: tuple[float, float]) -> Slope:
+    """``base`` with the run's slope (over the same ``span``) minus its own, and a 95%
+    interval for that."""
+    base = Slope(**{**base.__dict__, "span": span})
     if run.value is None or base.value is None or run.se is None or base.se is None:
         return base
     d = run.value - base.value

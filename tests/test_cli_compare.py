@@ -179,11 +179,8 @@ def test_nan_values_are_left_out_and_never_reach_the_json_as_nan(tmp_path):
     assert at[9000, "acc"]["value"] is None and at[9000, "acc"]["verdict"] == "not logged"
 
 
-@pytest.mark.skipif(
-    not (SAMPLE / "v1.log").exists() or not (SAMPLE / "run.log").exists(),
-    reason="sample_logs not generated yet",
-)
 def test_sample_case_v1_looked_the_same():
+    # The story: "acc 0.046 at step 349, lr 8.8e-5 of a 6e-4 peak: v1 looked the same".
     result = invoke(str(SAMPLE / "v1.log"), str(SAMPLE / "run.log"), "--at", "349", "--json")
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
@@ -194,3 +191,6 @@ def test_sample_case_v1_looked_the_same():
     assert at["acc"]["verdict"] == "within"
     assert at["acc"]["value"] == pytest.approx(0.046, abs=0.01)
     assert round(100 * at["acc"]["warmup_progress"]) == 15
+    assert at["acc"]["lr"] == pytest.approx(8.8e-5, rel=0.02)
+    assert at["acc"]["sentence"].endswith(": normal for 15% of warmup.")
+    assert doc["metrics"]["acc"]["phases"][0]["verdict"] == "within"

@@ -124,6 +124,7 @@ app = typer.Typer(
         "replay the batch schedule from a length manifest, and find out."
     ),
     no_args_is_help=True,
+    rich_markup_mode="markdown",
     add_completion=False,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},

@@ -210,8 +210,9 @@ def _metric_block(m: MetricComparison, c: Comparison, console: Any) -> None:
             if s.run_minus is not None and s.run_minus_ci is not None:
                 lo, hi = s.run_minus_ci
                 diff = f"; run minus it {s.run_minus:+.3g} [{lo:+.3g}, {hi:+.3g}]"
+            over = f" over {s.span[0]:.6g}-{s.span[1]:.6g}" if s.span else ""
             console.print(
-                f"  slope after warmup, {_name(s.file)}: {s.value:+.3g} per {s.per} "
+                f"  slope after warmup, {_name(s.file)}{over}: {s.value:+.3g} per {s.per} "
                 f"[{s.ci[0]:+.3g}, {s.ci[1]:+.3g}] (95%, n={s.n}){diff}",
                 markup=False,
             )

@@ -124,8 +124,29 @@ def _finish(pooled: dict, cats: list[str]) -> dict:
     return out
 
 
+def micro_points(
+    replay: Replay,
+    logged_steps: np.ndarray,
+    interval: int = 1,
+    covers: str = "window",
+    rank: int | None = None,
+) -> np.ndarray:
+    """:func:`point_index` of every micro-batch of ``replay``; with ``rank``, the other
+    ranks' micro-batches get -1 (the logged metric is that rank's alone)."""
+    import numpy as np
+
+    idx = point_index(replay.micro["step"].to_numpy(), logged_steps, interval, covers)
+    if rank is not None:
+        idx = np.where(replay.micro["rank"].to_numpy() == rank, idx, -1)
+    return idx
+
+
 def point_features(
-    replay: Replay, logged_steps: np.ndarray, interval: int = 1, covers: str = "window"
+    replay: Replay,
+    logged_steps: np.ndarray,
+    interval: int = 1,
+    covers: str = "window",
+    rank: int | None = None,
 ) -> pd.DataFrame:
     """Batch features of each logged point (columns in the module docstring).
 
@@ -133,6 +154,8 @@ def point_features(
     :param logged_steps: the logged steps, sorted ascending, unique.
     :param interval: optimizer steps per logged point (see :func:`log_interval`).
     :param covers: ``window`` or ``step``, see the module docstring.
+    :param rank: pool only this rank's micro-batches (a trainer that logs rank 0's loss
+        without an all-reduce); None: all ranks.
     :returns: one row per logged step, in the order given.
 
     >>> import numpy as np
@@ -148,7 +171,7 @@ def point_features(
     s = np.asarray(logged_steps, dtype=np.int64)
     micro = replay.micro
     cats = [c for c in micro.columns if c.startswith("cat_")]
-    idx = point_index(micro["step"].to_numpy(), s, interval, covers)
+    idx = micro_points(replay, s, interval, covers, rank)
     pooled = _pool(micro, idx, s.shape[0], cats)
     steps_hit = micro["step"].to_numpy()[idx >= 0]
     n_steps = np.zeros(s.shape[0], dtype=np.int64)
