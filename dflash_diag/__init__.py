@@ -33,6 +33,9 @@ _EXPORTS: dict[str, str] = {
     "verify_tokens": "dflash_diag.schedule",
     "search_seed": "dflash_diag.schedule",
     "resolve_schedule": "dflash_diag.schedule.config",
+    "compare_runs": "dflash_diag.compare",
+    "lr_phases": "dflash_diag.phases",
+    "phase_labels": "dflash_diag.phases",
 }
 
 __all__ = sorted(_EXPORTS)

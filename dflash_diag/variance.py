@@ -281,7 +281,7 @@ def counterfactual(
     from .batchstats import params_for
     from .errors import InputError
     from .schedule import replay as run_replay
-    from .spikes.features import point_index
+    from .spikes.features import micro_points
     from .spikes.model import fit_model, mixture_shares, sample_cells
 
     pts = attribution.points
@@ -292,7 +292,7 @@ def counterfactual(
     names = tuple(f"cell_{k}" for k in range(n_cells))
 
     def shares_of(rep: Replay, logged: np.ndarray) -> np.ndarray:
-        idx = point_index(rep.micro["step"].to_numpy(), logged, interval, attribution.covers)
+        idx = micro_points(rep, logged, interval, attribution.covers, attribution.metric_rank)
         return mixture_shares(rep, idx, logged.shape[0], cells, n_cells)
 
     model = fit_model(shares_of(replay, steps), names, res, ~pts["flagged"].to_numpy())

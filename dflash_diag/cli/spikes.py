@@ -193,5 +193,5 @@ def _attribute(
         rep = replay(m, params, epochs=epochs, progress=bar)
     check = check_schedule(rep, table, force=force, path=log)
     with progress("attributing spikes", enabled=bar_on) as bar:
-        att = attribute_spikes(detection, rep, covers, check, progress=bar)
+        att = attribute_spikes(detection, rep, covers, check, resolved.metric_rank, progress=bar)
     return att, rep, m, epochs

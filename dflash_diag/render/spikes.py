@@ -97,6 +97,8 @@ def to_json(
             "n_outliers": m.n_outliers if m else 0,
             "model": {"features": list(m.features), "coef": list(m.coef)} if m else None,
             "covers": attribution.covers,
+            "metric_rank": "all" if attribution.metric_rank is None else attribution.metric_rank,
+            "rank_scores": dict(attribution.rank_scores),
             "correlations": {
                 c.feature: {
                     "spearman": c.spearman,

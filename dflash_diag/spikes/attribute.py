@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from .detect import Detection, SpikeEvent
-from .features import point_features, point_index, rank_features
+from .features import micro_points, point_features, rank_features
 from .model import MIN_POINTS, CompositionModel, design_matrix, fit_model, model_predict
 
 if TYPE_CHECKING:
@@ -139,8 +139,12 @@ class Attribution:
         flagged`` and the batch features of :func:`point_features`.
     :param schedule_check: the token verification (None: the log has no tokens).
     :param notes: limitations a reader should know, in words.
+    :param metric_rank: the rank whose micro-batches the features describe (None: all
+        ranks pooled); ``rank_scores``: the R² of each candidate when it was chosen.
     """
 
+    metric_rank: int | None
+    rank_scores: dict[str, float]
     points: pd.DataFrame
     correlations: tuple[Correlation, ...]
     model: CompositionModel | None
@@ -316,11 +320,52 @@ class _Recurrences:
         return [(q, ep, len(seen) / ids.size) for q, (seen, ep) in sorted(found.items())]
 
 
+def _rank_candidates(replay: Replay, metric_rank: int | str | None) -> list[int | None]:
+    """Which ranks' batches the metric may describe (None = all ranks pooled)."""
+    world = replay.params.world_size
+    if metric_rank == "all" or world == 1:
+        return [None]
+    if isinstance(metric_rank, int):
+        if not 0 <= metric_rank < world:
+            raise InputError(
+                "metric_rank",
+                f"rank {metric_rank} is not one of the schedule's {world} ranks",
+                f"give a rank from 0 to {world - 1}, 'all' or 'auto'",
+            )
+        return [metric_rank]
+    return [None, *range(world)]  # "auto" or not said: let the data tell
+
+
+def _quick_r2(design: np.ndarray, y: np.ndarray) -> float:
+    """In-sample least-squares R² over the regular points (residual within
+    OUTLIER_SIGMAS robust sigmas): a cheap score to pick whose batches the metric follows."""
+    import numpy as np
+
+    from .model import OUTLIER_SIGMAS
+
+    ok = np.isfinite(y) & np.isfinite(design).all(axis=1)
+    if ok.sum() < MIN_POINTS:
+        return float("-inf")
+    x, yy = design[ok], y[ok]
+    med = np.median(yy)
+    spread = 1.4826 * np.median(np.abs(yy - med))
+    if spread > 0:
+        keep = np.abs(yy - med) <= OUTLIER_SIGMAS * spread
+        x, yy = x[keep], yy[keep]
+    sd = x.std(axis=0)
+    x = (x[:, sd > 0] - x[:, sd > 0].mean(axis=0)) / sd[sd > 0]
+    a = np.column_stack([np.ones(len(yy)), x])
+    beta = np.linalg.lstsq(a, yy, rcond=None)[0]
+    sst = float(np.sum((yy - yy.mean()) ** 2))
+    return 1 - float(np.sum((yy - a @ beta) ** 2)) / sst if sst > 0 else float("-inf")
+
+
 def attribute_spikes(
     detection: Detection,
     replay: Replay,
     covers: str = "window",
     schedule_check: Any = None,
+    metric_rank: int | str | None = None,
     progress: Progress | None = None,
 ) -> Attribution:
     """Line the detection's points up with the replay and judge every spike.
@@ -330,6 +375,11 @@ def attribute_spikes(
     :param covers: ``window`` or ``step``: what a logged point covers (see features).
     :param schedule_check: a Verification to keep with the result (see
         :func:`check_schedule`).
+    :param metric_rank: whose batches the logged metric describes: ``"all"`` (pooled over
+        ranks, an all-reduced loss), a rank (printed by that rank alone, e.g. rank 0
+        without an all-reduce), or ``"auto"``/None: with several ranks, the candidate
+        (pooled or one rank) whose batch features give the highest least-squares R² of
+        the detrended metric; the choice and the scores are kept in the result.
     :param progress: ``progress(done, total)`` over the spikes.
     :raises InputError: when the replay covers none of the logged steps.
     """
@@ -338,7 +388,17 @@ def attribute_spikes(
 
     d = detection
     sign = -1.0 if d.direction == "down" else 1.0
-    feats = point_features(replay, d.steps, d.log_interval, covers)
+    trend, residual = detrend(d.values, d.window)
+    candidates = _rank_candidates(replay, metric_rank)
+    scores: dict[str, float] = {}
+    scored = []
+    for i, rank in enumerate(candidates):
+        cand = point_features(replay, d.steps, d.log_interval, covers, rank)
+        score = _quick_r2(design_matrix(cand)[0], residual) if len(candidates) > 1 else 0.0
+        scores["all" if rank is None else str(rank)] = score
+        scored.append((score, -i, rank, cand))
+    # The best score wins; on a tie the earlier candidate (pooled first).
+    _, _, chosen, feats = max(scored, key=lambda t: (t[0], t[1]))
     if int((feats["n_micro"] > 0).sum()) == 0:
         raise InputError(
             "",
@@ -347,7 +407,6 @@ def attribute_spikes(
             f"({int(d.steps[0])}..{int(d.steps[-1])})",
             "check --first-step and --epochs",
         )
-    trend, residual = detrend(d.values, d.window)
     points = pd.DataFrame(
         {"value": d.values, "trend": trend, "residual": residual, "flagged": d.flagged}
     )
@@ -365,9 +424,14 @@ def attribute_spikes(
     if model is None:
         notes.append(f"too few points with batch features for a model (need {MIN_POINTS})")
 
-    rec = _Recurrences(
-        replay, point_index(replay.micro["step"].to_numpy(), d.steps, d.log_interval, covers)
-    )
+    if len(candidates) > 1:
+        who = "the step's batches pooled over ranks" if chosen is None else f"rank {chosen}'s"
+        notes.append(
+            f"the logged {d.metric} follows {who} micro-batches best (R² "
+            + ", ".join(f"{k}: {v:.2f}" for k, v in scores.items() if math.isfinite(v))
+            + "); set metric_rank in [schedule] to fix the choice"
+        )
+    rec = _Recurrences(replay, micro_points(replay, d.steps, d.log_interval, covers, chosen))
     resid_scale = model.resid_scale if model is not None else float("nan")
     feature_cols = ["n_samples", "tokens", "mean_len", "max_len", "min_len", "padding_eff", *cats]
     per_rank = None
@@ -421,6 +485,8 @@ def attribute_spikes(
         if progress is not None:
             progress(k + 1, len(d.events))
     return Attribution(
+        metric_rank=chosen,
+        rank_scores=scores,
         points=points,
         correlations=corr,
         model=model,

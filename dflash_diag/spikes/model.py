@@ -239,3 +239,48 @@ def mixture_shares(
     s = tot.sum(axis=1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(s > 0, tot / s, np.nan)
+
+
+#: Similar batches whose residuals predict a point's (k nearest neighbours).
+NEIGHBOURS = 10
+
+
+def neighbour_predict(
+    design: np.ndarray, y: np.ndarray, groups: np.ndarray, k: int = NEIGHBOURS
+) -> np.ndarray:
+    """For each point, the median residual of the ``k`` most similar other batches.
+
+    Similar: nearest in the standardised regressors (Euclidean).  Points of the same
+    ``groups`` label (the same batch coming back) are left out, so a recurring batch does
+    not predict itself: recurrence is its own line of evidence.  Unlike the linear model,
+    this follows any shape, e.g. a difficulty that jumps for the longest few batches, and
+    a median of several batches cannot be made by one spike.  The prediction for a point
+    never uses the point itself, so it is out-of-sample.  NaN where regressors are missing.
+    """
+    import numpy as np
+    from scipy.spatial import cKDTree
+
+    ok = np.isfinite(y) & np.isfinite(design).all(axis=1)
+    out = np.full(y.shape[0], np.nan)
+    if ok.sum() <= k + 1:
+        return out
+    x = design[ok]
+    sd = x.std(axis=0)
+    x = (x[:, sd > 0] - x[:, sd > 0].mean(axis=0)) / sd[sd > 0]
+    yy, gg = y[ok], groups[ok]
+    _, counts = np.unique(gg, return_counts=True)
+    extra = int(counts.max())  # room for every other point of the same group
+    q = min(k + extra, int(ok.sum()))
+    _, idx = cKDTree(x).query(x, k=q)
+    same = gg[idx] == gg[:, None]  # the point itself and its recurrences
+    vals = np.where(same, np.nan, yy[idx])
+    # The first k usable neighbours of each row: mask beyond the k-th non-NaN.
+    usable = np.cumsum(~same, axis=1) <= k
+    vals = np.where(usable, vals, np.nan)
+    with np.errstate(all="ignore"):
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out[ok] = np.nanmedian(vals, axis=1)
+    return out
