@@ -20,7 +20,9 @@ runner = CliRunner()
 def test_readme_starts_with_the_two_commands_of_a_fresh_machine():
     blocks = re.findall(r"```(?:bash|sh|console)?\n(.*?)```", README, flags=re.S)
     first = blocks[0].strip().splitlines()
-    assert first[0].startswith("pip install") and "dflash-diag spikes sample_logs/run.log" in first[0]
+    assert (
+        first[0].startswith("pip install") and "dflash-diag spikes sample_logs/run.log" in first[0]
+    )
     assert first[1].startswith("pip install") and "pytest" in first[1]
 
 

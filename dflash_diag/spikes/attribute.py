@@ -18,11 +18,14 @@
 4. **Per-spike evidence and verdict** (:class:`SpikeEvidence`), the rule
    (:func:`verdict`):
 
-   - ``composition`` when the model's prediction for the spike's batch is at least
-     :data:`EXPLAINED_HIGH` (50%) of the observed rise ``value - baseline`` and the model
-     predicts held-out steps (``r2_cv >= R2_MIN``), or when the same batch came back
-     (sharing at least half its micro-batches) and was high again (a residual at least
-     half the spike's rise);
+   - ``composition`` when its batch predicts at least :data:`EXPLAINED_HIGH` (50%) of
+     the observed rise ``value - baseline`` and composition predicts held-out steps
+     (``r2_cv`` or ``r2_similar >= R2_MIN``), or when the same batch came back (sharing
+     at least half its micro-batches) and was high again (:func:`_high_again`).  "Its
+     batch predicts" is the larger of the composition model's prediction and the median
+     residual of the :data:`~dflash_diag.spikes.model.NEIGHBOURS` batches closest in mean
+     length (not itself, not its recurrences): the latter follows a difficulty that
+     jumps for the longest few batches, which a smooth model cannot;
    - ``unexplained`` when the batch is ordinary: the model predicts less than
      :data:`EXPLAINED_LOW` (25%) of the rise and no recurrence was high again.  The
      optimizer is then the suspect; the evidence lists lr, phase, grad_norm and duration;
@@ -45,7 +48,15 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InputError
 from .detect import Detection, SpikeEvent
 from .features import micro_points, point_features, rank_features
-from .model import MIN_POINTS, CompositionModel, design_matrix, fit_model, model_predict
+from .model import (
+    MIN_POINTS,
+    CompositionModel,
+    design_matrix,
+    fit_model,
+    model_predict,
+    neighbour_predict,
+    r2_regular,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -60,6 +71,9 @@ R2_MIN = 0.05
 #: Shares of a spike's rise its batch must (composition) / may at most (unexplained) predict.
 EXPLAINED_HIGH = 0.5
 EXPLAINED_LOW = 0.25
+#: A recurrence is high again at this share of the spike's rise and these robust sigmas.
+RECUR_SHARE = 0.25
+RECUR_SIGMAS = 3.0
 #: Raw features whose correlation with the residual is reported.
 CORRELATION_FEATURES = (
     "n_samples",
@@ -114,7 +128,9 @@ class SpikeEvidence:
     :param rise: observed ``value - baseline`` (metric units; ``baseline - value`` for
         a metric whose spikes are drops).
     :param predicted: the composition model's predicted residual for this batch.
-    :param explained: ``predicted / rise`` (None: no model or no rise).
+    :param similar: the median residual of the most similar other batches
+        (:func:`~dflash_diag.spikes.model.neighbour_predict`).
+    :param explained: ``max(predicted, similar) / rise`` (None: no model or no rise).
     :param ranks: with several ranks, the peak point's features per rank
         (:func:`~dflash_diag.spikes.features.rank_features` rows).
     """
@@ -126,6 +142,7 @@ class SpikeEvidence:
     percentiles: dict[str, float] = field(default_factory=dict)
     rise: float = float("nan")
     predicted: float | None = None
+    similar: float | None = None
     explained: float | None = None
     recurrences: tuple[Recurrence, ...] = ()
     ranks: tuple[dict[str, float], ...] = ()
@@ -139,10 +156,13 @@ class Attribution:
         flagged`` and the batch features of :func:`point_features`.
     :param schedule_check: the token verification (None: the log has no tokens).
     :param notes: limitations a reader should know, in words.
+    :param r2_similar: held-out R² of the similar-batch predictor (each point predicted by
+        the median residual of its most similar other batches), over the regular points.
     :param metric_rank: the rank whose micro-batches the features describe (None: all
         ranks pooled); ``rank_scores``: the R² of each candidate when it was chosen.
     """
 
+    r2_similar: float | None
     metric_rank: int | None
     rank_scores: dict[str, float]
     points: pd.DataFrame
@@ -222,8 +242,12 @@ def verdict(
     explained: float | None,
     recurrences: tuple[Recurrence, ...],
     has_batch: bool,
+    r2_similar: float | None = None,
 ) -> tuple[str, tuple[str, ...]]:
-    """The documented rule (module docstring) -> ``(verdict, reasons)``."""
+    """The documented rule (module docstring) -> ``(verdict, reasons)``.
+
+    ``explained``: the larger of the model's and the similar batches' prediction over the
+    rise; ``r2_similar``: the similar-batch predictor's held-out R²."""
     if event.kind == "non-finite":
         return "unexplained", ("a non-finite value is a numerical failure, not a hard batch",)
     if not has_batch:
@@ -233,10 +257,14 @@ def verdict(
             f"too few steps: a model needs {MIN_POINTS} logged points with batch features",
         )
     again = [r for r in recurrences if r.shared >= 0.5 and r.high]
-    usable = math.isfinite(model.r2_cv) and model.r2_cv >= R2_MIN
+    held_out = max(
+        (r for r in (model.r2_cv, r2_similar) if r is not None and math.isfinite(r)),
+        default=float("nan"),
+    )
+    usable = math.isfinite(held_out) and held_out >= R2_MIN
     share = "n/a" if explained is None else f"{explained:.0%}"
     if usable and explained is not None and explained >= EXPLAINED_HIGH:
-        reasons = [f"its batch predicts {share} of the rise (held-out R² {model.r2_cv:.2f})"]
+        reasons = [f"its batch predicts {share} of the rise (held-out R² {held_out:.2f})"]
         reasons += [f"the same batch was high again at step {r.step}" for r in again]
         return "composition", tuple(reasons)
     if again:
@@ -257,9 +285,7 @@ def verdict(
             reasons.append(f"lr {event.lr:.3g} ({event.phase}): the optimizer is the suspect")
         return "unexplained", tuple(reasons)
     if not usable:
-        return "inconclusive", (
-            f"the composition model predicts nothing held out (R² {model.r2_cv:.2f})",
-        )
+        return "inconclusive", (f"batch composition predicts nothing held out (R² {held_out:.2f})",)
     return "inconclusive", (f"its batch predicts {share} of the rise: between 25% and 50%",)
 
 
@@ -318,6 +344,39 @@ class _Recurrences:
             seen.add(int(self.ids[r]))
             found[q] = (seen, ep)
         return [(q, ep, len(seen) / ids.size) for q, (seen, ep) in sorted(found.items())]
+
+
+def _high_again(residual: float, rise: float, scale: float) -> bool:
+    """A recurrence is "high again" when its residual is at least RECUR_SHARE of the
+    spike's rise and RECUR_SIGMAS robust sigmas of the model's residuals: the model
+    learns in between, so a hard batch that comes back spikes less, but still stands out."""
+    if not (math.isfinite(residual) and math.isfinite(rise)) or rise <= 0:
+        return False
+    floor = RECUR_SIGMAS * scale if math.isfinite(scale) else 0.0
+    return residual >= RECUR_SHARE * rise and residual >= floor
+
+
+def _point_groups(replay: Replay, point_of_micro: np.ndarray, n_points: int) -> np.ndarray:
+    """A label per point for the set of batches it holds (the same set coming back in
+    another epoch gets the same label): a wrapping sum of hashed batch ids."""
+    import numpy as np
+
+    keep = point_of_micro >= 0
+    ids = replay.micro["batch_id"].to_numpy()[keep].astype(np.uint64)
+    with np.errstate(over="ignore"):
+        hashed = (ids + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15)
+    out = np.zeros(n_points, dtype=np.uint64)
+    np.add.at(out, point_of_micro[keep], hashed)
+    return out
+
+
+def _loo_r2(y: np.ndarray, pred: np.ndarray) -> float | None:
+    import numpy as np
+
+    ok = np.isfinite(y) & np.isfinite(pred)
+    if ok.sum() < MIN_POINTS:
+        return None
+    return r2_regular(y[ok], pred[ok])
 
 
 def _rank_candidates(replay: Replay, metric_rank: int | str | None) -> list[int | None]:
@@ -417,6 +476,13 @@ def attribute_spikes(
     model = fit_model(design, names, residual, ~d.flagged)
     predicted = model_predict(model, feats) if model is not None else np.full(len(feats), np.nan)
     points["predicted"] = predicted
+    pidx = micro_points(replay, d.steps, d.log_interval, covers, chosen)
+    # Similar = closest in mean length: one plain axis a reader can check, and the one
+    # along which sorted batches differ most (categories and spread follow from it).
+    length = design[:, [names.index("log_mean_len")]]
+    similar = neighbour_predict(length, residual, _point_groups(replay, pidx, len(feats)))
+    points["similar"] = similar
+    r2_similar = _loo_r2(residual, similar) if model is not None else None
     notes = []
     uncovered = int((feats["n_micro"] == 0).sum())
     if uncovered:
@@ -431,7 +497,7 @@ def attribute_spikes(
             + ", ".join(f"{k}: {v:.2f}" for k, v in scores.items() if math.isfinite(v))
             + "); set metric_rank in [schedule] to fix the choice"
         )
-    rec = _Recurrences(replay, micro_points(replay, d.steps, d.log_interval, covers, chosen))
+    rec = _Recurrences(replay, pidx)
     resid_scale = model.resid_scale if model is not None else float("nan")
     feature_cols = ["n_samples", "tokens", "mean_len", "max_len", "min_len", "padding_eff", *cats]
     per_rank = None
@@ -450,7 +516,9 @@ def attribute_spikes(
         # With direction "down" (accuracy), a spike is a drop: rises are counted downwards.
         rise = float(sign * (ev.value - ev.baseline if math.isfinite(ev.baseline) else residual[p]))
         pred = float(predicted[p]) if math.isfinite(predicted[p]) else None
-        explained = sign * pred / rise if pred is not None and rise > 0 else None
+        like = float(similar[p]) if math.isfinite(similar[p]) else None
+        best = max((sign * v for v in (pred, like) if v is not None), default=None)
+        explained = best / rise if best is not None and rise > 0 else None
         recs = []
         for q, ep, shared in rec.find(p) if has_batch else []:
             r = float(residual[q])
@@ -462,11 +530,11 @@ def attribute_spikes(
                     residual=r,
                     z=r / resid_scale if resid_scale > 0 else float("nan"),
                     spiked=bool(d.flagged[q]),
-                    high=bool(math.isfinite(r) and rise > 0 and sign * r >= 0.5 * rise),
+                    high=_high_again(sign * r, rise, resid_scale),
                     shared=shared,
                 )
             )
-        v, reasons = verdict(ev, model, explained, tuple(recs), has_batch)
+        v, reasons = verdict(ev, model, explained, tuple(recs), has_batch, r2_similar)
         batch = {c: float(feats[c].iloc[p]) for c in feature_cols} if has_batch else {}
         out.append(
             SpikeEvidence(
@@ -477,6 +545,7 @@ def attribute_spikes(
                 percentiles=_percentiles(sorted_cols, batch),
                 rise=rise,
                 predicted=pred,
+                similar=like,
                 explained=explained,
                 recurrences=tuple(recs),
                 ranks=_rank_rows(per_rank, ev.peak_step),
@@ -485,6 +554,7 @@ def attribute_spikes(
         if progress is not None:
             progress(k + 1, len(d.events))
     return Attribution(
+        r2_similar=r2_similar,
         metric_rank=chosen,
         rank_scores=scores,
         points=points,

@@ -127,6 +127,16 @@ def _r2(y: np.ndarray, pred: np.ndarray, mask: np.ndarray) -> float:
     return 1 - float(np.sum((yy - pp) ** 2)) / sst if sst > 0 else float("nan")
 
 
+def r2_regular(y: np.ndarray, pred: np.ndarray) -> float:
+    """``1 - SSE/SST`` over the regular points of ``y`` (within OUTLIER_SIGMAS)."""
+    import numpy as np
+
+    med = np.median(y)
+    spread = 1.4826 * np.median(np.abs(y - med))
+    regular = np.abs(y - med) <= OUTLIER_SIGMAS * spread if spread > 0 else np.isfinite(y)
+    return _r2(y, pred, regular)
+
+
 def fit_model(
     design: np.ndarray, names: tuple[str, ...], y: np.ndarray, quiet: np.ndarray
 ) -> CompositionModel | None:
