@@ -25,7 +25,8 @@ What each number is:
 - **counterfactual**: the step-to-step variance of the metric predicted under another
   strategy's replay (same manifest, seed, budget) by a *mixture model*: a batch's
   residual = sum over cells (length bin x category) of its share of real tokens in the
-  cell times the cell's difficulty, fitted on the run (Huber, as the composition model).
+  cell times the cell's difficulty, fitted on the run by ridge least squares (not Huber:
+  the rare cells of the longest samples are learnt from the spikes they cause).
   Loss is a token mean, so this applies to batches of any composition without
   extrapolating.  Predicted variance = ``var(model(batches)) + var(model residuals)``,
   the second part assumed unchanged; ``share_removed = 1 - that / the same for the
@@ -295,7 +296,8 @@ def counterfactual(
         idx = micro_points(rep, logged, interval, attribution.covers, attribution.metric_rank)
         return mixture_shares(rep, idx, logged.shape[0], cells, n_cells)
 
-    model = fit_model(shares_of(replay, steps), names, res, ~pts["flagged"].to_numpy())
+    quiet = ~pts["flagged"].to_numpy()
+    model = fit_model(shares_of(replay, steps), names, res, quiet, robust=False)
     if model is None:
         why = "too few points for the mixture model"
         return None, None, tuple(Counterfactual(s, None, None, why) for s in strategies)

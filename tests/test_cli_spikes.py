@@ -152,3 +152,34 @@ def test_too_few_points_say_not_enough_data(work):
     assert "Only 10 logged points of loss: not enough data to tell a spike from noise" in (
         " ".join(result.stdout.split())
     )
+
+
+SAMPLE = Path(__file__).resolve().parents[1] / "sample_logs"
+# sample_logs/README.md, "The truth": composition spikes on rank 0's longest batches,
+# one optimizer event at step 1999.
+SAMPLE_COMPOSITION = {52, 254, 258, 396, 483, 580, 735, 773, 861, 1182, 1291, 1334, 1502}
+SAMPLE_COMPOSITION |= {1580, 1648, 1693, 1816, 1967, 2075, 2089, 2227, 2352, 2393, 2445}
+SAMPLE_COMPOSITION |= {2465, 2765, 2913}
+
+
+def test_the_sample_case_says_what_its_generator_put_in():
+    doc = run_json([str(SAMPLE / "run.log")])
+    att = doc["attribution"]
+    # Loss is printed by rank 0 alone: its micro-batches explain it, the pooled step not.
+    assert att["metric_rank"] == 0
+    assert att["rank_scores"]["0"] > 0.5 > att["rank_scores"]["all"]
+    spikes = {s["step"]: s for s in doc["spikes"]}
+    assert spikes[254]["verdict"] == spikes[258]["verdict"] == "composition"
+    assert [r["step"] for r in spikes[254]["recurrences"]] == [2352]
+    blow = spikes[1999]
+    assert blow["verdict"] == "unexplained" and blow["end_step"] > 2000
+    assert blow["grad_norm_ratio"] > 5 and 20 < blow["percentiles"]["mean_len"] < 40
+    # Every composition spike of the truth is composition or, at worst, inconclusive.
+    judged = {s: spikes[s]["verdict"] for s in SAMPLE_COMPOSITION if s in spikes}
+    assert len(judged) >= 20
+    assert "unexplained" not in judged.values()
+    assert sum(v == "composition" for v in judged.values()) >= 0.8 * len(judged)
+    assert [s for s, v in spikes.items() if v["verdict"] == "unexplained"] == [1999]
+    # The fix dilutes the hardest samples: most of the spiky variance goes.
+    cf = {c["strategy"]: c for c in doc["variance"]["counterfactual"]}
+    assert cf["bucketed"]["share_removed"] > 0.3

@@ -233,10 +233,14 @@ def render_text(
     from rich.table import Table
 
     d = detection
-    console.print(f"[bold]{ctx.log}[/bold] ({ctx.log_format}): {d.n_points} points of {d.metric}")
-    console.print(f"logging: {d.covers}")
+    from rich.text import Text
+
+    console.print(
+        Text.assemble((ctx.log, "bold"), f" ({ctx.log_format}): {d.n_points} points of {d.metric}")
+    )
+    console.print(f"logging: {d.covers}", markup=False)
     if ctx.config:
-        console.print(f"schedule config: {ctx.config}")
+        console.print(f"schedule config: {ctx.config}", markup=False)
     if attribution is not None and attribution.schedule_check is not None:
         c = attribution.schedule_check
         console.print(
@@ -246,7 +250,7 @@ def render_text(
     elif ctx.manifest is None:
         console.print("no manifest: detection only (give --manifest to attribute spikes)")
     for note in [*ctx.notes, *(attribution.notes if attribution else ())]:
-        console.print(f"note: {note}")
+        console.print(f"note: {note}", markup=False)
 
     rule = f"z >= {d.threshold:g}" + (
         f" and >= {d.min_rise:.0%} over baseline" if d.detector == "robust" else ""
@@ -280,7 +284,9 @@ def render_text(
             console.print(f"(the {MAX_ROWS} highest z shown; --json has all {len(spikes)})")
     for s in sorted(ranked[:MAX_ROWS], key=lambda s: s.event.peak_step):
         console.print(
-            f"step {s.event.peak_step} ({s.verdict}): " + "; ".join(s.reasons), soft_wrap=True
+            f"step {s.event.peak_step} ({s.verdict}): " + "; ".join(s.reasons),
+            soft_wrap=True,
+            markup=False,
         )
         if not s.batch:
             continue
@@ -296,13 +302,15 @@ def render_text(
             parts.append(", ".join(f"{k} {v:.0%}" for k, v in sorted(cats.items())))
         line = "  batch: " + "; ".join(parts)
         if s.predicted is not None:
-            line += f"; model predicts {_f(s.predicted)} of the {_f(s.rise)} rise"
+            line += f"; rise {_f(s.rise)}: model predicts {_f(s.predicted, '+.3g')}"
+        if s.similar is not None:
+            line += f", batches closest in length sit at {_f(s.similar, '+.3g')}"
         if s.recurrences:
             back = ", ".join(
                 f"{r.step} (epoch {r.epoch}, {_f(r.residual, '+.3g')})" for r in s.recurrences[:4]
             )
             line += f"; came back at step {back}"
-        console.print(line, soft_wrap=True)
+        console.print(line, soft_wrap=True, markup=False)
 
     if attribution is not None and attribution.correlations:
         ct = Table(title=f"detrended {d.metric} vs batch features")
@@ -323,7 +331,7 @@ def render_text(
     if variance is not None:
         _variance_panel(console, variance)
     for sentence in summary(d, spikes, attribution, variance):
-        console.print(sentence, soft_wrap=True)
+        console.print(sentence, soft_wrap=True, markup=False)
 
 
 def _variance_panel(console: Console, v: VarianceReport) -> None:
@@ -371,7 +379,9 @@ def _variance_panel(console: Console, v: VarianceReport) -> None:
     if t.row_count:
         console.print(t)
     if ns is not None and ns.b_simple is not None:
-        console.print("B_simple assumes: " + "; ".join(ns.assumptions) + ".", soft_wrap=True)
+        console.print(
+            "B_simple assumes: " + "; ".join(ns.assumptions) + ".", soft_wrap=True, markup=False
+        )
 
 
 def plot_spikes(

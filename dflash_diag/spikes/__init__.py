@@ -1,12 +1,12 @@
 """Spike detection and attribution: is a loss spike the data or the optimizer?
 
->>> from dflash_diag.spikes import detect_spikes, attribute_spikes   # doctest: +SKIP
-
 - :func:`detect_spikes` (``detect.py``): robust-z detector and the production rules;
 - :func:`point_features` (``features.py``): batch features of every logged point;
-- :func:`attribute_spikes` (``attribute.py``): correlations, composition model, evidence
-  and a verdict per spike; :func:`check_schedule` refuses a replay that does not match;
-- the variance panel lives in :mod:`dflash_diag.variance`.
+- :func:`attribute_spikes` (``attribute.py``): correlations, evidence and a verdict per
+  spike, on the composition model of ``model.py``;
+- :func:`check_schedule`, :func:`epochs_to_cover` (``coverage.py``): the replay must
+  reach and match the log before attribution runs;
+- ``windows.py``: the rolling baselines; the variance panel is :mod:`dflash_diag.variance`.
 
 Names load lazily so that importing this package pulls in neither numpy nor pandas.
 """

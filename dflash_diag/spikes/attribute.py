@@ -236,6 +236,11 @@ def correlations(points: pd.DataFrame, features: list[str]) -> tuple[Correlation
     return tuple(out)
 
 
+def _again(again: list[Recurrence]) -> str:
+    where = ", ".join(f"{r.step} (epoch {r.epoch})" for r in again)
+    return f"the same batch was high again at step{'s' if len(again) > 1 else ''} {where}"
+
+
 def verdict(
     event: SpikeEvent,
     model: CompositionModel | None,
@@ -265,12 +270,11 @@ def verdict(
     share = "n/a" if explained is None else f"{explained:.0%}"
     if usable and explained is not None and explained >= EXPLAINED_HIGH:
         reasons = [f"its batch predicts {share} of the rise (held-out R² {held_out:.2f})"]
-        reasons += [f"the same batch was high again at step {r.step}" for r in again]
+        if again:
+            reasons.append(_again(again))
         return "composition", tuple(reasons)
     if again:
-        return "composition", tuple(
-            f"the same batch was high again at step {r.step} (epoch {r.epoch})" for r in again
-        )
+        return "composition", (_again(again),)
     if explained is None:
         return "inconclusive", ("no rise over the baseline to compare its batch with",)
     if explained < EXPLAINED_LOW:

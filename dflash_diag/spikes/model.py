@@ -138,9 +138,17 @@ def r2_regular(y: np.ndarray, pred: np.ndarray) -> float:
 
 
 def fit_model(
-    design: np.ndarray, names: tuple[str, ...], y: np.ndarray, quiet: np.ndarray
+    design: np.ndarray,
+    names: tuple[str, ...],
+    y: np.ndarray,
+    quiet: np.ndarray,
+    robust: bool = True,
 ) -> CompositionModel | None:
-    """Fit the composition model on rows with finite values; None below MIN_POINTS."""
+    """Fit the composition model on rows with finite values; None below MIN_POINTS.
+
+    ``robust=False`` fits plain ridge least squares (one IRLS pass with unit weights):
+    for the mixture model, whose rare cells (the longest samples) are learnt from the
+    very points a Huber fit would down-weight."""
     import numpy as np
 
     ok = np.isfinite(y) & np.isfinite(design).all(axis=1)
@@ -150,7 +158,8 @@ def fit_model(
     x, yy = design[ok][:, keep], y[ok]
     center, scale = x.mean(axis=0), x.std(axis=0)
     xs = (x - center) / scale
-    b0, b = _huber(xs, yy)
+    iters = 30 if robust else 1
+    b0, b = _huber(xs, yy, iters)
     resid = yy - (b0 + xs @ b)
     med = np.median(yy)
     spread = 1.4826 * np.median(np.abs(yy - med))
@@ -168,7 +177,7 @@ def fit_model(
         train[idx] = False
         c, s = x[train].mean(axis=0), x[train].std(axis=0)
         s = np.where(s > 0, s, 1.0)
-        fb0, fb = _huber((x[train] - c) / s, yy[train])
+        fb0, fb = _huber((x[train] - c) / s, yy[train], iters)
         pred[idx] = fb0 + ((x[idx] - c) / s) @ fb
         r2_f = _r2(yy[idx], pred[idx], regular[idx])
         if np.isfinite(r2_f):
@@ -205,19 +214,22 @@ def model_predict(model: CompositionModel, features: pd.DataFrame) -> np.ndarray
     return out
 
 
-#: Length bins of the mixture model (token-weighted quantiles of the sample lengths).
+#: Length bins of the mixture model (token-weighted quantiles of the sample lengths),
+#: plus finer edges in the long tail, where difficulty can jump (:data:`MIXTURE_TOP`).
 MIXTURE_BINS = 8
+MIXTURE_TOP = (0.95, 0.98, 0.99, 0.995, 0.999)
 
 
 def sample_cells(lengths: np.ndarray, categories: np.ndarray | None) -> tuple[np.ndarray, int]:
-    """A cell per sample: its length bin (:data:`MIXTURE_BINS` token-weighted quantiles)
-    crossed with its category code; returns ``(cell per sample, number of cells)``."""
+    """A cell per sample: its length bin (:data:`MIXTURE_BINS` token-weighted quantiles and
+    the :data:`MIXTURE_TOP` ones) crossed with its category code; returns
+    ``(cell per sample, number of cells)``."""
     import numpy as np
 
     x = np.asarray(lengths, dtype=np.float64)
     order = np.sort(x)
     cum = np.cumsum(order) / max(order.sum(), 1.0)
-    qs = np.linspace(0, 1, MIXTURE_BINS + 1)[1:-1]
+    qs = np.concatenate([np.linspace(0, 1, MIXTURE_BINS + 1)[1:-1], MIXTURE_TOP])
     edges = np.unique(order[np.minimum(np.searchsorted(cum, qs), order.size - 1)])
     bins = np.searchsorted(edges, x, side="right")
     n_bins = edges.size + 1

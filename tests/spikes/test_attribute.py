@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dflash_diag.errors import InputError
 from dflash_diag.records import ScheduleParams
 from dflash_diag.schedule import replay
 from dflash_diag.spikes.attribute import attribute_spikes, correlations, log_only_evidence
@@ -184,3 +185,22 @@ def test_window_means_logged_every_n_steps_are_lined_up_with_their_steps() -> No
     assert (att.points["n_steps"] == 8).all()
     assert att.model.r2_cv > 0.3
     assert _corr(att, "mean_len").spearman < -0.3
+
+
+def test_whose_batches_the_metric_follows_is_found_or_given() -> None:
+    # The constructed loss follows the whole step (all ranks pooled), as an all-reduce.
+    params = run().replay.params.replace(world_size=2)
+    r = run(params=params, epochs=4)
+    d = detect_spikes(r.table)
+    auto = attribute_spikes(d, r.replay)
+    assert auto.metric_rank is None
+    assert set(auto.rank_scores) == {"all", "0", "1"}
+    assert auto.rank_scores["all"] > max(auto.rank_scores["0"], auto.rank_scores["1"])
+    assert attribute_spikes(d, r.replay, metric_rank=1).metric_rank == 1
+    assert attribute_spikes(d, r.replay, metric_rank="all").rank_scores == {"all": 0.0}
+    with pytest.raises(InputError) as err:
+        attribute_spikes(d, r.replay, metric_rank=5)
+    assert str(err.value) == (
+        "metric_rank: rank 5 is not one of the schedule's 2 ranks; give a rank from 0 to 1, "
+        "'all' or 'auto'"
+    )

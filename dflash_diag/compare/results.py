@@ -1,0 +1,182 @@
+"""What a comparison returns: frozen dataclasses, from one departure up to a Comparison.
+
+They hold data only; :mod:`~dflash_diag.compare.summary` and
+:mod:`~dflash_diag.compare.runs` make them, ``render/compare.py`` lays them out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..phases import Phases
+
+
+@dataclass(frozen=True)
+class Departure:
+    """The run's point farthest outside the band, in band half-widths.
+
+    ``widths = (value - hi) / (hi - median)`` above the band, ``(lo - value) /
+    (median - lo)`` below; ``excess`` is ``value - hi`` or ``value - lo``.
+    """
+
+    step: int
+    value: float
+    baseline_median: float
+    band: tuple[float, float]
+    side: str
+    excess: float
+    widths: float
+
+
+@dataclass(frozen=True)
+class PhaseSummary:
+    """Where the run's points of one phase lie against the band.
+
+    :param phase: ``warmup``, ``post_warmup`` or ``all`` (run phases unknown).
+    :param n_points: run points in the phase with a value.
+    :param n_compared: of those, points with a band (inside the baselines' range).
+    :param inside: share of compared points within the band (None: not enough data).
+    :param verdict: ``within``, ``above``, ``below``, ``mixed`` or ``not enough data``.
+    """
+
+    phase: str
+    n_points: int
+    n_compared: int
+    first_step: int | None
+    last_step: int | None
+    inside: float | None
+    above: float | None
+    below: float | None
+    verdict: str
+    largest_departure: Departure | None
+
+
+@dataclass(frozen=True)
+class Slope:
+    """Least-squares slope of a metric against the aligned axis after warmup.
+
+    ``value`` and ``ci`` (95%) are per ``per`` (``1k steps`` or ``1B tokens``).  The
+    interval uses Newey-West standard errors (Bartlett kernel, lag
+    ``floor(4 (n/100)^(2/9))``) because step-to-step noise is autocorrelated.
+
+    A baseline's slope is taken over ``span``, the aligned range after warmup that it
+    shares with the run; ``run_minus`` is the run's slope over that same range minus this
+    one, with its 95% interval ``run_minus_ci`` (``+- 1.96 sqrt(se_run^2 + se^2)``, the
+    runs being independent): an interval clear of 0 says the run climbs (or falls) at
+    another pace there.
+    """
+
+    file: str
+    value: float | None
+    ci: tuple[float, float] | None
+    n: int
+    per: str
+    reason: str = ""
+    se: float | None = None
+    run_minus: float | None = None
+    run_minus_ci: tuple[float, float] | None = None
+    span: tuple[float, float] | None = None
+
+
+@dataclass(frozen=True)
+class Milestone:
+    """First step at which each log's smoothed metric reaches ``level``.
+
+    Smoothed: the band's centre curve of that log (robust local quadratic over
+    ``window`` logged points), so one lucky point does not count.  ``direction`` is
+    ``up`` (reaches ``>= level``, acc-like) or ``down`` (falls to ``<= level``,
+    loss-like).  ``steps`` are in each log's own numbering, None
+    when not reached; ``aligned`` are the same points on the aligned axis.
+    """
+
+    level: float
+    direction: str
+    steps: dict[str, int | None]
+    aligned: dict[str, float | None]
+
+
+@dataclass(frozen=True)
+class Curves:
+    """What a plot of one metric needs, on the aligned axis.
+
+    :param run: ``(x, values)`` of the run.
+    :param baselines: ``{file: (x, values)}``.
+    :param band: ``(x, median, lo, hi)`` on the baselines' points.
+    :param warmup_ends: ``{file: x}`` of each log's warmup end (where known).
+    """
+
+    run: tuple[np.ndarray, np.ndarray]
+    baselines: dict[str, tuple[np.ndarray, np.ndarray]]
+    band: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+    warmup_ends: dict[str, float]
+
+
+@dataclass(frozen=True)
+class MetricComparison:
+    """One metric of the run against the baselines.
+
+    :param kind: ``acc`` (higher is better), ``loss`` (lower is better) or ``other``.
+    :param verdict: over all compared points, as for a phase.
+    :param sentence: the plain answer, e.g. ``acc is within v1's band at 96% ...``.
+    :param baselines_used: files that logged this metric.
+    """
+
+    name: str
+    kind: str
+    phases: tuple[PhaseSummary, ...]
+    milestones: tuple[Milestone, ...]
+    slopes: tuple[Slope, ...]
+    verdict: str
+    sentence: str
+    baselines_used: tuple[str, ...]
+    curves: Curves
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PointAnswer:
+    """The answer at one step of the run (``--at STEP``).
+
+    ``value`` is the logged value (interpolated between neighbours when that step was
+    not logged; never past the run's ends), ``x`` the aligned position, ``verdict``
+    ``within``/``above``/``below``, ``not logged`` (no run value there) or ``not enough
+    data`` (no band there).
+    """
+
+    step: int
+    metric: str
+    value: float | None
+    lr: float | None
+    warmup_progress: float | None
+    x: float | None
+    baseline_median: float | None
+    band: tuple[float, float] | None
+    verdict: str
+    sentence: str
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Everything :func:`~dflash_diag.compare.compare_runs` found; rendering turns it into
+    text, JSON, plots.
+
+    :param axis: the aligned axis' name (``step``, ``tokens``, ``step (warmup-aligned)``).
+    :param band_method: how the band was made, in words.
+    :param warmup: the phases of every log, by file.
+    """
+
+    baselines: tuple[str, ...]
+    run: str
+    align: str
+    axis: str
+    band_method: str
+    band_k: float
+    window: int
+    warmup: dict[str, Phases]
+    metrics: dict[str, MetricComparison]
+    at: tuple[PointAnswer, ...]
+    notes: tuple[str, ...] = field(default_factory=tuple)

@@ -1,0 +1,323 @@
+""":func:`compare_runs`, the entry point: checks the options, aligns the logs, chooses
+the metrics, and compares one metric at a time (band, phase shares, slopes,
+milestones, answers at ``--at`` steps, the sentence).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..errors import InputError
+from ..phases import phase_labels, warmup_progress
+from .align import (
+    ALIGN_MODES,
+    AXIS_NAMES,
+    AlignedLog,
+    check_overlap,
+    column,
+    gap_limit,
+    interp,
+    prepare,
+    warmup_ends,
+)
+from .band import (
+    DEFAULT_BAND_K,
+    DEFAULT_WINDOW,
+    MIN_BAND_POINTS,
+    Band,
+    BandAt,
+    band_at,
+    band_words,
+    robust_band,
+    side_of,
+)
+from .results import Comparison, Curves, MetricComparison, PointAnswer
+from .summary import (
+    ACC_LIKE,
+    ACC_MILESTONES,
+    find_milestones,
+    metric_sentence,
+    point_phrase,
+    slope_phrase,
+    slopes_after_warmup,
+    summarise,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..records import RunLog
+
+DEFAULT_METRICS: tuple[str, ...] = ("loss", "acc", "grad_norm")
+_POSITION = re.compile(r"^(acc|loss)_\d+$")
+_NOT_METRICS = frozenset({"step", "lr", "tokens", "tok_per_s", "epoch", "rank", "elapsed"})
+Progress = Callable[[int, int], None]
+
+
+def metric_kind(name: str) -> str:
+    """``acc`` for accuracy-like metrics, ``loss`` for loss-like ones, else ``other``.
+
+    >>> metric_kind("acc_3"), metric_kind("eval_loss"), metric_kind("grad_norm")
+    ('acc', 'loss', 'other')
+    """
+    low = name.lower()
+    if low.startswith("acc") or "accuracy" in low or low.endswith("_acc"):
+        return "acc"
+    if "loss" in low or "ppl" in low or "perplexity" in low:
+        return "loss"
+    return "other"
+
+
+def compare_runs(
+    baselines: Sequence[RunLog],
+    run: RunLog,
+    *,
+    align: str = "step",
+    metrics: Sequence[str] | None = None,
+    milestones: Mapping[str, Sequence[float]] | None = None,
+    at: Sequence[int] = (),
+    warmup_steps: int | None = None,
+    band_k: float = DEFAULT_BAND_K,
+    window: int = DEFAULT_WINDOW,
+    progress: Progress | None = None,
+) -> Comparison:
+    """Compare ``run`` with ``baselines`` on an aligned axis (see :mod:`dflash_diag.compare`:
+    alignment in ``align.py``, the band in ``band.py``, verdicts in ``summary.py``).
+
+    :param baselines: earlier runs of the same recipe (at least one).
+    :param run: the run in question.
+    :param align: ``step``, ``tokens`` or ``warmup``.
+    :param metrics: columns to compare (default: those of ``loss, acc, grad_norm`` and
+        the per-position ``acc_N``/``loss_N`` logged by the run and a baseline).
+    :param milestones: levels by metric name; the key ``"acc*"`` applies to every
+        acc-like metric (default ``0.1, 0.3, 0.5``).  Loss-like metrics have no default:
+        absolute loss levels depend on the tokenizer and the task.
+    :param at: run steps to answer for (``--at``).
+    :param warmup_steps: warmup length for every log whose lr does not show one.
+    :param band_k: band half-width in robust standard deviations (1.4826 x MAD).
+    :param window: rolling window of the band, in logged points.
+    :param progress: ``(done, total)`` callback, one call per metric.
+    :raises InputError: no baseline, a bad option value, runs that share no range on the
+        aligned axis, no metric logged by both, ``tokens``/``warmup`` alignment without
+        the tokens or warmup it needs.
+    """
+    if not baselines:
+        raise InputError(run.path, "no baseline to compare with", "give BASELINE.log RUN.log")
+    if align not in ALIGN_MODES:
+        raise InputError(
+            "--align", f"unknown value {align!r}", f"choose from {', '.join(ALIGN_MODES)}"
+        )
+    if not (math.isfinite(band_k) and band_k > 0):
+        raise InputError("--band-k", f"must be a positive number, got {band_k}", "")
+    if window < 3:
+        raise InputError("--window", f"must be 3 or more, got {window}", "")
+    notes: list[str] = []
+    logs, run_log = prepare(baselines, run, align, warmup_steps, notes)
+    check_overlap(logs, run_log, align)
+    names = _choose_metrics(logs, run_log, metrics, notes)
+    levels = {ACC_LIKE: ACC_MILESTONES, **(milestones or {})}
+    results: dict[str, MetricComparison] = {}
+    answers: list[PointAnswer] = []
+    labels = phase_labels(run_log.phases, run_log.steps)
+    for i, (name, used) in enumerate(names.items()):
+        mc, points = _compare_metric(name, used, run_log, labels, levels, at, band_k, window, align)
+        results[name] = mc
+        answers.extend(points)
+        if progress is not None:
+            progress(i + 1, len(names))
+    answers.sort(key=lambda p: (p.step, list(names).index(p.metric)))
+    return Comparison(
+        baselines=tuple(b.path for b in baselines),
+        run=run.path,
+        align=align,
+        axis=AXIS_NAMES[align],
+        band_method=band_words(len(logs), band_k, window),
+        band_k=float(band_k),
+        window=int(window),
+        warmup={log.path: log.phases for log in (*logs, run_log)},
+        metrics=results,
+        at=tuple(answers),
+        notes=tuple(notes),
+    )
+
+
+# --- which metrics ----------------------------------------------------------------------
+
+
+def _has(table: pd.DataFrame, name: str) -> bool:
+    return name in table.columns and bool(np.isfinite(column(table, name)).any())
+
+
+def _position_key(name: str) -> tuple[str, int]:
+    head, _, num = name.rpartition("_")
+    return head, int(num)
+
+
+def _choose_metrics(
+    logs: Sequence[AlignedLog], run: AlignedLog, wanted: Sequence[str] | None, notes: list[str]
+) -> dict[str, tuple[AlignedLog, ...]]:
+    """Metric -> the baselines that logged it; says what is left out and why."""
+    if wanted:
+        candidates = list(dict.fromkeys(wanted))
+    else:
+        cols = set(run.table.columns).union(*(set(b.table.columns) for b in logs))
+        pos = sorted((c for c in cols if _POSITION.match(str(c))), key=_position_key)
+        candidates = [m for m in DEFAULT_METRICS if m in cols] + pos
+    out: dict[str, tuple[AlignedLog, ...]] = {}
+    for name in candidates:
+        used = tuple(b for b in logs if _has(b.table, name))
+        if not _has(run.table, name) and not used:
+            if wanted:  # a default metric nobody logs is not worth a note
+                notes.append(f"{name}: not logged in any file; skipped")
+        elif not _has(run.table, name):
+            notes.append(f"{name}: not logged in {run.name}; skipped")
+        elif not used:
+            notes.append(f"{name}: not logged in any baseline; skipped")
+        else:
+            out[name] = used
+            missing = [b.name for b in logs if b not in used]
+            if missing:
+                notes.append(
+                    f"{name}: not logged in {', '.join(missing)}; compared with "
+                    f"{', '.join(b.name for b in used)} only"
+                )
+    if not out:
+        found = sorted(c for c in run.table.columns if c not in _NOT_METRICS and _has(run.table, c))
+        raise InputError(
+            run.path,
+            "no metric is logged by both the run and a baseline"
+            + (f" (asked for {', '.join(candidates)})" if wanted else ""),
+            f"choose with --metric from: {', '.join(found) or 'none logged'}",
+        )
+    return out
+
+
+# --- one metric -------------------------------------------------------------------------
+
+
+def _compare_metric(
+    name: str,
+    used: tuple[AlignedLog, ...],
+    run: AlignedLog,
+    labels: np.ndarray,
+    levels: Mapping[str, Sequence[float]],
+    at: Sequence[int],
+    band_k: float,
+    window: int,
+    align: str,
+) -> tuple[MetricComparison, list[PointAnswer]]:
+    kind = metric_kind(name)
+    notes: list[str] = []
+    bands = []
+    for b in used:
+        band = robust_band(b.x, column(b.table, name), band_k, window)
+        if band is None:
+            notes.append(
+                f"{b.name} logs {name} at fewer than {MIN_BAND_POINTS} points: no band from it"
+            )
+        else:
+            bands.append(band)
+    v = column(run.table, name)
+    none = np.full(v.shape, np.nan)
+    here = band_at(bands, run.x) if bands else BandAt(none, none, none)
+    if run.phases.found or run.phases.peak_lr is not None:
+        groups = [("warmup", labels == "warmup"), ("post_warmup", labels != "warmup")]
+    else:
+        groups = [("all", np.ones(v.shape, dtype=bool))]
+    phases = tuple(
+        summarise(ph, run.steps[m], v[m], here.select(m))
+        for ph, m in groups
+        if np.isfinite(v[m]).any()
+    )
+    overall = summarise("all", run.steps, v, here)
+    names = [b.name for b in used]
+    points = [_answer(int(s), name, v, run, bands, kind, names) for s in at]
+    last = _last_compared(run, v, here.med)
+    head = (
+        points[0]
+        if points
+        else (_answer(last, name, v, run, bands, kind, names) if last is not None else None)
+    )
+    scale, per = (1e9, "1B tokens") if align == "tokens" else (1000.0, "1k steps")
+    slopes = slopes_after_warmup(name, run, used, labels, v, scale, per)
+    point_text = head.sentence if head is not None else ""
+    sentence = metric_sentence(
+        name, overall.verdict, phases, names, f"{point_text} {slope_phrase(slopes)}"
+    )
+    metric_levels = levels.get(name) or (levels.get(ACC_LIKE, ()) if kind == "acc" else ())
+    grid = np.unique(np.concatenate([bx for bx, *_ in bands])) if bands else np.array([])
+    on_grid = band_at(bands, grid) if bands else BandAt(grid, grid, grid)
+    curves = Curves(
+        run=(run.x, v),
+        baselines={b.path: (b.x, column(b.table, name)) for b in used},
+        band=(grid, *on_grid),
+        warmup_ends=warmup_ends((*used, run)),
+    )
+    mc = MetricComparison(
+        name=name,
+        kind=kind,
+        phases=phases,
+        milestones=find_milestones(metric_levels, kind, (*used, run), name, window),
+        slopes=slopes,
+        verdict=overall.verdict,
+        sentence=sentence,
+        baselines_used=tuple(b.path for b in used),
+        curves=curves,
+        notes=tuple(notes),
+    )
+    return mc, points
+
+
+def _last_compared(run: AlignedLog, v: np.ndarray, med: np.ndarray) -> int | None:
+    ok = np.flatnonzero(np.isfinite(v) & np.isfinite(med))
+    return int(run.steps[ok[-1]]) if ok.size else None
+
+
+def _answer(
+    step: int,
+    name: str,
+    v: np.ndarray,
+    run: AlignedLog,
+    bands: Sequence[Band],
+    kind: str,
+    names: Sequence[str],
+) -> PointAnswer:
+    """The point answer at one run step: value, lr, warmup progress, band, verdict."""
+    q = np.array([float(step)])
+    gap = gap_limit(run.steps[np.isfinite(v)])
+    value = float(interp(run.steps, v, q, gap)[0])
+    lr = float(interp(run.steps, column(run.table, "lr"), q, gap)[0])
+    x = float(interp(run.steps, run.x, q, math.inf)[0])
+    prog = float(warmup_progress(run.phases, q)[0])
+    nan = np.array([math.nan])
+    here = band_at(bands, np.array([x])) if bands and math.isfinite(x) else BandAt(nan, nan, nan)
+    med, lo, hi = (float(a[0]) for a in here)
+    if not math.isfinite(value):
+        verdict = "not logged"
+    elif not math.isfinite(med):
+        verdict = "not enough data"
+    else:
+        verdict = str(side_of(np.array([value]), here)[0])
+    answer = PointAnswer(
+        step=step,
+        metric=name,
+        value=_opt(value),
+        lr=_opt(lr),
+        warmup_progress=_opt(prog),
+        x=_opt(x),
+        baseline_median=_opt(med),
+        band=(lo, hi) if math.isfinite(med) else None,
+        verdict=verdict,
+        sentence="",
+    )
+    return replace(answer, sentence=point_phrase(answer, kind, names, run.phases))
+
+
+def _opt(v: float) -> float | None:
+    return v if math.isfinite(v) else None

@@ -1,0 +1,352 @@
+"""What the comparison of one metric says: per-phase shares and the largest departure,
+slopes after warmup with confidence intervals, milestones, and the verdict in words.
+
+A phase (or a metric) is ``within`` when at least :data:`WITHIN_SHARE` of its compared
+points are inside the band; otherwise ``above``/``below`` by the larger share, ``mixed``
+when both are over 10%, and ``not enough data`` under :data:`MIN_PHASE_POINTS` compared
+points.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from ..errors import InputError
+from ..phases import Phases, phase_labels
+from .align import AlignedLog, column, short_name
+from .band import MIN_BAND_POINTS, BandAt, local_fit, side_of
+from .results import Departure, Milestone, PhaseSummary, PointAnswer, Slope
+
+MIN_PHASE_POINTS = 5
+MIN_SLOPE_POINTS = 10
+WITHIN_SHARE = 0.9
+#: Default milestone levels for acc-like metrics (fractions of tokens right).
+ACC_MILESTONES: tuple[float, ...] = (0.1, 0.3, 0.5)
+#: Key of a milestones mapping that applies to every acc-like metric.
+ACC_LIKE = "acc*"
+
+
+# --- shares and departures --------------------------------------------------------------
+
+
+_SIDES = ("within", "above", "below")
+
+
+def _label(inside: float, above: float, below: float) -> str:
+    if inside >= WITHIN_SHARE:
+        return "within"
+    if above > 0.1 and below > 0.1:
+        return "mixed"
+    return "above" if above >= below else "below"
+
+
+def summarise(phase: str, steps: np.ndarray, v: np.ndarray, band: BandAt) -> PhaseSummary:
+    """Shares of the run's points ``(steps, v)`` inside, above and below ``band``, the
+    verdict (module docstring) and the largest departure."""
+    side = side_of(v, band)
+    has = np.isfinite(v)
+    n_points, n_comp = int(has.sum()), int((side != "").sum())
+    first = int(steps[has][0]) if n_points else None
+    last = int(steps[has][-1]) if n_points else None
+    if n_comp < MIN_PHASE_POINTS:
+        return PhaseSummary(
+            phase, n_points, n_comp, first, last, None, None, None, "not enough data", None
+        )
+    inside, above, below = (float((side == s).sum() / n_comp) for s in _SIDES)
+    return PhaseSummary(
+        phase,
+        n_points,
+        n_comp,
+        first,
+        last,
+        inside,
+        above,
+        below,
+        _label(inside, above, below),
+        _largest_departure(steps, v, band, side),
+    )
+
+
+def _largest_departure(
+    steps: np.ndarray, v: np.ndarray, band: BandAt, side: np.ndarray
+) -> Departure | None:
+    med, lo, hi = band
+    out = (side == "above") | (side == "below")
+    if not out.any():
+        return None
+    tiny = 1e-12
+    with np.errstate(all="ignore"):
+        widths = np.where(
+            side == "above",
+            (v - hi) / np.maximum(hi - med, tiny),
+            (lo - v) / np.maximum(med - lo, tiny),
+        )
+    widths = np.where(out, widths, -np.inf)
+    i = int(np.argmax(widths))
+    excess = v[i] - hi[i] if side[i] == "above" else v[i] - lo[i]
+    return Departure(
+        step=int(steps[i]),
+        value=float(v[i]),
+        baseline_median=float(med[i]),
+        band=(float(lo[i]), float(hi[i])),
+        side=str(side[i]),
+        excess=float(excess),
+        widths=float(widths[i]),
+    )
+
+
+# --- slopes -----------------------------------------------------------------------------
+
+
+def slope_with_ci(
+    x: np.ndarray, v: np.ndarray, *, file: str = "", scale: float = 1000.0, per: str = "1k steps"
+) -> Slope:
+    """Least-squares slope of ``v`` on ``x`` per ``scale`` units of ``x``, 95% Newey-West CI.
+
+    ``V = (X'X)^-1 S (X'X)^-1`` with ``S = sum_l w_l sum_t e_t e_{t-l} x_t x_{t-l}'``
+    (both orders), ``w_l = 1 - l / (L + 1)``, ``L = floor(4 (n/100)^(2/9))`` (Newey and
+    West, 1987); the interval is ``slope +- t_{0.975, n-2} x se``.  Fewer than
+    :data:`MIN_SLOPE_POINTS` points: no slope, and the reason says so.
+
+    >>> s = slope_with_ci(np.arange(100.0), 0.002 * np.arange(100.0))
+    >>> round(s.value, 6), s.n
+    (2.0, 100)
+    """
+    ok = np.isfinite(x) & np.isfinite(v)
+    x, v = x[ok] / scale, v[ok]
+    n = int(x.size)
+    if n < MIN_SLOPE_POINTS or np.ptp(x) == 0:
+        return Slope(file, None, None, n, per, f"not enough data: {n} points after warmup")
+    from scipy import stats
+
+    xc = x - x.mean()
+    design = np.column_stack([np.ones(n), xc])
+    beta, *_ = np.linalg.lstsq(design, v, rcond=None)
+    e = v - design @ beta
+    bread = np.linalg.inv(design.T @ design)
+    lag = int(math.floor(4 * (n / 100) ** (2 / 9)))
+    xe = design * e[:, None]
+    meat = xe.T @ xe
+    for lag_i in range(1, min(lag, n - 1) + 1):
+        g = xe[lag_i:].T @ xe[:-lag_i]
+        meat += (1 - lag_i / (lag + 1)) * (g + g.T)
+    se = float(math.sqrt(max((bread @ meat @ bread)[1, 1], 0.0)))
+    half = float(stats.t.ppf(0.975, n - 2)) * se
+    b = float(beta[1])
+    return Slope(file, b, (b - half, b + half), n, per, se=se)
+
+
+def slopes_after_warmup(
+    name: str,
+    run: AlignedLog,
+    used: Sequence[AlignedLog],
+    labels: np.ndarray,
+    v: np.ndarray,
+    scale: float,
+    per: str,
+) -> tuple[Slope, ...]:
+    """The run's slope after its warmup; each baseline's over the aligned range both cover
+    after warmup, with the run's slope over that same range subtracted (a curve that
+    flattens would otherwise look slower over a longer range)."""
+    post = (labels != "warmup") & np.isfinite(v)
+    rx, rv = run.x[post], v[post]
+    out = [slope_with_ci(rx, rv, file=run.path, scale=scale, per=per)]
+    for b in used:
+        bv = column(b.table, name)
+        bpost = (phase_labels(b.phases, b.steps) != "warmup") & np.isfinite(bv) & np.isfinite(b.x)
+        lo, hi = math.inf, -math.inf
+        if rx.size and bpost.any():
+            lo, hi = max(rx.min(), b.x[bpost].min()), min(rx.max(), b.x[bpost].max())
+        if not lo < hi:
+            reason = "not enough data: no range after warmup shared with the run"
+            out.append(Slope(b.path, None, None, 0, per, reason))
+            continue
+        m = bpost & (b.x >= lo) & (b.x <= hi)
+        base = slope_with_ci(b.x[m], bv[m], file=b.path, scale=scale, per=per)
+        r = (rx >= lo) & (rx <= hi)
+        same = slope_with_ci(rx[r], rv[r], scale=scale, per=per)
+        out.append(_versus(same, base, (float(lo), float(hi))))
+    return tuple(out)
+
+
+def _versus(run: Slope, base: Slope, span: tuple[float, float]) -> Slope:
+    """``base`` with the run's slope (over the same ``span``) minus its own, and a 95%
+    interval for that."""
+    base = replace(base, span=span)
+    if run.value is None or base.value is None or run.se is None or base.se is None:
+        return base
+    d = run.value - base.value
+    half = 1.96 * math.sqrt(run.se**2 + base.se**2)
+    return replace(base, run_minus=d, run_minus_ci=(d - half, d + half))
+
+
+# --- milestones -------------------------------------------------------------------------
+
+
+def parse_milestones(texts: Sequence[str]) -> dict[str, tuple[float, ...]]:
+    """Parse ``--milestones`` values: ``0.1,0.3,0.5`` (acc-like metrics) or ``loss=2,1.5``.
+
+    >>> parse_milestones(["0.2,0.4", "loss=2.0,1.5"])
+    {'acc*': (0.2, 0.4), 'loss': (2.0, 1.5)}
+    """
+    out: dict[str, tuple[float, ...]] = {}
+    hint = "give levels like 0.1,0.3,0.5 or loss=2.0,1.5"
+    for text in texts:
+        key, sep, levels = text.partition("=")
+        if not sep:
+            key, levels = ACC_LIKE, text
+        try:
+            values = tuple(float(v) for v in levels.split(",") if v.strip())
+        except ValueError:
+            raise InputError("--milestones", f"not a list of numbers: {text!r}", hint) from None
+        if not values or not all(math.isfinite(v) for v in values):
+            raise InputError("--milestones", f"no usable levels in {text!r}", hint)
+        out[key.strip()] = values
+    return out
+
+
+def find_milestones(
+    levels: Sequence[float], kind: str, logs: Sequence[AlignedLog], name: str, window: int
+) -> tuple[Milestone, ...]:
+    """For each level, the first step at which each log's smoothed ``name`` reaches it
+    (falls to it for ``kind == "loss"``); see :class:`Milestone`."""
+    direction = "down" if kind == "loss" else "up"
+    out = []
+    smooth: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    for log in logs:
+        v = column(log.table, name)
+        ok = np.isfinite(v)
+        if ok.sum() >= MIN_BAND_POINTS:
+            smooth[log.path] = (log.steps[ok], log.x[ok], local_fit(log.x[ok], v[ok], window)[0])
+    for level in levels:
+        steps: dict[str, int | None] = {}
+        aligned: dict[str, float | None] = {}
+        for log in logs:
+            if log.path not in smooth:
+                continue
+            st, x, m = smooth[log.path]
+            hit = m >= level if direction == "up" else m <= level
+            i = int(np.argmax(hit)) if hit.any() else None
+            steps[log.path] = None if i is None else int(st[i])
+            aligned[log.path] = None if i is None else float(x[i])
+        out.append(Milestone(float(level), direction, steps, aligned))
+    return tuple(out)
+
+
+# --- sentences --------------------------------------------------------------------------
+
+
+def _fmt(v: float | None) -> str:
+    if v is None or not math.isfinite(v):
+        return "n/a"
+    return f"{v:.3g}"
+
+
+def _sign(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:+.3g}"
+
+
+def _pct(share: float) -> str:
+    if 0 < share < 0.005:
+        return "<1%"
+    return f"{round(100 * share)}%"
+
+
+def _whose(names: Sequence[str]) -> str:
+    if len(names) == 1:
+        return f"{names[0]}'s"
+    return f"the baselines' ({', '.join(names)})"
+
+
+def _where(step: int, progress: float | None, phases: Phases) -> str:
+    if progress is not None and math.isfinite(progress) and progress < 1.0:
+        return f"{_pct(max(progress, 0.0))} of warmup"
+    if phases.warmup_end_step is not None and step >= phases.warmup_end_step:
+        return f"{step - phases.warmup_end_step} steps after warmup"
+    return f"step {step}"
+
+
+#: Per metric kind, the side of the band that is ahead and the side that is behind.
+_AHEAD_BEHIND = {"acc": ("above", "below"), "loss": ("below", "above")}
+
+
+def point_phrase(p: PointAnswer, kind: str, names: Sequence[str], phases: Phases) -> str:
+    """The sentence of a point answer, e.g. ``At step 349 it is 0.05 against v1's ...``."""
+    if p.verdict == "not logged":
+        return f"At step {p.step} the run has no {p.metric} value."
+    if p.verdict == "not enough data" or p.band is None:
+        return f"At step {p.step} it is {_fmt(p.value)}; the baselines do not cover that point."
+    where = _where(p.step, p.warmup_progress, phases)
+    if p.verdict == "within":
+        tail = f"normal for {where}"
+    else:
+        ahead, behind = _AHEAD_BEHIND.get(kind, (None, None))
+        lead = " (behind)" if p.verdict == behind else " (ahead)" if p.verdict == ahead else ""
+        tail = f"{p.verdict} the band for {where}{lead}"
+    return (
+        f"At step {p.step} it is {_fmt(p.value)} against {_whose(names)} "
+        f"{_fmt(p.baseline_median)} [{_fmt(p.band[0])}, {_fmt(p.band[1])}]: {tail}."
+    )
+
+
+_HEAD = {
+    "within": "is within",
+    "above": "runs above",
+    "below": "runs below",
+    "mixed": "strays on both sides of",
+    "not enough data": "cannot yet be judged against",
+}
+_PHASE_WORDS = {"warmup": "warmup", "post_warmup": "post-warmup", "all": "all"}
+
+
+def metric_sentence(
+    name: str,
+    verdict: str,
+    phases: Sequence[PhaseSummary],
+    names: Sequence[str],
+    point: str,
+) -> str:
+    """The metric's plain answer: verdict and shares per phase, then ``point``."""
+    parts = []
+    for ph in phases:
+        words = _PHASE_WORDS[ph.phase]
+        if ph.inside is None:
+            parts.append(f"only {ph.n_compared} {words} points overlap (not enough data)")
+            continue
+        bits = [f"{_pct(ph.inside)} of {ph.n_compared} {words} points inside"]
+        if ph.above:
+            bits.append(f"{_pct(ph.above)} above")
+        if ph.below:
+            bits.append(f"{_pct(ph.below)} below")
+        parts.append(", ".join(bits))
+    text = f"{name} {_HEAD[verdict]} {_whose(names)} band: {'; '.join(parts)}."
+    point = point.strip()
+    return f"{text} {point}" if point else text
+
+
+def slope_phrase(slopes: Sequence[Slope]) -> str:
+    """How the run's slope after warmup compares with each baseline's ("" if unknown)."""
+    run, *bases = slopes
+    if run.value is None:
+        return ""
+    parts = []
+    for b in bases:
+        if b.run_minus is None or b.run_minus_ci is None:
+            continue
+        lo, hi = b.run_minus_ci
+        if lo <= 0 <= hi:
+            pace = "no clear difference from"
+        else:
+            pace = "faster than" if lo > 0 else "slower than"
+        where = f" over {b.span[0]:.6g}-{b.span[1]:.6g}" if b.span else ""
+        parts.append(
+            f"{pace} {short_name(b.file)}{where} ({_sign(b.value)}, difference "
+            f"{_sign(b.run_minus)} [{_sign(lo)}, {_sign(hi)}])"
+        )
+    if not parts:
+        return ""
+    return f"After warmup it moves {_sign(run.value)} per {run.per}: {'; '.join(parts)}."
