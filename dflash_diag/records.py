@@ -2,7 +2,7 @@
 
 These are the contracts between modules.  They hold data only; the functions that make
 and use them live in ``logs/``, ``manifest.py``, ``schedule/``, ``spikes/``,
-``compare.py`` and ``buckets.py``.
+``compare/`` and ``buckets.py``.
 """
 
 from __future__ import annotations

@@ -113,7 +113,7 @@ def register(app: typer.Typer) -> None:
             Path | None,
             typer.Option(
                 "--config",
-                help="TOML file with a [schedule] section (default: dflash-diag.toml beside "
+                help="TOML file with a \\[schedule] section (default: dflash-diag.toml beside "
                 "the manifest, else in the working directory).",
                 rich_help_panel=SCHEDULE_PANEL,
             ),

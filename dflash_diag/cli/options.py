@@ -21,7 +21,7 @@ import typer
 
 from ..records import BUDGET_MODES, RNG_NAMES, SEEDINGS, SHARDS
 
-SCHEDULE_PANEL = "Schedule (also from --config / dflash-diag.toml [schedule]; flags win)"
+SCHEDULE_PANEL = "Schedule (also from --config / dflash-diag.toml \\[schedule]; flags win)"
 
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print one JSON document on stdout and nothing else.")
@@ -110,7 +110,7 @@ def schedule_options(func: Callable[..., Any]) -> Callable[..., Any]:
                     Path | None,
                     typer.Option(
                         "--config",
-                        help="TOML file with a [schedule] section (default: dflash-diag.toml "
+                        help="TOML file with a \\[schedule] section (default: dflash-diag.toml "
                         "beside the log, else in the working directory).",
                         rich_help_panel=SCHEDULE_PANEL,
                     ),

@@ -217,6 +217,13 @@ def summary(
     return out
 
 
+def _p(p: float | None) -> str:
+    """A p-value for a table: ``<1e-300`` where it underflows to 0, never a bare 0."""
+    if p is None or not math.isfinite(p):
+        return "-"
+    return "<1e-300" if p < 1e-300 else f"{p:.1g}"
+
+
 def _f(x: float | None, spec: str = ".3g") -> str:
     return "-" if x is None or not math.isfinite(x) else format(x, spec)
 
@@ -261,7 +268,14 @@ def render_text(
     )
     for col in ("step", "value", "baseline", "z", "rise", "phase", "lr", "gn x", "verdict"):
         table.add_column(col, justify="left" if col in ("phase", "verdict") else "right")
-    ranked = sorted(spikes, key=lambda s: -(s.event.z if math.isfinite(s.event.z) else 1e300))
+    # Spikes the batch does not explain come first: they are the ones to act on.
+    ranked = sorted(
+        spikes,
+        key=lambda s: (
+            s.verdict == "composition",
+            -(s.event.z if math.isfinite(s.event.z) else 1e300),
+        ),
+    )
     for s in sorted(ranked[:MAX_ROWS], key=lambda s: s.event.peak_step):
         e = s.event
         step = (
@@ -281,7 +295,10 @@ def render_text(
     if spikes:
         console.print(table)
         if len(spikes) > MAX_ROWS:
-            console.print(f"(the {MAX_ROWS} highest z shown; --json has all {len(spikes)})")
+            console.print(
+                f"({MAX_ROWS} shown: those not explained by their batch, then the highest z; "
+                f"--json has all {len(spikes)})"
+            )
     for s in sorted(ranked[:MAX_ROWS], key=lambda s: s.event.peak_step):
         console.print(
             f"step {s.event.peak_step} ({s.verdict}): " + "; ".join(s.reasons),
@@ -323,9 +340,9 @@ def render_text(
                 c.feature,
                 f"{c.spearman:+.2f}",
                 f"{c.spearman_ci[0]:+.2f}..{c.spearman_ci[1]:+.2f}" if c.spearman_ci else "-",
-                f"{c.spearman_p:.1g}",
+                _p(c.spearman_p),
                 f"{c.pearson:+.2f}" if c.pearson is not None else "-",
-                f"{c.pearson_p:.1g}" if c.pearson_p is not None else "-",
+                _p(c.pearson_p),
             )
         console.print(ct)
     if variance is not None:
