@@ -141,8 +141,8 @@ CAPTION = (
     "padding efficiency = real / (samples x longest) tokens; length ICC [95% CI] = share "
     "of length variance between micro-batches (1 sorted, 0 random); adjacent corr = lag-1 "
     "autocorrelation of batch (step) mean length; recurrence = batches whose exact samples "
-    "come back next epoch; category dispersion = variance of category shares / random "
-    "batches'"
+    "come back next epoch; category dispersion = variance of batches' category shares "
+    "/ that of random batches (1 = as mixed as random)"
 )
 
 
