@@ -28,6 +28,19 @@ CANONICAL_COLUMNS: tuple[str, ...] = (
     "epoch",
 )
 
+#: Batch-feature columns of ``Replay.micro`` and ``Replay.steps`` (besides the ids and
+#: the ``cat_<name>`` shares), in table order.
+BATCH_FEATURES: tuple[str, ...] = (
+    "n_samples",
+    "tokens",
+    "padded_tokens",
+    "min_len",
+    "mean_len",
+    "max_len",
+    "len_std",
+    "padding_eff",
+)
+
 #: The story's bucket edges (tokens): six buckets ``[e_i, e_{i+1})``.
 DEFAULT_BUCKETS: tuple[int, ...] = (0, 770, 1216, 1728, 2432, 3296, 8192)
 

@@ -3,17 +3,22 @@
 A trainer prints the same line template millions of times
 (``... | INFO | dflash.train | epoch=0 step=254/3000 loss=4.8123 ... tok/s=25.1K``).
 Parsing each line with the general regex parser costs microseconds per line; here the
-template is learned once and applied with pyarrow's C++ kernels:
+template is learned once and applied to the raw bytes with numpy and pyarrow's C++
+kernels, without a Python object per line:
 
 1. parse a sample of lines with the general parser (:func:`~.text.parse_line`) and turn
    the most common line into a template: the line split on single spaces, each token
    either literal (digit runs generalised to ``\\d{n}``; digits inside words kept) or a
    value token ``<literal prefix><number><tail>`` whose column, unit factor and tail
    come from the general parser's spans for that line;
-2. read the file as one string per line (pyarrow CSV reader, no delimiter) and mark the
-   lines matching the template's full-line regex (RE2, no captures: a DFA pass);
-3. split the matching lines on spaces (each has exactly ``k`` tokens), take each value
-   token and cast it to float64 after cutting its literal prefix (and tail) off.
+2. find every byte below ``!`` in the log (numpy): the newlines give the lines, and in
+   a line that fits the template the others are exactly its token-separating spaces;
+3. view the bytes as an Arrow array of lines (zero-copy: the offsets are the line
+   starts) and mark the lines matching the template's full-line regex (RE2, no
+   captures: a DFA pass);
+4. per value column, the byte span of the number in every matching line (the token's
+   bounds less its literal prefix and tail) is cast to float64 in one Arrow call
+   (:func:`_numbers`); a magnitude letter (``25.1K``) is read from the span's last byte.
 
 Every line that does not match goes through the general parser, so the result is the
 same table the general parser gives (the test suite checks this on every fixture).
@@ -37,11 +42,25 @@ FAST_MIN_LINES = 20_000
 MIN_MATCHES = 1_000
 #: Lines parsed by the general parser to learn the template.
 SAMPLE_LINES = 1_000
+#: Lines per call of the regex kernel (progress is reported after each).
+BLOCK_LINES = 1 << 17
 
 _NUM_RE2 = r"(?:[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|NaN|NAN|inf|Inf|INF))"
 _ANY_DIGITS = re.compile(r"\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_CONTROL = re.compile(r"[\x00-\x1f]")
 _FREE_DIGITS = re.compile(r"(?<![A-Za-z_])\d+(?![A-Za-z_])")
 _MAG = "".join(sorted(MAGNITUDE))
+
+
+def _byte_tables() -> tuple[list[float], list[int]]:
+    factor, letter = [1.0] * 256, [0] * 256
+    for k, f in MAGNITUDE.items():
+        factor[ord(k)], letter[ord(k)] = f, 1
+    return factor, letter
+
+
+#: by last byte of a magnitude span: its factor (1.0 for a digit), whether it is a letter
+_MAG_FACTOR, _MAG_LETTER = _byte_tables()
 
 
 @dataclass(frozen=True)
@@ -54,7 +73,7 @@ class ValueToken:
     :param tail: regex for the text after the number (``/\\d{4}``, ``[KMG]?``, ``ms``).
     :param factor: unit factor for a fixed tail; ignored when ``magnitude``.
     :param magnitude: the tail is an optional magnitude letter (``25.1K``).
-    :param tail_len: characters of a fixed-width tail to cut off (``/3000``: 5).
+    :param tail_len: bytes of a fixed-width tail to cut off (``/3000``: 5).
     """
 
     name: str
@@ -75,10 +94,6 @@ class Template:
     values: tuple[ValueToken, ...]
     is_eval: bool
     rank: int
-    #: characters and tokens before the first value token (fixed width in every line
-    #: that matches ``regex``: literal text, digit runs of fixed length)
-    cut: int = 0
-    cut_tokens: int = 0
 
 
 def _literal(token: str) -> str:
@@ -93,8 +108,8 @@ def learn_template(
     ``offset`` is where the parsed message starts in ``line``.  None when a value does
     not sit alone at the end of a space-separated token's literal prefix.
     """
-    if "\t" in line or "  " in line or line != line.strip() or not line:
-        return None
+    if "  " in line or line != line.strip() or not line or _CONTROL.search(line):
+        return None  # the fast path takes the only bytes below '!' for token bounds
     tokens = line.split(" ")
     starts = []
     pos = 0
@@ -125,7 +140,7 @@ def learn_template(
             tail_re,
             1.0 if magnitude else factor,  # per row from the letter
             magnitude,
-            0 if magnitude else len(tail),
+            0 if magnitude else len(tail.encode()),
         )
     if len(by_token) != len(spans) or "step" not in {v.name for v in by_token.values()}:
         return None
@@ -133,15 +148,12 @@ def learn_template(
     for i, t in enumerate(tokens):
         v = by_token.get(i)
         parts.append(_literal(t) if v is None else re.escape(v.prefix) + _NUM_RE2 + v.tail)
-    first = min(by_token)
     return Template(
         regex="^" + " ".join(parts) + "$",
         n_tokens=len(tokens),
         values=tuple(sorted(by_token.values(), key=lambda v: v.index)),
         is_eval=bool(rec.get("is_eval")),
         rank=int(rec.get("rank", 0)),
-        cut=starts[first],
-        cut_tokens=first,
     )
 
 
@@ -192,3 +204,171 @@ def _sample_lines(data: bytes) -> list[str]:
     return out
 
 
+def fast_records(
+    data: bytes,
+    skipped: dict[str, int],
+    progress: Callable[[int, int], None] | None = None,
+    n_lines: int | None = None,
+) -> tuple[Any, Any] | None:
+    """Records of the lines that fit the log's dominant template, or None.
+
+    Works on the bytes: the full text is never decoded into one Python string, and no
+    Python object is made per matching line.
+
+    :param n_lines: the log's line count when the caller has it (saves a pass).
+    :returns: ``(frame, rest)``: a DataFrame of raw records (``line``, ``rank``,
+        ``step_source``, ``is_eval``, value columns) and the ``(line number, text)`` of
+        every line the frame does not cover.  None when the fast path does not apply.
+    """
+    if len(data) < 10 * FAST_MIN_LINES:
+        return None
+    if n_lines is None:
+        n_lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    if n_lines < FAST_MIN_LINES or b"\x1b" in data:
+        return None
+    if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
+        return None  # tqdm refreshes: one physical line holds several records
+    sample = _sample_lines(data)
+    from .text import _RICH_HEAD, _RICH_PATH
+
+    if any(_RICH_HEAD.match(x) and _RICH_PATH.search(x) for x in sample[:500]):
+        return None
+    template = _sample_template(sample)
+    if template is None or template.n_tokens < 2:
+        return None
+    try:
+        return _apply(data, template, n_lines, progress)
+    except Exception:  # noqa: BLE001 - any surprise (bad UTF-8...): the general parser reads all
+        return None
+
+
+def _line_array(data: bytes, starts: Any) -> Any:
+    """A zero-copy Arrow string array over ``data``: element ``i`` is
+    ``data[starts[i]:starts[i + 1]]`` (a line with its ``\\n``)."""
+    import pyarrow as pa
+
+    return pa.Array.from_buffers(
+        pa.large_string(), len(starts) - 1, [None, pa.py_buffer(starts), pa.py_buffer(data)]
+    )
+
+
+def _matching(lines: Any, template: Template, progress: Callable[[int, int], None] | None) -> Any:
+    """Boolean numpy mask of the lines that match the template (``\\r\\n`` or ``\\n``
+    included, so a last line without a newline never matches: it may be cut short)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    regex = template.regex[:-1] + r"\r?\n$"
+    n = len(lines)
+    mask = np.empty(n, dtype=bool)
+    for s in range(0, n, BLOCK_LINES):
+        block = pc.match_substring_regex(lines.slice(s, BLOCK_LINES), regex)
+        mask[s : s + len(block)] = block.to_numpy(zero_copy_only=False)
+        if progress is not None:
+            progress(min(n, s + BLOCK_LINES), n)
+    return mask
+
+
+def _numbers(data: bytes, buf: Any, start: Any, end: Any, v: ValueToken) -> Any:
+    """float64 values of the numbers at ``data[start[i] + len(prefix):end[i] - len(tail)]``.
+
+    The spans are not contiguous, so they are read through one Arrow string array whose
+    elements alternate number / the text up to the next number, that text marked null:
+    the cast parses only the numbers (Arrow's parser, as exact as Python's ``float``:
+    both round correctly) and every other float64 of its result is taken.
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    start = start + len(v.prefix.encode())
+    end = end - v.tail_len
+    scale = None
+    if v.magnitude:
+        last = buf[end - 1]
+        scale = np.asarray(_MAG_FACTOR)[last]
+        end = end - np.asarray(_MAG_LETTER, dtype=np.int64)[last]
+    n = len(start)
+    offsets = np.empty(2 * n + 1, dtype=np.int64)
+    offsets[0 : 2 * n : 2] = start
+    offsets[1 : 2 * n : 2] = end
+    offsets[2 * n] = end[-1]
+    valid = np.full((2 * n + 7) // 8, 0x55, dtype=np.uint8)  # bits 0, 2, 4 ...: even elements
+    spans = pa.Array.from_buffers(
+        pa.large_string(),
+        2 * n,
+        [pa.py_buffer(valid), pa.py_buffer(offsets), pa.py_buffer(data)],
+        null_count=n,
+    )
+    got = pc.cast(spans, pa.float64())
+    values = np.frombuffer(got.buffers()[1], dtype=np.float64, count=2 * n, offset=8 * got.offset)
+    values = values[0::2]
+    if scale is not None:
+        return values * scale  # the general parser: float(text) * factor, factor 1.0 too
+    return values * v.factor if v.factor != 1.0 else values.copy()
+
+
+def _apply(
+    data: bytes,
+    template: Template,
+    n_lines: int,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[Any, Any] | None:
+    import numpy as np
+    import pandas as pd
+
+    buf = np.frombuffer(data, dtype=np.uint8)
+    # Every byte below '!': in a matching line these are exactly its `n_tokens - 1`
+    # single spaces, then `\r\n` or `\n` (the template has no other), in order.  So
+    # token k of the line that starts after cut `f` ends at byte cuts[f + k].
+    cuts = np.flatnonzero(buf <= 32)
+    at_nl = np.flatnonzero(buf[cuts] == 10)
+    ended = len(at_nl)
+    if ended + (0 if data.endswith(b"\n") else 1) != n_lines:
+        return None
+    starts = np.empty(n_lines + 1, dtype=np.int64)
+    starts[0] = 0
+    starts[1 : ended + 1] = cuts[at_nl] + 1
+    starts[n_lines] = len(data)
+    lines = _line_array(data, starts)
+    if not data.isascii():
+        lines.validate(full=True)  # bad UTF-8 raises: the general parser reads all
+    mask = _matching(lines, template, progress)
+    del lines
+    idx = np.flatnonzero(mask)
+    if len(idx) < MIN_MATCHES:
+        return None
+    first = np.zeros(len(idx), dtype=np.int64)
+    later = idx > 0
+    first[later] = at_nl[idx[later] - 1] + 1
+    needed = {v.index for v in template.values} | {v.index - 1 for v in template.values}
+    ends = {k: cuts[first + k] for k in sorted(needed) if k >= 0}
+    del cuts, first
+    cols: dict[str, Any] = {"line": idx + 1}
+    for v in template.values:
+        start = starts[idx] if v.index == 0 else ends[v.index - 1] + 1
+        cols[v.name] = _numbers(data, buf, start, ends[v.index], v)
+    del ends
+    frame = pd.DataFrame(cols)
+    if "rank" not in frame:  # a `rank=3` field varies by line; a prefix does not match others
+        frame["rank"] = template.rank
+    frame["step_source"] = "field"
+    frame["is_eval"] = template.is_eval
+    frame["attach"] = False
+    other = np.flatnonzero(~mask)
+    rest = [
+        (i + 1, _text(data[s:e]))
+        for i, s, e in zip(
+            other.tolist(), starts[other].tolist(), starts[other + 1].tolist(), strict=True
+        )
+    ]
+    return frame, rest
+
+
+def _text(line: bytes) -> str:
+    """A line's text as the general reader sees it: no ``\\n``, no ``\\r`` before it."""
+    if line.endswith(b"\n"):
+        line = line[:-1]
+    if line.endswith(b"\r"):
+        line = line[:-1]
+    return line.decode("utf-8")

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
-from ..records import Manifest, Replay, ScheduleParams
+from ..records import BATCH_FEATURES, Manifest, Replay, ScheduleParams
 from .base import Batches, EpochPlan, Strategy, gather_segments, get_strategy
 from .rng import EpochShufflers
 
@@ -335,34 +335,8 @@ def _micro_table(cols: dict[str, np.ndarray], cat_names: tuple[str, ...]) -> Any
     return _frame(cols, cat_names, cols["n"], _MICRO_ORDER)
 
 
-_MICRO_ORDER = [
-    "epoch",
-    "step",
-    "rank",
-    "micro",
-    "batch_id",
-    "n_samples",
-    "tokens",
-    "padded_tokens",
-    "min_len",
-    "mean_len",
-    "max_len",
-    "len_std",
-    "padding_eff",
-]
-_STEP_ORDER = [
-    "step",
-    "epoch",
-    "n_micro",
-    "n_samples",
-    "tokens",
-    "padded_tokens",
-    "min_len",
-    "mean_len",
-    "max_len",
-    "len_std",
-    "padding_eff",
-]
+_MICRO_ORDER = ["epoch", "step", "rank", "micro", "batch_id", *BATCH_FEATURES]
+_STEP_ORDER = ["step", "epoch", "n_micro", *BATCH_FEATURES]
 
 
 def _step_table(cols: dict[str, np.ndarray], per_step: int, cat_names: tuple[str, ...]) -> Any:

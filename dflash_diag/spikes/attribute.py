@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
+from ..records import BATCH_FEATURES
 from .detect import Detection, SpikeEvent
 from .features import micro_points, point_features, rank_features
 from .model import (
@@ -75,16 +76,7 @@ EXPLAINED_LOW = 0.25
 RECUR_SHARE = 0.25
 RECUR_SIGMAS = 3.0
 #: Raw features whose correlation with the residual is reported.
-CORRELATION_FEATURES = (
-    "n_samples",
-    "tokens",
-    "padded_tokens",
-    "min_len",
-    "mean_len",
-    "max_len",
-    "len_std",
-    "padding_eff",
-)
+CORRELATION_FEATURES = BATCH_FEATURES
 
 
 @dataclass(frozen=True)
