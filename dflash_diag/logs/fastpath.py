@@ -41,7 +41,7 @@ FAST_MIN_LINES = 20_000
 #: Fewer lines than this fit the template: not worth it, the general parser reads all.
 MIN_MATCHES = 1_000
 #: Lines parsed by the general parser to learn the template.
-SAMPLE_LINES = 1_000
+SAMPLE_LINES = 400
 #: Lines per call of the regex kernel (progress is reported after each).
 BLOCK_LINES = 1 << 17
 
@@ -208,23 +208,18 @@ def fast_records(
     data: bytes,
     skipped: dict[str, int],
     progress: Callable[[int, int], None] | None = None,
-    n_lines: int | None = None,
 ) -> tuple[Any, Any] | None:
     """Records of the lines that fit the log's dominant template, or None.
 
     Works on the bytes: the full text is never decoded into one Python string, and no
     Python object is made per matching line.
 
-    :param n_lines: the log's line count when the caller has it (saves a pass).
     :returns: ``(frame, rest)``: a DataFrame of raw records (``line``, ``rank``,
         ``step_source``, ``is_eval``, value columns) and the ``(line number, text)`` of
-        every line the frame does not cover.  None when the fast path does not apply.
+        every line the frame does not cover (so the log has ``len(frame) + len(rest)``
+        lines).  None when the fast path does not apply.
     """
-    if len(data) < 10 * FAST_MIN_LINES:
-        return None
-    if n_lines is None:
-        n_lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
-    if n_lines < FAST_MIN_LINES or b"\x1b" in data:
+    if len(data) < 10 * FAST_MIN_LINES or b"\x1b" in data:
         return None
     if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
         return None  # tqdm refreshes: one physical line holds several records
@@ -237,7 +232,7 @@ def fast_records(
     if template is None or template.n_tokens < 2:
         return None
     try:
-        return _apply(data, template, n_lines, progress)
+        return _apply(data, template, progress)
     except Exception:  # noqa: BLE001 - any surprise (bad UTF-8...): the general parser reads all
         return None
 
@@ -311,7 +306,6 @@ def _numbers(data: bytes, buf: Any, start: Any, end: Any, v: ValueToken) -> Any:
 def _apply(
     data: bytes,
     template: Template,
-    n_lines: int,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[Any, Any] | None:
     import numpy as np
@@ -320,11 +314,12 @@ def _apply(
     buf = np.frombuffer(data, dtype=np.uint8)
     # Every byte below '!': in a matching line these are exactly its `n_tokens - 1`
     # single spaces, then `\r\n` or `\n` (the template has no other), in order.  So
-    # token k of the line that starts after cut `f` ends at byte cuts[f + k].
+    # token k of the line whose first such byte is cuts[f] ends at byte cuts[f + k].
     cuts = np.flatnonzero(buf <= 32)
     at_nl = np.flatnonzero(buf[cuts] == 10)
     ended = len(at_nl)
-    if ended + (0 if data.endswith(b"\n") else 1) != n_lines:
+    n_lines = ended + (0 if data.endswith(b"\n") else 1)
+    if n_lines < FAST_MIN_LINES:
         return None
     starts = np.empty(n_lines + 1, dtype=np.int64)
     starts[0] = 0
@@ -341,13 +336,16 @@ def _apply(
     first = np.zeros(len(idx), dtype=np.int64)
     later = idx > 0
     first[later] = at_nl[idx[later] - 1] + 1
-    needed = {v.index for v in template.values} | {v.index - 1 for v in template.values}
-    ends = {k: cuts[first + k] for k in sorted(needed) if k >= 0}
+    # The token ends the values need, gathered in one go (a line's are adjacent in cuts).
+    ks = sorted({v.index for v in template.values} | {v.index - 1 for v in template.values})
+    ks = [k for k in ks if k >= 0]
+    ends = cuts[first[:, None] + np.array(ks, dtype=np.int64)]
     del cuts, first
     cols: dict[str, Any] = {"line": idx + 1}
     for v in template.values:
-        start = starts[idx] if v.index == 0 else ends[v.index - 1] + 1
-        cols[v.name] = _numbers(data, buf, start, ends[v.index], v)
+        end = ends[:, ks.index(v.index)]
+        start = starts[idx] if v.index == 0 else ends[:, ks.index(v.index - 1)] + 1
+        cols[v.name] = _numbers(data, buf, start, end, v)
     del ends
     frame = pd.DataFrame(cols)
     if "rank" not in frame:  # a `rank=3` field varies by line; a prefix does not match others

@@ -315,7 +315,6 @@ def read_lines(
     records: list[dict[str, Any]] = []
     shapes_seen: dict[str, int] = {}
     data = raw.data
-    n_lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     ends_cleanly = data.endswith(b"\n")
     lines: Any = None
     if fast and "text" in shapes:
@@ -326,6 +325,10 @@ def read_lines(
             extra, lines = got
             shapes_seen["text"] = len(extra)
     fast_used = lines is not None
+    if fast_used:
+        n_lines = len(extra) + len(lines)  # every line is in one or the other
+    else:
+        n_lines = data.count(b"\n") + (0 if ends_cleanly else 1)
     if lines is None:
         text, bad_bytes = decode(data)
         if bad_bytes:

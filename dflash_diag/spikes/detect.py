@@ -45,7 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from .windows import print_resolution, rolling, row_mad, row_median, trend_baseline
@@ -267,6 +267,26 @@ def _column(table: pd.DataFrame, name: str) -> np.ndarray | None:
     return col if np.isfinite(col).any() else None
 
 
+def _logged_here(t: pd.DataFrame, metric: str) -> Any:
+    """Rows where ``metric`` was logged (finite or not).
+
+    The table has a NaN wherever a row lacks the metric: an evaluation-only row, a step
+    where only another metric was printed.  That NaN means "not logged here", not a
+    numerical failure.  A NaN row is dropped when it carries an evaluation value
+    (``eval_*``, ``val_*``, ``test_*``) or when the log has other training columns and the
+    row has none of them; otherwise (``loss=nan lr=3e-4 ...``, or a log of step and loss
+    only) the NaN was logged and becomes an event.
+    """
+    used = [c for c in t.columns if c not in ("step", "rank", metric) and t[c].notna().any()]
+    evals = [c for c in used if c.startswith(("eval_", "val_", "test_"))]
+    train = [c for c in used if c not in evals and c != "epoch"]
+    present = t[metric].notna()
+    missing_ok = ~t[evals].notna().any(axis=1) if evals else present | True
+    if train:
+        missing_ok = missing_ok & t[train].notna().any(axis=1)
+    return present | missing_ok
+
+
 def detect_spikes(
     table: pd.DataFrame,
     metric: str = "loss",
@@ -322,6 +342,7 @@ def detect_spikes(
         raise InputError("--threshold", f"must be a positive number, got {thr}", "")
 
     table = table.reset_index(drop=True)  # an index named "step" would be ambiguous
+    table = table[_logged_here(table, metric)].reset_index(drop=True)
     if "rank" in table.columns and table["rank"].nunique() > 1:
         # Several ranks' rows: one value per step, the mean over ranks (as an all-reduce).
         table = table.groupby("step", as_index=False).mean(numeric_only=True)
