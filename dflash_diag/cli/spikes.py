@@ -2,6 +2,7 @@
 
 # No `from __future__ import annotations`: schedule_options reads this signature with
 # inspect.signature, and typer needs the Annotated objects, not their strings.
+from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -88,6 +89,16 @@ def register(app: typer.Typer) -> None:
                 "or 'step' (that step only).",
             ),
         ] = Covers.window,
+        metric_rank: Annotated[
+            str | None,
+            typer.Option(
+                "--metric-rank",
+                help="Whose batches the logged metric describes: 'auto' (the pooled step or "
+                "the rank that fits best; the default), 'all' (a mean over ranks, e.g. "
+                "all-reduced) or a rank number (printed by that rank alone). Also "
+                "metric_rank in \\[schedule].",
+            ),
+        ] = None,
         force: Annotated[
             bool,
             typer.Option("--force", help="Attribute even when the replayed tokens mismatch."),
@@ -123,6 +134,8 @@ def register(app: typer.Typer) -> None:
         if plot is not None:
             check_plot_path(plot)
         resolved = resolve_schedule(schedule, config, near=log, manifest=manifest)
+        if metric_rank is not None:
+            resolved = replace(resolved, metric_rank=_metric_rank(metric_rank))
         with progress("reading log", enabled=not json) as bar:
             run = read_log(log, format=fmt, rank=which, progress=bar)
         detection = detect_spikes(run.table, metric, detector.value, window, threshold, path=log)
@@ -158,6 +171,19 @@ def register(app: typer.Typer) -> None:
             render_text(out_console, ctx, detection, evidence, attribution, variance)
             if plot is not None:
                 out_console.print(f"plot written to {plot}")
+
+
+def _metric_rank(value: str) -> int | str:
+    """``--metric-rank`` text -> ``"auto"``, ``"all"`` or a rank number."""
+    from ..errors import InputError
+
+    if value in ("auto", "all"):
+        return value
+    if value.isdigit():
+        return int(value)
+    raise InputError(
+        "--metric-rank", f"not a rank: {value!r}", "give 'auto', 'all' or a rank number like 0"
+    )
 
 
 def _params(params: Any) -> dict[str, Any]:

@@ -264,43 +264,50 @@ def _matching(lines: Any, template: Template, progress: Callable[[int, int], Non
     return mask
 
 
-def _numbers(data: bytes, buf: Any, start: Any, end: Any, v: ValueToken) -> Any:
-    """float64 values of the numbers at ``data[start[i] + len(prefix):end[i] - len(tail)]``.
+def _value_matrix(data: bytes, buf: Any, template: Template, line_start: Any, ends: Any) -> Any:
+    """float64 ``(lines, values)`` matrix of the template's numbers in the matching lines.
 
-    The spans are not contiguous, so they are read through one Arrow string array whose
-    elements alternate number / the text up to the next number, that text marked null:
-    the cast parses only the numbers (Arrow's parser, as exact as Python's ``float``:
-    both round correctly) and every other float64 of its result is taken.
+    ``ends[i, k]`` is the byte where token ``k`` of matching line ``i`` ends (a space, or
+    the line's ``\\r``/``\\n``); the number of value token ``k`` runs from the token's start
+    plus its literal prefix to its end less its tail (and less a magnitude letter, whose
+    factor is read from that byte).  The spans are not contiguous, so they are read
+    through one Arrow string array over ``data`` whose elements alternate number / the
+    text up to the next number, the latter null: the cast parses only the numbers
+    (Arrow's parser, as exact as Python's ``float``: both round correctly).  Each value
+    is then ``float(text) * factor`` as in the general parser.
     """
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    start = start + len(v.prefix.encode())
-    end = end - v.tail_len
-    scale = None
-    if v.magnitude:
-        last = buf[end - 1]
-        scale = np.asarray(_MAG_FACTOR)[last]
-        end = end - np.asarray(_MAG_LETTER, dtype=np.int64)[last]
-    n = len(start)
-    offsets = np.empty(2 * n + 1, dtype=np.int64)
-    offsets[0 : 2 * n : 2] = start
-    offsets[1 : 2 * n : 2] = end
-    offsets[2 * n] = end[-1]
-    valid = np.full((2 * n + 7) // 8, 0x55, dtype=np.uint8)  # bits 0, 2, 4 ...: even elements
+    n, m = len(line_start), len(template.values)
+    offsets = np.empty(2 * m * n + 1, dtype=np.int64)
+    pairs = offsets[:-1].reshape(n, 2 * m)
+    scales: dict[int, Any] = {}
+    for j, v in enumerate(template.values):
+        start = line_start if v.index == 0 else ends[:, v.index - 1] + 1
+        pairs[:, 2 * j] = start + len(v.prefix.encode())
+        end = ends[:, v.index] - v.tail_len
+        if v.magnitude:
+            last = buf[end - 1]
+            scales[j] = np.asarray(_MAG_FACTOR)[last]
+            end = end - np.asarray(_MAG_LETTER, dtype=np.int64)[last]
+        pairs[:, 2 * j + 1] = end
+    offsets[-1] = offsets[-2]
+    valid = np.full((2 * m * n + 7) // 8, 0x55, dtype=np.uint8)  # bits 0, 2, 4 ...: numbers
     spans = pa.Array.from_buffers(
         pa.large_string(),
-        2 * n,
+        2 * m * n,
         [pa.py_buffer(valid), pa.py_buffer(offsets), pa.py_buffer(data)],
-        null_count=n,
+        null_count=m * n,
     )
+    del offsets, pairs
     got = pc.cast(spans, pa.float64())
-    values = np.frombuffer(got.buffers()[1], dtype=np.float64, count=2 * n, offset=8 * got.offset)
-    values = values[0::2]
-    if scale is not None:
-        return values * scale  # the general parser: float(text) * factor, factor 1.0 too
-    return values * v.factor if v.factor != 1.0 else values.copy()
+    raw = np.frombuffer(got.buffers()[1], dtype=np.float64, count=2 * m * n, offset=8 * got.offset)
+    values = raw.reshape(n, 2 * m)[:, 0::2] * np.array([v.factor for v in template.values])
+    for j, scale in scales.items():
+        values[:, j] *= scale  # factor 1.0 for these: float(text) * letter factor
+    return values
 
 
 def _apply(
@@ -336,18 +343,13 @@ def _apply(
     first = np.zeros(len(idx), dtype=np.int64)
     later = idx > 0
     first[later] = at_nl[idx[later] - 1] + 1
-    # The token ends the values need, gathered in one go (a line's are adjacent in cuts).
-    ks = sorted({v.index for v in template.values} | {v.index - 1 for v in template.values})
-    ks = [k for k in ks if k >= 0]
-    ends = cuts[first[:, None] + np.array(ks, dtype=np.int64)]
+    width = max(v.index for v in template.values) + 1
+    ends = cuts[first[:, None] + np.arange(width)]  # a line's token ends are adjacent in cuts
     del cuts, first
-    cols: dict[str, Any] = {"line": idx + 1}
-    for v in template.values:
-        end = ends[:, ks.index(v.index)]
-        start = starts[idx] if v.index == 0 else ends[:, ks.index(v.index - 1)] + 1
-        cols[v.name] = _numbers(data, buf, start, end, v)
+    values = _value_matrix(data, buf, template, starts[idx], ends)
     del ends
-    frame = pd.DataFrame(cols)
+    frame = pd.DataFrame(values, columns=[v.name for v in template.values], copy=False)
+    frame.insert(0, "line", idx + 1)
     if "rank" not in frame:  # a `rank=3` field varies by line; a prefix does not match others
         frame["rank"] = template.rank
     frame["step_source"] = "field"

@@ -491,7 +491,7 @@ def attribute_spikes(
         notes.append(
             f"the logged {d.metric} follows {who} micro-batches best (R² "
             + ", ".join(f"{k}: {v:.2f}" for k, v in scores.items() if math.isfinite(v))
-            + "); set metric_rank in [schedule] to fix the choice"
+            + "); --metric-rank (or metric_rank in [schedule]) fixes the choice"
         )
     rec = _Recurrences(replay, pidx)
     resid_scale = model.resid_scale if model is not None else float("nan")
