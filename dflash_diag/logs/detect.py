@@ -37,16 +37,17 @@ def check_format(fmt: str | None) -> str | None:
 def detect_format(path: str | os.PathLike[str], data: bytes | None = None) -> str:
     """Name the format of the log at ``path`` (or of ``data``, its bytes, if given).
 
-    Event files by name; ``trainer_state.json`` by its ``log_history`` key; a header row
-    of names over rows of numbers is CSV/TSV; a file of JSON objects is ``jsonl``; of
-    ``{'...': ...}`` dict lines, ``hf-dict``; everything else ``text``.
+    Event files by name (``tfevents``) or by their first record; ``trainer_state.json``
+    by its ``log_history`` key; a header row of names over rows of numbers is CSV/TSV; a
+    file of JSON objects is ``jsonl``; of ``{'...': ...}`` dict lines, ``hf-dict``;
+    everything else ``text``.
 
     >>> detect_format("log.txt", b"step\\tloss\\n10\\t8.46\\n20\\t7.69\\n")
     'csv'
     >>> detect_format("log.txt", b"epoch=0 step=1 loss=2.5\\n")
     'text'
     """
-    from .tensorboard import is_event_path
+    from .tensorboard import is_event_path, looks_like_events
 
     name = os.fspath(path)
     if data is None:
@@ -56,6 +57,12 @@ def detect_format(path: str | os.PathLike[str], data: bytes | None = None) -> st
 
         data = read_bytes(name).data
     elif "tfevents" in os.path.basename(name):
+        return "tensorboard"
+    if looks_like_events(data):  # an event file under another name
+        if name == "-":
+            raise InputError(
+                "-", "TensorBoard event data cannot be read from standard input", "give its path"
+            )
         return "tensorboard"
     head, _ = decode(data[:_HEAD])
     stripped = head.lstrip("\ufeff \t\r\n")

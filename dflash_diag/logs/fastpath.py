@@ -45,7 +45,8 @@ SAMPLE_LINES = 400
 #: Lines per call of the regex kernel (progress is reported after each).
 BLOCK_LINES = 1 << 17
 
-_NUM_RE2 = r"(?:[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|NaN|NAN|inf|Inf|INF))"
+_FINITE_RE2 = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
+_NUM_RE2 = rf"(?:{_FINITE_RE2}|[-+]?(?:nan|NaN|NAN|inf|Inf|INF))"
 _ANY_DIGITS = re.compile(r"\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _CONTROL = re.compile(r"[\x00-\x1f]")
 _FREE_DIGITS = re.compile(r"(?<![A-Za-z_])\d+(?![A-Za-z_])")
@@ -110,6 +111,10 @@ def learn_template(
     """
     if "  " in line or line != line.strip() or not line or _CONTROL.search(line):
         return None  # the fast path takes the only bytes below '!' for token bounds
+    from .text import _TB_CHAIN, _TB_END, _TB_START
+
+    if _TB_END.match(line) or line.startswith((*_TB_CHAIN, _TB_START)):
+        return None  # after a traceback, the general parser would skip such a line
     tokens = line.split(" ")
     starts = []
     pos = 0
@@ -117,6 +122,7 @@ def learn_template(
         starts.append(pos)
         pos += len(t) + 1
     by_token: dict[int, ValueToken] = {}
+    numbers: dict[int, str] = {}
     for name, (s, e, factor) in spans.items():
         if name not in rec:
             return None
@@ -128,7 +134,12 @@ def learn_template(
         prefix = line[starts[idx] : s]
         if _literal(prefix) != re.escape(prefix):
             return None  # a free number in the prefix may vary from line to line
+        if idx == 0 and re.fullmatch(r"[\w.]*", prefix):
+            return None  # whether it reads as a traceback's last line depends on the number
         tail = line[e:t_end]
+        # The general parser reads `nan`/`inf` only when no letter follows (`infK` is not
+        # a number there), so such a tail takes finite numbers only.
+        numbers[idx] = _FINITE_RE2 if re.match(r"\w", tail) else _NUM_RE2
         magnitude = len(tail) == 1 and tail in MAGNITUDE and factor == MAGNITUDE[tail]
         # The tail is literal (its unit factor is the same in every matching line), but
         # for an optional magnitude letter, whose factor is read per line.
@@ -147,7 +158,7 @@ def learn_template(
     parts = []
     for i, t in enumerate(tokens):
         v = by_token.get(i)
-        parts.append(_literal(t) if v is None else re.escape(v.prefix) + _NUM_RE2 + v.tail)
+        parts.append(_literal(t) if v is None else re.escape(v.prefix) + numbers[i] + v.tail)
     return Template(
         regex="^" + " ".join(parts) + "$",
         n_tokens=len(tokens),
@@ -237,6 +248,16 @@ def fast_records(
         return None
 
 
+def _cuts(buf: Any) -> Any:
+    """Positions of every byte below ``!`` (spaces, line ends, other control bytes), found
+    a block at a time so the boolean temporary stays small."""
+    import numpy as np
+
+    block = 1 << 24
+    parts = [np.flatnonzero(buf[s : s + block] <= 32) + s for s in range(0, len(buf), block)]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
 def _line_array(data: bytes, starts: Any) -> Any:
     """A zero-copy Arrow string array over ``data``: element ``i`` is
     ``data[starts[i]:starts[i + 1]]`` (a line with its ``\\n``)."""
@@ -264,49 +285,77 @@ def _matching(lines: Any, template: Template, progress: Callable[[int, int], Non
     return mask
 
 
-def _value_matrix(data: bytes, buf: Any, template: Template, line_start: Any, ends: Any) -> Any:
+def _columns(matrix: Any, cols: list[int]) -> Any:
+    """``matrix[:, cols]``, as a view when ``cols`` is a run (the common case)."""
+    if cols == list(range(cols[0], cols[0] + len(cols))):
+        return matrix[:, cols[0] : cols[0] + len(cols)]
+    return matrix[:, cols]
+
+
+def _value_matrix(data: bytes, template: Template, cuts: Any, first: Any) -> Any:
     """float64 ``(lines, values)`` matrix of the template's numbers in the matching lines.
 
-    ``ends[i, k]`` is the byte where token ``k`` of matching line ``i`` ends (a space, or
-    the line's ``\\r``/``\\n``); the number of value token ``k`` runs from the token's start
-    plus its literal prefix to its end less its tail (and less a magnitude letter, whose
-    factor is read from that byte).  The spans are not contiguous, so they are read
-    through one Arrow string array over ``data`` whose elements alternate number / the
-    text up to the next number, the latter null: the cast parses only the numbers
-    (Arrow's parser, as exact as Python's ``float``: both round correctly).  Each value
-    is then ``float(text) * factor`` as in the general parser.
+    ``cuts[first[i] + k]`` is the byte where token ``k`` of matching line ``i`` ends (a
+    space, or the line's ``\\r``/``\\n``); ``cuts[first[i] - 1]`` is the newline before
+    the line.  The number of value token ``k`` runs from the token's start plus its
+    literal prefix to its end less its tail (and less a magnitude letter, whose factor is
+    read from that byte).  The spans are not contiguous, so they are read through an
+    Arrow string array over ``data`` whose elements alternate number / the text up to the
+    next number, the latter null: the cast parses only the numbers (Arrow's parser, as
+    exact as Python's ``float``: both round correctly).  Each value is then
+    ``float(text) * factor`` as in the general parser.  Done a block of lines at a time,
+    so the temporaries stay small.
     """
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
+    from numpy.lib.stride_tricks import sliding_window_view
 
-    n, m = len(line_start), len(template.values)
-    offsets = np.empty(2 * m * n + 1, dtype=np.int64)
-    pairs = offsets[:-1].reshape(n, 2 * m)
-    scales: dict[int, Any] = {}
-    for j, v in enumerate(template.values):
-        start = line_start if v.index == 0 else ends[:, v.index - 1] + 1
-        pairs[:, 2 * j] = start + len(v.prefix.encode())
-        end = ends[:, v.index] - v.tail_len
-        if v.magnitude:
-            last = buf[end - 1]
-            scales[j] = np.asarray(_MAG_FACTOR)[last]
-            end = end - np.asarray(_MAG_LETTER, dtype=np.int64)[last]
-        pairs[:, 2 * j + 1] = end
-    offsets[-1] = offsets[-2]
-    valid = np.full((2 * m * n + 7) // 8, 0x55, dtype=np.uint8)  # bits 0, 2, 4 ...: numbers
-    spans = pa.Array.from_buffers(
-        pa.large_string(),
-        2 * m * n,
-        [pa.py_buffer(valid), pa.py_buffer(offsets), pa.py_buffer(data)],
-        null_count=m * n,
-    )
-    del offsets, pairs
-    got = pc.cast(spans, pa.float64())
-    raw = np.frombuffer(got.buffers()[1], dtype=np.float64, count=2 * m * n, offset=8 * got.offset)
-    values = raw.reshape(n, 2 * m)[:, 0::2] * np.array([v.factor for v in template.values])
-    for j, scale in scales.items():
-        values[:, j] *= scale  # factor 1.0 for these: float(text) * letter factor
+    n, m = len(first), len(template.values)
+    lo = template.values[0].index
+    width = template.values[-1].index - lo + 2
+    # bounds[i, c]: where token lo - 1 + c of matching line i ends (a line's are adjacent)
+    windows = sliding_window_view(cuts, width)
+    start_cols = [v.index - lo for v in template.values]
+    end_cols = [c + 1 for c in start_cols]
+    start_adjust = np.array([1 + len(v.prefix.encode()) for v in template.values])
+    end_adjust = np.array([v.tail_len for v in template.values])
+    factor_of = np.asarray(_MAG_FACTOR)
+    letter_of = np.asarray(_MAG_LETTER, dtype=np.int64)
+    buf = np.frombuffer(data, dtype=np.uint8)
+    values = np.empty((n, m), dtype=np.float64)
+    for s in range(0, n, BLOCK_LINES):
+        rows = first[s : s + BLOCK_LINES] + (lo - 1)
+        k = len(rows)
+        before_log = rows[0] < 0  # value token 0 of the log's first line: no byte before
+        bounds = windows[np.maximum(rows, 0)]
+        if before_log:
+            bounds[0] = np.concatenate([[-1], cuts[: width - 1]])
+        offsets = np.empty(2 * m * k + 1, dtype=np.int64)
+        pairs = offsets[:-1].reshape(k, 2 * m)
+        np.add(_columns(bounds, start_cols), start_adjust, out=pairs[:, 0::2])
+        np.subtract(_columns(bounds, end_cols), end_adjust, out=pairs[:, 1::2])
+        scales: dict[int, Any] = {}
+        for j, v in enumerate(template.values):
+            if v.magnitude:
+                last = buf[pairs[:, 2 * j + 1] - 1]
+                scales[j] = factor_of[last]
+                pairs[:, 2 * j + 1] -= letter_of[last]
+        offsets[-1] = offsets[-2]
+        valid = np.full((2 * m * k + 7) // 8, 0x55, dtype=np.uint8)  # bits 0, 2, 4 ...
+        spans = pa.Array.from_buffers(
+            pa.large_string(),
+            2 * m * k,
+            [pa.py_buffer(valid), pa.py_buffer(offsets), pa.py_buffer(data)],
+            null_count=m * k,
+        )
+        got = pc.cast(spans, pa.float64())
+        raw = np.frombuffer(got.buffers()[1], np.float64, count=2 * m * k, offset=8 * got.offset)
+        block = values[s : s + k]
+        block[...] = raw.reshape(k, 2 * m)[:, 0::2]
+        for j, v in enumerate(template.values):
+            if j in scales or v.factor != 1.0:
+                block[:, j] *= scales.get(j, v.factor)
     return values
 
 
@@ -319,10 +368,10 @@ def _apply(
     import pandas as pd
 
     buf = np.frombuffer(data, dtype=np.uint8)
-    # Every byte below '!': in a matching line these are exactly its `n_tokens - 1`
-    # single spaces, then `\r\n` or `\n` (the template has no other), in order.  So
-    # token k of the line whose first such byte is cuts[f] ends at byte cuts[f + k].
-    cuts = np.flatnonzero(buf <= 32)
+    # In a matching line the bytes below '!' are exactly its `n_tokens - 1` single spaces,
+    # then `\\r\\n` or `\\n` (the template has no other), in order: token k of the line
+    # whose first such byte is cuts[f] ends at byte cuts[f + k].
+    cuts = _cuts(buf)
     at_nl = np.flatnonzero(buf[cuts] == 10)
     ended = len(at_nl)
     n_lines = ended + (0 if data.endswith(b"\n") else 1)
@@ -343,11 +392,9 @@ def _apply(
     first = np.zeros(len(idx), dtype=np.int64)
     later = idx > 0
     first[later] = at_nl[idx[later] - 1] + 1
-    width = max(v.index for v in template.values) + 1
-    ends = cuts[first[:, None] + np.arange(width)]  # a line's token ends are adjacent in cuts
+    del at_nl, later
+    values = _value_matrix(data, template, cuts, first)
     del cuts, first
-    values = _value_matrix(data, buf, template, starts[idx], ends)
-    del ends
     frame = pd.DataFrame(values, columns=[v.name for v in template.values], copy=False)
     frame.insert(0, "line", idx + 1)
     if "rank" not in frame:  # a `rank=3` field varies by line; a prefix does not match others
