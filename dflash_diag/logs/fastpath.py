@@ -215,6 +215,19 @@ def _sample_lines(data: bytes) -> list[str]:
     return out
 
 
+def _rich(data: bytes) -> bool:
+    """The general reader's RichHandler test, on the same first 500 lines."""
+    from .text import is_rich
+
+    end = -1
+    for _ in range(500):
+        end = data.find(b"\n", end + 1)
+        if end < 0:
+            break
+    head = data if end < 0 else data[:end]
+    return is_rich(head.decode("utf-8", errors="replace").split("\n"))
+
+
 def fast_records(
     data: bytes,
     skipped: dict[str, int],
@@ -234,12 +247,9 @@ def fast_records(
         return None
     if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
         return None  # tqdm refreshes: one physical line holds several records
-    sample = _sample_lines(data)
-    from .text import _RICH_HEAD, _RICH_PATH
-
-    if any(_RICH_HEAD.match(x) and _RICH_PATH.search(x) for x in sample[:500]):
-        return None
-    template = _sample_template(sample)
+    if _rich(data):
+        return None  # records wrapped over several lines
+    template = _sample_template(_sample_lines(data))
     if template is None or template.n_tokens < 2:
         return None
     try:

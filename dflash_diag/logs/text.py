@@ -89,13 +89,17 @@ def _count(skipped: dict[str, int], reason: str, n: int = 1) -> None:
     skipped[reason] = skipped.get(reason, 0) + n
 
 
+def is_rich(lines: list[str]) -> bool:
+    """Whether the log's first 500 lines show rich's ``RichHandler`` layout."""
+    return any(_RICH_HEAD.match(x) and _RICH_PATH.search(x) for x in lines[:500])
+
+
 def logical_lines(text: str) -> Iterator[tuple[int, str]]:
     """``(line number, text)`` per line, RichHandler continuations joined to their record."""
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    rich = any(_RICH_HEAD.match(x) and _RICH_PATH.search(x) for x in lines[:500])
-    if not rich:
+    if not is_rich(lines):
         for i, line in enumerate(lines, 1):
             yield i, line[:-1] if line.endswith("\r") else line
         return

@@ -54,6 +54,10 @@ def _num(x: float) -> str:
     return f"{x:.4g}"
 
 
+#: What RunLog.n_lines counts, by format (a line for the line formats).
+_UNITS = {"tensorboard": "events", "hf-state": "log_history entries"}
+
+
 def render_text(summary: dict[str, Any], console: Any, written: str | None = None) -> None:
     """Print a :func:`summarise` result on a rich console."""
     from rich.table import Table
@@ -61,7 +65,7 @@ def render_text(summary: dict[str, Any], console: Any, written: str | None = Non
     s = summary
     console.print(
         f"{s['path']}: {s['format']}, {s['rows']} rows, steps {s['first_step']}..{s['last_step']}"
-        f" ({s['n_lines']} lines read)",
+        f" ({s['n_lines']} {_UNITS.get(s['format'], 'lines')} read)",
         soft_wrap=True,
     )
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
