@@ -7,9 +7,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from dflash_diag.errors import InputError
 from dflash_diag.logs import fastpath
-from dflash_diag.logs.io import read_bytes
+from dflash_diag.logs.io import RawLog, read_bytes
 from dflash_diag.logs.text import read_lines
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -24,9 +27,10 @@ TEXT_LOGS = [
 
 @pytest.fixture
 def eager(monkeypatch):
-    """Use the fast path on small logs too."""
+    """Use the fast path on small logs too, read in many byte ranges (threads)."""
     monkeypatch.setattr(fastpath, "FAST_MIN_LINES", 1)
     monkeypatch.setattr(fastpath, "MIN_MATCHES", 1)
+    monkeypatch.setattr(fastpath, "PART_BYTES", 3000)
 
 
 def same(raw):
@@ -87,9 +91,11 @@ def test_fast_path_on_a_mixed_log(seed, eager, tmp_path):
 def test_fast_path_is_used_on_a_large_log(tmp_path):
     p = tmp_path / "big.log"
     p.write_bytes(_mixed_log(fastpath.FAST_MIN_LINES + 10, 3))
-    got = fastpath.fast_records(p.read_bytes(), {})
+    calls = []
+    got = fastpath.fast_records(p.read_bytes(), {}, lambda done, total: calls.append((done, total)))
     assert got is not None
     frame, rest = got
+    assert calls and calls[-1][0] == calls[-1][1] and calls == sorted(calls)
     assert len(frame) > 0.9 * fastpath.FAST_MIN_LINES
     assert len(rest) < 0.1 * fastpath.FAST_MIN_LINES
 
@@ -120,3 +126,181 @@ def test_fast_path_leaves_per_position_lines_to_the_general_parser(eager, tmp_pa
     p.write_text("\n".join(lines) + "\n")
     t = same(read_bytes(p)).table.set_index("step")
     assert t.loc[7, ["eval_acc_0", "eval_acc_1", "eval_acc_2"]].tolist() == [0.0, 0.1, 0.2]
+
+
+def _write(tmp_path, lines: list[str], end: str = "\n", name: str = "t.log"):
+    p = tmp_path / name
+    p.write_bytes((end.join(lines) + end).encode("utf-8"))
+    return read_bytes(p)
+
+
+def _train(i: int, step: int, loss: str = "1.5000", tps: str = "25.1K", acc: str = "87%") -> str:
+    return (
+        f"2026-03-02 14:03:{i % 60:02d},{i % 1000:03d} | INFO | dflash.train | epoch=0 "
+        f"step={step}/3000 loss={loss} acc={acc} lr=6.00e-04 grad_norm=1.25 ntok=60000 "
+        f"tok/s={tps} step_time={i % 7 + 0.5}ms"
+    )
+
+
+def _fast(raw) -> tuple[pd.DataFrame, list[tuple[int, str]]] | None:
+    return fastpath.fast_records(raw.data, {})
+
+
+def test_suffix_units_are_read_per_line(eager, tmp_path):
+    tps = ["25.1K", "1.2M", "980", "0.5G", "3k", "7.25B"]
+    acc = ["87%", "9.5%", "100%", "0%"]
+    lines = [_train(i, i + 1, tps=tps[i % 6], acc=acc[i % 4]) for i in range(600)]
+    raw = _write(tmp_path, lines)
+    assert _fast(raw) is not None and len(_fast(raw)[1]) == 0  # every line on the fast path
+    t = same(raw).table
+    factor = {"K": 1e3, "M": 1e6, "G": 1e9, "k": 1e3, "B": 1e9}
+    want = [float(x[:-1]) * factor[x[-1]] if x[-1] in factor else float(x) for x in tps]
+    assert t["tok_per_s"].tolist() == [want[i % 6] for i in range(600)]
+    assert t["acc"].tolist() == [float(acc[i % 4][:-1]) * 0.01 for i in range(600)]
+    assert t["step_time"].tolist() == [(i % 7 + 0.5) * 1e-3 for i in range(600)]
+
+
+@pytest.mark.parametrize(
+    "odd",
+    ["nan", "inf", "-inf", "NaN", "+INF", "1.", ".5", "-0", "1e5", "2E-3", "007"],
+)
+def test_one_field_with_another_number_form(odd, eager, tmp_path):
+    lines = [_train(i, i + 1, loss=odd if i % 3 == 0 else f"{i / 100:.4f}") for i in range(300)]
+    raw = _write(tmp_path, lines)
+    got = _fast(raw)
+    assert got is not None and len(got[1]) == 0
+    loss = same(raw).table["loss"].tolist()
+    assert str(loss[0]) == str(float(odd)) and loss[1] == 0.01
+
+
+@pytest.mark.parametrize("odd", ["infK", "nanM", "inf%x", "1.2.3", "1e", "--1", "0x10", "1_0"])
+def test_a_field_that_is_not_a_number_leaves_the_line_to_the_general_parser(odd, eager, tmp_path):
+    lines = [_train(i, i + 1) for i in range(300)]
+    lines[100] = _train(100, 101, tps=odd) if odd.endswith(("K", "M")) else _train(100, 101, odd)
+    raw = _write(tmp_path, lines)
+    frame, rest = _fast(raw)
+    assert [no for no, _ in rest] == [101]
+    same(raw)
+
+
+def test_second_template_interleaved(eager, tmp_path):
+    lines = []
+    for i in range(900):
+        lines.append(_train(i, i + 1))
+        if i % 10 == 9:  # evaluation lines: another shape, read by the general parser
+            lines.append(
+                f"2026-03-02 14:03:00,000 | INFO | dflash.eval | Eval - step={i + 1} loss=2.5"
+            )
+        if i % 25 == 0:
+            lines.append(
+                f"2026-03-02 14:03:00,000 | INFO | dflash.train | step={i + 1} tflops=312.5"
+            )
+    raw = _write(tmp_path, lines)
+    frame, rest = _fast(raw)
+    assert len(frame) == 900 and len(rest) == len(lines) - 900
+    t = same(raw).table.set_index("step")
+    assert (
+        t.loc[10, "eval_loss"] == 2.5 and t.loc[26, "tflops"] == 312.5 and t.loc[26, "loss"] == 1.5
+    )
+
+
+def test_crlf_line_ends(eager, tmp_path):
+    lines = [_train(i, i + 1, loss=f"{i / 7:.4f}") for i in range(400)]
+    lines[50] = "Traceback (most recent call last):"
+    lines[51] = '  File "train.py", line 3'
+    lines[52] = "RuntimeError: step=3 loss=9"
+    raw = _write(tmp_path, lines, end="\r\n")
+    frame, rest = _fast(raw)
+    assert len(rest) == 3
+    t = same(raw).table
+    assert t["loss"].tolist() == [float(f"{i / 7:.4f}") for i in range(400) if not 50 <= i <= 52]
+
+
+def test_crlf_and_a_cut_last_line(eager, tmp_path):
+    lines = [_train(i, i + 1) for i in range(400)]
+    p = tmp_path / "cut.log"
+    p.write_bytes(("\r\n".join(lines) + "\r\n").encode() + lines[0][:60].encode())
+    assert _fast(read_bytes(p)) is not None
+    same(read_bytes(p))
+
+
+def test_bare_carriage_returns_leave_the_log_to_the_general_parser(eager, tmp_path):
+    lines = [_train(i, i + 1) for i in range(300)]
+    lines[10] = "Epoch 0:  10%|#    | 10/100 [00:01<00:09]\r" + lines[10]
+    raw = _write(tmp_path, lines)
+    assert _fast(raw) is None
+    same(raw)
+
+
+def test_ansi_colour_leaves_the_log_to_the_general_parser(eager, tmp_path):
+    lines = [_train(i, i + 1).replace("INFO", "\x1b[32mINFO\x1b[0m") for i in range(300)]
+    raw = _write(tmp_path, lines)
+    assert _fast(raw) is None
+    assert same(raw).table["step"].tolist() == list(range(1, 301))
+
+
+def test_a_value_in_the_first_token_of_the_first_line(eager, tmp_path):
+    lines = [f"step={i} loss={i / 8} lr=1e-4" for i in range(1, 400)]
+    raw = _write(tmp_path, lines)
+    frame, rest = _fast(raw)
+    assert len(frame) == 399 and not rest
+    assert same(raw).table["loss"].tolist() == [i / 8 for i in range(1, 400)]
+
+
+def test_non_ascii_text_shifts_byte_offsets(eager, tmp_path):
+    lines = [f"épreuve → step={i} perte≈ loss={i / 4} débit={i}K" for i in range(1, 300)]
+    raw = _write(tmp_path, lines)
+    assert _fast(raw) is not None
+    t = same(raw).table
+    assert t["loss"].tolist() == [i / 4 for i in range(1, 300)]
+
+
+def test_bad_utf8_leaves_the_log_to_the_general_parser(eager, tmp_path):
+    p = tmp_path / "bad.log"
+    p.write_bytes(("\n".join(_train(i, i + 1) for i in range(300)) + "\n").encode() + b"\xff\n")
+    assert _fast(read_bytes(p)) is None
+    same(read_bytes(p))
+
+
+def test_template_lines_that_could_end_a_traceback(eager, tmp_path):
+    lines = [f"Train: step={i} loss={i / 8}" for i in range(1, 300)]
+    lines[100:100] = ["Traceback (most recent call last):", '  File "x.py", line 1']
+    raw = _write(tmp_path, lines)
+    assert _fast(raw) is None  # the general parser skips line 103 as the traceback's end
+    assert 101 not in same(raw).table["step"].tolist()
+
+
+_MUTATIONS = ["nan", "inf", "1e3", "x", "", " ", "  ", "\t", "=", "|", "é", "\r", "-", "5K", "%"]
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    edits=st.lists(
+        st.tuples(st.integers(0, 199), st.integers(0, 200), st.sampled_from(_MUTATIONS)),
+        max_size=12,
+    ),
+    crlf=st.booleans(),
+    part=st.sampled_from([200, 1000, 1 << 24]),
+)
+def test_fast_path_equals_general_parser_on_mutated_logs(edits, crlf, part):
+    lines = [_train(i, i + 1, loss=f"{i / 3:.4f}") for i in range(200)]
+    for row, col, text in edits:
+        line = lines[row]
+        lines[row] = line[:col] + text + line[col + 1 :]
+    data = (("\r\n" if crlf else "\n").join(lines) + "\n").encode()
+    old = fastpath.FAST_MIN_LINES, fastpath.MIN_MATCHES, fastpath.PART_BYTES
+    fastpath.FAST_MIN_LINES = fastpath.MIN_MATCHES = 1
+    fastpath.PART_BYTES = part
+    try:
+        raw = RawLog("mutated.log", data)
+        try:
+            slow = read_lines(raw, fast=False)
+        except InputError:
+            with pytest.raises(InputError):
+                read_lines(raw, fast=True)
+            return
+        fast = read_lines(raw, fast=True)
+    finally:
+        fastpath.FAST_MIN_LINES, fastpath.MIN_MATCHES, fastpath.PART_BYTES = old
+    pd.testing.assert_frame_equal(fast.table, slow.table)
+    assert (fast.restarts, fast.ranks, fast.skipped) == (slow.restarts, slow.ranks, slow.skipped)
