@@ -137,6 +137,12 @@ def canonical_name(key: str, is_eval: bool = False) -> str:
     """
     s = snake(key)
     name = ALIASES.get(s)
+    if name is None:
+        # `eval step=10`, `val epoch 2`: a mode word before a neutral key is still that key
+        for prefix in EVAL_PREFIXES:
+            if s.startswith(prefix) and ALIASES.get(s[len(prefix) :]) in NEUTRAL:
+                name = ALIASES[s[len(prefix) :]]
+                break
     if name is None and _AT_STEP.search(s):
         name = "step"  # Megatron `validation loss at iteration 50`
     if name is None and _LR_GROUP.match(s):

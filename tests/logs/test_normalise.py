@@ -150,3 +150,15 @@ def test_rank_selection():
     assert build_table(recs, path="x", fmt="text", rank=1).table["loss"].tolist() == [1.0, 3.0]
     both = build_table(recs, path="x", fmt="text", rank="all").table
     assert both[["rank", "step"]].values.tolist() == [[0, 1], [0, 2], [1, 1], [1, 2]]
+
+
+def test_a_mode_word_before_the_step_key_still_gives_the_step(tmp_path):
+    # `eval step=10 loss=2.5`: an evaluation line numbered by its step, not an `eval_step`.
+    from dflash_diag.logs import read_log
+
+    log = tmp_path / "e.log"
+    log.write_text("step=9 loss=2.6\neval step=10 loss=2.5\nstep=10 loss=2.4\n")
+    table = read_log(log).table.set_index("step")
+    assert table.loc[10, "eval_loss"] == 2.5
+    assert table.loc[10, "loss"] == 2.4
+    assert "eval_step" not in table.columns
