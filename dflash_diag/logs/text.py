@@ -321,6 +321,7 @@ def read_lines(
     data = raw.data
     ends_cleanly = data.endswith(b"\n")
     lines: Any = None
+    n_lines = 0
     if fast and "text" in shapes:
         from .fastpath import fast_records
 
@@ -328,12 +329,10 @@ def read_lines(
         if got is not None:
             extra, lines = got
             shapes_seen["text"] = len(extra)
+            n_lines = len(extra) + len(lines)  # every line is in one or the other
     fast_used = lines is not None
-    if fast_used:
-        n_lines = len(extra) + len(lines)  # every line is in one or the other
-    else:
-        n_lines = data.count(b"\n") + (0 if ends_cleanly else 1)
     if lines is None:
+        n_lines = data.count(b"\n") + (0 if ends_cleanly else 1)
         text, bad_bytes = decode(data)
         if bad_bytes:
             _count(skipped, "bad_bytes", bad_bytes)  # bytes, not lines: replaced, line kept
