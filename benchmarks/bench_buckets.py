@@ -10,26 +10,14 @@ Prints each figure beside a reference measured in the same run on the same lengt
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
+from common import long_tailed_lengths, timed
 
 from dflash_diag.batchstats import schedule_stats
 from dflash_diag.buckets import batch_max_uppers, length_histogram, optimal_uppers, optimize_buckets
 from dflash_diag.records import ScheduleParams
 from dflash_diag.schedule import replay
-
-
-def lengths_long_tailed(n: int, seed: int = 0) -> np.ndarray:
-    """Lognormal lengths, median ~1.5k tokens, capped at 8192 (a long-tailed SFT mix)."""
-    rng = np.random.default_rng(seed)
-    return np.minimum(rng.lognormal(np.log(1500), 0.9, n).astype(np.int64) + 1, 8192)
-
-
-def timed(fn, *args, **kwargs):
-    start = time.perf_counter()
-    out = fn(*args, **kwargs)
-    return out, time.perf_counter() - start
 
 
 def main() -> None:
@@ -38,7 +26,7 @@ def main() -> None:
     parser.add_argument("-k", type=int, default=6, help="--optimize-buckets K (default 6)")
     args = parser.parse_args()
     n = 1_000_000 if args.quick else 10_000_000
-    lengths = lengths_long_tailed(n)
+    lengths = long_tailed_lengths(n)
     params = ScheduleParams(token_budget=65536, max_seq_len=8192, world_size=8, seed=1)
 
     _, t_sort = timed(np.sort, lengths)

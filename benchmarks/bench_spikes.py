@@ -5,7 +5,7 @@ Builds (outside the timings) a long-tailed manifest with categories and a text l
 loss follows its batches, with a few injected spikes, in a temporary folder.  Then:
 
 1. runs the whole command in a subprocess (``python -m dflash_diag spikes LOG --manifest
-   M ... --json``): wall time and peak resident memory (``ru_maxrss`` of the child);
+   M ... --json``): wall time and peak resident memory (the child's own ``VmHWM``);
 2. runs the library stages in this process, each timed: read_log, read_manifest,
    detect_spikes, replay, check_schedule, attribute_spikes, variance_proxies (which
    replays the bucketed and random strategies for the counterfactual);
@@ -19,15 +19,12 @@ and prints the replay's share of the whole, the reference being the command itse
 from __future__ import annotations
 
 import argparse
-import resource
-import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from common import long_tailed_lengths, run_cli, timed
 
 from dflash_diag.records import ScheduleParams
 from dflash_diag.schedule import replay
@@ -42,7 +39,7 @@ def build(folder: Path, n_samples: int, n_steps: int) -> tuple[Path, Path]:
     """A manifest and a log of ``n_steps`` steps whose loss follows the batches."""
     rng = np.random.default_rng(0)
     cats = rng.choice(np.array(["chat", "code", "math"]), n_samples, p=[0.5, 0.3, 0.2])
-    lengths = np.minimum(rng.lognormal(np.log(1500), 0.9, n_samples).astype(np.int64) + 1, 8192)
+    lengths = long_tailed_lengths(n_samples)
     manifest = folder / "manifest.parquet"
     pd.DataFrame({"length": lengths, "source": cats}).to_parquet(manifest, index=False)
     steps = replay(lengths, PARAMS, epochs=1).steps.iloc[:n_steps]
@@ -65,12 +62,6 @@ def build(folder: Path, n_samples: int, n_steps: int) -> tuple[Path, Path]:
     return log, manifest
 
 
-def timed(fn, *args, **kwargs):
-    start = time.perf_counter()
-    out = fn(*args, **kwargs)
-    return out, time.perf_counter() - start
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10,000 steps, 1,000,000 samples")
@@ -79,14 +70,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         log, manifest = build(folder, n_samples, n_steps)
-        cmd = [sys.executable, "-m", "dflash_diag", "spikes", str(log), "--manifest",
-               str(manifest), *FLAGS, "--json"]  # fmt: skip
-        start = time.perf_counter()
-        out = subprocess.run(cmd, capture_output=True, text=True)
-        t_cmd = time.perf_counter() - start
+        out, t_cmd, peak_mb = run_cli(
+            ["spikes", str(log), "--manifest", str(manifest), *FLAGS, "--json"]
+        )
         if out.returncode != 0:
             raise SystemExit(out.stderr)
-        peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
         from dflash_diag.logs import read_log
         from dflash_diag.manifest import read_manifest

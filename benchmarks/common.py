@@ -1,0 +1,55 @@
+"""What the benchmark scripts share: timing, long-tailed lengths, a child's peak memory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+
+def timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, float]:
+    """``fn(*args, **kwargs)`` and its wall time in seconds."""
+    start = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - start
+
+
+def long_tailed_lengths(n: int, seed: int = 0) -> np.ndarray:
+    """Lognormal lengths, median ~1.5k tokens, sigma 0.9, at least 1, capped at 8192."""
+    rng = np.random.default_rng(seed)
+    return np.minimum(rng.lognormal(np.log(1500), 0.9, n).astype(np.int64) + 1, 8192)
+
+
+# The child reports its own high-water mark (VmHWM).  Not ru_maxrss: on Linux that
+# survives exec, so a child of a big benchmark process would report the parent's size.
+_CLI = """
+import runpy, sys
+out, sys.argv = sys.argv[1], ["dflash-diag", *sys.argv[2:]]
+try:
+    runpy.run_module("dflash_diag", run_name="__main__")
+finally:
+    with open("/proc/self/status") as f:
+        kb = next(int(x.split()[1]) for x in f if x.startswith("VmHWM:"))
+    with open(out, "w") as f:
+        f.write(str(kb))
+"""
+
+
+def run_cli(args: list[str]) -> tuple[subprocess.CompletedProcess[str], float, float]:
+    """Run ``dflash-diag ARGS`` in a fresh process: (result, wall seconds, peak MB)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        report = os.path.join(tmp, "peak")
+        start = time.perf_counter()
+        out = subprocess.run(
+            [sys.executable, "-c", _CLI, report, *args], capture_output=True, text=True
+        )
+        seconds = time.perf_counter() - start
+        with open(report) as f:
+            peak_mb = int(f.read()) / 1024
+    return out, seconds, peak_mb
