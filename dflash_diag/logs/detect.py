@@ -64,6 +64,7 @@ def detect_format(path: str | os.PathLike[str], data: bytes | None = None) -> st
                 "-", "TensorBoard event data cannot be read from standard input", "give its path"
             )
         return "tensorboard"
+    _refuse_binary(name, data)
     head, _ = decode(data[:_HEAD])
     stripped = head.lstrip("\ufeff \t\r\n")
     if stripped.startswith("{") and '"log_history"' in head:
@@ -86,6 +87,31 @@ def detect_format(path: str | os.PathLike[str], data: bytes | None = None) -> st
     if dict_lines and dict_lines >= sum(1 for x in lines if "=" in x or ": " in x) // 2:
         return "hf-dict"
     return "text"
+
+
+#: File signatures of binary formats people hand to ``parse`` by mistake.
+_MAGIC: tuple[tuple[bytes, str, str], ...] = (
+    (b"PAR1", "a Parquet file", "for a length manifest use 'dflash-diag batches'"),
+    (b"\x93NUMPY", "a NumPy .npy file", "for a length manifest use 'dflash-diag batches'"),
+    (b"PK\x03\x04", "a zip archive (or a PyTorch checkpoint)", "give the training log"),
+    (b"\x89HDF", "an HDF5 file", "give the training log"),
+    (b"\x80\x04", "a Python pickle", "give the training log"),
+    (b"\x80\x05", "a Python pickle", "give the training log"),
+)
+
+
+def _refuse_binary(name: str, data: bytes) -> None:
+    """A binary file is bad input, not a log of junk rows.
+
+    Known signatures are named; otherwise a head (first 8 KiB) that is more than 10% NUL
+    bytes is binary.  A NUL-filled *tail* (a log cut by a crash) is not looked at here.
+    """
+    for magic, what, hint in _MAGIC:
+        if data.startswith(magic):
+            raise InputError(name, f"this is {what}, not a training log", hint)
+    head = data[:8192].rstrip(b"\x00")  # a short log's own NUL-filled tail is no sign
+    if head and head.count(0) > len(head) // 10:
+        raise InputError(name, "this is a binary file, not a training log", "give the text log")
 
 
 def _is_table(lines: list[str]) -> bool:
