@@ -67,6 +67,9 @@ def read_log(
 
             return read_tensorboard(name, rank)
     else:
+        from .detect import refuse_binary
+
+        refuse_binary(name, raw.data)  # a forced text format must not read a binary file
         fmt_seen = fmt
     if fmt_seen == "hf-state":
         from .hf_state import read_hf_state

@@ -64,7 +64,7 @@ def detect_format(path: str | os.PathLike[str], data: bytes | None = None) -> st
                 "-", "TensorBoard event data cannot be read from standard input", "give its path"
             )
         return "tensorboard"
-    _refuse_binary(name, data)
+    refuse_binary(name, data)
     head, _ = decode(data[:_HEAD])
     stripped = head.lstrip("\ufeff \t\r\n")
     if stripped.startswith("{") and '"log_history"' in head:
@@ -100,7 +100,7 @@ _MAGIC: tuple[tuple[bytes, str, str], ...] = (
 )
 
 
-def _refuse_binary(name: str, data: bytes) -> None:
+def refuse_binary(name: str, data: bytes) -> None:
     """A binary file is bad input, not a log of junk rows.
 
     Known signatures are named; otherwise a head (first 8 KiB) that is more than 10% NUL

@@ -44,3 +44,10 @@ def test_a_log_with_a_nul_filled_tail_after_a_crash_still_reads(tmp_path: Path):
     log.write_bytes(lines.encode() + bytes(512))
     table = read_log(log).table
     assert table["step"].tolist() == list(range(1, 200))
+
+
+def test_forcing_a_format_does_not_read_a_binary_file(tmp_path: Path):
+    manifest = tmp_path / "m.parquet"
+    pd.DataFrame({"length": np.arange(1, 100)}).to_parquet(manifest)
+    with pytest.raises(InputError, match="this is a Parquet file"):
+        read_log(manifest, format="text")
