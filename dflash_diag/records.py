@@ -88,6 +88,11 @@ class RunLog:
     :param ranks: the ranks seen in the log (``(0,)`` when there is no rank prefix).
     :param skipped: lines not used, by reason (``{"banner": 3, "traceback": 40}``).
     :param n_lines: lines (or records) read.
+    :param step_source: where the step numbers came from: ``field`` (a step, iter or
+        iteration field, or the file's step column), ``progress`` (a progress bar's
+        counter, e.g. tqdm's ``254/9000`` beside HF dict lines) or ``line order`` (the
+        records carry no step: they are numbered 1, 2, ... as logging events, which is not
+        the optimizer step when the trainer logs every N steps).
     """
 
     table: pd.DataFrame
@@ -97,6 +102,7 @@ class RunLog:
     ranks: tuple[int, ...] = (0,)
     skipped: dict[str, int] = field(default_factory=dict)
     n_lines: int = 0
+    step_source: str = "field"
 
 
 @dataclass(frozen=True, eq=False)

@@ -143,6 +143,9 @@ def register(app: typer.Typer) -> None:
         evidence = log_only_evidence(detection)
         epochs = None
         if resolved.manifest is not None:
+            from ..spikes.coverage import check_steps
+
+            check_steps(run.step_source, log, force)
             attribution, replayed, m, epochs = _attribute(
                 log, run.table, detection, resolved, covers.value, force, not json
             )

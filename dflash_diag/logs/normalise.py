@@ -337,6 +337,7 @@ def build_table(
         ranks=ranks,
         skipped={k: v for k, v in sorted(skipped.items()) if v},
         n_lines=int(n_lines),
+        step_source="line order" if best == "none" else best,
     )
 
 

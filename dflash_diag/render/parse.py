@@ -43,6 +43,7 @@ def summarise(run: RunLog) -> dict[str, Any]:
         "ranks": [int(r) for r in run.ranks],
         "skipped": {k: int(v) for k, v in run.skipped.items()},
         "n_lines": int(run.n_lines),
+        "step_source": run.step_source,
     }
 
 
@@ -77,6 +78,12 @@ def render_text(summary: dict[str, Any], console: Any, written: str | None = Non
         style = "dim" if c["non_null"] == 0 else None
         table.add_row(c["name"], str(c["non_null"]), _num(c["min"]), _num(c["max"]), style=style)
     console.print(table)
+    if s.get("step_source") == "line order":
+        console.print(
+            "steps: the records carry no step, so they are numbered 1, 2, ... in line order "
+            "(logging events, not optimizer steps when the trainer logs every N steps)",
+            soft_wrap=True,
+        )
     restarts = ", ".join(str(r) for r in s["restarts"]) or "none"
     console.print(f"restarts: {restarts}", soft_wrap=True)
     console.print(f"ranks: {', '.join(str(r) for r in s['ranks'])}", soft_wrap=True)

@@ -85,3 +85,21 @@ def epochs_to_cover(
         )
     fixed = params.strategy == "sorted-greedy"
     return max(1, need + (0 if fixed else 1))
+
+
+def check_steps(step_source: str, path: str, force: bool = False) -> None:
+    """Refuse to line a log up with a schedule when its steps are only line numbers.
+
+    A log whose records carry no step (``RunLog.step_source == "line order"``, e.g. HF
+    Trainer dict lines printed without the progress bar) is numbered 1, 2, ... by
+    logging event.  With ``logging_steps`` > 1 those are not optimizer steps, and every
+    batch would be joined to the wrong step: an InputError unless ``force``.
+    """
+    if step_source == "line order" and not force:
+        raise InputError(
+            path,
+            "the log's records carry no step (they are numbered by line order), so they "
+            "cannot be lined up with the replayed schedule",
+            "use a log that prints the step (for the HF Trainer: trainer_state.json), "
+            "or pass --force if every record is one optimizer step",
+        )

@@ -1,0 +1,50 @@
+"""Where a log's step numbers come from, and why it matters for lining steps up with batches."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from dflash_diag.cli import app
+from dflash_diag.logs import read_log
+
+DATA = Path(__file__).resolve().parent / "data"
+runner = CliRunner()
+
+
+def hf_dict_lines(path: Path, n: int = 120) -> Path:
+    # The HF Trainer's printed dicts carry no step when its progress bar is not captured.
+    path.write_text(
+        "".join(
+            f"{{'loss': {2.5 - i * 0.001:.4f}, 'learning_rate': 0.0001, 'epoch': {i / 100:.2f}}}\n"
+            for i in range(1, n + 1)
+        )
+    )
+    return path
+
+
+def test_step_source_says_field_progress_or_line_order(tmp_path):
+    assert read_log(DATA / "real_run" / "run.log").step_source == "field"
+    assert read_log(DATA / "logs" / "hf_trainer_stdout.log").step_source == "progress"
+    run = read_log(hf_dict_lines(tmp_path / "train.log"))
+    assert run.step_source == "line order"
+    assert run.table["step"].tolist() == list(range(1, 121))
+
+
+def test_parse_says_when_steps_are_only_line_numbers(tmp_path):
+    result = runner.invoke(app, ["parse", str(hf_dict_lines(tmp_path / "train.log"))])
+    assert result.exit_code == 0
+    assert "steps: the records carry no step" in result.stdout
+
+
+def test_spikes_refuses_to_join_line_numbers_to_a_schedule_unless_forced(tmp_path):
+    log = str(hf_dict_lines(tmp_path / "train.log"))
+    manifest = str(DATA / "real_run" / "manifest.parquet")
+    result = runner.invoke(app, ["spikes", log, "--manifest", manifest])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(
+        f"error: {log}: the log's records carry no step (they are numbered by line order)"
+    )
+    forced = runner.invoke(app, ["spikes", log, "--manifest", manifest, "--force", "--json"])
+    assert forced.exit_code == 0, forced.stderr
