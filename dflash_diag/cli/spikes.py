@@ -35,7 +35,8 @@ _HELP = (
     "for every spike its batch, the model's prediction and the steps where the same batch "
     "came back.\n\n"
     "Verdicts: composition (the batch predicts >= 50% of the rise, or the same batch was "
-    "high again), unexplained (an ordinary batch: < 25%; look at the optimizer), "
+    "high again), unexplained (an ordinary batch: < 25%, and none of the longest samples; "
+    "look at the optimizer), "
     "inconclusive (too little data, or in between)."
 )
 

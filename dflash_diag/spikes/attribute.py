@@ -27,7 +27,10 @@
      length (not itself, not its recurrences): the latter follows a difficulty that
      jumps for the longest few batches, which a smooth model cannot;
    - ``unexplained`` when the batch is ordinary: the model predicts less than
-     :data:`EXPLAINED_LOW` (25%) of the rise and no recurrence was high again.  The
+     :data:`EXPLAINED_LOW` (25%) of the rise, no recurrence was high again, and its
+     longest sample is not in the top :data:`TAIL_PERCENTILE` of batches' longest (a
+     batch of ordinary mean length holding one or two of the longest, hardest samples,
+     as a bucketed shuffle builds, is ``inconclusive``: its mean length hides them).  The
      optimizer is then the suspect; the evidence lists lr, phase, grad_norm and duration;
    - ``inconclusive`` otherwise, saying why: fewer than :data:`MIN_POINTS` points with
      batch features, no batch lined up with the point, a prediction between 25% and 50%,
@@ -74,6 +77,9 @@ EXPLAINED_HIGH = 0.5
 EXPLAINED_LOW = 0.25
 #: A recurrence is high again at this share of the spike's rise and these robust sigmas.
 RECUR_SHARE = 0.25
+#: A batch whose longest sample is at or above this percentile of all batches' longest
+#: is not "ordinary", whatever its mean length: at most ``inconclusive``.
+TAIL_PERCENTILE = 97.0
 RECUR_SIGMAS = 3.0
 #: Raw features whose correlation with the residual is reported.
 CORRELATION_FEATURES = BATCH_FEATURES
@@ -240,11 +246,13 @@ def verdict(
     recurrences: tuple[Recurrence, ...],
     has_batch: bool,
     r2_similar: float | None = None,
+    max_len_pct: float | None = None,
 ) -> tuple[str, tuple[str, ...]]:
     """The documented rule (module docstring) -> ``(verdict, reasons)``.
 
     ``explained``: the larger of the model's and the similar batches' prediction over the
-    rise; ``r2_similar``: the similar-batch predictor's held-out R²."""
+    rise; ``r2_similar``: the similar-batch predictor's held-out R²; ``max_len_pct``: the
+    percentile of the batch's longest sample among all points' batches."""
     if event.kind == "non-finite":
         return "unexplained", ("a non-finite value is a numerical failure, not a hard batch",)
     if not has_batch:
@@ -269,6 +277,13 @@ def verdict(
         return "composition", (_again(again),)
     if explained is None:
         return "inconclusive", ("no rise over the baseline to compare its batch with",)
+    if explained < EXPLAINED_LOW and max_len_pct is not None and max_len_pct >= TAIL_PERCENTILE:
+        return "inconclusive", (
+            f"its batch's features predict only {share} of the rise, but it holds one of "
+            f"the longest samples (its longest is at percentile {max_len_pct:.0f} of "
+            "batches): a few hard samples can raise a batch's loss that its mean length "
+            "does not show; look at those samples before the optimizer",
+        )
     if explained < EXPLAINED_LOW:
         reasons = [f"an ordinary batch: it predicts only {share} of the rise"]
         if recurrences:
@@ -530,15 +545,18 @@ def attribute_spikes(
                     shared=shared,
                 )
             )
-        v, reasons = verdict(ev, model, explained, tuple(recs), has_batch, r2_similar)
         batch = {c: float(feats[c].iloc[p]) for c in feature_cols} if has_batch else {}
+        pct = _percentiles(sorted_cols, batch)
+        v, reasons = verdict(
+            ev, model, explained, tuple(recs), has_batch, r2_similar, pct.get("max_len")
+        )
         out.append(
             SpikeEvidence(
                 event=ev,
                 verdict=v,
                 reasons=reasons,
                 batch=batch,
-                percentiles=_percentiles(sorted_cols, batch),
+                percentiles=pct,
                 rise=rise,
                 predicted=pred,
                 similar=like,
