@@ -92,7 +92,8 @@ class RunLog:
         iteration field, or the file's step column), ``progress`` (a progress bar's
         counter, e.g. tqdm's ``254/9000`` beside HF dict lines) or ``line order`` (the
         records carry no step: they are numbered 1, 2, ... as logging events, which is not
-        the optimizer step when the trainer logs every N steps).
+        the optimizer step when the trainer logs every N steps) or ``given interval``
+        (such records renumbered ``i x N`` with ``read_log(..., step_every=N)``).
     """
 
     table: pd.DataFrame

@@ -48,3 +48,23 @@ def test_spikes_refuses_to_join_line_numbers_to_a_schedule_unless_forced(tmp_pat
     )
     forced = runner.invoke(app, ["spikes", log, "--manifest", manifest, "--force", "--json"])
     assert forced.exit_code == 0, forced.stderr
+
+
+def test_step_every_renumbers_line_order_records_and_lets_spikes_join(tmp_path):
+    log = hf_dict_lines(tmp_path / "train.log")
+    run = read_log(log, step_every=10)
+    assert run.step_source == "given interval"
+    assert run.table["step"].tolist() == [10 * i for i in range(1, 121)]
+    manifest = str(DATA / "real_run" / "manifest.parquet")
+    result = runner.invoke(app, ["spikes", str(log), "--manifest", manifest, "--step-every", "1"])
+    assert result.exit_code == 0, result.stderr
+
+
+def test_step_every_on_a_log_with_steps_is_refused():
+    log = DATA / "real_run" / "run.log"
+    result = runner.invoke(app, ["parse", str(log), "--step-every", "10"])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"error: {log}: the log numbers its own steps (from a step field), so --step-every "
+        "does not apply; leave --step-every out\n"
+    )

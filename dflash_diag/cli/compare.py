@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from .options import FormatOpt, JsonOpt, PlotOpt, RankOpt, parse_rank
+from .options import FormatOpt, JsonOpt, PlotOpt, RankOpt, StepEveryOpt, parse_rank
 
 _HELP = """Compare a run with earlier runs at the same point of training.
 
@@ -90,6 +90,7 @@ def register(app: typer.Typer) -> None:
         plot: PlotOpt = None,
         format: FormatOpt = None,
         rank: RankOpt = "0",
+        step_every: StepEveryOpt = None,
     ) -> None:
         from ..compare import compare_runs, parse_milestones
         from ..errors import InputError
@@ -115,7 +116,7 @@ def register(app: typer.Typer) -> None:
         logs = []
         with progress("reading logs", enabled=not json) as bar:
             for i, path in enumerate(paths):
-                logs.append(read_log(path, format=fmt, rank=which))
+                logs.append(read_log(path, format=fmt, rank=which, step_every=step_every))
                 if bar is not None:
                     bar(i + 1, len(paths))
         with progress("comparing", enabled=not json) as bar:

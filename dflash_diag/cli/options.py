@@ -34,6 +34,14 @@ FormatOpt = Annotated[
     str | None,
     typer.Option("--format", "-f", help="Log format (default: detected). See 'parse --help'."),
 ]
+StepEveryOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--step-every",
+        help="For a log whose records carry no step (HF dict lines without the progress "
+        "bar): it logged every N optimizer steps (logging_steps), so record i is step i x N.",
+    ),
+]
 RankOpt = Annotated[
     str, typer.Option("--rank", help="Which rank's lines to use: a number, or 'all'.")
 ]

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from .options import FormatOpt, JsonOpt, RankOpt, parse_rank
+from .options import FormatOpt, JsonOpt, RankOpt, StepEveryOpt, parse_rank
 
 TO_SUFFIXES = (".parquet", ".csv", ".jsonl")
 
@@ -57,6 +57,7 @@ def register(app: typer.Typer) -> None:
         log: Annotated[str, typer.Argument(help="The log file ('-' for standard input).")],
         format: FormatOpt = None,
         rank: RankOpt = "0",
+        step_every: StepEveryOpt = None,
         to: Annotated[
             Path | None,
             typer.Option("--to", help="Write the per-step table: .parquet, .csv or .jsonl."),
@@ -74,7 +75,7 @@ def register(app: typer.Typer) -> None:
         if to is not None:
             check_to(to, log)
         with progress("reading log", enabled=not json) as bar:
-            run = read_log(log, format=fmt, rank=which, progress=bar)
+            run = read_log(log, format=fmt, rank=which, progress=bar, step_every=step_every)
         if to is not None:
             write_table(run.table, to)
         summary = summarise(run)

@@ -15,6 +15,7 @@ from .options import (
     JsonOpt,
     PlotOpt,
     RankOpt,
+    StepEveryOpt,
     parse_rank,
     schedule_options,
 )
@@ -108,6 +109,7 @@ def register(app: typer.Typer) -> None:
         plot: PlotOpt = None,
         format: FormatOpt = None,
         rank: RankOpt = "0",
+        step_every: StepEveryOpt = None,
         config: Annotated[
             Path | None,
             typer.Option(
@@ -138,7 +140,7 @@ def register(app: typer.Typer) -> None:
         if metric_rank is not None:
             resolved = replace(resolved, metric_rank=_metric_rank(metric_rank))
         with progress("reading log", enabled=not json) as bar:
-            run = read_log(log, format=fmt, rank=which, progress=bar)
+            run = read_log(log, format=fmt, rank=which, progress=bar, step_every=step_every)
         detection = detect_spikes(run.table, metric, detector.value, window, threshold, path=log)
         attribution = replayed = None
         evidence = log_only_evidence(detection)

@@ -19,6 +19,7 @@ def read_log(
     format: str | None = None,
     rank: int | str = 0,
     progress: Callable[[int, int], None] | None = None,
+    step_every: int | None = None,
 ) -> RunLog:
     """Read a training log into a :class:`~dflash_diag.records.RunLog`.
 
@@ -35,7 +36,12 @@ def read_log(
     :param format: one of :data:`FORMATS`, or None to detect it.
     :param rank: ``0`` (rank 0, or the only rank), a rank number, or ``"all"``.
     :param progress: called with ``(lines done, lines total)`` while reading text.
-    :raises InputError: missing/empty/unreadable file, unknown format, no step-like data.
+    :param step_every: for a log whose records carry no step (``step_source`` "line
+        order", e.g. HF Trainer dict lines without the progress bar): the trainer logged
+        every ``step_every`` optimizer steps (its ``logging_steps``), so record ``i``
+        (from 1) is step ``i * step_every``.  ``step_source`` becomes "given interval".
+    :raises InputError: missing/empty/unreadable file, unknown format, no step-like data,
+        ``step_every`` on a log that numbers its own steps.
 
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "run.log"
@@ -44,6 +50,40 @@ def read_log(
     >>> run.format, run.table["loss"].tolist(), run.table["acc"].tolist()
     ('text', [2.5, 2.25], [0.5, 0.55])
     """
+    run = _read(path, format, rank, progress)
+    return run if step_every is None else _with_interval(run, step_every)
+
+
+_SOURCES = {"field": "a step field", "progress": "a progress-bar counter"}
+
+
+def _with_interval(run: RunLog, step_every: int) -> RunLog:
+    """Renumber line-order steps as ``i * step_every`` (see :func:`read_log`)."""
+    from dataclasses import replace
+
+    from ..errors import InputError
+
+    if step_every < 1:
+        raise InputError("--step-every", f"must be a positive whole number, got {step_every}")
+    if run.step_source != "line order":
+        raise InputError(
+            run.path,
+            f"the log numbers its own steps (from {_SOURCES.get(run.step_source, 'its records')}),"
+            " so --step-every does not apply",
+            "leave --step-every out",
+        )
+    table = run.table.copy()
+    table["step"] = table["step"] * step_every
+    restarts = tuple(r * step_every for r in run.restarts)
+    return replace(run, table=table, restarts=restarts, step_source="given interval")
+
+
+def _read(
+    path: str | os.PathLike[str],
+    format: str | None,
+    rank: int | str,
+    progress: Callable[[int, int], None] | None,
+) -> RunLog:
     fmt = check_format(format)
     if rank != "all":
         try:

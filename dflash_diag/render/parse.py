@@ -84,6 +84,11 @@ def render_text(summary: dict[str, Any], console: Any, written: str | None = Non
             "(logging events, not optimizer steps when the trainer logs every N steps)",
             soft_wrap=True,
         )
+    if s.get("step_source") == "given interval":
+        console.print(
+            "steps: the records carry no step; numbered as every --step-every-th optimizer step",
+            soft_wrap=True,
+        )
     restarts = ", ".join(str(r) for r in s["restarts"]) or "none"
     console.print(f"restarts: {restarts}", soft_wrap=True)
     console.print(f"ranks: {', '.join(str(r) for r in s['ranks'])}", soft_wrap=True)

@@ -100,6 +100,6 @@ def check_steps(step_source: str, path: str, force: bool = False) -> None:
             path,
             "the log's records carry no step (they are numbered by line order), so they "
             "cannot be lined up with the replayed schedule",
-            "use a log that prints the step (for the HF Trainer: trainer_state.json), "
-            "or pass --force if every record is one optimizer step",
+            "give --step-every N (the trainer's logging_steps), use a log that prints the "
+            "step (for the HF Trainer: trainer_state.json), or pass --force",
         )
