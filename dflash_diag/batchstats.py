@@ -524,21 +524,15 @@ def export_schedule(
 
 def check_export_path(path: str | Path, protect: Sequence[str | Path] = ()) -> Path:
     """Validate ``--export FILE`` before any work: extension, folder, not an input."""
-    p = Path(path)
-    if p.suffix.lower() not in (".parquet", ".csv"):
-        raise InputError(
-            str(p),
-            f"cannot tell the export format from {p.suffix or 'no extension'!r}",
-            "name the file .parquet or .csv",
-        )
-    if not p.parent.exists():
-        raise InputError(str(p), "the folder for the export does not exist", "create it first")
-    for q in protect:
-        if p.exists() and Path(q).exists() and p.resolve() == Path(q).resolve():
-            raise InputError(
-                str(p), "refusing to overwrite an input file", "choose another --export file"
-            )
-    return p
+    from .outpath import check_output_path
+
+    return check_output_path(
+        path,
+        (".parquet", ".csv"),
+        "export",
+        protect=protect,
+        clash=("refusing to overwrite an input file", "choose another --export file"),
+    )
 
 
 def length_strip(

@@ -25,19 +25,15 @@ export), hf-state (trainer_state.json), tensorboard (extra). gzip and '-' (stdin
 
 def check_to(to: Path, log: str) -> Path:
     """Validate ``--to``: a known suffix, an existing folder, and not the input itself."""
-    from ..errors import InputError
+    from ..outpath import check_output_path
 
-    if to.suffix.lower() not in TO_SUFFIXES:
-        raise InputError(
-            str(to),
-            f"cannot tell the output format from {to.suffix or 'no extension'!r}",
-            "name the file .parquet, .csv or .jsonl",
-        )
-    if not to.parent.exists():
-        raise InputError(str(to), "the folder for the output does not exist", "create it first")
-    if log != "-" and Path(log).exists() and to.exists() and to.resolve() == Path(log).resolve():
-        raise InputError(str(to), "--to is the input log itself", "write the table elsewhere")
-    return to
+    return check_output_path(
+        to,
+        TO_SUFFIXES,
+        "output",
+        protect=[log],
+        clash=("--to is the input log itself", "write the table elsewhere"),
+    )
 
 
 def write_table(table: object, to: Path) -> None:

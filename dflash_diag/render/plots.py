@@ -5,23 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
+from ..outpath import check_output_path
 
 PLOT_FORMATS = (".png", ".svg", ".pdf")
 
 
 def check_plot_path(path: str | Path) -> Path:
     """Validate ``--plot FILE`` before any work is done: PNG, SVG or PDF, folder exists."""
-    p = Path(path)
-    if p.suffix.lower() not in PLOT_FORMATS:
-        raise InputError(
-            str(p),
-            f"cannot tell the plot format from {p.suffix or 'no extension'!r}",
-            "name the file .png, .svg or .pdf",
-        )
-    if not p.parent.exists():
-        raise InputError(str(p), "the folder for the plot does not exist", "create it first")
-    return p
+    return check_output_path(path, PLOT_FORMATS, "plot")
 
 
 def pyplot() -> Any:
