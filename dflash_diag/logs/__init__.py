@@ -97,6 +97,10 @@ def _read(
         from .tensorboard import read_tensorboard
 
         return read_tensorboard(name, rank)
+    if name != "-" and fmt in (None, "text"):
+        run = _read_mapped(name, fmt, rank, progress)
+        if run is not None:
+            return run
     from .io import read_bytes
 
     raw = read_bytes(name)
@@ -122,6 +126,53 @@ def _read(
     from .text import read_lines
 
     return read_lines(raw, fmt, rank, progress)
+
+
+def _read_mapped(
+    name: str, fmt: str | None, rank: int | str, progress: Callable[[int, int], None] | None
+) -> RunLog | None:
+    """A large plain text log read through a read-only memory map by the fast path, so
+    its bytes are never copied; None when that does not apply (small, gzip, not text,
+    lines of no common shape), and the caller reads the file the usual way.
+
+    The map is only read while this runs (well under a second per million lines).  A
+    file truncated in that window (a log rotated by copy-and-truncate) would end the
+    process with SIGBUS; a log being appended to is fine: what is mapped is read.
+    """
+    import mmap
+
+    from .fastpath import FAST_MIN_LINES
+    from .io import GZIP_MAGIC
+
+    try:
+        if not os.path.isfile(name) or os.path.getsize(name) < 10 * FAST_MIN_LINES:
+            return None
+        with open(name, "rb") as f:
+            if hasattr(mmap, "MAP_POPULATE"):  # Linux: map the cached pages up front
+                flags = mmap.MAP_SHARED | mmap.MAP_POPULATE
+                data = mmap.mmap(f.fileno(), 0, flags=flags, prot=mmap.PROT_READ)
+            else:
+                data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None  # the usual reader gives the error, if there is one
+    try:
+        head = data[:65536]
+        if head.startswith(GZIP_MAGIC) or head.lstrip().startswith(b"{"):
+            return None  # gzip; a JSON document or JSON lines: not this fast path's
+        if fmt is None and detect_format(name, head) != "text":
+            return None
+        if fmt is not None:
+            from .detect import refuse_binary
+
+            refuse_binary(name, head)  # a forced text format must not read a binary file
+        from .text import read_lines_fast
+
+        return read_lines_fast(name, data, fmt, rank, progress)
+    finally:
+        try:
+            data.close()
+        except BufferError:  # a view is still alive: the map closes when it is freed
+            pass
 
 
 def _is_events(name: str) -> bool:

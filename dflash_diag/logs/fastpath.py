@@ -1,67 +1,66 @@
 """The vectorised fast path for large free-text logs whose lines share one shape.
 
-A trainer prints the same line template millions of times
-(``... | INFO | dflash.train | epoch=0 step=254/3000 loss=4.8123 ... tok/s=25.1K``).
-Parsing each line with the general regex parser costs microseconds per line; here the
-template is learned once and applied to the raw bytes with numpy and pyarrow's C++
-kernels, without a Python object per line:
+A trainer prints the same line template millions of times.  Parsing each line with the
+general regex parser costs microseconds per line; here the template is learned once
+(:mod:`~dflash_diag.logs.template`) and applied to the raw bytes by pyarrow's C++ CSV
+tokenizer and compute kernels, without a Python object per line:
 
-1. parse a sample of lines with the general parser (:func:`~.text.parse_line`) and turn
-   the most common line into a template: the line split on single spaces, each token
-   either literal (digit runs generalised to ``\\d{n}``; digits inside words kept) or a
-   value token ``<literal prefix><number><tail>`` whose column, unit factor and tail
-   come from the general parser's spans for that line;
-2. cut the log into byte ranges of whole lines (:data:`PART_BYTES`), read by a few
-   threads (numpy and Arrow release the GIL); in each range:
-3. find every byte below ``!`` (numpy): the newlines give the lines, and in a line that
-   fits the template the others are exactly its token-separating spaces;
-4. view the bytes as an Arrow array of lines (zero-copy: the offsets are the line
-   starts) and mark the lines matching the template's full-line regex (RE2, no
-   captures: a DFA pass);
-5. the byte span of every number in the matching lines (its token's bounds less the
-   literal prefix and tail) is cast to float64 by Arrow, a block of lines per call
-   (:func:`_value_matrix`); a magnitude letter (``25.1K``) is read from the span's
-   last byte and its factor applied per line.
+1. the template is cut at one delimiter byte into segments holding at most one number
+   each (``=`` for ``key=value`` lines: ``... | INFO | dflash.train | epoch`` /
+   ``0 step`` / ``254/3000 loss`` / ``4.8123 acc`` ...);
+2. the log is cut into byte ranges of whole lines (:data:`PART_BYTES`), read by a few
+   threads (Arrow releases the GIL); each range is split into rows and columns at that
+   byte by ``pyarrow.csv`` (no quoting; a line with another number of delimiters is
+   handed back, with its line number, by the invalid-row handler);
+3. each column is checked against its segment: its fixed bytes by Arrow's
+   ``starts_with``/``ends_with`` (memcmp) and, where the template has digits that vary,
+   by a numpy gather of those few bytes; the number between head and tail is cast to
+   float64 by Arrow (one cast per column, through a zero-copy array of the number
+   spans), and a magnitude letter (``25.1K``) is read from the span's last byte;
+4. a line fits when every column fits and every number parses; the cast is checked
+   against the general parser's number syntax (an unparsable span, or a ``nan``/``inf``
+   Arrow reads but the parser would not, sends the line to the general parser).
 
-Costs on a 1M-line, 150 MB log, in CPU time: the regex pass about 0.3 s, finding the
-bytes below ``!`` 0.2 s, the numbers 0.25 s (0.1 s of it Arrow's casts).  Each is a full
-pass over the bytes, which is why this stays several times slower than
-``pandas.read_csv`` on the same metrics as CSV (a third of the bytes, one pass in C).
+Costs on a 1M-line, 150 MB log, in CPU time: the CSV tokenizer about 0.2 s, the checks
+and casts about 0.2 s; with two threads the whole read takes about 2-3x
+``pandas.read_csv`` on the same metrics as CSV (``benchmarks/bench_parse.py``).
 
-Every line that does not match goes through the general parser, so the result is the
-same table the general parser gives (the test suite checks this on every fixture).
-Used only for logs of at least :data:`FAST_MIN_LINES` lines, valid UTF-8, without
-ANSI codes, bare carriage returns or RichHandler layout.
+Every line that does not fit goes through the general parser, so the result is the
+same table the general parser gives (the test suite checks this on every fixture and on
+randomly mutated logs).  Used only for logs of at least :data:`FAST_MIN_LINES` lines,
+valid UTF-8, without ANSI codes, bare carriage returns or RichHandler layout.
 """
 
 from __future__ import annotations
 
-import re
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from .normalise import MAGNITUDE
+from .template import (
+    Pattern,
+    Segment,
+    Template,
+    ValueToken,
+    sample_lines,
+    sample_template,
+    split_template,
+)
 
 #: Logs shorter than this take the general path (its per-line cost does not matter).
 FAST_MIN_LINES = 20_000
 #: Fewer lines than this fit the template: not worth it, the general parser reads all.
 MIN_MATCHES = 1_000
-#: Lines parsed by the general parser to learn the template.
-SAMPLE_LINES = 400
-#: Lines per Arrow cast (keeps the temporaries small).
-BLOCK_LINES = 1 << 17
 #: The log is read in byte ranges of about this size, by up to 4 threads (progress is
 #: reported after each range).
 PART_BYTES = 1 << 24
+#: A column of equal-length rows is read through strided views, one per run of such
+#: rows, when the other rows break it into at most this many runs.
+MAX_RUNS = 64
 
 _FINITE_RE2 = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 _NUM_RE2 = rf"(?:{_FINITE_RE2}|[-+]?(?:nan|NaN|NAN|inf|Inf|INF))"
-_ANY_DIGITS = re.compile(r"\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
-_CONTROL = re.compile(r"[\x00-\x1f]")
-_FREE_DIGITS = re.compile(r"(?<![A-Za-z_])\d+(?![A-Za-z_])")
-_MAG = "".join(sorted(MAGNITUDE))
 
 
 def _byte_tables() -> tuple[list[float], list[int]]:
@@ -75,158 +74,7 @@ def _byte_tables() -> tuple[list[float], list[int]]:
 _MAG_FACTOR, _MAG_LETTER = _byte_tables()
 
 
-@dataclass(frozen=True)
-class ValueToken:
-    """Where one column's number sits in the template.
-
-    :param name: the column.
-    :param index: token index (line split on single spaces).
-    :param prefix: literal text before the number in the token (``loss=``).
-    :param tail: regex for the text after the number (``/\\d{4}``, ``[KMG]?``, ``ms``).
-    :param factor: unit factor for a fixed tail; ignored when ``magnitude``.
-    :param magnitude: the tail is an optional magnitude letter (``25.1K``).
-    :param tail_len: bytes of a fixed-width tail to cut off (``/3000``: 5).
-    """
-
-    name: str
-    index: int
-    prefix: str
-    tail: str
-    factor: float
-    magnitude: bool
-    tail_len: int = 0
-
-
-@dataclass(frozen=True)
-class Template:
-    """A learned line shape: its full-line regex, token count and value tokens."""
-
-    regex: str
-    n_tokens: int
-    values: tuple[ValueToken, ...]
-    is_eval: bool
-    rank: int
-
-
-def _literal(token: str) -> str:
-    return _FREE_DIGITS.sub(lambda m: rf"\d{{{len(m.group())}}}", re.escape(token))
-
-
-def learn_template(
-    line: str, rec: dict[str, Any], spans: dict[str, tuple[int, int, float]], offset: int
-) -> Template | None:
-    """The template of ``line`` given the general parser's record and value spans.
-
-    ``offset`` is where the parsed message starts in ``line``.  None when a value does
-    not sit alone at the end of a space-separated token's literal prefix.
-    """
-    if "  " in line or line != line.strip() or not line or _CONTROL.search(line):
-        return None  # the fast path takes the only bytes below '!' for token bounds
-    from .text import _TB_CHAIN, _TB_END, _TB_START
-
-    if _TB_END.match(line) or line.startswith((*_TB_CHAIN, _TB_START)):
-        return None  # after a traceback, the general parser would skip such a line
-    tokens = line.split(" ")
-    starts = []
-    pos = 0
-    for t in tokens:
-        starts.append(pos)
-        pos += len(t) + 1
-    by_token: dict[int, ValueToken] = {}
-    numbers: dict[int, str] = {}
-    for name, (s, e, factor) in spans.items():
-        if name not in rec:
-            return None
-        s, e = s + offset, e + offset
-        idx = max(i for i, st in enumerate(starts) if st <= s)
-        t_end = starts[idx] + len(tokens[idx])
-        if e > t_end or idx in by_token:
-            return None
-        prefix = line[starts[idx] : s]
-        if _literal(prefix) != re.escape(prefix):
-            return None  # a free number in the prefix may vary from line to line
-        if idx == 0 and re.fullmatch(r"[\w.]*", prefix):
-            return None  # whether it reads as a traceback's last line depends on the number
-        tail = line[e:t_end]
-        # The general parser reads `nan`/`inf` only when no letter follows (`infK` is not
-        # a number there), so such a tail takes finite numbers only.
-        numbers[idx] = _FINITE_RE2 if re.match(r"\w", tail) else _NUM_RE2
-        magnitude = len(tail) == 1 and tail in MAGNITUDE and factor == MAGNITUDE[tail]
-        # The tail is literal (its unit factor is the same in every matching line), but
-        # for an optional magnitude letter, whose factor is read per line.
-        tail_re = f"[{_MAG}]?" if magnitude else _literal(tail)
-        by_token[idx] = ValueToken(
-            name,
-            idx,
-            prefix,
-            tail_re,
-            1.0 if magnitude else factor,  # per row from the letter
-            magnitude,
-            0 if magnitude else len(tail.encode()),
-        )
-    if len(by_token) != len(spans) or "step" not in {v.name for v in by_token.values()}:
-        return None
-    parts = []
-    for i, t in enumerate(tokens):
-        v = by_token.get(i)
-        parts.append(_literal(t) if v is None else re.escape(v.prefix) + numbers[i] + v.tail)
-    return Template(
-        regex="^" + " ".join(parts) + "$",
-        n_tokens=len(tokens),
-        values=tuple(sorted(by_token.values(), key=lambda v: v.index)),
-        is_eval=bool(rec.get("is_eval")),
-        rank=int(rec.get("rank", 0)),
-    )
-
-
-def _sample_template(lines: list[str]) -> Template | None:
-    """The most common template among the sample lines (at least half of them)."""
-    from .fields import parse_text
-    from .text import _RANK_PREFIX, _State, _strip_prefix, parse_line
-
-    found: Counter[Template] = Counter()
-    seen: dict[str, Template | None] = {}
-    parsed = 0
-    st = _State()
-    for i, line in enumerate(lines, 1):
-        recs = parse_line(i, line, st, frozenset({"text"}), {}, {})
-        if len(recs) != 1 or recs[0].get("step_source") != "field" or _RANK_PREFIX.match(line):
-            continue
-        parsed += 1
-        skeleton = _ANY_DIGITS.sub("0", line)
-        if skeleton not in seen:
-            message, _ = _strip_prefix(line)
-            offset = len(line.rstrip()) - len(message)
-            msg = parse_text(message)
-            # `position 2, Acc: ...` renames by a number the template would generalise
-            ok = message and not msg.positional
-            seen[skeleton] = learn_template(line, recs[0], msg.spans, offset) if ok else None
-        t = seen[skeleton]
-        if t is not None:
-            found[t] += 1
-    if not found:
-        return None
-    best, count = found.most_common(1)[0]
-    return best if count * 2 >= parsed else None
-
-
-def _sample_lines(data: bytes) -> list[str]:
-    """Up to :data:`SAMPLE_LINES` lines from the start, the middle and the end of the log
-    (a log may open with thousands of lines of warnings)."""
-    out: list[str] = []
-    share = SAMPLE_LINES // 4
-    for frac in (0.0, 0.25, 0.5, 0.75):
-        start = int(len(data) * frac)
-        if start:
-            start = data.find(b"\n", start) + 1
-            if start == 0:
-                continue
-        chunk = data[start : start + 400 * share].decode("utf-8", errors="replace")
-        out.extend(x.rstrip("\r") for x in chunk.split("\n")[: share - 1])
-    return out
-
-
-def _rich(data: bytes) -> bool:
+def _rich(data: Any) -> bool:
     """The general reader's RichHandler test, on the same first 500 lines."""
     from .text import is_rich
 
@@ -236,29 +84,39 @@ def _rich(data: bytes) -> bool:
         if end < 0:
             break
     head = data if end < 0 else data[:end]
-    return is_rich(head.decode("utf-8", errors="replace").split("\n"))
+    return is_rich(bytes(head).decode("utf-8", errors="replace").split("\n"))
+
+
+def _bare_return(data: Any, lo: int, hi: int) -> bool:
+    """Whether a ``\\r`` in ``data[lo:hi]`` is anywhere but before a ``\\n`` (tqdm
+    refreshes, several records a line: the general reader splits those)."""
+    import numpy as np
+
+    if data.find(b"\r", lo, hi) < 0:
+        return False
+    buf = np.frombuffer(data, dtype=np.uint8)
+    at = np.flatnonzero(buf[lo:hi] == 13) + lo
+    return bool(at[-1] + 1 == hi or (buf[at + 1] != 10).any())
 
 
 def fast_records(
-    data: bytes,
+    data: Any,
     skipped: dict[str, int],
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[Any, Any] | None:
     """Records of the lines that fit the log's dominant template, or None.
 
-    Works on the bytes: the full text is never decoded into one Python string, and no
-    Python object is made per matching line.
+    Works on the bytes (``bytes`` or a read-only ``mmap``): the text is never decoded
+    into one Python string, and no Python object is made per fitting line.
 
     :returns: ``(frame, rest)``: a DataFrame of raw records (``line``, ``rank``,
         ``step_source``, ``is_eval``, value columns) and the ``(line number, text)`` of
-        every line the frame does not cover (so the log has ``len(frame) + len(rest)``
-        lines).  None when the fast path does not apply.
+        every line the frame does not cover, in order (so the log has ``len(frame) +
+        len(rest)`` lines).  None when the fast path does not apply.
     """
-    if len(data) < 10 * FAST_MIN_LINES or b"\x1b" in data:
-        return None  # ANSI codes: the general reader strips them first
-    if _rich(data):
-        return None  # records wrapped over several lines
-    template = _sample_template(_sample_lines(data))
+    if len(data) < 10 * FAST_MIN_LINES or _rich(data):
+        return None
+    template = sample_template(sample_lines(data))
     if template is None or template.n_tokens < 2:
         return None
     try:
@@ -267,113 +125,29 @@ def fast_records(
         return None
 
 
-def _line_array(data: bytes, starts: Any) -> Any:
-    """A zero-copy Arrow string array over ``data``: element ``i`` is
-    ``data[starts[i]:starts[i + 1]]`` (a line with its ``\\n``)."""
-    import pyarrow as pa
-
-    return pa.Array.from_buffers(
-        pa.large_string(), len(starts) - 1, [None, pa.py_buffer(starts), pa.py_buffer(data)]
-    )
-
-
-def _matching(lines: Any, template: Template) -> Any:
-    """Boolean numpy mask of the lines that match the template (``\\r\\n`` or ``\\n``
-    included, so a last line without a newline never matches: it may be cut short)."""
-    import pyarrow.compute as pc
-
-    regex = template.regex[:-1] + r"\r?\n$"
-    return pc.match_substring_regex(lines, regex).to_numpy(zero_copy_only=False)
-
-
-def _columns(matrix: Any, cols: list[int]) -> Any:
-    """``matrix[:, cols]``, as a view when ``cols`` is a run (the common case)."""
-    if cols == list(range(cols[0], cols[0] + len(cols))):
-        return matrix[:, cols[0] : cols[0] + len(cols)]
-    return matrix[:, cols]
-
-
-def _value_matrix(data: bytes, template: Template, cuts: Any, first: Any, before: int) -> Any:
-    """float64 ``(lines, values)`` matrix of the template's numbers in the matching lines.
-
-    ``cuts[first[i] + k]`` is the byte where token ``k`` of matching line ``i`` ends (a
-    space, or the line's ``\\r``/``\\n``); ``cuts[first[i] - 1]`` is the newline before
-    the line (``before`` when ``first[i]`` is 0).  The number of value token ``k`` runs
-    from the token's start plus its literal prefix to its end less its tail (and less a
-    magnitude letter, whose factor is read from that byte).  The spans are not
-    contiguous, so they are read through an Arrow string array over ``data`` whose
-    elements alternate number / the text up to the next number, the latter null: the
-    cast parses only the numbers (Arrow's parser, as exact as Python's ``float``: both
-    round correctly).  Each value is then ``float(text) * factor`` as in the general
-    parser.  Done a block of lines at a time, so the temporaries stay small.
-    """
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    from numpy.lib.stride_tricks import sliding_window_view
-
-    n, m = len(first), len(template.values)
-    lo = template.values[0].index
-    width = template.values[-1].index - lo + 2
-    # bounds[i, c]: where token lo - 1 + c of matching line i ends (a line's are adjacent)
-    windows = sliding_window_view(cuts, width)
-    start_cols = [v.index - lo for v in template.values]
-    end_cols = [c + 1 for c in start_cols]
-    start_adjust = np.array([1 + len(v.prefix.encode()) for v in template.values])
-    end_adjust = np.array([v.tail_len for v in template.values])
-    factor_of = np.asarray(_MAG_FACTOR)
-    letter_of = np.asarray(_MAG_LETTER, dtype=np.int64)
-    buf = np.frombuffer(data, dtype=np.uint8)
-    values = np.empty((n, m), dtype=np.float64)
-    for s in range(0, n, BLOCK_LINES):
-        rows = first[s : s + BLOCK_LINES] + (lo - 1)
-        k = len(rows)
-        before_cuts = rows[0] < 0  # value token 0 of the first line: its start is not a cut
-        bounds = windows[np.maximum(rows, 0)]
-        if before_cuts:
-            bounds[0] = np.concatenate([[before], cuts[: width - 1]])
-        offsets = np.empty(2 * m * k + 1, dtype=np.int64)
-        pairs = offsets[:-1].reshape(k, 2 * m)
-        np.add(_columns(bounds, start_cols), start_adjust, out=pairs[:, 0::2])
-        np.subtract(_columns(bounds, end_cols), end_adjust, out=pairs[:, 1::2])
-        scales: dict[int, Any] = {}
-        for j, v in enumerate(template.values):
-            if v.magnitude:
-                last = buf[pairs[:, 2 * j + 1] - 1]
-                scales[j] = factor_of[last]
-                pairs[:, 2 * j + 1] -= letter_of[last]
-        offsets[-1] = offsets[-2]
-        valid = np.full((2 * m * k + 7) // 8, 0x55, dtype=np.uint8)  # bits 0, 2, 4 ...
-        spans = pa.Array.from_buffers(
-            pa.large_string(),
-            2 * m * k,
-            [pa.py_buffer(valid), pa.py_buffer(offsets), pa.py_buffer(data)],
-            null_count=m * k,
-        )
-        got = pc.cast(spans, pa.float64())
-        raw = np.frombuffer(got.buffers()[1], np.float64, count=2 * m * k, offset=8 * got.offset)
-        block = values[s : s + k]
-        block[...] = raw.reshape(k, 2 * m)[:, 0::2]
-        for j, v in enumerate(template.values):
-            if j in scales or v.factor != 1.0:
-                block[:, j] *= scales.get(j, v.factor)
-    return values
-
-
 class _NotFast(Exception):
     """The log has something the fast path does not reproduce: the general parser reads all."""
 
 
 @dataclass
 class _Part:
-    """What :func:`_read_part` found in one byte range of the log."""
+    """One byte range of the log split into rows by :func:`_split_part`."""
 
-    starts: Any  # byte offset of each line's start, then the range's end
-    mask: Any  # per line: it matches the template
-    values: Any  # (matching lines, values) float64
+    lo: int
+    hi: int
+    table: Any  # pyarrow Table, one binary column per segment
+    row_line: Any  # line number (from 1, in the range) of each row
+    odd: list[tuple[int, str]]  # (line number in the range, text) of other-shaped lines
+    cut_last: bool  # the range's last line is the log's unterminated last line
+    fits: Any = None  # per row: it fits the template (by :func:`_read_part`)
+    values: Any = None  # (values, fitting rows) float64 (by :func:`_read_part`)
+
+    @property
+    def n_lines(self) -> int:
+        return len(self.row_line) + len(self.odd)
 
 
-def _parts(data: bytes) -> list[tuple[int, int]]:
+def _parts(data: Any) -> list[tuple[int, int]]:
     """Byte ranges of about :data:`PART_BYTES`, each ending just after a newline."""
     bounds = [0]
     while len(data) - bounds[-1] > PART_BYTES:
@@ -385,102 +159,387 @@ def _parts(data: bytes) -> list[tuple[int, int]]:
     return list(zip(bounds[:-1], bounds[1:], strict=True))
 
 
-def _read_part(data: bytes, lo: int, hi: int, template: Template, ascii: bool) -> _Part:
-    """Match and read the lines in ``data[lo:hi]`` (whole lines).  Runs in a worker thread:
-    numpy and Arrow release the GIL in everything that takes time here."""
-    import numpy as np
-
-    buf = np.frombuffer(data, dtype=np.uint8)
-    # In a matching line the bytes below '!' are exactly its `n_tokens - 1` single spaces,
-    # then `\\r\\n` or `\\n` (the template has no other), in order: token k of the line
-    # whose first such byte is cuts[f] ends at byte cuts[f + k].
-    cuts = np.flatnonzero(buf[lo:hi] <= 32)
-    cuts += lo
-    kind = buf[cuts]
-    returns = cuts[kind == 13]
-    if len(returns) and (returns[-1] + 1 == len(buf) or (buf[returns + 1] != 10).any()):
-        raise _NotFast("a \\r not ending a line: tqdm refreshes, several records a line")
-    at_nl = np.flatnonzero(kind == 10)
-    del kind, returns
-    ended = len(at_nl)
-    n = ended + (1 if hi > lo and buf[hi - 1] != 10 else 0)  # the log's unterminated end
-    starts = np.empty(n + 1, dtype=np.int64)
-    starts[0] = lo
-    starts[1 : ended + 1] = cuts[at_nl] + 1
-    starts[n] = hi
-    lines = _line_array(data, starts)
-    if not ascii:
-        lines.validate(full=True)  # bad UTF-8 raises: the general parser reads all
-    mask = _matching(lines, template)
-    del lines
-    idx = np.flatnonzero(mask)
-    first = np.zeros(len(idx), dtype=np.int64)
-    later = idx > 0
-    first[later] = at_nl[idx[later] - 1] + 1
-    if len(idx):
-        values = _value_matrix(data, template, cuts, first, lo - 1)
-    else:
-        values = np.zeros((0, len(template.values)))
-    return _Part(starts, mask, values)
-
-
 def _apply(
-    data: bytes,
+    data: Any,
     template: Template,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[Any, Any] | None:
+    """Two stages, each spread over threads: split the byte ranges into rows (pyarrow's
+    CSV reader, no GIL), then check and read each column over all rows at once (long
+    Arrow and numpy calls: little time holding the GIL)."""
     import os
     from concurrent.futures import ThreadPoolExecutor
 
     import numpy as np
     import pandas as pd
 
+    delimiter, segments = split_template(template)
     ranges = _parts(data)
-    ascii = data.isascii()
+    cut_end = data[-1:] != b"\n"  # the last line may be cut short: never read here
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    workers = max(1, min(len(ranges), cpus or 1, 4))
+    workers = max(1, min(cpus or 1, 4))
+
+    def read(r: tuple[int, int]) -> _Part:
+        last = cut_end and r[1] == len(data)
+        part = _split_part(data, r[0], r[1], delimiter, len(segments), last)
+        _read_part(part, segments, template)
+        return part
+
     parts: list[_Part] = []
     pool = ThreadPoolExecutor(workers)
     try:
         done = 0
-        for part in pool.map(lambda r: _read_part(data, r[0], r[1], template, ascii), ranges):
+        for (_, hi), part in zip(ranges, pool.map(read, ranges), strict=True):
             parts.append(part)
-            done += len(part.mask)
+            done += part.n_lines
             if progress is not None:  # lines so far, of a total guessed from the bytes
-                progress(done, max(done, round(done * len(data) / int(part.starts[-1]))))
+                progress(done, max(done, round(done * len(data) / hi)))
+        n_lines = sum(p.n_lines for p in parts)
+        n_fit = sum(p.values.shape[1] for p in parts)
+        if n_lines < FAST_MIN_LINES or n_fit < MIN_MATCHES:
+            return None
+        # one row per value: transposed, it is the layout of a DataFrame's float block
+        values = np.empty((len(template.values), n_fit), dtype=np.float64)
+
+        def join(j: int) -> None:
+            np.concatenate([p.values[j] for p in parts], out=values[j])
+
+        list(pool.map(join, range(len(template.values))))
     except _NotFast:
         return None
     finally:
         pool.shutdown(wait=True, cancel_futures=True)  # after a failure, skip the rest
-    counts = [len(p.mask) for p in parts]
-    n_lines = sum(counts)
-    line0 = np.cumsum([0, *counts[:-1]])
-    idx = np.concatenate([np.flatnonzero(p.mask) + o for p, o in zip(parts, line0, strict=True)])
-    if n_lines < FAST_MIN_LINES or len(idx) < MIN_MATCHES:
-        return None
-    values = np.concatenate([p.values for p in parts])
-    frame = pd.DataFrame(values, columns=[v.name for v in template.values], copy=False)
-    frame.insert(0, "line", idx + 1)
+    line0 = np.cumsum([0, *[p.n_lines for p in parts[:-1]]]).tolist()
+    lines = np.concatenate([p.row_line[p.fits] + o for p, o in zip(parts, line0, strict=True)])
+    rest: list[tuple[int, str]] = []
+    for p, o in zip(parts, line0, strict=True):
+        misfits = np.flatnonzero(~p.fits)
+        odd = p.odd + _texts(p, misfits, delimiter, data) if len(misfits) else p.odd
+        rest += [(no + o, text) for no, text in sorted(odd)]
+    if any("\x1b" in text for _, text in rest):
+        return None  # ANSI codes (no fitting line has one): the general reader strips them
+    frame = pd.DataFrame(values.T, columns=[v.name for v in template.values], copy=False)
+    frame.insert(0, "line", lines)
     if "rank" not in frame:  # a `rank=3` field varies by line; a prefix does not match others
         frame["rank"] = template.rank
-    frame["step_source"] = "field"
+    # (categorical: build_table compares it to "field" over every row)
+    frame["step_source"] = pd.Categorical.from_codes(np.zeros(len(frame), np.int8), ["field"])
     frame["is_eval"] = template.is_eval
     frame["attach"] = False
-    rest = []
-    for p, o in zip(parts, line0, strict=True):
-        other = np.flatnonzero(~p.mask)
-        begin, end = p.starts[other].tolist(), p.starts[other + 1].tolist()
-        rest += [
-            (i + 1, _text(data[s:e]))
-            for i, s, e in zip((other + o).tolist(), begin, end, strict=True)
-        ]
     return frame, rest
 
 
-def _text(line: bytes) -> str:
-    """A line's text as the general reader sees it: no ``\\n``, no ``\\r`` before it."""
-    if line.endswith(b"\n"):
-        line = line[:-1]
-    if line.endswith(b"\r"):
-        line = line[:-1]
-    return line.decode("utf-8")
+def _split_part(
+    data: Any, lo: int, hi: int, delimiter: bytes, n_columns: int, cut_last: bool
+) -> _Part:
+    """Split ``data[lo:hi]`` (whole lines) into rows at the delimiter; a line with another
+    number of delimiters is kept aside with its line number.  Runs in a worker thread."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    if _bare_return(data, lo, hi):
+        raise _NotFast("a \\r not ending a line")
+    raw = pa.py_buffer(memoryview(data)[lo:hi])
+    whole = np.array([0, hi - lo], dtype=np.int64)
+    # bad UTF-8 raises here (the general parser counts and replaces it)
+    pa.Array.from_buffers(pa.large_string(), 1, [None, pa.py_buffer(whole), raw]).validate(
+        full=True
+    )
+    odd: list[tuple[int, str]] = []
+
+    def other_shape(row: Any) -> str:
+        odd.append((row.number, row.text))
+        return "skip"
+
+    names = [f"s{i}" for i in range(n_columns)]
+    table = pcsv.read_csv(
+        raw,
+        # blocks of 1 MiB parse faster than larger ones (cache); a longer line fails
+        read_options=pcsv.ReadOptions(column_names=names, use_threads=False, block_size=1 << 20),
+        parse_options=pcsv.ParseOptions(
+            delimiter=delimiter.decode(),
+            quote_char=False,
+            escape_char=False,
+            newlines_in_values=False,
+            ignore_empty_lines=False,
+            invalid_row_handler=other_shape,
+        ),
+        convert_options=pcsv.ConvertOptions(column_types=dict.fromkeys(names, pa.binary())),
+    )
+    table = table.combine_chunks()  # one array per column
+    n_lines = table.num_rows + len(odd)
+    is_row = np.ones(n_lines + 1, dtype=bool)
+    is_row[0] = False
+    if odd:
+        numbers = np.array([no for no, _ in odd])
+        if (numbers < 1).any() or (numbers > n_lines).any():
+            raise _NotFast("the CSV reader did not number its rows")
+        is_row[numbers] = False
+    row_line = np.flatnonzero(is_row)
+    if len(row_line) != table.num_rows:
+        raise _NotFast("rows and lines do not line up")
+    return _Part(lo, hi, table, row_line, odd, cut_last)
+
+
+def _read_part(part: _Part, segments: tuple[Segment, ...], template: Template) -> None:
+    """Check each column of the part against its segment and read its numbers: sets
+    ``part.fits`` and ``part.values``."""
+    import numpy as np
+
+    n = len(part.row_line)
+    fits = np.ones(n, dtype=bool)
+    raw: dict[int, Any] = {}
+    for k, seg in enumerate(segments):
+        col = part.table.column(k).chunks[0] if n else None
+        if col is None:
+            continue
+        ok, off = _segment_fits(col, seg)
+        if seg.value is not None:
+            raw[seg.value] = _numbers(col, off, seg, template.values[seg.value], ok)
+        fits &= ok
+    if part.cut_last and n and part.row_line[-1] == part.n_lines:
+        fits[-1] = False  # the log's last line, unterminated: it may be cut short
+    every = bool(fits.all())
+    values = np.empty((len(template.values), int(fits.sum())), dtype=np.float64)
+    for j, vals in raw.items():
+        values[j] = vals if every else vals[fits]
+    part.fits, part.values = fits, values
+
+
+def _texts(part: _Part, rows: Any, delimiter: bytes, data: Any) -> list[tuple[int, str]]:
+    """``(line number, text)`` of the given rows of a part: their columns joined again,
+    but for a row of empty columns, whose line may be empty or all delimiters: that one
+    is looked up in the bytes."""
+    import numpy as np
+
+    cols = [c.to_pylist() for c in part.table.take(rows).columns]
+    out = []
+    starts = None
+    for row, cells in zip(rows.tolist(), zip(*cols, strict=True), strict=True):
+        no = int(part.row_line[row])
+        if any(cells):
+            line = delimiter.join(cells)
+        else:
+            lo, hi = part.lo, part.hi
+            if starts is None:
+                nl = np.flatnonzero(np.frombuffer(data, np.uint8, hi - lo, lo) == 10)
+                starts = np.concatenate([[0], nl + 1]) + lo
+            s, e = int(starts[no - 1]), (int(starts[no]) if no < len(starts) else hi)
+            line = bytes(data[s:e]).rstrip(b"\n").removesuffix(b"\r")
+        out.append((no, line.decode("utf-8")))
+    return out
+
+
+def _segment_fits(col: Any, seg: Segment) -> tuple[Any, Any]:
+    """Per row: whether the column's bytes fit the segment's head and tail (with room
+    for a number between them, or exactly the head when the segment has no number).
+
+    :returns: ``(ok, offsets)``, the column's int32 offsets as a numpy view.
+    """
+    import numpy as np
+
+    off = np.frombuffer(col.buffers()[1], np.int32, len(col) + 1, 4 * col.offset)
+    lengths = off[1:] - off[:-1]
+    head, tail = seg.head, seg.tail
+    exact = seg.value is None
+    ok = lengths == len(head) if exact else lengths > len(head) + len(tail)
+    if not ok.any():
+        return ok, off
+    b = col.buffers()[2]
+    buf = np.frombuffer(b, np.uint8) if b is not None else np.zeros(0, np.uint8)
+    if len(head):
+        # rows of one length lie at a fixed stride: words are read through views
+        step = len(head) if exact else None
+        ok &= _fits(col, buf, off[:-1], 0, head, at_start=True, at_end=exact, step=step)
+    if len(tail):
+        ok &= _fits(col, buf, off[1:], -len(tail), tail, at_start=False, at_end=True)
+    return ok, off
+
+
+def _fits(
+    col: Any,
+    buf: Any,
+    base: Any,
+    shift: int,
+    p: Pattern,
+    at_start: bool,
+    at_end: bool,
+    step: int | None = None,
+) -> Any:
+    """Per row: the bytes from ``base + shift`` fit pattern ``p``.  ``at_start`` /
+    ``at_end``: the pattern starts/ends where the row's bytes do, so a literal run at
+    that end is compared by Arrow's ``starts_with``/``ends_with`` (memcmp); the rest by
+    :func:`_words_fit`."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    width = len(p)
+    first = p.digits[0] if p.digits else width
+    last = p.digits[-1] + 1 if p.digits else 0
+    a, b = 0, width
+    ok: Any = None
+    if at_start and first >= min(4, width):
+        ok = pc.starts_with(col, p.text[:first].decode()).to_numpy(zero_copy_only=False)
+        a = first
+    if at_end and b > a and width - last >= min(4, width - a):
+        tail = p.text[max(last, a) :].decode()
+        got = pc.ends_with(col, tail).to_numpy(zero_copy_only=False)
+        ok = got if ok is None else ok & got
+        b = max(last, a)
+    if a < b:
+        pos = base + np.int32(shift + a) if shift + a else base
+        got = _words_fit(buf, pos, _sub(p, a, b), at_end=at_end and b == width, step=step)
+        ok = got if ok is None else ok & got
+    return ok
+
+
+def _sub(p: Pattern, a: int, b: int) -> Pattern:
+    return Pattern(p.text[a:b], tuple(d - a for d in p.digits if a <= d < b))
+
+
+def _words_fit(buf: Any, pos: Any, p: Pattern, at_end: bool, step: int | None = None) -> Any:
+    """Per row: the bytes from ``pos`` fit pattern ``p`` (any digit at a digit
+    position), read as little-endian 64-bit words and tested with masks.
+
+    Words are read at 0, 8, ... and one ending at the pattern's end; a pattern shorter
+    than 8 bytes is read in one word reaching past its start (``at_end``: it ends a
+    row) or past its end (it starts one), the extra bytes ignored.  ``x = word ^ want``
+    (``want``: the literal bytes, ``0x30`` at digits): a literal byte fits when its byte
+    of ``x`` is 0, a digit when its byte of ``x`` is at most 9, i.e. neither ``x`` nor
+    ``x + 6`` has a high nibble there.  Words are gathered by row, or, where rows lie
+    ``step`` bytes apart (a column of equal-length rows), read through strided views.
+    """
+    import numpy as np
+    from numpy.lib.stride_tricks import as_strided
+
+    n, width = len(pos), len(p)
+    ok = np.ones(n, dtype=bool)
+    if not n or not width:
+        return ok
+    if width < 8:
+        at = [width - 8] if at_end else [0]
+    else:
+        at = sorted({*range(0, width - 7, 8), width - 8})
+    lo, hi = min(at), max(at) + 8
+    if len(buf) < 8:
+        return _bytes_fit(buf, pos, p)
+    # words[i] is the 8 bytes from buf[i] (unaligned reads through a strided view)
+    words = as_strided(buf, shape=(len(buf) - 7, 8), strides=(1, 1)).view("<u8")[:, 0]
+    # rows whose words would reach outside the buffer (at most a few at either end)
+    first = int(np.searchsorted(pos, -lo, side="left"))
+    stop = int(np.searchsorted(pos, len(buf) - hi, side="right"))
+    edge = [*range(first), *range(stop, n)]
+    inner = pos[first:stop]
+    runs = None
+    if step is not None and len(inner):
+        breaks = (np.flatnonzero(np.diff(inner) != step) + 1).tolist()
+        if len(breaks) <= MAX_RUNS:
+            runs = list(zip([0, *breaks], [*breaks, len(inner)], strict=True))
+    digits = set(p.digits)
+    part = ok[first:stop]
+    for w in at:
+        want = lit = six = high = 0
+        for j in range(8):
+            if not 0 <= w + j < width:
+                continue  # outside the pattern
+            if w + j in digits:
+                want |= 0x30 << (8 * j)
+                six |= 0x06 << (8 * j)
+                high |= 0xF0 << (8 * j)
+            else:
+                want |= p.text[w + j] << (8 * j)
+                lit |= 0xFF << (8 * j)
+        masks = np.uint64(want), np.uint64(lit), np.uint64(six), np.uint64(high)
+        if runs is not None:
+            for r0, r1 in runs:
+                got = as_strided(words[int(inner[r0]) + w :], shape=(r1 - r0,), strides=(step,))
+                part[r0:r1] &= _word_ok(got, *masks)
+        else:
+            part &= _word_ok(words[inner + w], *masks)
+    if edge:
+        ok[edge] = _bytes_fit(buf, pos[edge], p)
+    return ok
+
+
+def _word_ok(got: Any, want: Any, lit: Any, six: Any, high: Any) -> Any:
+    x = got ^ want
+    if not high:
+        return (x & lit) == 0
+    return ((x & lit) | ((x | (x + six)) & high)) == 0
+
+
+def _bytes_fit(buf: Any, pos: Any, p: Pattern) -> Any:
+    """:func:`_fits` a byte at a time (rows at the buffer's edges)."""
+    import numpy as np
+
+    out = np.zeros(len(pos), dtype=bool)
+    digits = set(p.digits)
+    for i, at in enumerate(pos.tolist()):
+        if 0 <= at and at + len(p) <= len(buf):
+            got = bytes(buf[at : at + len(p)])
+            out[i] = all(
+                48 <= c <= 57 if j in digits else c == p.text[j] for j, c in enumerate(got)
+            )
+    return out
+
+
+def _numbers(col: Any, off: Any, seg: Segment, v: ValueToken, ok: Any) -> Any:
+    """The number between head and tail of each row, as ``float(text) * factor``; rows
+    whose span is not a number the general parser reads are cleared in ``ok``."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = len(col)
+    if not n:
+        return np.zeros(0)
+    b = col.buffers()[2]
+    buf = np.frombuffer(b, np.uint8) if b is not None else np.zeros(0, np.uint8)
+    lo = off[:-1] + np.int32(len(seg.head)) if len(seg.head) else off[:-1]
+    hi = off[1:] - np.int32(len(seg.tail)) if len(seg.tail) else off[1:]
+    scale = None
+    if v.magnitude and len(buf):
+        last = buf[np.clip(hi - 1, 0, len(buf) - 1)]
+        scale = np.asarray(_MAG_FACTOR)[last]
+        hi = hi - np.asarray(_MAG_LETTER, dtype=np.int64)[last]
+        ok &= hi > lo
+    # Arrow reads the spans through one array whose elements alternate span / the bytes
+    # up to the next span, the latter null; a row that does not fit is an empty null.
+    offsets = np.empty(2 * n + 1, dtype=np.int32)
+    every = bool(ok.all())
+    offsets[0 : 2 * n : 2] = lo if every else np.where(ok, lo, off[:-1])
+    offsets[1 : 2 * n : 2] = hi if every else np.where(ok, hi, off[:-1])
+    offsets[2 * n] = offsets[2 * n - 1]
+
+    def spans(kind: Any, valid: Any) -> Any:
+        if valid.all():
+            mask = np.full((2 * n + 7) // 8, 0x55, dtype=np.uint8)  # bits 0, 2, 4 ...
+        else:
+            bits = np.zeros(2 * n, dtype=bool)
+            bits[0::2] = valid
+            mask = np.packbits(bits, bitorder="little")
+        return pa.Array.from_buffers(
+            kind, 2 * n, [pa.py_buffer(mask), pa.py_buffer(offsets), col.buffers()[2]]
+        )
+
+    def syntax(valid: Any, regex: str) -> Any:
+        got = pc.match_substring_regex(spans(pa.binary(), valid), f"^(?:{regex})$")
+        return got.fill_null(False).to_numpy(zero_copy_only=False)[0::2]
+
+    number = _FINITE_RE2 if v.finite or v.magnitude else _NUM_RE2
+    try:
+        got = pc.cast(spans(pa.string(), ok), pa.float64())
+    except pa.ArrowInvalid:  # a span that is no number: find those, cast the others
+        ok &= syntax(ok, number)
+        got = pc.cast(spans(pa.string(), ok), pa.float64())
+    vals = np.frombuffer(got.buffers()[1], np.float64, 2 * n, 8 * got.offset)[0::2]
+    finite = np.isfinite(vals)
+    if not finite.all():  # Arrow reads `Infinity`, `Nan`, `infK`...: keep the parser's
+        odd = ok & ~finite
+        ok &= ~odd | syntax(odd, number)
+    if scale is not None:
+        return vals * scale
+    if v.factor != 1.0:
+        return vals * v.factor
+    return vals  # a strided view of Arrow's result

@@ -292,13 +292,17 @@ def build_table(
     df["rank"] = pd.to_numeric(df["rank"], errors="coerce").fillna(0).astype("int64")
     df["step"] = pd.to_numeric(df["step"], errors="coerce").astype("float64")
 
-    sources = set(df["step_source"].unique())
+    sources = _values_of(df["step_source"])
     best = "field" if "field" in sources else "progress" if "progress" in sources else "none"
     df = _assign_steps(df, best, skipped)
     if df.empty:
         raise InputError(path, "no step-like data found", _hint_for(fmt, skipped))
 
-    ranks = tuple(int(r) for r in sorted(df["rank"].unique()))
+    rank_col = df["rank"].to_numpy()
+    if len(rank_col) and rank_col.min() == rank_col.max():
+        ranks: tuple[int, ...] = (int(rank_col[0]),)  # one rank: no need to hash them all
+    else:
+        ranks = tuple(int(r) for r in sorted(df["rank"].unique()))
     df = _select_rank(df, rank, ranks, path, skipped)
     restarts = _restarts(df)
 
@@ -341,6 +345,20 @@ def build_table(
     )
 
 
+def _values_of(col: Any) -> set[Any]:
+    """The distinct values of a column (of a categorical one, from its codes)."""
+    import numpy as np
+    import pandas as pd
+
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        codes = col.cat.codes.to_numpy()
+        if len(codes) and codes.min() == codes.max() >= 0:  # one value (the fast path's)
+            return {col.cat.categories[codes[0]]}
+        present = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=1))
+        return set(col.cat.categories[present]) | ({np.nan} if (codes < 0).any() else set())
+    return set(col.unique())
+
+
 def _hint_for(fmt: str, skipped: Mapping[str, int]) -> str:
     seen = ", ".join(f"{k} {v}" for k, v in sorted(skipped.items()) if v)
     base = (
@@ -370,13 +388,19 @@ def _assign_steps(df: Any, best: str, skipped: dict[str, int]) -> Any:
         df.loc[drop, "step"] = 0.0
         return df
     own = (df["step_source"] == best).to_numpy() & df["step"].notna().to_numpy()
+    if own.all():  # every record has its own step (the common case): nothing to attach
+        return _finite_steps(df, skipped)
     if best == "field":
         progress = (df["step_source"] == "progress").to_numpy()
         skipped["progress_bar"] = skipped.get("progress_bar", 0) + int(progress.sum())
     else:
         progress = np.zeros(len(df), dtype=bool)
     # Evaluation records without a step: the last step logged before them, per rank.
-    carried = df["step"].where(own).groupby(df["rank"]).ffill()
+    rank = df["rank"].to_numpy()
+    if len(rank) and rank.min() == rank.max():  # one rank (the common case): no grouping
+        carried = df["step"].where(own).ffill()
+    else:
+        carried = df["step"].where(own).groupby(df["rank"]).ffill()
     attach = df["attach"].fillna(False).to_numpy(dtype=bool) if "attach" in df else True
     evals = (~own) & df["is_eval"].to_numpy() & attach & (~progress) & carried.notna().to_numpy()
     df.loc[evals, "step"] = carried[evals]
@@ -386,7 +410,13 @@ def _assign_steps(df: Any, best: str, skipped: dict[str, int]) -> Any:
         skipped["no_step"] = skipped.get("no_step", 0) + lost
     if not keep.all():
         df = df[keep].copy()
-    # Step values must be whole numbers that fit in int64.
+    return _finite_steps(df, skipped)
+
+
+def _finite_steps(df: Any, skipped: dict[str, int]) -> Any:
+    """Drop records whose step is NaN or infinite (reason ``bad_step``)."""
+    import numpy as np
+
     finite = np.isfinite(df["step"].to_numpy())
     if not finite.all():
         skipped["bad_step"] = skipped.get("bad_step", 0) + int((~finite).sum())
@@ -417,14 +447,20 @@ def _select_rank(
 
 def _restarts(df: Any) -> list[int]:
     """Steps at which a rank's training step counter went back (rule 3)."""
+    import numpy as np
+
     out: set[int] = set()
-    train = df[~df["is_eval"]]
-    for _, g in train.groupby("rank", sort=True):
-        steps = g["step"].to_numpy()
+    train = ~df["is_eval"].to_numpy(dtype=bool)
+    all_steps, ranks = df["step"].to_numpy(), df["rank"].to_numpy()
+    if not train.all():
+        all_steps, ranks = all_steps[train], ranks[train]
+    if len(all_steps) < 2 or (all_steps[1:] > all_steps[:-1]).all():
+        return []  # steps only ever go up: no restart
+    one = len(ranks) == 0 or ranks.min() == ranks.max()
+    for r in ranks[:1] if one else np.unique(ranks):
+        steps = all_steps if one else all_steps[ranks == r]
         if len(steps) < 2:
             continue
-        import numpy as np
-
         prev_max = np.maximum.accumulate(steps)[:-1]
         back = steps[1:] < prev_max
         out.update(int(s) for s in steps[1:][back & ~_continues(steps[1:], back)])

@@ -313,31 +313,63 @@ def read_lines(
         or None (any shape; the format is named after the shape most records had).
     :param fast: use the vectorised fast path for large regular logs.
     """
-    shapes = LINE_FORMATS[fmt or "text"]
+    if fast:
+        run = read_lines_fast(raw.path, raw.data, fmt, rank, progress)
+        if run is not None:
+            return run
+    data = raw.data
     skipped: dict[str, int] = {}
-    extra = None
+    n_lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    text, bad_bytes = decode(data)
+    if bad_bytes:
+        _count(skipped, "bad_bytes", bad_bytes)  # bytes, not lines: replaced, line kept
+    lines = logical_lines(strip_ansi(text))
+    del text
+    return _read_records(raw.path, data, lines, n_lines, None, skipped, fmt, rank, progress)
+
+
+def read_lines_fast(
+    path: str,
+    data: Any,
+    fmt: str | None = None,
+    rank: int | str = 0,
+    progress: ProgressFn | None = None,
+) -> RunLog | None:
+    """:func:`read_lines` through the vectorised fast path only: None when it does not
+    apply.  ``data`` may be any bytes-like object with ``find`` (a read-only ``mmap``)."""
+    if "text" not in LINE_FORMATS[fmt or "text"]:
+        return None
+    from .fastpath import fast_records
+
+    skipped: dict[str, int] = {}
+    got = fast_records(data, skipped, progress)
+    if got is None:
+        return None
+    extra, lines = got
+    n_lines = len(extra) + len(lines)  # every line is in one or the other
+    return _read_records(path, data, lines, n_lines, extra, skipped, fmt, rank, progress)
+
+
+def _read_records(
+    path: str,
+    data: Any,
+    lines: Any,
+    n_lines: int,
+    extra: Any,
+    skipped: dict[str, int],
+    fmt: str | None,
+    rank: int | str,
+    progress: ProgressFn | None,
+) -> RunLog:
+    """Parse ``lines`` (``(line number, text)``), join the fast path's records
+    (``extra``, or None), and build the table."""
+    shapes = LINE_FORMATS[fmt or "text"]
     records: list[dict[str, Any]] = []
     shapes_seen: dict[str, int] = {}
-    data = raw.data
-    ends_cleanly = data.endswith(b"\n")
-    lines: Any = None
-    n_lines = 0
-    if fast and "text" in shapes:
-        from .fastpath import fast_records
-
-        got = fast_records(data, skipped, progress)
-        if got is not None:
-            extra, lines = got
-            shapes_seen["text"] = len(extra)
-            n_lines = len(extra) + len(lines)  # every line is in one or the other
-    fast_used = lines is not None
-    if lines is None:
-        n_lines = data.count(b"\n") + (0 if ends_cleanly else 1)
-        text, bad_bytes = decode(data)
-        if bad_bytes:
-            _count(skipped, "bad_bytes", bad_bytes)  # bytes, not lines: replaced, line kept
-        lines = logical_lines(strip_ansi(text))
-        del text
+    fast_used = extra is not None
+    if fast_used:
+        shapes_seen["text"] = len(extra)
+    ends_cleanly = data[-1:] == b"\n"
     st = _State()
     step_every = max(1, n_lines // 100)
     last_no = n_lines
@@ -345,7 +377,7 @@ def read_lines(
     prev: dict[str, Any] | None = None  # the record before the current line
     for line_no, line in lines:
         if fast_used and line_no != prev_no + 1:
-            if extra is not None and len(extra):
+            if len(extra):
                 prev = dict.fromkeys(extra.columns)
                 prev["is_eval"] = bool(extra["is_eval"].iloc[0])
             # lines in between were metric lines read by the fast path: they end any
@@ -366,7 +398,7 @@ def read_lines(
     name = fmt or _format_name(shapes_seen)
     return build_table(
         records,
-        path=raw.path,
+        path=path,
         fmt=name,
         rank=rank,
         skipped=skipped,

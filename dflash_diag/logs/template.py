@@ -1,0 +1,294 @@
+"""The shape most lines of a large log share, learned from a sample of its lines.
+
+A trainer prints the same line millions of times
+(``... | INFO | dflash.train | epoch=0 step=254/3000 loss=4.8123 ... tok/s=25.1K``).
+A :class:`Template` is that line's shape: fixed bytes, ASCII digit runs that vary
+(a timestamp's, a ``/3000`` total), and the numbers to read, each with its column, unit
+factor and tail.  It is learned from what the general parser (:func:`~.text.parse_line`)
+makes of one line, so a line that fits the template reads the same either way.
+
+For the fast path (:mod:`~dflash_diag.logs.fastpath`) the template is then cut at one
+delimiter byte into :class:`Segment` s, each holding at most one number:
+:func:`split_template`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from .normalise import MAGNITUDE
+
+#: Lines parsed by the general parser to learn the template.
+SAMPLE_LINES = 400
+#: Bytes the template may be cut at: ASCII punctuation and space, but not the ones a
+#: number can hold (``.``, ``+``, ``-``).  A space is always possible (every number sits
+#: inside one space-separated token); a byte that occurs less often gives fewer columns.
+DELIMITERS = b" =:|,;/()[]{}<>!?@#$%&*^~`'\"\\_"
+
+#: ASCII digits the template generalises: a run not glued to a letter (``14:03:11``,
+#: ``/3000``); digits inside a word (``acc_0``, ``dflash2``) stay literal.
+_FREE_DIGITS = re.compile(r"(?<![A-Za-z_])[0-9]+(?![A-Za-z_])")
+_ANY_DIGITS = re.compile(r"\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_CONTROL = re.compile(r"[\x00-\x1f]")
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """Fixed-length template bytes: ``text``, where each position in ``digits`` stands for
+    any ASCII digit (it holds ``0`` in ``text``)."""
+
+    text: bytes
+    digits: tuple[int, ...] = ()
+
+    @classmethod
+    def of(cls, text: str) -> Pattern:
+        """The pattern of literal ``text`` with its free digit runs generalised."""
+        out = bytearray()
+        digits: list[int] = []
+        pos = 0
+        for m in _FREE_DIGITS.finditer(text):
+            out += text[pos : m.start()].encode()
+            digits.extend(range(len(out), len(out) + m.end() - m.start()))
+            out += b"0" * (m.end() - m.start())
+            pos = m.end()
+        out += text[pos:].encode()
+        return cls(bytes(out), tuple(digits))
+
+    def __add__(self, other: Pattern) -> Pattern:
+        n = len(self.text)
+        return Pattern(self.text + other.text, self.digits + tuple(n + d for d in other.digits))
+
+    def __len__(self) -> int:
+        return len(self.text)
+
+
+@dataclass(frozen=True)
+class ValueToken:
+    """Where one column's number sits in the template.
+
+    :param name: the column.
+    :param index: token index (line split on single spaces).
+    :param prefix: literal text before the number in the token (``loss=``).
+    :param tail: the fixed text after the number in the token (``/3000``, ``ms``), empty
+        for an optional magnitude letter.
+    :param factor: unit factor for the fixed tail; 1.0 when ``magnitude``.
+    :param magnitude: the number may end in a magnitude letter (``25.1K``), whose factor
+        is read per line.
+    :param finite: only finite numbers are read here (a letter follows the number, and
+        the general parser does not read ``nan``/``inf`` glued to a letter).
+    """
+
+    name: str
+    index: int
+    prefix: str
+    tail: Pattern
+    factor: float
+    magnitude: bool
+    finite: bool
+
+
+@dataclass(frozen=True)
+class Template:
+    """A learned line shape: fixed patterns and value tokens in line order."""
+
+    layout: tuple[Pattern | ValueToken, ...]
+    n_tokens: int
+    is_eval: bool
+    rank: int
+
+    @property
+    def values(self) -> tuple[ValueToken, ...]:
+        return tuple(x for x in self.layout if isinstance(x, ValueToken))
+
+
+@dataclass(frozen=True)
+class Segment:
+    """The part of a template line between two delimiters: ``head``, then (when
+    ``value`` is not None) that value's number and ``tail``; a line's segment fits when
+    its bytes are exactly that."""
+
+    head: Pattern
+    value: int | None  # index into Template.values
+    tail: Pattern
+
+
+def learn_template(
+    line: str, rec: dict[str, Any], spans: dict[str, tuple[int, int, float]], offset: int
+) -> Template | None:
+    """The template of ``line`` given the general parser's record and value spans.
+
+    ``offset`` is where the parsed message starts in ``line``.  None when a value does
+    not sit alone at the end of a space-separated token's literal prefix.
+    """
+    if "  " in line or line != line.strip() or not line or _CONTROL.search(line):
+        return None  # a line of single-space-separated tokens only
+    from .text import _TB_CHAIN, _TB_END, _TB_START
+
+    if _TB_END.match(line) or line.startswith((*_TB_CHAIN, _TB_START)):
+        return None  # after a traceback, the general parser would skip such a line
+    tokens = line.split(" ")
+    starts = []
+    pos = 0
+    for t in tokens:
+        starts.append(pos)
+        pos += len(t) + 1
+    by_token: dict[int, ValueToken] = {}
+    for name, (s, e, factor) in spans.items():
+        if name not in rec:
+            return None
+        s, e = s + offset, e + offset
+        idx = max(i for i, st in enumerate(starts) if st <= s)
+        t_end = starts[idx] + len(tokens[idx])
+        if e > t_end or idx in by_token:
+            return None
+        prefix = line[starts[idx] : s]
+        if _FREE_DIGITS.search(prefix):
+            return None  # a free number in the prefix may vary from line to line
+        if idx == 0 and re.fullmatch(r"[\w.]*", prefix):
+            return None  # whether it reads as a traceback's last line depends on the number
+        tail = line[e:t_end]
+        magnitude = len(tail) == 1 and tail in MAGNITUDE and factor == MAGNITUDE[tail]
+        by_token[idx] = ValueToken(
+            name,
+            idx,
+            prefix,
+            Pattern(b"") if magnitude else Pattern.of(tail),
+            1.0 if magnitude else factor,  # per row from the letter
+            magnitude,
+            # The general parser reads `nan`/`inf` only when no letter follows (`infK`
+            # is not a number there).
+            bool(re.match(r"\w", tail)),
+        )
+    if len(by_token) != len(spans) or "step" not in {v.name for v in by_token.values()}:
+        return None
+    if any(not t.isascii() and any(c.isdigit() and not c.isascii() for c in t) for t in tokens):
+        return None  # digits the fast path would not recognise as digits
+    layout: list[Pattern | ValueToken] = []
+    for i, t in enumerate(tokens):
+        sep = Pattern(b" ") if i else Pattern(b"")
+        v = by_token.get(i)
+        if v is None:
+            layout.append(sep + Pattern.of(t))
+        else:
+            layout += [sep + Pattern(v.prefix.encode()), v, v.tail]
+    merged: list[Pattern | ValueToken] = []
+    for item in layout:  # adjacent patterns joined: patterns and values alternate
+        if isinstance(item, Pattern) and merged and isinstance(merged[-1], Pattern):
+            merged[-1] = merged[-1] + item
+        else:
+            merged.append(item)
+    return Template(
+        layout=tuple(merged),
+        n_tokens=len(tokens),
+        is_eval=bool(rec.get("is_eval")),
+        rank=int(rec.get("rank", 0)),
+    )
+
+
+def split_template(template: Template) -> tuple[bytes, tuple[Segment, ...]]:
+    """Cut the template at the delimiter byte that gives the fewest segments while each
+    holds at most one value (a space always does).
+
+    A digit position or a number never holds a delimiter, so a line fits the template
+    exactly when it has as many delimiters and each piece fits its segment.
+
+    :returns: the delimiter and the segments, in line order.
+    """
+    atoms: list[int | ValueToken] = []  # a byte, -1 for any digit, or a value
+    for item in template.layout:
+        if isinstance(item, ValueToken):
+            atoms.append(item)
+        else:
+            digits = set(item.digits)
+            atoms += [-1 if j in digits else b for j, b in enumerate(item.text)]
+    best: tuple[int, list[list[int | ValueToken]]] | None = None
+    for d in DELIMITERS:
+        if d not in atoms:
+            continue
+        pieces: list[list[int | ValueToken]] = [[]]
+        for a in atoms:
+            if a == d:
+                pieces.append([])
+            else:
+                pieces[-1].append(a)
+        if any(sum(isinstance(a, ValueToken) for a in p) > 1 for p in pieces):
+            continue
+        if best is None or len(pieces) < len(best[1]):
+            best = (d, pieces)
+    if best is None:
+        raise ValueError("a template without a space")  # learn_template makes none
+    index = {v.name: i for i, v in enumerate(template.values)}
+    segments = []
+    for p in best[1]:
+        at = next((i for i, a in enumerate(p) if isinstance(a, ValueToken)), None)
+        if at is None:
+            segments.append(Segment(_pattern(p), None, Pattern(b"")))
+        else:
+            value = p[at]
+            assert isinstance(value, ValueToken)
+            segments.append(Segment(_pattern(p[:at]), index[value.name], _pattern(p[at + 1 :])))
+    return bytes([best[0]]), tuple(segments)
+
+
+def _pattern(atoms: list[int | ValueToken]) -> Pattern:
+    text = bytes(48 if a == -1 else a for a in atoms if isinstance(a, int))
+    return Pattern(text, tuple(i for i, a in enumerate(atoms) if a == -1))
+
+
+def sample_template(lines: list[str]) -> Template | None:
+    """The most common template among the sample lines (at least half of them)."""
+    from .fields import parse_text
+    from .text import _RANK_PREFIX, _State, _strip_prefix, parse_line
+
+    found: Counter[Template] = Counter()
+    # by skeleton (digits folded): whether such a line is a step record, its template.
+    # (A line's shape decides both; the parser's traceback state is ignored here, this
+    # only picks the template to try.)
+    seen: dict[str, tuple[bool, Template | None]] = {}
+    parsed = 0
+    st = _State()
+    for i, line in enumerate(lines, 1):
+        skeleton = _ANY_DIGITS.sub("0", line)
+        if skeleton not in seen:
+            recs = parse_line(i, line, st, frozenset({"text"}), {}, {})
+            record = (
+                len(recs) == 1
+                and recs[0].get("step_source") == "field"
+                and not _RANK_PREFIX.match(line)
+            )
+            template = None
+            if record:
+                message, _ = _strip_prefix(line)
+                offset = len(line.rstrip()) - len(message)
+                msg = parse_text(message)
+                # `position 2, Acc: ...` renames by a number the template would generalise
+                if message and not msg.positional:
+                    template = learn_template(line, recs[0], msg.spans, offset)
+            seen[skeleton] = (record, template)
+        record, template = seen[skeleton]
+        parsed += record
+        if template is not None:
+            found[template] += 1
+    if not found:
+        return None
+    best, count = found.most_common(1)[0]
+    return best if count * 2 >= parsed else None
+
+
+def sample_lines(data: Any) -> list[str]:
+    """Up to :data:`SAMPLE_LINES` lines from the start, the middle and the end of the log
+    (a log may open with thousands of lines of warnings)."""
+    out: list[str] = []
+    share = SAMPLE_LINES // 4
+    for frac in (0.0, 0.25, 0.5, 0.75):
+        start = int(len(data) * frac)
+        if start:
+            start = data.find(b"\n", start) + 1
+            if start == 0:
+                continue
+        chunk = data[start : start + 400 * share].decode("utf-8", errors="replace")
+        out.extend(x.rstrip("\r") for x in chunk.split("\n")[: share - 1])
+    return out
