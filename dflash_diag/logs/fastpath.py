@@ -451,7 +451,7 @@ def _words_fit(buf: Any, pos: Any, p: Pattern, at_end: bool, step: int | None = 
                 want |= p.text[w + j] << (8 * j)
                 lit |= 0xFF << (8 * j)
         masks = np.uint64(want), np.uint64(lit), np.uint64(six), np.uint64(high)
-        if runs is not None:
+        if runs is not None and step is not None:
             for r0, r1 in runs:
                 got = as_strided(words[int(inner[r0]) + w :], shape=(r1 - r0,), strides=(step,))
                 part[r0:r1] &= _word_ok(got, *masks)
