@@ -147,11 +147,16 @@ class _Part:
         return len(self.row_line) + len(self.odd)
 
 
-def _parts(data: Any) -> list[tuple[int, int]]:
-    """Byte ranges of about :data:`PART_BYTES`, each ending just after a newline."""
+def _parts(data: Any, workers: int = 1) -> list[tuple[int, int]]:
+    """Byte ranges of at most about :data:`PART_BYTES`, each ending just after a newline,
+    as many as a multiple of ``workers`` and of about equal size (so the threads finish
+    together)."""
+    n = -(-len(data) // PART_BYTES)
+    n = -(-n // workers) * workers
+    size = max(1, len(data) // n)
     bounds = [0]
-    while len(data) - bounds[-1] > PART_BYTES:
-        cut = data.find(b"\n", bounds[-1] + PART_BYTES - 1) + 1
+    while len(data) - bounds[-1] > size:
+        cut = data.find(b"\n", bounds[-1] + size - 1) + 1
         if cut == 0 or cut == len(data):
             break
         bounds.append(cut)
@@ -174,10 +179,10 @@ def _apply(
     import pandas as pd
 
     delimiter, segments = split_template(template)
-    ranges = _parts(data)
     cut_end = data[-1:] != b"\n"  # the last line may be cut short: never read here
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     workers = max(1, min(cpus or 1, 4))
+    ranges = _parts(data, workers)
 
     def read(r: tuple[int, int]) -> _Part:
         last = cut_end and r[1] == len(data)
