@@ -310,6 +310,8 @@ def _read_part(part: _Part, segments: tuple[Segment, ...], template: Template) -
     for j, vals in raw.items():
         values[j] = vals if every else vals[fits]
     part.fits, part.values = fits, values
+    if every:
+        part.table = None  # only a part with misfits needs its rows again (their text)
 
 
 def _texts(part: _Part, rows: Any, delimiter: bytes, data: Any) -> list[tuple[int, str]]:
