@@ -21,9 +21,12 @@ tokenizer and compute kernels, without a Python object per line:
    against the general parser's number syntax (an unparsable span, or a ``nan``/``inf``
    Arrow reads but the parser would not, sends the line to the general parser).
 
-Costs on a 1M-line, 150 MB log, in CPU time: the CSV tokenizer about 0.2 s, the checks
-and casts about 0.2 s; with two threads the whole read takes about 2-3x
-``pandas.read_csv`` on the same metrics as CSV (``benchmarks/bench_parse.py``).
+Costs on a 1M-line, 150 MB log, in CPU time: the CSV tokenizer 0.18 s plus 0.03 s to
+join its 1 MiB blocks into one array per column (larger blocks parse slower), the casts
+0.11 s, the checks and numpy bookkeeping about 0.15 s.  With two threads the whole
+``read_log`` takes about 0.35 s, about 4x ``pandas.read_csv`` on the same metrics written
+as CSV (``benchmarks/bench_parse.py``); most of the gap is the tokenizer and the casts,
+which read_csv does in one C pass over a third of the bytes.
 
 Every line that does not fit goes through the general parser, so the result is the
 same table the general parser gives (the test suite checks this on every fixture and on

@@ -270,10 +270,13 @@ def test_template_lines_that_could_end_a_traceback(eager, tmp_path):
     assert 101 not in same(raw).table["step"].tolist()
 
 
-_MUTATIONS = ["nan", "inf", "1e3", "x", "", " ", "  ", "\t", "=", "|", "é", "\r", "-", "5K", "%"]
+_MUTATIONS = [
+    *["nan", "inf", "1e3", "x", "", " ", "  ", "\t", "=", "|", "é", "\r", "-", "5K", "%"],
+    *["0", "9", "/", ":", ",", ".", "e", "K", "\ufeff", "\x00", "=="],
+]
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(
     edits=st.lists(
         st.tuples(st.integers(0, 199), st.integers(0, 200), st.sampled_from(_MUTATIONS)),
@@ -304,3 +307,89 @@ def test_fast_path_equals_general_parser_on_mutated_logs(edits, crlf, part):
         fastpath.FAST_MIN_LINES, fastpath.MIN_MATCHES, fastpath.PART_BYTES = old
     pd.testing.assert_frame_equal(fast.table, slow.table)
     assert (fast.restarts, fast.ranks, fast.skipped) == (slow.restarts, slow.ranks, slow.skipped)
+
+
+def test_a_byte_order_mark_before_the_first_line(eager, tmp_path):
+    lines = [_train(i, i + 1, loss=f"{i / 9:.4f}") for i in range(300)]
+    p = tmp_path / "bom.log"
+    p.write_bytes(b"\xef\xbb\xbf" + ("\n".join(lines) + "\n").encode())
+    assert _fast(read_bytes(p)) is not None
+    assert same(read_bytes(p)).table["step"].iloc[0] == 1
+
+
+@pytest.mark.parametrize("odd", ["", "=" * 9, " " * 12, "=" * 8, "==== banner ===="])
+def test_lines_of_delimiters_or_nothing(odd, eager, tmp_path):
+    """A line of only delimiters splits into the template's number of empty columns, as
+    an empty line does: its text is looked up in the bytes, not joined back."""
+    lines = [_train(i, i + 1) for i in range(300)]
+    for at in (0, 7, 150, 299):
+        lines.insert(at, odd)
+    raw = _write(tmp_path, lines)
+    frame, rest = _fast(raw)
+    assert [text for _, text in rest] == [odd] * 4
+    same(raw)
+
+
+def test_a_line_of_the_template_with_the_wrong_bytes_between_numbers(eager, tmp_path):
+    lines = [_train(i, i + 1) for i in range(300)]
+    lines[40] = lines[40].replace(" acc=", " acx=")
+    lines[41] = lines[41].replace("| INFO |", "| INFA |")
+    lines[42] = lines[42].replace("14:03:", "14:0x:")
+    lines[43] = lines[43].replace("/3000", "/30000")
+    raw = _write(tmp_path, lines)
+    frame, rest = _fast(raw)
+    assert [no for no, _ in rest] == [41, 42, 43, 44]
+    same(raw)
+
+
+# --- read_log maps a large plain log and reads it through the fast path -------------
+
+
+def test_read_log_maps_a_large_log_without_copying_it(eager, tmp_path, monkeypatch):
+    from dflash_diag.logs import io, read_log
+
+    p = tmp_path / "mixed.log"
+    p.write_bytes(_mixed_log(3000, 5))
+    want = read_lines(read_bytes(p), fast=False)
+
+    def no_copy(path):
+        raise AssertionError("the mapped fast path should have read this log")
+
+    monkeypatch.setattr(io, "read_bytes", no_copy)
+    got = read_log(p)
+    pd.testing.assert_frame_equal(got.table, want.table)
+    assert (got.restarts, got.skipped, got.n_lines, got.format) == (
+        want.restarts,
+        want.skipped,
+        want.n_lines,
+        want.format,
+    )
+
+
+@pytest.mark.parametrize("kind", ["gzip", "json", "ansi"])
+def test_read_log_falls_back_when_the_mapped_path_does_not_apply(kind, eager, tmp_path):
+    import gzip
+    import json
+
+    from dflash_diag.logs import read_log
+
+    lines = [_train(i, i + 1) for i in range(400)]
+    if kind == "json":
+        lines = [json.dumps({"step": i + 1, "loss": i / 8}) for i in range(400)]
+    if kind == "ansi":
+        lines = [x.replace("INFO", "\x1b[32mINFO\x1b[0m") for x in lines]
+    data = ("\n".join(lines) + "\n").encode()
+    p = tmp_path / "run.log"
+    p.write_bytes(gzip.compress(data) if kind == "gzip" else data)
+    got = read_log(p)
+    assert got.table["step"].tolist() == list(range(1, 401))
+    assert got.format == ("jsonl" if kind == "json" else "text")
+
+
+def test_a_forced_text_format_still_refuses_a_binary_file(eager, tmp_path):
+    from dflash_diag.logs import read_log
+
+    p = tmp_path / "lengths.parquet"
+    p.write_bytes(b"PAR1" + b"\x00" * 400_000)
+    with pytest.raises(InputError, match="Parquet"):
+        read_log(p, format="text")
