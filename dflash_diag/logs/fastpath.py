@@ -24,8 +24,8 @@ tokenizer and compute kernels, without a Python object per line:
 Costs on a 1M-line, 150 MB log, in CPU time: the CSV tokenizer 0.18 s plus 0.03 s to
 join its 1 MiB blocks into one array per column (larger blocks parse slower), the casts
 0.11 s, the checks and numpy bookkeeping about 0.15 s.  With two threads the whole
-``read_log`` takes about 0.35 s, about 4x ``pandas.read_csv`` on the same metrics written
-as CSV (``benchmarks/bench_parse.py``); most of the gap is the tokenizer and the casts,
+``read_log`` takes 0.32-0.37 s, 3.5-4x ``pandas.read_csv`` on the same metrics written as
+CSV (``benchmarks/bench_parse.py``); most of the gap is the tokenizer and the casts,
 which read_csv does in one C pass over a third of the bytes.
 
 Every line that does not fit goes through the general parser, so the result is the
