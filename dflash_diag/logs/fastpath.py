@@ -172,9 +172,10 @@ def _apply(
     template: Template,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[Any, Any] | None:
-    """Two stages, each spread over threads: split the byte ranges into rows (pyarrow's
-    CSV reader, no GIL), then check and read each column over all rows at once (long
-    Arrow and numpy calls: little time holding the GIL)."""
+    """Read every byte range in a worker thread (split into rows by pyarrow's CSV reader,
+    then each column checked and cast: long Arrow and numpy calls, which release the
+    GIL), then join the ranges' numbers into one block (a row per value, threads again)
+    and gather the lines that did not fit, with their text, for the general parser."""
     import os
     from concurrent.futures import ThreadPoolExecutor
 
@@ -297,11 +298,9 @@ def _read_part(part: _Part, segments: tuple[Segment, ...], template: Template) -
 
     n = len(part.row_line)
     fits = np.ones(n, dtype=bool)
-    raw: dict[int, Any] = {}
-    for k, seg in enumerate(segments):
-        col = part.table.column(k).chunks[0] if n else None
-        if col is None:
-            continue
+    raw = {j: np.zeros(0) for j in range(len(template.values))}  # (a part of no rows)
+    for k, seg in enumerate(segments if n else ()):
+        col = part.table.column(k).chunks[0]
         ok, off = _segment_fits(col, seg)
         if seg.value is not None:
             raw[seg.value] = _numbers(col, off, seg, template.values[seg.value], ok)

@@ -299,7 +299,7 @@ def build_table(
         raise InputError(path, "no step-like data found", _hint_for(fmt, skipped))
 
     rank_col = df["rank"].to_numpy()
-    if len(rank_col) and rank_col.min() == rank_col.max():
+    if _one_value(rank_col):
         ranks: tuple[int, ...] = (int(rank_col[0]),)  # one rank: no need to hash them all
     else:
         ranks = tuple(int(r) for r in sorted(df["rank"].unique()))
@@ -346,17 +346,19 @@ def build_table(
 
 
 def _values_of(col: Any) -> set[Any]:
-    """The distinct values of a column (of a categorical one, from its codes)."""
-    import numpy as np
+    """The distinct values of a column (of a categorical of one value, from its codes)."""
     import pandas as pd
 
     if isinstance(col.dtype, pd.CategoricalDtype):
         codes = col.cat.codes.to_numpy()
-        if len(codes) and codes.min() == codes.max() >= 0:  # one value (the fast path's)
+        if _one_value(codes) and codes[0] >= 0:  # (the fast path's records)
             return {col.cat.categories[codes[0]]}
-        present = np.flatnonzero(np.bincount(codes[codes >= 0], minlength=1))
-        return set(col.cat.categories[present]) | ({np.nan} if (codes < 0).any() else set())
     return set(col.unique())
+
+
+def _one_value(a: Any) -> bool:
+    """Whether a numpy array holds a single distinct value (and is not empty)."""
+    return bool(len(a)) and a.min() == a.max()
 
 
 def _hint_for(fmt: str, skipped: Mapping[str, int]) -> str:
@@ -396,8 +398,7 @@ def _assign_steps(df: Any, best: str, skipped: dict[str, int]) -> Any:
     else:
         progress = np.zeros(len(df), dtype=bool)
     # Evaluation records without a step: the last step logged before them, per rank.
-    rank = df["rank"].to_numpy()
-    if len(rank) and rank.min() == rank.max():  # one rank (the common case): no grouping
+    if _one_value(df["rank"].to_numpy()):  # one rank (the common case): no grouping
         carried = df["step"].where(own).ffill()
     else:
         carried = df["step"].where(own).groupby(df["rank"]).ffill()
@@ -456,7 +457,7 @@ def _restarts(df: Any) -> list[int]:
         all_steps, ranks = all_steps[train], ranks[train]
     if len(all_steps) < 2 or (all_steps[1:] > all_steps[:-1]).all():
         return []  # steps only ever go up: no restart
-    one = len(ranks) == 0 or ranks.min() == ranks.max()
+    one = len(ranks) == 0 or _one_value(ranks)
     for r in ranks[:1] if one else np.unique(ranks):
         steps = all_steps if one else all_steps[ranks == r]
         if len(steps) < 2:
