@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dflash_diag.logs import fastpath
+from dflash_diag.logs import columns
 from dflash_diag.logs.template import (
     Pattern,
     Segment,
@@ -139,7 +139,7 @@ def test_segment_checks_agree_with_a_byte_by_byte_oracle(data, value):
     seg = Segment(head, 0 if value else None, tail)
     rows = data.draw(_rows(seg))
     col = pa.array(rows, pa.binary())
-    ok, _ = fastpath._segment_fits(col, seg)
+    ok, _ = columns.segment_fits(col, seg)
     assert ok.tolist() == [_oracle(r, seg) for r in rows]
 
 
@@ -148,7 +148,7 @@ def test_equal_length_rows_are_checked_through_strided_views():
     seg = Segment(p, None, Pattern(b""))
     good = [f"2026-03-02 14:{m:02d}:11,204 | INFO | x".encode() for m in range(60)]
     rows = good[:20] + [good[0].replace(b"INFO", b"WARN")] + good[20:] + [b""] + good[:5]
-    ok, _ = fastpath._segment_fits(pa.array(rows, pa.binary()), seg)
+    ok, _ = columns.segment_fits(pa.array(rows, pa.binary()), seg)
     assert ok.tolist() == [_oracle(r, seg) for r in rows]
     assert not ok[20] and not ok[61] and ok.sum() == 65
 
@@ -159,9 +159,9 @@ def test_numbers_follow_the_general_parsers_syntax(text, finite):
     seg = Segment(Pattern(b""), 0, Pattern(b" acc"))
     v = ValueToken("loss", 0, "loss=", Pattern(b""), 1.0, False, finite)
     col = pa.array([b"2.5 acc", f"{text} acc".encode(), b"3 acc"], pa.binary())
-    ok, off = fastpath._segment_fits(col, seg)
-    vals = fastpath._numbers(col, off, seg, v, ok)
-    syntax = fastpath._FINITE_RE2 if finite else fastpath._NUM_RE2
+    ok, off = columns.segment_fits(col, seg)
+    vals = columns.read_numbers(col, off, seg, v, ok)
+    syntax = columns._FINITE_RE2 if finite else columns._NUM_RE2
     readable = bool(text) and re.fullmatch(syntax, text) is not None
     assert ok.tolist() == [True, readable, True]
     assert vals[0] == 2.5 and vals[2] == 3.0
