@@ -232,7 +232,9 @@ def read_numbers(col: Any, off: Any, seg: Segment, v: ValueToken, ok: Any) -> An
         got = pc.match_substring_regex(spans(pa.binary(), valid), f"^(?:{regex})$")
         return got.fill_null(False).to_numpy(zero_copy_only=False)[0::2]
 
-    number = _FINITE_RE2 if v.finite or v.magnitude else _NUM_RE2
+    number = "[0-9]+" if v.digits else _FINITE_RE2 if v.finite or v.magnitude else _NUM_RE2
+    if v.digits:  # (a rank prefix: short spans, and Arrow reads `+3` and `3.`)
+        ok &= syntax(ok, number)
     try:
         got = pc.cast(spans(pa.string(), ok), pa.float64())
     except pa.ArrowInvalid:  # a span that is no number: find those, cast the others

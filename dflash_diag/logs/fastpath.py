@@ -157,7 +157,10 @@ def _apply(
     import numpy as np
     import pandas as pd
 
-    delimiter, segments = split_template(template)
+    split = split_template(template)
+    if split is None:
+        return None
+    delimiter, segments = split
     cut_end = data[-1:] != b"\n"  # the last line may be cut short: never read here
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     workers = max(1, min(cpus or 1, 4))

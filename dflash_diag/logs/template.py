@@ -79,6 +79,8 @@ class ValueToken:
         is read per line.
     :param finite: only finite numbers are read here (a letter follows the number, and
         the general parser does not read ``nan``/``inf`` glued to a letter).
+    :param digits: only a run of ASCII digits is read here (a rank prefix's number,
+        ``[rank3]:``, which the general parser recognises only so).
     """
 
     name: str
@@ -88,6 +90,7 @@ class ValueToken:
     factor: float
     magnitude: bool
     finite: bool
+    digits: bool = False
 
 
 @dataclass(frozen=True)
@@ -116,12 +119,19 @@ class Segment:
 
 
 def learn_template(
-    line: str, rec: dict[str, Any], spans: dict[str, tuple[int, int, float]], offset: int
+    line: str,
+    rec: dict[str, Any],
+    spans: dict[str, tuple[int, int, float]],
+    offset: int,
+    digits_only: frozenset[str] = frozenset(),
 ) -> Template | None:
     """The template of ``line`` given the general parser's record and value spans.
 
-    ``offset`` is where the parsed message starts in ``line``.  None when a value does
-    not sit alone at the end of a space-separated token's literal prefix.
+    ``offset`` is where the parsed message starts in ``line`` (a span may lie before
+    it: a rank prefix's number).  The text between the numbers is the template's fixed
+    part, its free digit runs generalised.  None when a value spans a space, two values
+    touch, or the literal text before a value holds a free number.  The values named in
+    ``digits_only`` take ASCII digit runs only.
     """
     if "  " in line or line != line.strip() or not line or _CONTROL.search(line):
         return None  # a line of single-space-separated tokens only
@@ -129,68 +139,67 @@ def learn_template(
 
     if _TB_END.match(line) or line.startswith((*_TB_CHAIN, _TB_START)):
         return None  # after a traceback, the general parser would skip such a line
+    if any(c.isdigit() and not c.isascii() for c in line):
+        return None  # digits the fast path would not recognise as digits
     tokens = line.split(" ")
     starts = []
     pos = 0
     for t in tokens:
         starts.append(pos)
         pos += len(t) + 1
-    by_token: dict[int, ValueToken] = {}
+    found = []  # (start, end, name, factor, token)
     for name, (s, e, factor) in spans.items():
         if name not in rec:
             return None
         s, e = s + offset, e + offset
         idx = max(i for i, st in enumerate(starts) if st <= s)
-        t_end = starts[idx] + len(tokens[idx])
-        if e > t_end or idx in by_token:
+        if e > starts[idx] + len(tokens[idx]):
             return None
-        prefix = line[starts[idx] : s]
+        found.append((s, e, name, factor, idx))
+    found.sort()
+    if "step" not in spans or any(a[1] >= b[0] for a, b in zip(found[:-1], found[1:], strict=True)):
+        return None
+    layout: list[Pattern | ValueToken] = []
+    pos = 0
+    for k, (s, e, name, factor, idx) in enumerate(found):
+        same_before = k > 0 and found[k - 1][4] == idx
+        prefix = line[found[k - 1][1] if same_before else starts[idx] : s]
         if _FREE_DIGITS.search(prefix):
             return None  # a free number in the prefix may vary from line to line
-        if idx == 0 and re.fullmatch(r"[\w.]*", prefix):
+        if idx == 0 and not same_before and re.fullmatch(r"[\w.]*", prefix):
             return None  # whether it reads as a traceback's last line depends on the number
-        tail = line[e:t_end]
+        same_after = k + 1 < len(found) and found[k + 1][4] == idx
+        tail = line[e : found[k + 1][0] if same_after else starts[idx] + len(tokens[idx])]
         magnitude = len(tail) == 1 and tail in MAGNITUDE and factor == MAGNITUDE[tail]
-        by_token[idx] = ValueToken(
-            name,
-            idx,
-            prefix,
-            Pattern(b"") if magnitude else Pattern.of(tail),
-            1.0 if magnitude else factor,  # per row from the letter
-            magnitude,
-            # The general parser reads `nan`/`inf` only when no letter follows (`infK`
-            # is not a number there).
-            bool(re.match(r"\w", tail)),
-        )
-    if len(by_token) != len(spans) or "step" not in {v.name for v in by_token.values()}:
-        return None
-    if any(not t.isascii() and any(c.isdigit() and not c.isascii() for c in t) for t in tokens):
-        return None  # digits the fast path would not recognise as digits
-    layout: list[Pattern | ValueToken] = []
-    for i, t in enumerate(tokens):
-        sep = Pattern(b" ") if i else Pattern(b"")
-        v = by_token.get(i)
-        if v is None:
-            layout.append(sep + Pattern.of(t))
-        else:
-            layout += [sep + Pattern(v.prefix.encode()), v, v.tail]
-    merged: list[Pattern | ValueToken] = []
-    for item in layout:  # adjacent patterns joined: patterns and values alternate
-        if isinstance(item, Pattern) and merged and isinstance(merged[-1], Pattern):
-            merged[-1] = merged[-1] + item
-        else:
-            merged.append(item)
+        layout += [
+            Pattern.of(line[pos:s]),
+            ValueToken(
+                name,
+                idx,
+                prefix,
+                Pattern(b"") if magnitude else Pattern.of(tail),
+                1.0 if magnitude else factor,  # per row from the letter
+                magnitude,
+                # The general parser reads `nan`/`inf` only when no letter follows
+                # (`infK` is not a number there).
+                bool(re.match(r"\w", tail)),
+                name in digits_only,
+            ),
+        ]
+        pos = e + 1 if magnitude else e  # a magnitude letter is read with its number
+    layout.append(Pattern.of(line[pos:]))
     return Template(
-        layout=tuple(merged),
+        layout=tuple(layout),
         n_tokens=len(tokens),
         is_eval=bool(rec.get("is_eval")),
         rank=int(rec.get("rank", 0)),
     )
 
 
-def split_template(template: Template) -> tuple[bytes, tuple[Segment, ...]]:
+def split_template(template: Template) -> tuple[bytes, tuple[Segment, ...]] | None:
     """Cut the template at the delimiter byte that gives the fewest segments while each
-    holds at most one value (a space always does).
+    holds at most one value; None when no byte does (two numbers in one token with no
+    delimiter between them).
 
     A digit position or a number never holds a delimiter, so a line fits the template
     exactly when it has as many delimiters and each piece fits its segment.
@@ -219,7 +228,7 @@ def split_template(template: Template) -> tuple[bytes, tuple[Segment, ...]]:
         if best is None or len(pieces) < len(best[1]):
             best = (d, pieces)
     if best is None:
-        raise ValueError("a template without a space")  # learn_template makes none
+        return None
     index = {v.name: i for i, v in enumerate(template.values)}
     segments = []
     for p in best[1]:
@@ -240,8 +249,7 @@ def _pattern(atoms: list[int | ValueToken]) -> Pattern:
 
 def sample_template(lines: list[str]) -> Template | None:
     """The most common template among the sample lines (at least half of them)."""
-    from .fields import parse_text
-    from .text import _RANK_PREFIX, _State, _strip_prefix, parse_line
+    from .text import _State, parse_line
 
     found: Counter[Template] = Counter()
     # by skeleton (digits folded): whether such a line is a step record, its template.
@@ -254,20 +262,8 @@ def sample_template(lines: list[str]) -> Template | None:
         skeleton = _ANY_DIGITS.sub("0", line)
         if skeleton not in seen:
             recs = parse_line(i, line, st, frozenset({"text"}), {}, {})
-            record = (
-                len(recs) == 1
-                and recs[0].get("step_source") == "field"
-                and not _RANK_PREFIX.match(line)
-            )
-            template = None
-            if record:
-                message, _ = _strip_prefix(line)
-                offset = len(line.rstrip()) - len(message)
-                msg = parse_text(message)
-                # `position 2, Acc: ...` renames by a number the template would generalise
-                if message and not msg.positional:
-                    template = learn_template(line, recs[0], msg.spans, offset)
-            seen[skeleton] = (record, template)
+            record = len(recs) == 1 and recs[0].get("step_source") == "field"
+            seen[skeleton] = (record, _template_of(line, recs[0]) if record else None)
         record, template = seen[skeleton]
         parsed += record
         if template is not None:
@@ -276,6 +272,30 @@ def sample_template(lines: list[str]) -> Template | None:
         return None
     best, count = found.most_common(1)[0]
     return best if count * 2 >= parsed else None
+
+
+def _template_of(line: str, rec: dict[str, Any]) -> Template | None:
+    """:func:`learn_template` for a line the general parser made ``rec`` of: the message
+    parsed again for its value spans, and a rank prefix's number (``[rank3]:``,
+    ``[default3]:``) taken as the ``rank`` value."""
+    from .fields import parse_text
+    from .text import _RANK_PREFIX, _strip_prefix
+
+    ranked = _RANK_PREFIX.match(line)
+    message, _ = _strip_prefix(line[ranked.end() :] if ranked else line)
+    offset = len(line.rstrip()) - len(message)
+    msg = parse_text(message)
+    # `position 2, Acc: ...` renames by a number the template would generalise
+    if not message or msg.positional:
+        return None
+    spans = dict(msg.spans)
+    if ranked:
+        if "rank" in spans or "rank" in msg.fields:
+            return None  # two ranks: the field's wins in the general parser
+        group = next(g for g in ("a", "b", "c") if ranked.group(g) is not None)
+        s, e = ranked.span(group)
+        spans["rank"] = (s - offset, e - offset, 1.0)
+    return learn_template(line, rec, spans, offset, frozenset({"rank"}) if ranked else frozenset())
 
 
 def sample_lines(data: Any) -> list[str]:

@@ -393,3 +393,38 @@ def test_a_forced_text_format_still_refuses_a_binary_file(eager, tmp_path):
     p.write_bytes(b"PAR1" + b"\x00" * 400_000)
     with pytest.raises(InputError, match="Parquet"):
         read_log(p, format="text")
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    ["[default{r}]:", "[rank{r}]: ", "[RANK {r}] ", "rank {r} | ", "[rank {r}/8]: "],
+)
+def test_rank_prefixed_lines_take_the_fast_path(prefix, eager, tmp_path):
+    """torchrun's `--tee` and `[rankN]:` prefixes: the rank is read per line as a number,
+    so every rank's lines fit one template."""
+    lines = []
+    for step in range(1, 201):
+        for r in (0, 1, 3):
+            lines.append(prefix.format(r=r) + _train(step, step, loss=f"{step / 50 + r:.4f}"))
+    lines[30] = lines[30].replace("[default", "[defaulx").replace("rank", "rang")
+    raw = _write(tmp_path, lines)
+    frame, rest = _fast(raw)
+    assert len(rest) <= 1 and sorted(set(frame["rank"])) == [0.0, 1.0, 3.0]
+    fast = read_lines(raw, fast=True, rank="all")
+    slow = read_lines(raw, fast=False, rank="all")
+    pd.testing.assert_frame_equal(fast.table, slow.table)
+    assert fast.ranks == slow.ranks == (0, 1, 3)
+    assert same(raw).table["loss"].iloc[9] == 10 / 50
+
+
+@pytest.mark.parametrize("odd", ["+1", "1.", "01", "1e0", "nan", "-1", "x"])
+def test_a_rank_prefix_number_is_read_only_as_the_general_parser_reads_it(odd, eager, tmp_path):
+    lines = [f"[rank{step % 2}]:" + _train(step, step) for step in range(1, 301)]
+    lines[100] = f"[rank{odd}]:" + _train(101, 101)
+    raw = _write(tmp_path, lines)
+    frame, rest = _fast(raw)
+    assert [no for no, _ in rest] == ([] if odd == "01" else [101])
+    fast = read_lines(raw, fast=True, rank="all")
+    slow = read_lines(raw, fast=False, rank="all")
+    pd.testing.assert_frame_equal(fast.table, slow.table)
+    assert (fast.ranks, fast.skipped) == (slow.ranks, slow.skipped)
