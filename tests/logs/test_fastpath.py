@@ -284,9 +284,13 @@ _MUTATIONS = [
     ),
     crlf=st.booleans(),
     part=st.sampled_from([200, 1000, 1 << 24]),
+    ranked=st.booleans(),
 )
-def test_fast_path_equals_general_parser_on_mutated_logs(edits, crlf, part):
-    lines = [_train(i, i + 1, loss=f"{i / 3:.4f}") for i in range(200)]
+def test_fast_path_equals_general_parser_on_mutated_logs(edits, crlf, part, ranked):
+    lines = [
+        (f"[rank{i % 3}]:" if ranked else "") + _train(i, i + 1, loss=f"{i / 3:.4f}")
+        for i in range(200)
+    ]
     for row, col, text in edits:
         line = lines[row]
         lines[row] = line[:col] + text + line[col + 1 :]
