@@ -11,7 +11,7 @@ load on the machine hits both alike.
 For scale it also times reading the log's bytes alone, and it checks that the
 metrics ``read_log`` found are the ones written (the CSV's values, exactly).
 
-    python benchmarks/bench_parse.py [--lines 1000000] [--repeat 5]
+    python benchmarks/bench_parse.py [--lines 1000000] [--repeat 5] [--ranks 4]
 """
 
 from __future__ import annotations
@@ -30,8 +30,10 @@ LINE = (
 )
 
 
-def generate(folder: Path, n: int) -> tuple[Path, Path]:
-    """Write ``n`` metric lines (plus warnings) and the same metrics as CSV."""
+def generate(folder: Path, n: int, ranks: int = 1) -> tuple[Path, Path]:
+    """Write ``n`` metric lines (plus warnings) and the same metrics as CSV; with
+    ``ranks`` > 1 line ``i`` is rank ``i % ranks``'s, prefixed as torchrun's ``--tee``
+    prefixes it (``[default3]:``)."""
     import numpy as np
 
     rng = np.random.default_rng(0)
@@ -51,6 +53,8 @@ def generate(folder: Path, n: int) -> tuple[Path, Path]:
             ep = i // 100_000
             ntok = 60000 + i % 4000
             tps = 20 + (i % 97) / 10
+            if ranks > 1:
+                f.write(f"[default{i % ranks}]:")
             f.write(
                 LINE.format(
                     mm=i // 60 % 60,
@@ -91,11 +95,15 @@ def alternating(repeat: int, *fns) -> list[tuple[float, object]]:
     return best
 
 
-def check(table, frame, n: int) -> None:
+def check(table, frame, n: int, ranks: int = 1) -> None:
     """Fail loudly when the log's table is not the CSV's metrics (tok/s is written
     rounded differently in the two files, so it is compared to 1e-9 relative)."""
     import numpy as np
 
+    if ranks > 1:  # one row per (rank, step): back in step order, each on its rank
+        table = table.sort_values("step", ignore_index=True)
+        if not np.array_equal(table["rank"].to_numpy(), np.arange(n) % ranks):
+            raise SystemExit("column rank: read_log differs from what was written")
     if not len(table) == len(frame) == n:
         raise SystemExit(f"rows: read_log {len(table)}, read_csv {len(frame)}, written {n}")
     for col in ("step", "loss", "acc", "lr", "grad_norm", "tokens", "epoch"):
@@ -111,7 +119,7 @@ def check(table, frame, n: int) -> None:
 PEAK = """
 import resource, sys
 from dflash_diag.logs import read_log
-run = read_log(sys.argv[1])
+run = read_log(sys.argv[1], rank=sys.argv[2])
 try:
     with open("/proc/self/status") as f:
         kb = next(int(x.split()[1]) for x in f if x.startswith("VmHWM:"))
@@ -125,20 +133,27 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument(
+        "--ranks", type=int, default=1, help="prefix the lines of N ranks ([default3]:...)"
+    )
     args = ap.parse_args()
+    rank = "all" if args.ranks > 1 else "0"
     import pandas as pd
 
     from dflash_diag.logs import read_log
 
     with tempfile.TemporaryDirectory() as tmp:
-        log, csv = generate(Path(tmp), args.lines)
+        log, csv = generate(Path(tmp), args.lines, args.ranks)
         size_mb = log.stat().st_size / 1e6
         (t_csv, frame), (t_log, run), (t_bytes, _) = alternating(
-            args.repeat, lambda: pd.read_csv(csv), lambda: read_log(log), log.read_bytes
+            args.repeat, lambda: pd.read_csv(csv), lambda: read_log(log, rank=rank), log.read_bytes
         )
-        check(run.table, frame, args.lines)
+        check(run.table, frame, args.lines, args.ranks)
         out = subprocess.run(
-            [sys.executable, "-c", PEAK, str(log)], capture_output=True, text=True, check=True
+            [sys.executable, "-c", PEAK, str(log), rank],
+            capture_output=True,
+            text=True,
+            check=True,
         )
         rows, peak_kb = (int(x) for x in out.stdout.split())
     n_lines = run.n_lines
