@@ -317,6 +317,8 @@ def build_table(
     if rank != "all" and (len(steps) < 2 or bool((steps[1:] > steps[:-1]).all())):
         # Already one row per step, in order (the common case): no grouping needed.
         table = df[["step", *metrics]].reset_index(drop=True)
+    elif rank == "all" and (order := _one_row_per_key(df["rank"].to_numpy(), steps)) is not None:
+        table = df[[*keys, *metrics]].take(order).reset_index(drop=True)
     else:
         table = df.groupby(keys, sort=True)[metrics].last().reset_index()
     # Fields only dropped records had (a banner's `model params 264320`) leave no column.
@@ -343,6 +345,18 @@ def build_table(
         n_lines=int(n_lines),
         step_source="line order" if best == "none" else best,
     )
+
+
+def _one_row_per_key(ranks: Any, steps: Any) -> Any | None:
+    """The row order by (rank, step) when every (rank, step) has one row (then grouping
+    would only sort), else None."""
+    import numpy as np
+
+    order = np.lexsort((steps, ranks))
+    r, s = ranks[order], steps[order]
+    if len(order) > 1 and not ((r[1:] != r[:-1]) | (s[1:] != s[:-1])).all():
+        return None
+    return order
 
 
 def _values_of(col: Any) -> set[Any]:

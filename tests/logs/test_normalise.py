@@ -152,6 +152,33 @@ def test_rank_selection():
     assert both[["rank", "step"]].values.tolist() == [[0, 1], [0, 2], [1, 1], [1, 2]]
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.integers(0, 30), st.sampled_from([None, 1.5, 2.5])),
+        min_size=1,
+        max_size=60,
+    )
+)
+def test_all_ranks_keep_the_last_value_per_rank_and_step(rows):
+    """rank="all": one row per (rank, step), sorted so, each column its last logged
+    value there, whether the keys repeat (grouped) or not (only sorted)."""
+    recs = [
+        {"line": i + 1, "rank": r, "step": float(s), "step_source": "field", "is_eval": False}
+        | ({} if x is None else {"grad_norm": x})
+        | {"loss": float(i)}
+        for i, (r, s, x) in enumerate(rows)
+    ]
+    t = build_table(recs, path="x", fmt="text", rank="all").table
+    keys = sorted({(r, s) for r, s, _ in rows})
+    assert t[["rank", "step"]].values.tolist() == [list(k) for k in keys]
+    for (r, s), loss, gn in zip(keys, t["loss"], t["grad_norm"], strict=True):
+        mine = [(i, x) for i, (rr, ss, x) in enumerate(rows) if (rr, ss) == (r, s)]
+        assert loss == float(mine[-1][0])
+        logged = [x for _, x in mine if x is not None]
+        assert (math.isnan(gn) and not logged) or gn == logged[-1]
+
+
 def test_a_mode_word_before_the_step_key_still_gives_the_step(tmp_path):
     # `eval step=10 loss=2.5`: an evaluation line numbered by its step, not an `eval_step`.
     from dflash_diag.logs import read_log
