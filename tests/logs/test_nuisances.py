@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dflash_diag.errors import InputError
 from dflash_diag.logs import read_log
@@ -175,3 +177,16 @@ def test_ranks(tmp_path):
     # only rank 3 logged: it is the default
     only = table(tmp_path, "".join(f"[rank3]:step={s} loss=1\n" for s in (1, 2)))
     assert only.ranks == (3,) and len(only.table) == 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["Warning:", "warnings.warn(", "User", " ", "x", "_", ":", "\t", "W"]),
+        max_size=8,
+    ).map("".join)
+)
+def test_the_warning_prefilter_finds_what_the_regex_finds(text):
+    from dflash_diag.logs.text import _WARNING_TEXT, _warning_text
+
+    assert _warning_text(text) == bool(_WARNING_TEXT.search(text))
