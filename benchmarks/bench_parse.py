@@ -11,7 +11,7 @@ load on the machine hits both alike.
 For scale it also times reading the log's bytes alone, and it checks that the
 metrics ``read_log`` found are the ones written (the CSV's values, exactly).
 
-    python benchmarks/bench_parse.py [--lines 1000000] [--repeat 5] [--ranks 4]
+    python benchmarks/bench_parse.py [--lines 1000000] [--repeat 5] [--ranks 4] [--plain]
 """
 
 from __future__ import annotations
@@ -30,10 +30,11 @@ LINE = (
 )
 
 
-def generate(folder: Path, n: int, ranks: int = 1) -> tuple[Path, Path]:
+def generate(folder: Path, n: int, ranks: int = 1, plain: bool = False) -> tuple[Path, Path]:
     """Write ``n`` metric lines (plus warnings) and the same metrics as CSV; with
     ``ranks`` > 1 line ``i`` is rank ``i % ranks``'s, prefixed as torchrun's ``--tee``
-    prefixes it (``[default3]:``)."""
+    prefixes it (``[default3]:``); ``plain``: without the timestamp, level and logger."""
+    line = LINE[LINE.index("epoch=") :] if plain else LINE
     import numpy as np
 
     rng = np.random.default_rng(0)
@@ -56,7 +57,7 @@ def generate(folder: Path, n: int, ranks: int = 1) -> tuple[Path, Path]:
             if ranks > 1:
                 f.write(f"[default{i % ranks}]:")
             f.write(
-                LINE.format(
+                line.format(
                     mm=i // 60 % 60,
                     ss=i % 60,
                     ms=i % 1000,
@@ -136,6 +137,7 @@ def main() -> None:
     ap.add_argument(
         "--ranks", type=int, default=1, help="prefix the lines of N ranks ([default3]:...)"
     )
+    ap.add_argument("--plain", action="store_true", help="lines without timestamp/level/logger")
     args = ap.parse_args()
     rank = "all" if args.ranks > 1 else "0"
     import pandas as pd
@@ -143,7 +145,7 @@ def main() -> None:
     from dflash_diag.logs import read_log
 
     with tempfile.TemporaryDirectory() as tmp:
-        log, csv = generate(Path(tmp), args.lines, args.ranks)
+        log, csv = generate(Path(tmp), args.lines, args.ranks, args.plain)
         size_mb = log.stat().st_size / 1e6
         (t_csv, frame), (t_log, run), (t_bytes, _) = alternating(
             args.repeat, lambda: pd.read_csv(csv), lambda: read_log(log, rank=rank), log.read_bytes
