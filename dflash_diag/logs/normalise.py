@@ -289,8 +289,10 @@ def build_table(
         if col not in df:
             df[col] = default
     df["is_eval"] = df["is_eval"].fillna(False).astype(bool)
-    df["rank"] = pd.to_numeric(df["rank"], errors="coerce").fillna(0).astype("int64")
-    df["step"] = pd.to_numeric(df["step"], errors="coerce").astype("float64")
+    if df["rank"].dtype != np.int64:  # (the fast path's records are already typed)
+        df["rank"] = pd.to_numeric(df["rank"], errors="coerce").fillna(0).astype("int64")
+    if df["step"].dtype != np.float64:
+        df["step"] = pd.to_numeric(df["step"], errors="coerce").astype("float64")
 
     sources = _values_of(df["step_source"])
     best = "field" if "field" in sources else "progress" if "progress" in sources else "none"
@@ -333,7 +335,8 @@ def build_table(
         ordered.insert(0, "rank")
     others = sorted(c for c in table.columns if c not in ordered)
     table = table[ordered + others]
-    table = table.astype({c: "int64" if c in ("step", "rank") else "float64" for c in table})
+    want = {c: np.dtype("int64" if c in ("step", "rank") else "float64") for c in table}
+    table = table.astype({c: t for c, t in want.items() if table[c].dtype != t})
     table = table.reset_index(drop=True)
     return RunLog(
         table=table,
@@ -457,7 +460,7 @@ def _select_rank(
     other = df["rank"].to_numpy() != want
     if other.any():
         skipped["other_rank"] = skipped.get("other_rank", 0) + int(other.sum())
-    return df[~other]
+    return df[~other] if other.any() else df
 
 
 def _restarts(df: Any) -> list[int]:
