@@ -373,8 +373,12 @@ def _read_records(
     records: list[dict[str, Any]] = []
     shapes_seen: dict[str, int] = {}
     fast_used = extra is not None
+    fast_prev: dict[str, Any] | None = None  # what a record of the fast path looks like
     if fast_used:
         shapes_seen["text"] = len(extra)
+        if len(extra):
+            fast_prev = dict.fromkeys(extra.columns)
+            fast_prev["is_eval"] = bool(extra["is_eval"].iloc[0])
     ends_cleanly = data[-1:] == b"\n"
     st = _State()
     step_every = max(1, n_lines // 100)
@@ -383,9 +387,8 @@ def _read_records(
     prev: dict[str, Any] | None = None  # the record before the current line
     for line_no, line in lines:
         if fast_used and line_no != prev_no + 1:
-            if len(extra):
-                prev = dict.fromkeys(extra.columns)
-                prev["is_eval"] = bool(extra["is_eval"].iloc[0])
+            if fast_prev is not None:
+                prev = dict(fast_prev)
             # lines in between were metric lines read by the fast path: they end any
             # traceback or warning block, as they would have here
             st.in_traceback = st.after_warning = False
