@@ -197,7 +197,12 @@ def _apply(
     finally:
         pool.shutdown(wait=True, cancel_futures=True)  # after a failure, skip the rest
     line0 = np.cumsum([0, *[p.n_lines for p in parts[:-1]]]).tolist()
-    lines = np.concatenate([p.row_line[p.fits] + o for p, o in zip(parts, line0, strict=True)])
+    lines = np.concatenate(
+        [
+            (p.row_line if p.fits.all() else p.row_line[p.fits]) + o
+            for p, o in zip(parts, line0, strict=True)
+        ]
+    )
     rest: list[tuple[int, str]] = []
     for p, o in zip(parts, line0, strict=True):
         misfits = np.flatnonzero(~p.fits)
