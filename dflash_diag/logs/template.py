@@ -24,8 +24,9 @@ from .normalise import MAGNITUDE
 #: Lines parsed by the general parser to learn the template.
 SAMPLE_LINES = 400
 #: Bytes the template may be cut at: ASCII punctuation and space, but not the ones a
-#: number can hold (``.``, ``+``, ``-``).  A space is always possible (every number sits
-#: inside one space-separated token); a byte that occurs less often gives fewer columns.
+#: number can hold (``.``, ``+``, ``-``).  A space serves whenever no token holds two
+#: numbers (``[default3]:step=5`` does: there ``:`` or ``=`` serves); a byte that occurs
+#: less often gives fewer columns.
 DELIMITERS = b" =:|,;/()[]{}<>!?@#$%&*^~`'\"\\_"
 
 #: ASCII digits the template generalises: a run not glued to a letter (``14:03:11``,
