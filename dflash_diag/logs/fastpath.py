@@ -245,20 +245,27 @@ def _split_part(
         return "skip"
 
     names = [f"s{i}" for i in range(n_columns)]
-    table = pcsv.read_csv(
-        raw,
-        # blocks of 1 MiB parse faster than larger ones (cache); a longer line fails
-        read_options=pcsv.ReadOptions(column_names=names, use_threads=False, block_size=1 << 20),
-        parse_options=pcsv.ParseOptions(
-            delimiter=delimiter.decode(),
-            quote_char=False,
-            escape_char=False,
-            newlines_in_values=False,
-            ignore_empty_lines=False,
-            invalid_row_handler=other_shape,
-        ),
-        convert_options=pcsv.ConvertOptions(column_types=dict.fromkeys(names, pa.binary())),
-    )
+
+    def read(block: int) -> Any:
+        odd.clear()
+        return pcsv.read_csv(
+            raw,
+            read_options=pcsv.ReadOptions(column_names=names, use_threads=False, block_size=block),
+            parse_options=pcsv.ParseOptions(
+                delimiter=delimiter.decode(),
+                quote_char=False,
+                escape_char=False,
+                newlines_in_values=False,
+                ignore_empty_lines=False,
+                invalid_row_handler=other_shape,
+            ),
+            convert_options=pcsv.ConvertOptions(column_types=dict.fromkeys(names, pa.binary())),
+        )
+
+    try:
+        table = read(1 << 20)  # blocks of 1 MiB parse faster than larger ones (cache)
+    except pa.ArrowInvalid:  # a line longer than a block (a config dump): one block
+        table = read(hi - lo + 1)
     table = table.combine_chunks()  # one array per column
     n_lines = table.num_rows + len(odd)
     is_row = np.ones(n_lines + 1, dtype=bool)

@@ -432,3 +432,13 @@ def test_a_rank_prefix_number_is_read_only_as_the_general_parser_reads_it(odd, e
     slow = read_lines(raw, fast=False, rank="all")
     pd.testing.assert_frame_equal(fast.table, slow.table)
     assert (fast.ranks, fast.skipped) == (slow.ranks, slow.skipped)
+
+
+def test_a_line_longer_than_the_csv_readers_block(eager, tmp_path):
+    """A config dump of over 1 MiB on one line: that range is split in one block."""
+    lines = [_train(i, i + 1) for i in range(300)]
+    lines[150] = "config: {'notes': '" + "x" * (1 << 21) + "'}"
+    raw = _write(tmp_path, lines)
+    frame, rest = _fast(raw)
+    assert [no for no, _ in rest] == [151] and len(frame) == 299
+    same(raw)
