@@ -97,10 +97,12 @@ def _read(
         from .tensorboard import read_tensorboard
 
         return read_tensorboard(name, rank)
+    fast = True
     if name != "-" and fmt in (None, "text"):
-        run = _read_mapped(name, fmt, rank, progress)
+        run, tried = _read_mapped(name, fmt, rank, progress)
         if run is not None:
             return run
+        fast = not tried  # the fast path declined this log: do not try it twice
     from .io import read_bytes
 
     raw = read_bytes(name)
@@ -125,15 +127,19 @@ def _read(
         return read_csv(raw, rank)
     from .text import read_lines
 
-    return read_lines(raw, fmt, rank, progress)
+    return read_lines(raw, fmt, rank, progress, fast=fast)
 
 
 def _read_mapped(
     name: str, fmt: str | None, rank: int | str, progress: Callable[[int, int], None] | None
-) -> RunLog | None:
+) -> tuple[RunLog | None, bool]:
     """A large plain text log read through a read-only memory map by the fast path, so
-    its bytes are never copied; None when that does not apply (small, gzip, not text,
-    lines of no common shape), and the caller reads the file the usual way.
+    its bytes are never copied.
+
+    :returns: ``(run, tried)``: the RunLog, or None when that does not apply (small,
+        gzip, not text, lines of no common shape) and the caller reads the file the
+        usual way; ``tried``: the fast path looked at the log (and declined it, when
+        ``run`` is None).
 
     The map is only read while this runs (well under a second per million lines).  A
     file truncated in that window (a log rotated by copy-and-truncate) would end the
@@ -146,7 +152,7 @@ def _read_mapped(
 
     try:
         if not os.path.isfile(name) or os.path.getsize(name) < 10 * FAST_MIN_LINES:
-            return None
+            return None, False
         with open(name, "rb") as f:
             if hasattr(mmap, "MAP_POPULATE"):  # Linux: map the cached pages up front
                 flags = mmap.MAP_SHARED | mmap.MAP_POPULATE
@@ -154,20 +160,20 @@ def _read_mapped(
             else:
                 data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):
-        return None  # the usual reader gives the error, if there is one
+        return None, False  # the usual reader gives the error, if there is one
     try:
         head = data[:65536]
         if head.startswith(GZIP_MAGIC) or head.lstrip().startswith(b"{"):
-            return None  # gzip; a JSON document or JSON lines: not this fast path's
+            return None, False  # gzip; a JSON document or JSON lines: not this fast path's
         if fmt is None and detect_format(name, head) != "text":
-            return None
+            return None, False
         if fmt is not None:
             from .detect import refuse_binary
 
             refuse_binary(name, head)  # a forced text format must not read a binary file
         from .text import read_lines_fast
 
-        return read_lines_fast(name, data, fmt, rank, progress)
+        return read_lines_fast(name, data, fmt, rank, progress), True
     finally:
         try:
             data.close()

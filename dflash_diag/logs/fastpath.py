@@ -44,9 +44,9 @@ from .columns import read_numbers, segment_fits
 from .template import Segment, Template, sample_lines, sample_template, split_template
 
 #: Logs shorter than this take the general path (its per-line cost does not matter).
-FAST_MIN_LINES = 20_000
+FAST_MIN_LINES = 2_000
 #: Fewer lines than this fit the template: not worth it, the general parser reads all.
-MIN_MATCHES = 1_000
+MIN_MATCHES = 500
 #: The log is read in byte ranges of about this size, by up to 4 threads (progress is
 #: reported after each range).
 PART_BYTES = 1 << 24
@@ -94,7 +94,10 @@ def fast_records(
     """
     if len(data) < 10 * FAST_MIN_LINES or _rich(data):
         return None
-    template = sample_template(sample_lines(data))
+    sample = sample_lines(data)
+    if not sample or len(data) * len(sample) < FAST_MIN_LINES * sum(len(x) + 1 for x in sample):
+        return None  # fewer lines than that, going by the sample's mean length
+    template = sample_template(sample)
     if template is None or template.n_tokens < 2:
         return None
     try:
