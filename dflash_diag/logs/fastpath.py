@@ -12,11 +12,12 @@ tokenizer and compute kernels, without a Python object per line:
    threads (Arrow releases the GIL); each range is split into rows and columns at that
    byte by ``pyarrow.csv`` (no quoting; a line with another number of delimiters is
    handed back, with its line number, by the invalid-row handler);
-3. each column is checked against its segment: its fixed bytes by Arrow's
-   ``starts_with``/``ends_with`` (memcmp) and, where the template has digits that vary,
-   by a numpy gather of those few bytes; the number between head and tail is cast to
-   float64 by Arrow (one cast per column, through a zero-copy array of the number
-   spans), and a magnitude letter (``25.1K``) is read from the span's last byte;
+3. each column is checked against its segment (:mod:`~dflash_diag.logs.columns`): its
+   fixed bytes by Arrow's ``starts_with``/``ends_with`` (memcmp) and, where the template
+   has digits that vary, by 64-bit word tests; the number between head and tail is cast
+   to float64 by Arrow (one cast per column, through a zero-copy array of the number
+   spans), and a magnitude letter (``25.1K``) is read from the span's last byte (a rank
+   prefix's number, ``[rank3]:``, is a ``rank`` value of digits only);
 4. a line fits when every column fits and every number parses; the cast is checked
    against the general parser's number syntax (an unparsable span, or a ``nan``/``inf``
    Arrow reads but the parser would not, sends the line to the general parser).
