@@ -116,5 +116,5 @@ def read_csv(raw: RawLog, rank: int | str = 0) -> RunLog:
         rank=rank,
         skipped=skipped,
         n_lines=n_lines + 1,
-        extra=table,
+        extra=[table],
     )

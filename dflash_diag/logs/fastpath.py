@@ -48,6 +48,9 @@ from .template import Segment, Template, sample_lines, sample_template, split_te
 FAST_MIN_LINES = 2_000
 #: Fewer lines than this fit the template: not worth it, the general parser reads all.
 MIN_MATCHES = 500
+#: Templates read by the fast path at most (the dominant one, then one among the lines
+#: it left, and so on).
+MAX_TEMPLATES = 4
 #: The log is read in byte ranges of about this size, by up to 4 threads (progress is
 #: reported after each range).
 PART_BYTES = 1 << 24
@@ -82,16 +85,21 @@ def fast_records(
     data: Any,
     skipped: dict[str, int],
     progress: Callable[[int, int], None] | None = None,
-) -> tuple[Any, Any] | None:
+    depth: int = 0,
+) -> tuple[list[Any], list[tuple[int, str]]] | None:
     """Records of the lines that fit the log's dominant template, or None.
 
     Works on the bytes (``bytes`` or a read-only ``mmap``): the text is never decoded
-    into one Python string, and no Python object is made per fitting line.
+    into one Python string, and no Python object is made per fitting line.  When enough
+    of the other lines share a template of their own (a trainer that prints a timing
+    line beside its metrics line), those are read the same way, up to
+    :data:`MAX_TEMPLATES` templates (``depth``: how many came before).
 
-    :returns: ``(frame, rest)``: a DataFrame of raw records (``line``, ``rank``,
-        ``step_source``, ``is_eval``, value columns) and the ``(line number, text)`` of
-        every line the frame does not cover, in order (so the log has ``len(frame) +
-        len(rest)`` lines).  None when the fast path does not apply.
+    :returns: ``(frames, rest)``: a DataFrame of raw records per template (``line``,
+        ``rank``, ``step_source``, ``is_eval``, value columns) and the ``(line number,
+        text)`` of every line they do not cover, in order (so the log has as many lines
+        as the frames have rows, plus ``len(rest)``).  None when the fast path does not
+        apply.
     """
     if len(data) < 10 * FAST_MIN_LINES or _rich(data):
         return None
@@ -102,9 +110,39 @@ def fast_records(
     if template is None or template.n_tokens < 2:
         return None
     try:
-        return _apply(data, template, progress)
+        got = _apply(data, template, progress)
     except Exception:  # noqa: BLE001 - any surprise (bad UTF-8...): the general parser reads all
         return None
+    if got is None:
+        return None
+    frame, rest = got
+    return _more_templates(data, [frame], rest, depth)
+
+
+def _more_templates(
+    data: Any, frames: list[Any], rest: list[tuple[int, str]], depth: int
+) -> tuple[list[Any], list[tuple[int, str]]]:
+    """``(frames, rest)`` with the lines of ``rest`` that share a template of their own
+    read by the fast path too: they are written out one per line and read again, and
+    their line numbers mapped back.  The log's last line stays in ``rest`` when it has
+    no newline (the general parser judges whether it was cut short)."""
+    import numpy as np
+
+    if depth + 1 >= MAX_TEMPLATES or len(rest) < FAST_MIN_LINES:
+        return frames, rest
+    last = sum(len(f) for f in frames) + len(rest)  # the log's last line number
+    cut = data[-1:] != b"\n" and rest[-1][0] == last
+    lines = rest[:-1] if cut else rest
+    again = ("\n".join(text for _, text in lines) + "\n").encode()
+    got = fast_records(again, {}, None, depth + 1)
+    if got is None:
+        return frames, rest
+    more, left = got
+    numbers = np.array([no for no, _ in lines])
+    for f in more:
+        f["line"] = numbers[f["line"].to_numpy() - 1]
+    rest = [(lines[i - 1][0], text) for i, text in left] + (rest[-1:] if cut else [])
+    return frames + more, rest
 
 
 class _NotFast(Exception):

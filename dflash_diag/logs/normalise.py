@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..errors import InputError
@@ -229,15 +229,14 @@ def to_float(text: Any) -> float | None:
 # ----------------------------------------------------------------------------- table
 
 
-def _records_frame(records: Iterable[Mapping[str, Any]], extra: Any | None) -> Any:
+def _records_frame(records: Iterable[Mapping[str, Any]], extra: Sequence[Any]) -> Any:
     import pandas as pd
 
     frames = []
     recs = list(records)
     if recs:
         frames.append(pd.DataFrame.from_records(recs))
-    if extra is not None and len(extra):
-        frames.append(extra)
+    frames += [f for f in extra if len(f)]
     if not frames:
         return pd.DataFrame(columns=["line", "rank", "step", "step_source", "is_eval"])
     df = pd.concat(frames, ignore_index=True, sort=False) if len(frames) > 1 else frames[0]
@@ -254,7 +253,7 @@ def build_table(
     rank: int | str = 0,
     skipped: dict[str, int] | None = None,
     n_lines: int = 0,
-    extra: Any | None = None,
+    extra: Sequence[Any] = (),
 ) -> RunLog:
     """Turn raw records into a :class:`RunLog`.
 
@@ -272,8 +271,8 @@ def build_table(
        once, the later value of each column wins (``groupby(...).last()``, which also
        merges a step's train and eval records).
 
-    :param extra: an optional DataFrame of records already in columnar form (the fast
-        path of the text reader), concatenated with ``records``.
+    :param extra: DataFrames of records already in columnar form (the fast path of the
+        text reader), concatenated with ``records``.
     """
     import numpy as np
     import pandas as pd

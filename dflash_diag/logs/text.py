@@ -351,9 +351,9 @@ def read_lines_fast(
     got = fast_records(data, skipped, progress)
     if got is None:
         return None
-    extra, lines = got
-    n_lines = len(extra) + len(lines)  # every line is in one or the other
-    return _read_records(path, data, lines, n_lines, extra, skipped, fmt, rank, progress)
+    frames, lines = got
+    n_lines = sum(len(f) for f in frames) + len(lines)  # every line is in one or the other
+    return _read_records(path, data, lines, n_lines, frames, skipped, fmt, rank, progress)
 
 
 def _read_records(
@@ -368,17 +368,13 @@ def _read_records(
     progress: ProgressFn | None,
 ) -> RunLog:
     """Parse ``lines`` (``(line number, text)``), join the fast path's records
-    (``extra``, or None), and build the table."""
+    (``extra``: a DataFrame per template, or None), and build the table."""
     shapes = LINE_FORMATS[fmt or "text"]
     records: list[dict[str, Any]] = []
     shapes_seen: dict[str, int] = {}
     fast_used = extra is not None
-    fast_prev: dict[str, Any] | None = None  # what a record of the fast path looks like
     if fast_used:
-        shapes_seen["text"] = len(extra)
-        if len(extra):
-            fast_prev = dict.fromkeys(extra.columns)
-            fast_prev["is_eval"] = bool(extra["is_eval"].iloc[0])
+        shapes_seen["text"] = sum(len(f) for f in extra)
     ends_cleanly = data[-1:] == b"\n"
     st = _State()
     step_every = max(1, n_lines // 100)
@@ -387,16 +383,16 @@ def _read_records(
     prev: dict[str, Any] | None = None  # the record before the current line
     for line_no, line in lines:
         if fast_used and line_no != prev_no + 1:
-            if fast_prev is not None:
-                prev = dict(fast_prev)
             # lines in between were metric lines read by the fast path: they end any
             # traceback or warning block, as they would have here
             st.in_traceback = st.after_warning = False
         prev_no = line_no
         recs = parse_line(line_no, line, st, shapes, skipped, shapes_seen)
-        if line_no == last_no and not ends_cleanly and recs and not _complete(line, recs, prev):
-            _count(skipped, "truncated")
-            continue
+        if line_no == last_no and not ends_cleanly and recs:
+            before = _fast_before(extra, line_no, prev) if fast_used else prev
+            if not _complete(line, recs, before):
+                _count(skipped, "truncated")
+                continue
         records.extend(recs)
         if recs:
             prev = recs[-1]
@@ -412,8 +408,25 @@ def _read_records(
         rank=rank,
         skipped=skipped,
         n_lines=n_lines,
-        extra=extra,
+        extra=extra or (),
     )
+
+
+def _fast_before(
+    frames: list[Any], line_no: int, prev: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The record before line ``line_no``: ``prev`` (the general parser's last), or a
+    fast-path record after it, with the keys its template gives every record."""
+    import numpy as np
+
+    best, at = prev, (prev or {}).get("line", 0)
+    for f in frames:
+        lines = f["line"].to_numpy()
+        i = int(np.searchsorted(lines, line_no)) - 1
+        if i >= 0 and lines[i] > at:
+            best, at = dict.fromkeys(f.columns), lines[i]
+            best["is_eval"] = bool(f["is_eval"].iloc[i])
+    return best
 
 
 def _complete(line: str, recs: list[dict[str, Any]], before: dict[str, Any] | None) -> bool:

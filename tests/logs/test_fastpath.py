@@ -33,6 +33,12 @@ def eager(monkeypatch):
     monkeypatch.setattr(fastpath, "PART_BYTES", 3000)
 
 
+@pytest.fixture
+def one_template(monkeypatch):
+    """The fast path reads the dominant template only (what it leaves is asserted)."""
+    monkeypatch.setattr(fastpath, "MAX_TEMPLATES", 1)
+
+
 def same(raw):
     fast = read_lines(raw, fast=True)
     slow = read_lines(raw, fast=False)
@@ -94,7 +100,7 @@ def test_fast_path_is_used_on_a_large_log(tmp_path):
     calls = []
     got = fastpath.fast_records(p.read_bytes(), {}, lambda done, total: calls.append((done, total)))
     assert got is not None
-    frame, rest = got
+    frame, rest = _joined(got)
     assert calls and calls[-1][0] == calls[-1][1] and calls == sorted(calls)
     assert len(frame) > 0.9 * fastpath.FAST_MIN_LINES
     assert len(rest) < 0.1 * fastpath.FAST_MIN_LINES
@@ -143,7 +149,15 @@ def _train(i: int, step: int, loss: str = "1.5000", tps: str = "25.1K", acc: str
 
 
 def _fast(raw) -> tuple[pd.DataFrame, list[tuple[int, str]]] | None:
-    return fastpath.fast_records(raw.data, {})
+    """The fast path's records (of all its templates, in line order) and the other lines."""
+    return _joined(fastpath.fast_records(raw.data, {}))
+
+
+def _joined(got):
+    if got is None:
+        return None
+    frames, rest = got
+    return pd.concat(frames, ignore_index=True).sort_values("line", ignore_index=True), rest
 
 
 def test_suffix_units_are_read_per_line(eager, tmp_path):
@@ -174,7 +188,9 @@ def test_one_field_with_another_number_form(odd, eager, tmp_path):
 
 
 @pytest.mark.parametrize("odd", ["infK", "nanM", "inf%x", "1.2.3", "1e", "--1", "0x10", "1_0"])
-def test_a_field_that_is_not_a_number_leaves_the_line_to_the_general_parser(odd, eager, tmp_path):
+def test_a_field_that_is_not_a_number_leaves_the_line_to_the_general_parser(
+    odd, eager, one_template, tmp_path
+):
     lines = [_train(i, i + 1) for i in range(300)]
     lines[100] = _train(100, 101, tps=odd) if odd.endswith(("K", "M")) else _train(100, 101, odd)
     raw = _write(tmp_path, lines)
@@ -183,7 +199,8 @@ def test_a_field_that_is_not_a_number_leaves_the_line_to_the_general_parser(odd,
     same(raw)
 
 
-def test_second_template_interleaved(eager, tmp_path):
+def _three_shapes() -> list[str]:
+    """Train lines, with an evaluation line every 10 and a throughput line every 25."""
     lines = []
     for i in range(900):
         lines.append(_train(i, i + 1))
@@ -195,6 +212,11 @@ def test_second_template_interleaved(eager, tmp_path):
             lines.append(
                 f"2026-03-02 14:03:00,000 | INFO | dflash.train | step={i + 1} tflops=312.5"
             )
+    return lines
+
+
+def test_second_template_interleaved(eager, one_template, tmp_path):
+    lines = _three_shapes()
     raw = _write(tmp_path, lines)
     frame, rest = _fast(raw)
     assert len(frame) == 900 and len(rest) == len(lines) - 900
@@ -202,6 +224,23 @@ def test_second_template_interleaved(eager, tmp_path):
     assert (
         t.loc[10, "eval_loss"] == 2.5 and t.loc[26, "tflops"] == 312.5 and t.loc[26, "loss"] == 1.5
     )
+
+
+@pytest.mark.parametrize("cut", [False, True])
+def test_the_lines_a_template_leaves_are_read_by_their_own_templates(cut, eager, tmp_path):
+    """Each shape is a template of its own: every line is read by the fast path, and the
+    table is the general parser's (a last line without a newline stays with it)."""
+    lines = _three_shapes()
+    raw = _write(tmp_path, lines)
+    if cut:
+        raw = RawLog(raw.path, raw.data[:-1])  # the last line (an eval line) unterminated
+    got = fastpath.fast_records(raw.data, {})
+    assert got is not None and len(got[0]) == 3
+    frame, rest = _joined(got)
+    assert [no for no, _ in rest] == ([len(lines)] if cut else [])
+    assert frame["line"].tolist() == list(range(1, len(lines) + 1 - cut))
+    t = same(raw).table.set_index("step")
+    assert t.loc[10, "eval_loss"] == 2.5 and t.loc[26, "tflops"] == 312.5
 
 
 def test_crlf_line_ends(eager, tmp_path):
@@ -426,7 +465,9 @@ def test_rank_prefixed_lines_take_the_fast_path(prefix, eager, tmp_path):
 
 
 @pytest.mark.parametrize("odd", ["+1", "1.", "01", "1e0", "nan", "-1", "x"])
-def test_a_rank_prefix_number_is_read_only_as_the_general_parser_reads_it(odd, eager, tmp_path):
+def test_a_rank_prefix_number_is_read_only_as_the_general_parser_reads_it(
+    odd, eager, one_template, tmp_path
+):
     lines = [f"[rank{step % 2}]:" + _train(step, step) for step in range(1, 301)]
     lines[100] = f"[rank{odd}]:" + _train(101, 101)
     raw = _write(tmp_path, lines)
