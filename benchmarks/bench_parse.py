@@ -12,6 +12,7 @@ For scale it also times reading the log's bytes alone, and it checks that the
 metrics ``read_log`` found are the ones written (the CSV's values, exactly).
 
     python benchmarks/bench_parse.py [--lines 1000000] [--repeat 5] [--ranks 4] [--plain]
+                                     [--timing]
 """
 
 from __future__ import annotations
@@ -30,10 +31,13 @@ LINE = (
 )
 
 
-def generate(folder: Path, n: int, ranks: int = 1, plain: bool = False) -> tuple[Path, Path]:
+def generate(
+    folder: Path, n: int, ranks: int = 1, plain: bool = False, timing: bool = False
+) -> tuple[Path, Path]:
     """Write ``n`` metric lines (plus warnings) and the same metrics as CSV; with
     ``ranks`` > 1 line ``i`` is rank ``i % ranks``'s, prefixed as torchrun's ``--tee``
-    prefixes it (``[default3]:``); ``plain``: without the timestamp, level and logger."""
+    prefixes it (``[default3]:``); ``plain``: without the timestamp, level and logger;
+    ``timing``: each step also prints a line of another shape (its phases' times)."""
     line = LINE[LINE.index("epoch=") :] if plain else LINE
     import numpy as np
 
@@ -72,6 +76,11 @@ def generate(folder: Path, n: int, ranks: int = 1, plain: bool = False) -> tuple
                     tps=tps,
                 )
             )
+            if timing:
+                f.write(
+                    f"2026-03-02 14:00:00,000 | INFO | dflash.timing | step={i} "
+                    f"fwd={10 + i % 7}.{i % 10}ms bwd={20 + i % 5}.{i % 9}ms\n"
+                )
             row = (i, f"{loss[i]:.4f}", f"{acc[i]:.4f}", f"{lr:.2e}", f"{gn[i]:.2f}", ntok)
             c.write(",".join(map(str, row)) + f",{tps * 1000:.0f},{ep}\n")
     return log, csv
@@ -138,6 +147,7 @@ def main() -> None:
         "--ranks", type=int, default=1, help="prefix the lines of N ranks ([default3]:...)"
     )
     ap.add_argument("--plain", action="store_true", help="lines without timestamp/level/logger")
+    ap.add_argument("--timing", action="store_true", help="a second line shape every step")
     args = ap.parse_args()
     rank = "all" if args.ranks > 1 else "0"
     import pandas as pd
@@ -145,7 +155,7 @@ def main() -> None:
     from dflash_diag.logs import read_log
 
     with tempfile.TemporaryDirectory() as tmp:
-        log, csv = generate(Path(tmp), args.lines, args.ranks, args.plain)
+        log, csv = generate(Path(tmp), args.lines, args.ranks, args.plain, args.timing)
         size_mb = log.stat().st_size / 1e6
         (t_csv, frame), (t_log, run), (t_bytes, _) = alternating(
             args.repeat, lambda: pd.read_csv(csv), lambda: read_log(log, rank=rank), log.read_bytes
