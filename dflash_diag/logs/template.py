@@ -71,8 +71,6 @@ class ValueToken:
     """Where one column's number sits in the template.
 
     :param name: the column.
-    :param index: token index (line split on single spaces).
-    :param prefix: literal text before the number in the token (``loss=``).
     :param tail: the fixed text after the number in the token (``/3000``, ``ms``), empty
         for an optional magnitude letter.
     :param factor: unit factor for the fixed tail; 1.0 when ``magnitude``.
@@ -85,8 +83,6 @@ class ValueToken:
     """
 
     name: str
-    index: int
-    prefix: str
     tail: Pattern
     factor: float
     magnitude: bool
@@ -176,8 +172,6 @@ def learn_template(
             Pattern.of(line[pos:s]),
             ValueToken(
                 name,
-                idx,
-                prefix,
                 Pattern(b"") if magnitude else Pattern.of(tail),
                 1.0 if magnitude else factor,  # per row from the letter
                 magnitude,

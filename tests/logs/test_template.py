@@ -157,7 +157,7 @@ def test_equal_length_rows_are_checked_through_strided_views():
 @pytest.mark.parametrize("finite", [False, True])
 def test_numbers_follow_the_general_parsers_syntax(text, finite):
     seg = Segment(Pattern(b""), 0, Pattern(b" acc"))
-    v = ValueToken("loss", 0, "loss=", Pattern(b""), 1.0, False, finite)
+    v = ValueToken("loss", Pattern(b""), 1.0, False, finite)
     col = pa.array([b"2.5 acc", f"{text} acc".encode(), b"3 acc"], pa.binary())
     ok, off = columns.segment_fits(col, seg)
     vals = columns.read_numbers(col, off, seg, v, ok)
