@@ -2,7 +2,7 @@
 does not: JSON lines, HF dict lines, and text whose lines share no one shape?
 
 Generates ``--lines`` W&B-style JSON lines and as many free-text lines in the sample
-run's shape, then times (best of ``--repeat``, after one untimed run):
+run's shape, then times (best of ``--repeat`` alternating rounds, after one untimed round):
 
 * ``read_lines`` on the JSON lines, against ``json.loads`` of each line (the reference:
   decoding alone, nothing else);
@@ -16,17 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 
-
-def best(repeat: int, fn) -> float:
-    fn()
-    out = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        out = min(out, time.perf_counter() - t)
-    return out
+from common import alternating
 
 
 def main() -> None:
@@ -65,13 +56,16 @@ def main() -> None:
     json_raw = RawLog("metrics.jsonl", ("\n".join(jsonl) + "\n").encode())
     text_raw = RawLog("run.log", ("\n".join(text) + "\n").encode())
 
-    t_json = best(args.repeat, lambda: read_lines(json_raw))
-    t_loads = best(args.repeat, lambda: [json.loads(x) for x in jsonl])
-    t_text = best(args.repeat, lambda: read_lines(text_raw, fast=False))
     old = fastpath.FAST_MIN_LINES
     fastpath.FAST_MIN_LINES = min(old, n // 2)
     try:
-        t_fast = best(args.repeat, lambda: read_lines(text_raw, fast=True))
+        (t_json, _), (t_loads, _), (t_text, _), (t_fast, _) = alternating(
+            args.repeat,
+            lambda: read_lines(json_raw),
+            lambda: [json.loads(x) for x in jsonl],
+            lambda: read_lines(text_raw, fast=False),
+            lambda: read_lines(text_raw, fast=True),
+        )
     finally:
         fastpath.FAST_MIN_LINES = old
 

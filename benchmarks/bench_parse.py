@@ -12,7 +12,7 @@ For scale it also times reading the log's bytes alone, and it checks that the
 metrics ``read_log`` found are the ones written (the CSV's values, exactly).
 
     python benchmarks/bench_parse.py [--lines 1000000] [--repeat 5] [--ranks 4] [--plain]
-                                     [--timing]
+                                     [--timing] [--max-templates N]
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ import argparse
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from common import alternating
 
 LINE = (
     "2026-03-02 14:{mm:02d}:{ss:02d},{ms:03d} | INFO | dflash.train | epoch={ep} "
@@ -86,25 +87,6 @@ def generate(
     return log, csv
 
 
-def timed(fn) -> tuple[float, object]:
-    t = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - t, out
-
-
-def alternating(repeat: int, *fns) -> list[tuple[float, object]]:
-    """Best time of each function over ``repeat`` rounds that run each once, in turn
-    (after one untimed round), with the last result of each."""
-    best = [(float("inf"), None) for _ in fns]
-    for fn in fns:
-        fn()
-    for _ in range(repeat):
-        for i, fn in enumerate(fns):
-            t, out = timed(fn)
-            best[i] = (min(best[i][0], t), out)
-    return best
-
-
 def check(table, frame, n: int, ranks: int = 1) -> None:
     """Fail loudly when the log's table is not the CSV's metrics (tok/s is written
     rounded differently in the two files, so it is compared to 1e-9 relative)."""
@@ -128,7 +110,9 @@ def check(table, frame, n: int, ranks: int = 1) -> None:
 # process would report the parent's resident size when that was larger.
 PEAK = """
 import resource, sys
-from dflash_diag.logs import read_log
+from dflash_diag.logs import fastpath, read_log
+fastpath.MAX_TEMPLATES = int(sys.argv[3]) or 1
+fastpath.FAST_MIN_LINES = fastpath.FAST_MIN_LINES if int(sys.argv[3]) else 10**12
 run = read_log(sys.argv[1], rank=sys.argv[2])
 try:
     with open("/proc/self/status") as f:
@@ -148,12 +132,22 @@ def main() -> None:
     )
     ap.add_argument("--plain", action="store_true", help="lines without timestamp/level/logger")
     ap.add_argument("--timing", action="store_true", help="a second line shape every step")
+    ap.add_argument(
+        "--max-templates",
+        type=int,
+        default=None,
+        help="line shapes the fast path reads (default: the reader's own); 0: fast path off",
+    )
     args = ap.parse_args()
     rank = "all" if args.ranks > 1 else "0"
     import pandas as pd
 
-    from dflash_diag.logs import read_log
+    from dflash_diag.logs import fastpath, read_log
 
+    templates = fastpath.MAX_TEMPLATES if args.max_templates is None else args.max_templates
+    fastpath.MAX_TEMPLATES = templates or 1
+    if not templates:
+        fastpath.FAST_MIN_LINES = 10**12  # every line through the line-by-line parser
     with tempfile.TemporaryDirectory() as tmp:
         log, csv = generate(Path(tmp), args.lines, args.ranks, args.plain, args.timing)
         size_mb = log.stat().st_size / 1e6
@@ -162,7 +156,7 @@ def main() -> None:
         )
         check(run.table, frame, args.lines, args.ranks)
         out = subprocess.run(
-            [sys.executable, "-c", PEAK, str(log), rank],
+            [sys.executable, "-c", PEAK, str(log), rank, str(templates)],
             capture_output=True,
             text=True,
             check=True,

@@ -20,6 +20,20 @@ def timed(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, float
     return out, time.perf_counter() - start
 
 
+def alternating(repeat: int, *fns: Callable[[], Any]) -> list[tuple[float, Any]]:
+    """Best wall time of each function over ``repeat`` rounds that run each once, in
+    turn, after one untimed round (imports, caches): a burst of load on the machine hits
+    all alike.  With the last result of each."""
+    best: list[tuple[float, Any]] = [(float("inf"), None) for _ in fns]
+    for fn in fns:
+        fn()
+    for _ in range(repeat):
+        for i, fn in enumerate(fns):
+            out, t = timed(fn)
+            best[i] = (min(best[i][0], t), out)
+    return best
+
+
 def long_tailed_lengths(n: int, seed: int = 0) -> np.ndarray:
     """Lognormal lengths, median ~1.5k tokens, sigma 0.9, at least 1, capped at 8192."""
     rng = np.random.default_rng(seed)
