@@ -153,12 +153,8 @@ def _read_mapped(
     try:
         if not os.path.isfile(name) or os.path.getsize(name) < 10 * FAST_MIN_LINES:
             return None, False
-        with open(name, "rb") as f:
-            if hasattr(mmap, "MAP_POPULATE"):  # Linux: map the cached pages up front
-                flags = mmap.MAP_SHARED | mmap.MAP_POPULATE
-                data = mmap.mmap(f.fileno(), 0, flags=flags, prot=mmap.PROT_READ)
-            else:
-                data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        with open(name, "rb") as f:  # (pages are faulted in by the reading threads)
+            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):
         return None, False  # the usual reader gives the error, if there is one
     try:

@@ -12,6 +12,7 @@ parser's number syntax.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 from .normalise import MAGNITUDE
@@ -25,15 +26,16 @@ _FINITE_RE2 = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?"
 _NUM_RE2 = rf"(?:{_FINITE_RE2}|[-+]?(?:nan|NaN|NAN|inf|Inf|INF))"
 
 
-def _byte_tables() -> tuple[list[float], list[int]]:
-    factor, letter = [1.0] * 256, [0] * 256
+@cache
+def _magnitude_tables() -> tuple[Any, Any]:
+    """By last byte of a magnitude span: its factor (1.0 for a digit), and 1 where it
+    is a letter (int32, the offsets' type)."""
+    import numpy as np
+
+    factor, letter = np.ones(256), np.zeros(256, dtype=np.int32)
     for k, f in MAGNITUDE.items():
         factor[ord(k)], letter[ord(k)] = f, 1
     return factor, letter
-
-
-#: by last byte of a magnitude span: its factor (1.0 for a digit), whether it is a letter
-_MAG_FACTOR, _MAG_LETTER = _byte_tables()
 
 
 def segment_fits(col: Any, seg: Segment) -> tuple[Any, Any]:
@@ -112,7 +114,10 @@ def _words_fit(buf: Any, pos: Any, p: Pattern, at_end: bool, step: int | None = 
     row) or past its end (it starts one), the extra bytes ignored.  ``x = word ^ want``
     (``want``: the literal bytes, ``0x30`` at digits): a literal byte fits when its byte
     of ``x`` is 0, a digit when its byte of ``x`` is at most 9, i.e. neither ``x`` nor
-    ``x + 6`` has a high nibble there.  Words are gathered by row, or, where rows lie
+    ``x + 6`` has a high nibble there.  So a word fits when ``(x | (x + six)) & mask``
+    is 0 (``six``: 6 at digits; ``mask``: 0xFF at literal bytes, 0xF0 at digits).  A
+    carry out of a byte of ``x + six`` needs that byte of ``x`` to be at least 250, a
+    miss already, so it never hides one.  Words are gathered by row, or, where rows lie
     ``step`` bytes apart (a column of equal-length rows), read through strided views.
     """
     import numpy as np
@@ -142,36 +147,43 @@ def _words_fit(buf: Any, pos: Any, p: Pattern, at_end: bool, step: int | None = 
         if len(breaks) <= MAX_RUNS:
             runs = list(zip([0, *breaks], [*breaks, len(inner)], strict=True))
     digits = set(p.digits)
-    part = ok[first:stop]
+    bad = np.zeros(len(inner), dtype=np.uint64)  # per row: its mismatch bits, all words
     for w in at:
-        want = lit = six = high = 0
+        want = six = mask = 0
         for j in range(8):
             if not 0 <= w + j < width:
                 continue  # outside the pattern
             if w + j in digits:
                 want |= 0x30 << (8 * j)
                 six |= 0x06 << (8 * j)
-                high |= 0xF0 << (8 * j)
+                mask |= 0xF0 << (8 * j)
             else:
                 want |= p.text[w + j] << (8 * j)
-                lit |= 0xFF << (8 * j)
-        masks = np.uint64(want), np.uint64(lit), np.uint64(six), np.uint64(high)
+                mask |= 0xFF << (8 * j)
+        masks = np.uint64(want), np.uint64(six), np.uint64(mask)
         if runs is not None and step is not None:
             for r0, r1 in runs:
                 got = as_strided(words[int(inner[r0]) + w :], shape=(r1 - r0,), strides=(step,))
-                part[r0:r1] &= _word_ok(got, *masks)
+                _mismatch(got, *masks, out=bad[r0:r1])
         else:
-            part &= _word_ok(words[inner + w], *masks)
+            _mismatch(words[inner + w], *masks, out=bad)
+    ok[first:stop] = bad == 0
     if edge:
         ok[edge] = _bytes_fit(buf, pos[edge], p)
     return ok
 
 
-def _word_ok(got: Any, want: Any, lit: Any, six: Any, high: Any) -> Any:
-    x = got ^ want
-    if not high:
-        return (x & lit) == 0
-    return ((x & lit) | ((x | (x + six)) & high)) == 0
+def _mismatch(got: Any, want: Any, six: Any, mask: Any, out: Any) -> None:
+    """OR into ``out`` the bits where words ``got`` miss the pattern (see
+    :func:`_words_fit`); in place, two temporaries."""
+    import numpy as np
+
+    x = np.bitwise_xor(got, want)
+    if six:
+        y = np.add(x, six)
+        x |= y
+    x &= mask
+    out |= x
 
 
 def _bytes_fit(buf: Any, pos: Any, p: Pattern) -> Any:
@@ -205,9 +217,10 @@ def read_numbers(col: Any, off: Any, seg: Segment, v: ValueToken, ok: Any) -> An
     hi = off[1:] - np.int32(len(seg.tail)) if len(seg.tail) else off[1:]
     scale = None
     if v.magnitude and len(buf):
-        last = buf[np.clip(hi - 1, 0, len(buf) - 1)]
-        scale = np.asarray(_MAG_FACTOR)[last]
-        hi = hi - np.asarray(_MAG_LETTER, dtype=np.int64)[last]
+        factor, letter = _magnitude_tables()
+        last = buf[hi - 1]  # (an empty row at 0 reads buf[-1]: it does not fit anyway)
+        scale = factor[last]
+        hi = hi - letter[last]
         ok &= hi > lo
     # Arrow reads the spans through one array whose elements alternate span / the bytes
     # up to the next span, the latter null; a row that does not fit is an empty null.

@@ -37,7 +37,9 @@ valid UTF-8, without ANSI codes, bare carriage returns or RichHandler layout.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,11 +162,20 @@ class _Part:
     odd: list[tuple[int, str]]  # (line number in the range, text) of other-shaped lines
     cut_last: bool  # the range's last line is the log's unterminated last line
     fits: Any = None  # per row: it fits the template (by :func:`_read_part`)
-    values: Any = None  # (values, fitting rows) float64 (by :func:`_read_part`)
+    every: bool = False  # every row fits (by :func:`_read_part`)
+    values: Any = None  # per value: float64 per row, a view (by :func:`_read_part`)
 
     @property
     def n_lines(self) -> int:
         return len(self.row_line) + len(self.odd)
+
+    @property
+    def n_fit(self) -> int:
+        return len(self.row_line) if self.every else int(self.fits.sum())
+
+    def fitting(self, per_row: Any) -> Any:
+        """The items of ``per_row`` (one per row) of the rows that fit."""
+        return per_row if self.every else per_row[self.fits]
 
 
 def _parts(data: Any, workers: int = 1) -> list[tuple[int, int]]:
@@ -215,36 +226,40 @@ def _apply(
         return part
 
     parts: list[_Part] = []
-    pool = ThreadPoolExecutor(workers)
-    try:
-        done = 0
-        for (_, hi), part in zip(ranges, pool.map(read, ranges), strict=True):
-            parts.append(part)
-            done += part.n_lines
-            if progress is not None:  # lines so far, of a total guessed from the bytes
-                progress(done, max(done, round(done * len(data) / hi)))
-        n_lines = sum(p.n_lines for p in parts)
-        n_fit = sum(p.values.shape[1] for p in parts)
-        if n_lines < FAST_MIN_LINES or n_fit < MIN_MATCHES:
+    # (the hook stays set until every thread has stopped)
+    with _quiet_decode_errors():
+        pool = ThreadPoolExecutor(workers)
+        try:
+            done = 0
+            for (_, hi), part in zip(ranges, pool.map(read, ranges), strict=True):
+                parts.append(part)
+                done += part.n_lines
+                if progress is not None:  # lines so far, of a total guessed from the bytes
+                    progress(done, max(done, round(done * len(data) / hi)))
+            n_lines = sum(p.n_lines for p in parts)
+            n_fit = sum(p.n_fit for p in parts)
+            if n_lines < FAST_MIN_LINES or n_fit < MIN_MATCHES:
+                return None
+            # one row per value: transposed, it is the layout of a DataFrame's float block
+            values = np.empty((len(template.values), n_fit), dtype=np.float64)
+            lines = np.empty(n_fit, dtype=np.int64)
+            line0 = np.cumsum([0, *[p.n_lines for p in parts[:-1]]]).tolist()
+
+            def join(j: int) -> None:
+                if j < len(values):
+                    np.concatenate([p.fitting(p.values[j]) for p in parts], out=values[j])
+                    return
+                at = 0
+                for p, o in zip(parts, line0, strict=True):
+                    got = p.fitting(p.row_line)
+                    np.add(got, o, out=lines[at : at + len(got)])
+                    at += len(got)
+
+            list(pool.map(join, range(len(values) + 1)))
+        except _NotFast:
             return None
-        # one row per value: transposed, it is the layout of a DataFrame's float block
-        values = np.empty((len(template.values), n_fit), dtype=np.float64)
-
-        def join(j: int) -> None:
-            np.concatenate([p.values[j] for p in parts], out=values[j])
-
-        list(pool.map(join, range(len(template.values))))
-    except _NotFast:
-        return None
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)  # after a failure, skip the rest
-    line0 = np.cumsum([0, *[p.n_lines for p in parts[:-1]]]).tolist()
-    lines = np.concatenate(
-        [
-            (p.row_line if p.fits.all() else p.row_line[p.fits]) + o
-            for p, o in zip(parts, line0, strict=True)
-        ]
-    )
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)  # after a failure, skip the rest
     rest: list[tuple[int, str]] = []
     for p, o in zip(parts, line0, strict=True):
         misfits = np.flatnonzero(~p.fits)
@@ -263,6 +278,29 @@ def _apply(
     return frame, rest
 
 
+@contextmanager
+def _quiet_decode_errors() -> Iterator[None]:
+    """Keep one report off stderr while the fast path runs: pyarrow decodes a line of
+    another shape to text before the invalid-row handler sees it, and a line that is
+    not UTF-8 raises there, inside Arrow, which reports it as "Exception ignored" and
+    fails the read (:func:`_split_part` then declines the log; the general parser
+    counts and replaces the bad bytes).  Every other unraisable exception goes to the
+    hook that was set before (the hook is process-wide)."""
+    previous = sys.unraisablehook
+
+    def hook(report: Any) -> None:
+        ours = getattr(report.object, "__qualname__", "").endswith("other_shape")
+        if not (ours and isinstance(report.exc_value, UnicodeDecodeError)):
+            previous(report)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        if sys.unraisablehook is hook:
+            sys.unraisablehook = previous
+
+
 def _split_part(
     data: Any, lo: int, hi: int, delimiter: bytes, n_columns: int, cut_last: bool
 ) -> _Part:
@@ -275,11 +313,6 @@ def _split_part(
     if _bare_return(data, lo, hi):
         raise _NotFast("a \\r not ending a line")
     raw = pa.py_buffer(memoryview(data)[lo:hi])
-    whole = np.array([0, hi - lo], dtype=np.int64)
-    # bad UTF-8 raises here (the general parser counts and replaces it)
-    pa.Array.from_buffers(pa.large_string(), 1, [None, pa.py_buffer(whole), raw]).validate(
-        full=True
-    )
     odd: list[tuple[int, str]] = []
 
     def other_shape(row: Any) -> str:
@@ -307,6 +340,12 @@ def _split_part(
     try:
         table = read(1 << 20)  # blocks of 1 MiB parse faster than larger ones (cache)
     except pa.ArrowInvalid:  # a line longer than a block (a config dump): one block
+        whole = np.array([0, hi - lo], dtype=np.int64)
+        text = pa.Array.from_buffers(pa.large_string(), 1, [None, pa.py_buffer(whole), raw])
+        try:
+            text.validate(full=True)
+        except pa.ArrowInvalid:  # (a line of another shape could not be decoded)
+            raise _NotFast("not UTF-8") from None
         table = read(hi - lo + 1)
     table = table.combine_chunks()  # one array per column
     n_lines = table.num_rows + len(odd)
@@ -339,12 +378,9 @@ def _read_part(part: _Part, segments: tuple[Segment, ...], template: Template) -
         fits &= ok
     if part.cut_last and n and part.row_line[-1] == part.n_lines:
         fits[-1] = False  # the log's last line, unterminated: it may be cut short
-    every = bool(fits.all())
-    values = np.empty((len(template.values), int(fits.sum())), dtype=np.float64)
-    for j, vals in raw.items():
-        values[j] = vals if every else vals[fits]
-    part.fits, part.values = fits, values
-    if every:
+    part.fits, part.every = fits, bool(fits.all())
+    part.values = [raw[j] for j in range(len(template.values))]
+    if part.every:
         part.table = None  # only a part with misfits needs its rows again (their text)
 
 
@@ -368,5 +404,8 @@ def _texts(part: _Part, rows: Any, delimiter: bytes, data: Any) -> list[tuple[in
                 starts = np.concatenate([[0], nl + 1]) + lo
             s, e = int(starts[no - 1]), (int(starts[no]) if no < len(starts) else hi)
             line = bytes(data[s:e]).rstrip(b"\n").removesuffix(b"\r")
-        out.append((no, line.decode("utf-8")))
+        try:
+            out.append((no, line.decode("utf-8")))
+        except UnicodeDecodeError:
+            raise _NotFast("not UTF-8") from None
     return out

@@ -246,12 +246,11 @@ def sample_template(lines: list[str]) -> Template | None:
     """The most common template among the sample lines (at least half of them)."""
     from .text import _State, parse_line
 
-    found: Counter[Template] = Counter()
     # by skeleton (digits folded): whether such a line is a step record, its template.
     # (A line's shape decides both; the parser's traceback state is ignored here, this
-    # only picks the template to try.)
+    # only picks the template to try.)  Counted by skeleton: a template hashes deeply.
     seen: dict[str, tuple[bool, Template | None]] = {}
-    parsed = 0
+    per_skeleton: Counter[str] = Counter()
     st = _State()
     for i, line in enumerate(lines, 1):
         skeleton = _ANY_DIGITS.sub("0", line)
@@ -259,10 +258,14 @@ def sample_template(lines: list[str]) -> Template | None:
             recs = parse_line(i, line, st, frozenset({"text"}), {}, {})
             record = len(recs) == 1 and recs[0].get("step_source") == "field"
             seen[skeleton] = (record, _template_of(line, recs[0]) if record else None)
+        per_skeleton[skeleton] += 1
+    parsed = 0
+    found: Counter[Template] = Counter()
+    for skeleton, count in per_skeleton.items():
         record, template = seen[skeleton]
-        parsed += record
+        parsed += count if record else 0
         if template is not None:
-            found[template] += 1
+            found[template] += count
     if not found:
         return None
     best, count = found.most_common(1)[0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -294,11 +295,56 @@ def test_non_ascii_text_shifts_byte_offsets(eager, tmp_path):
     assert t["loss"].tolist() == [i / 4 for i in range(1, 300)]
 
 
-def test_bad_utf8_leaves_the_log_to_the_general_parser(eager, tmp_path):
+@pytest.mark.parametrize(
+    "where",
+    ["a line of its own", "a line of another shape", "a number", "the fixed text", "the end"],
+)
+def test_bad_utf8_leaves_the_log_to_the_general_parser(where, eager, tmp_path, monkeypatch):
+    reports: list = []  # what would reach stderr as "Exception ignored in ..."
+    monkeypatch.setattr(sys, "unraisablehook", reports.append)
+    lines = [_train(i, i + 1).encode() for i in range(300)]
+    bad = {
+        "a line of its own": b"\xff",
+        "a line of another shape": b"oops \xfe\xff = more",
+        "a number": lines[150].replace(b"loss=1.5000", b"loss=1.5\xff00"),
+        "the fixed text": lines[150].replace(b"dflash.train", b"dflash.tr\xe9in"),
+        "the end": lines[150] + b" \xc3",
+    }[where]
+    lines[150:151] = [bad]
     p = tmp_path / "bad.log"
-    p.write_bytes(("\n".join(_train(i, i + 1) for i in range(300)) + "\n").encode() + b"\xff\n")
+    p.write_bytes(b"\n".join(lines) + b"\n")
     assert _fast(read_bytes(p)) is None
     same(read_bytes(p))
+    # pyarrow decodes a line of another shape before the handler sees it: its failure
+    # must not be reported
+    assert reports == []
+
+
+def test_only_the_fast_paths_own_decode_reports_are_kept_quiet():
+    seen = []
+    previous = sys.unraisablehook
+    sys.unraisablehook = seen.append
+    try:
+        with fastpath._quiet_decode_errors():
+
+            def other_shape():  # the name of the fast path's invalid-row handler
+                pass
+
+            for obj, exc in [
+                (other_shape, UnicodeDecodeError("utf-8", b"\xff", 0, 1, "bad")),
+                (other_shape, ValueError("a bug")),
+                (print, UnicodeDecodeError("utf-8", b"\xff", 0, 1, "someone else's")),
+            ]:
+                report = type("Report", (), {"object": obj, "exc_value": exc})()
+                sys.unraisablehook(report)
+        after = sys.unraisablehook
+    finally:
+        sys.unraisablehook = previous
+    assert [str(r.exc_value) for r in seen] == [
+        "a bug",
+        "'utf-8' codec can't decode byte 0xff in position 0: someone else's",
+    ]
+    assert after == seen.append
 
 
 def test_template_lines_that_could_end_a_traceback(eager, tmp_path):
