@@ -22,12 +22,16 @@ tokenizer and compute kernels, without a Python object per line:
    against the general parser's number syntax (an unparsable span, or a ``nan``/``inf``
    Arrow reads but the parser would not, sends the line to the general parser).
 
-Costs on a 1M-line, 150 MB log, in CPU time: the CSV tokenizer 0.18 s plus 0.03 s to
-join its 1 MiB blocks into one array per column (larger blocks parse slower), the casts
-0.11 s, the checks and numpy bookkeeping about 0.15 s.  With two threads the whole
-``read_log`` takes 0.32-0.37 s, 3.5-4x ``pandas.read_csv`` on the same metrics written as
-CSV (``benchmarks/bench_parse.py``); most of the gap is the tokenizer and the casts,
-which read_csv does in one C pass over a third of the bytes.
+Costs on a 1M-line, 150 MB log, in CPU time: the CSV tokenizer about 0.19 s plus
+0.03 s to join its 1 MiB blocks into one array per column (larger blocks, or one block
+per range, came out slower), the casts 0.12 s, the checks and numpy bookkeeping about
+0.15 s, and the kernel's zeroing of fresh pages for all of these about 0.05 s.  With
+two threads the whole ``read_log`` takes 0.29-0.31 s, 3.4-3.7x ``pandas.read_csv`` on the
+same metrics written as CSV (``benchmarks/bench_parse.py``); most of the gap is the
+tokenizer and the casts, which read_csv does in one C pass over a third of the bytes.
+The bytes are not checked for UTF-8 up front: a fitting line is the template's bytes
+and ASCII numbers, and a line that is not UTF-8 fails the CSV reader's decoding (a line
+of another shape) or :func:`_texts` (a misfit), and the general parser reads the log.
 
 Every line that does not fit goes through the general parser, so the result is the
 same table the general parser gives (the test suite checks this on every fixture and on
