@@ -131,24 +131,35 @@ def _more_templates(
     """``(frames, rest)`` with the lines of ``rest`` that share a template of their own
     read by the fast path too: they are written out one per line and read again, and
     their line numbers mapped back.  The log's last line stays in ``rest`` when it has
-    no newline (the general parser judges whether it was cut short)."""
+    no newline (the general parser judges whether it was cut short).
+
+    ``rest`` is emptied as it is written out (a million Python strings of the other
+    shapes hold more memory than the whole table), and rebuilt from what is written
+    when no template is found.
+    """
     import numpy as np
 
     if depth + 1 >= MAX_TEMPLATES or len(rest) < FAST_MIN_LINES:
         return frames, rest
     last = sum(len(f) for f in frames) + len(rest)  # the log's last line number
-    cut = data[-1:] != b"\n" and rest[-1][0] == last
-    lines = rest[:-1] if cut else rest
-    again = ("\n".join(text for _, text in lines) + "\n").encode()
+    cut = rest[-1:] if data[-1:] != b"\n" and rest[-1][0] == last else []
+    if cut:
+        rest.pop()
+    if not rest:
+        return frames, cut
+    numbers = np.array([no for no, _ in rest])
+    joined = "\n".join(text for _, text in rest) + "\n"
+    rest.clear()
+    again = joined.encode()
+    del joined
     got = fast_records(again, {}, None, depth + 1)
     if got is None:
-        return frames, rest
+        texts = again.decode().split("\n")[:-1]
+        return frames, [*zip(numbers.tolist(), texts, strict=True), *cut]
     more, left = got
-    numbers = np.array([no for no, _ in lines])
     for f in more:
         f["line"] = numbers[f["line"].to_numpy() - 1]
-    rest = [(lines[i - 1][0], text) for i, text in left] + (rest[-1:] if cut else [])
-    return frames + more, rest
+    return frames + more, [(int(numbers[i - 1]), text) for i, text in left] + cut
 
 
 class _NotFast(Exception):
