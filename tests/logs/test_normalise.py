@@ -189,3 +189,55 @@ def test_a_mode_word_before_the_step_key_still_gives_the_step(tmp_path):
     assert table.loc[10, "eval_loss"] == 2.5
     assert table.loc[10, "loss"] == 2.4
     assert "eval_step" not in table.columns
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 2),  # rank
+            st.integers(0, 12),  # step: repeats (several lines per step) and restarts
+            st.sampled_from([None, 1.5, float("nan"), float("inf")]),  # grad_norm
+            st.booleans(),  # an eval line (its own columns)
+        ),
+        min_size=1,
+        max_size=80,
+    ),
+    st.sampled_from([0, 1, "all"]),
+)
+def test_steps_logged_several_times_keep_each_columns_last_value(rows, rank):
+    """Several lines per step (a metrics line and a timing line, train and eval lines, a
+    resumed run): each column keeps its last logged value at that step (a NaN is no
+    value), rows in step order (per rank with rank="all"), as a groupby's last() has it."""
+    recs = [
+        {"line": i + 1, "rank": r, "step": float(s), "step_source": "field", "is_eval": ev}
+        | ({"eval_loss": float(i)} if ev else {"loss": float(i)})
+        | ({} if x is None else {"grad_norm": x})
+        for i, (r, s, x, ev) in enumerate(rows)
+    ]
+    if rank != "all" and rank not in {r for r, *_ in rows}:
+        return  # (no such rank: an error, tested elsewhere)
+    t = build_table(recs, path="x", fmt="text", rank=rank).table
+    kept = [(i, row) for i, row in enumerate(rows) if rank == "all" or row[0] == rank]
+    keys = sorted({(r, s) if rank == "all" else s for _, (r, s, _, _) in kept})
+    got_keys = t[["rank", "step"]].values.tolist() if rank == "all" else t["step"].tolist()
+    assert got_keys == [list(k) if rank == "all" else k for k in keys]
+
+    def last(key, pick):
+        vals = [
+            pick(i, row)
+            for i, row in kept
+            if ((row[0], row[1]) if rank == "all" else row[1]) == key
+        ]
+        vals = [v for v in vals if v is not None and not math.isnan(v)]
+        return vals[-1] if vals else None
+
+    for j, key in enumerate(keys):
+        for col, pick in [
+            ("loss", lambda i, row: None if row[3] else float(i)),
+            ("eval_loss", lambda i, row: float(i) if row[3] else None),
+            ("grad_norm", lambda i, row: row[2]),
+        ]:
+            want = last(key, pick)
+            got = t[col].iloc[j] if col in t else float("nan")
+            assert (want is None and math.isnan(got)) or got == want, (key, col)
