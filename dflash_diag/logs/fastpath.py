@@ -176,6 +176,7 @@ class _Part:
     row_line: Any  # line number (from 1, in the range) of each row
     odd: list[tuple[int, str]]  # (line number in the range, text) of other-shaped lines
     cut_last: bool  # the range's last line is the log's unterminated last line
+    line0: int = 0  # lines of the log before this range (by :func:`_read_parts`)
     fits: Any = None  # per row: it fits the template (by :func:`_read_part`)
     every: bool = False  # every row fits (by :func:`_read_part`)
     values: Any = None  # per value: float64 per row, a view (by :func:`_read_part`)
@@ -215,20 +216,45 @@ def _apply(
     template: Template,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[Any, Any] | None:
-    """Read every byte range in a worker thread (split into rows by pyarrow's CSV reader,
-    then each column checked and cast: long Arrow and numpy calls, which release the
-    GIL), then join the ranges' numbers into one block (a row per value, threads again)
-    and gather the lines that did not fit, with their text, for the general parser."""
-    import os
-    from concurrent.futures import ThreadPoolExecutor
-
-    import numpy as np
-    import pandas as pd
-
+    """The template's records in ``data`` and the ``(line number, text)`` of the lines
+    that do not fit (for the general parser), or None when the fast path declines."""
     split = split_template(template)
     if split is None:
         return None
     delimiter, segments = split
+    try:
+        got = _read_parts(data, template, delimiter, segments, progress)
+    except _NotFast:
+        return None
+    if got is None:
+        return None
+    parts, values, lines = got
+    rest = _other_lines(data, parts, delimiter)
+    if any("\x1b" in text for _, text in rest):
+        return None  # ANSI codes (no fitting line has one): the general reader strips them
+    return _frame(template, values, lines), rest
+
+
+def _read_parts(
+    data: Any,
+    template: Template,
+    delimiter: bytes,
+    segments: tuple[Segment, ...],
+    progress: Callable[[int, int], None] | None,
+) -> tuple[list[_Part], Any, Any] | None:
+    """Read every byte range in a worker thread (split into rows by pyarrow's CSV reader,
+    then each column checked and cast: long Arrow and numpy calls, which release the
+    GIL), then join the ranges' numbers into one block, a row per value, and the line
+    numbers of the fitting lines (threads again).
+
+    :returns: ``(parts, values, lines)``, or None when too few lines fit.
+    :raises _NotFast: a range has what the fast path does not reproduce.
+    """
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+
     cut_end = data[-1:] != b"\n"  # the last line may be cut short: never read here
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     workers = max(1, min(cpus or 1, 4))
@@ -258,30 +284,44 @@ def _apply(
             # one row per value: transposed, it is the layout of a DataFrame's float block
             values = np.empty((len(template.values), n_fit), dtype=np.float64)
             lines = np.empty(n_fit, dtype=np.int64)
-            line0 = np.cumsum([0, *[p.n_lines for p in parts[:-1]]]).tolist()
 
             def join(j: int) -> None:
                 if j < len(values):
                     np.concatenate([p.fitting(p.values[j]) for p in parts], out=values[j])
                     return
                 at = 0
-                for p, o in zip(parts, line0, strict=True):
+                for p in parts:
                     got = p.fitting(p.row_line)
-                    np.add(got, o, out=lines[at : at + len(got)])
+                    np.add(got, p.line0, out=lines[at : at + len(got)])
                     at += len(got)
 
+            for p, before in zip(parts[1:], parts, strict=False):
+                p.line0 = before.line0 + before.n_lines
             list(pool.map(join, range(len(values) + 1)))
-        except _NotFast:
-            return None
         finally:
             pool.shutdown(wait=True, cancel_futures=True)  # after a failure, skip the rest
+    return parts, values, lines
+
+
+def _other_lines(data: Any, parts: list[_Part], delimiter: bytes) -> list[tuple[int, str]]:
+    """``(line number, text)`` of every line that does not fit, in order: those of
+    another shape and the rows that did not fit the template."""
+    import numpy as np
+
     rest: list[tuple[int, str]] = []
-    for p, o in zip(parts, line0, strict=True):
+    for p in parts:
         misfits = np.flatnonzero(~p.fits)
         odd = p.odd + _texts(p, misfits, delimiter, data) if len(misfits) else p.odd
-        rest += [(no + o, text) for no, text in sorted(odd)]
-    if any("\x1b" in text for _, text in rest):
-        return None  # ANSI codes (no fitting line has one): the general reader strips them
+        rest += [(no + p.line0, text) for no, text in sorted(odd)]
+    return rest
+
+
+def _frame(template: Template, values: Any, lines: Any) -> Any:
+    """The records of the fitting lines: a DataFrame of ``line``, the values, and the
+    bookkeeping columns the general parser's records carry."""
+    import numpy as np
+    import pandas as pd
+
     frame = pd.DataFrame(values.T, columns=[v.name for v in template.values], copy=False)
     frame.insert(0, "line", lines)
     if "rank" not in frame:  # a `rank=3` field varies by line; a prefix does not match others
@@ -290,7 +330,7 @@ def _apply(
     frame["step_source"] = pd.Categorical.from_codes(np.zeros(len(frame), np.int8), ["field"])
     frame["is_eval"] = template.is_eval
     frame["attach"] = False
-    return frame, rest
+    return frame
 
 
 @contextmanager
