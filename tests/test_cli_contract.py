@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from typer.testing import CliRunner
 
 from dflash_diag.cli import app
@@ -43,3 +44,16 @@ def test_python_dash_m_is_the_same_program():
     assert out.returncode == 0
     for command in ("parse", "spikes", "batches", "compare"):
         assert command in out.stdout
+
+
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_version_is_the_installed_packages(flag):
+    from importlib.metadata import version
+
+    import dflash_diag
+
+    result = runner.invoke(app, [flag])
+    assert result.exit_code == 0
+    assert result.stdout == f"dflash-diag {dflash_diag.__version__}\n"
+    # one source: the package's metadata takes its version from dflash_diag.__version__
+    assert version("dflash-diag") == dflash_diag.__version__

@@ -131,9 +131,25 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        print(f"dflash-diag {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     debug: bool = typer.Option(False, "--debug", help="Show tracebacks (for bug reports)."),
+    version: bool = typer.Option(
+        False,
+        "--version",
+        "-V",
+        callback=_print_version,
+        is_eager=True,
+        help="Print the version and exit.",
+    ),
 ) -> None:
     """Is that loss spike your data pipeline or your optimizer?"""
 
