@@ -133,7 +133,7 @@ def grad_norm_stats(
     import numpy as np
     from scipy import stats
 
-    from .spikes.attribute import detrend
+    from .spikes.correlate import detrend
 
     g = np.asarray(grad, dtype=np.float64)
     ok = np.isfinite(g)

@@ -2,8 +2,8 @@
 
 - :func:`detect_spikes` (``detect.py``): robust-z detector and the production rules;
 - :func:`point_features` (``features.py``): batch features of every logged point;
-- :func:`attribute_spikes` (``attribute.py``): correlations, evidence and a verdict per
-  spike, on the composition model of ``model.py``;
+- :func:`attribute_spikes` (``attribute.py``): evidence and a verdict per spike, on the
+  composition model of ``model.py`` and the detrended correlations of ``correlate.py``;
 - :func:`check_schedule`, :func:`epochs_to_cover` (``coverage.py``): the replay must
   reach and match the log before attribution runs;
 - ``windows.py``: the rolling baselines; the variance panel is :mod:`dflash_diag.variance`.
@@ -27,11 +27,11 @@ _EXPORTS: dict[str, str] = {
     "Attribution": "attribute",
     "SpikeEvidence": "attribute",
     "Recurrence": "attribute",
-    "Correlation": "attribute",
+    "Correlation": "correlate",
     "attribute_spikes": "attribute",
     "check_schedule": "coverage",
     "epochs_to_cover": "coverage",
-    "detrend": "attribute",
+    "detrend": "correlate",
     "CompositionModel": "model",
     "fit_model": "model",
 }

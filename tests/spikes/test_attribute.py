@@ -11,7 +11,8 @@ import pytest
 from dflash_diag.errors import InputError
 from dflash_diag.records import ScheduleParams
 from dflash_diag.schedule import replay
-from dflash_diag.spikes.attribute import attribute_spikes, correlations, log_only_evidence
+from dflash_diag.spikes.attribute import attribute_spikes, log_only_evidence
+from dflash_diag.spikes.correlate import correlations
 from dflash_diag.spikes.coverage import check_schedule, epochs_to_cover
 from dflash_diag.spikes.detect import detect_spikes
 
