@@ -20,15 +20,14 @@ from dflash_diag.batchstats import (
     batch_moments,
     check_strategy_names,
     compare_strategies,
-    export_schedule,
     lag1_corr,
     length_icc,
     schedule_stats,
-    schedule_table,
 )
 from dflash_diag.errors import InputError
 from dflash_diag.records import Replay, ScheduleParams
 from dflash_diag.schedule import replay
+from dflash_diag.schedule.export import export_schedule, schedule_table
 
 
 def make_replay(

@@ -161,7 +161,7 @@ def register(app: typer.Typer) -> None:
         if log is not None and str(log) != "-" and not log.is_file():
             raise InputError(str(log), "log not found", "check the --log path")
         if export is not None:
-            from ..batchstats import check_export_path
+            from ..schedule.export import check_export_path
 
             inputs = [resolved.manifest, *(x for x in (log, resolved.config_path) if x)]
             check_export_path(export, protect=inputs)
@@ -199,7 +199,7 @@ def _run(
     json_out: bool,
     plot: Path | None,
 ) -> None:
-    from ..batchstats import compare_strategies, export_schedule, length_strip, schedule_stats
+    from ..batchstats import compare_strategies, length_strip, schedule_stats
     from ..buckets import optimize_buckets, training_time
     from ..manifest import read_manifest
     from ..render.batches import (
@@ -211,6 +211,7 @@ def _run(
     )
     from ..render.jsonout import dumps
     from ..schedule import replay
+    from ..schedule.export import export_schedule
     from .consoles import out_console
 
     bar = not json_out
