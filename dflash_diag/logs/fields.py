@@ -16,6 +16,7 @@ spans).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -179,23 +180,30 @@ def fields_from_mapping(items: list[tuple[str, Any]]) -> Message:
     separately, and their other keys (``epoch``) stay as they are.  An end-of-training
     summary (``train_runtime``) is flagged so it is not taken for a step.
     """
-    out = Message()
-    keys = [snake(k) for k, _ in items]
-    out.summary = "train_runtime" in keys or "train_samples_per_second" in keys
-    out.is_eval = any(k.startswith(EVAL_PREFIXES) for k in keys) and not any(
-        canonical_name(k) == "loss" for k in keys if not k.startswith(EVAL_PREFIXES)
-    )
-    for (_, value), s in zip(items, keys, strict=True):
+    names, out_summary, out_eval = _mapping_shape(tuple(k for k, _ in items))
+    out = Message(is_eval=out_eval, summary=out_summary)
+    for (_, value), name in zip(items, names, strict=True):
         v = to_float(value)
         if v is None and isinstance(value, str):
             v = _number_with_unit(value)
         if v is None:
             continue
-        name = canonical_name(s)
         if name == "step" and "step" in out.fields:
             continue
         out.fields[name] = v
     return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _mapping_shape(keys: tuple[str, ...]) -> tuple[tuple[str, ...], bool, bool]:
+    """What a record's keys alone decide (the same for every line with these keys):
+    each key's column, whether it is a summary, whether it is an evaluation record."""
+    snakes = [snake(k) for k in keys]
+    summary = "train_runtime" in snakes or "train_samples_per_second" in snakes
+    is_eval = any(k.startswith(EVAL_PREFIXES) for k in snakes) and not any(
+        canonical_name(k) == "loss" for k in snakes if not k.startswith(EVAL_PREFIXES)
+    )
+    return tuple(canonical_name(k) for k in snakes), summary, is_eval
 
 
 def _number_with_unit(text: str) -> float | None:
