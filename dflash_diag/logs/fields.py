@@ -52,6 +52,7 @@ EVAL_WORDS = re.compile(
     r"(?i)(?<![\w/])(?:eval|evaluation|evaluating|validation|validating|valid|val|test|testing)"
     r"(?![\w/])"
 )
+_GROUPS = ("key", "kunit", "val", "unit", "bval", "bunit")  # of a FIELD match
 _DICT_PAIR = re.compile(r"""(['"])(?P<key>[^'"]{1,80})\1\s*:\s*(?P<val>'[^']*'|"[^"]*"|[^,}]+)""")
 
 
@@ -80,20 +81,6 @@ class Message:
         return sum(1 for k in self.fields if k not in ("step", "epoch", "rank"))
 
 
-def _value(match: re.Match[str]) -> tuple[float, float] | None:
-    text = match.group("val") or match.group("bval")
-    unit = match.group("unit") or match.group("bunit")
-    try:
-        v = float(text)
-    except ValueError:
-        return None
-    f = unit_factor(unit)
-    kunit = match.group("kunit") if match.group("key") else None
-    if kunit:
-        f *= unit_factor(kunit.strip())
-    return v, f
-
-
 def parse_text(message: str) -> Message:
     """Fields of a free-text message.
 
@@ -110,18 +97,22 @@ def parse_text(message: str) -> Message:
     raw: list[tuple[str, float, tuple[int, int, float]]] = []
     position: float | None = None
     for m in matches:
-        vf = _value(m)
-        if vf is None:
+        key, kunit, text, unit, bval, bunit = m.group(*_GROUPS)
+        try:
+            v = float(text or bval)
+        except ValueError:
             continue
-        v, f = vf
-        start, end = m.span("val") if m.group("key") else m.span("bval")
-        if m.group("key"):
-            key = m.group("key")
+        f = unit_factor(unit or bunit)
+        if key:
+            if kunit:
+                f *= unit_factor(kunit.strip())
+            start, end = m.span("val")
             if " " in key and key.rsplit(" ", 1)[1].lower() == "epoch":
                 key = "epoch"  # `Training Epoch 1`, `Finished epoch 1/3`
         else:
-            key = rate_key(m.group("bunit")) or "rate"
-        name = canonical_name(key, is_eval=is_eval)
+            start, end = m.span("bval")
+            key = rate_key(bunit) or "rate"
+        name = canonical_name(key, is_eval)
         if name == "position":
             position = v
             out.positional = True
@@ -148,6 +139,9 @@ def _is_eval_text(message: str, matches: list[re.Match[str]]) -> bool:
     3.14`` are evaluation lines; ``step=100 loss=2.3 val_loss=2.5`` is a training line
     that also carries a validation loss (its ``loss`` stays the training loss).
     """
+    low = message.lower()
+    if "val" not in low and "test" not in low:  # (every EVAL_WORDS word holds one)
+        return False
     for w in EVAL_WORDS.finditer(message):
         inside = [m for m in matches if m.group("key") and m.start("key") <= w.start() < m.end()]
         if not inside:
