@@ -218,7 +218,7 @@ def read_numbers(col: Any, off: Any, seg: Segment, v: ValueToken, ok: Any) -> An
     scale = None
     if v.magnitude and len(buf):
         factor, letter = _magnitude_tables()
-        last = buf[hi - 1]  # (an empty row at 0 reads buf[-1]: it does not fit anyway)
+        last = buf[hi - 1]  # (an empty row reads the byte before it: it does not fit anyway)
         scale = factor[last]
         hi = hi - letter[last]
         ok &= hi > lo
