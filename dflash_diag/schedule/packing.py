@@ -14,7 +14,8 @@ never dropped).  This is the story's ``build_batches`` loop (``if cur and (len(c
 * max(cur_max, L) > budget: flush``).
 
 :func:`pack_sorted` applies it to lengths sorted ascending without a per-sample loop;
-:func:`pack_in_order` to any order with a plain loop.  Both return batch start positions.
+:func:`pack_in_order` to any order, from where a batch starting at each position would
+end (:func:`batch_ends`, vectorised).  Both return batch start positions.
 """
 
 from __future__ import annotations
@@ -119,39 +120,83 @@ def pack_sorted(sorted_lengths: np.ndarray, budget: Budget) -> np.ndarray:
 def pack_in_order(lengths_in_order: np.ndarray, budget: Budget) -> np.ndarray:
     """Batch start positions of the greedy packing of lengths taken in the given order.
 
-    A plain loop, with one shortcut that does not change the result: with ``M`` the
-    longest length of the input, any ``safe = token_budget // M`` samples fit together
-    (``safe * M <= budget`` bounds both the padded cost and the sum), so each batch first
-    takes ``safe`` samples at once and then goes on one sample at a time.
+    Every position ``i`` first gets the end of the batch that would start there
+    (:func:`batch_ends`, vectorised); the batches are then the chain ``0, end[0],
+    end[end[0]], ...``, followed one batch (not one sample) at a time.
 
     >>> pack_in_order(np.array([5, 1, 1, 9, 2]), Budget(6)).tolist()
     [0, 1, 3, 4]
     """
-    ls = np.asarray(lengths_in_order, dtype=np.int64).tolist()
+    ls = np.asarray(lengths_in_order, dtype=np.int64)
     n = len(ls)
     if not n:
         return np.zeros(0, dtype=np.int64)
-    limit = budget.max_batch_size if budget.max_batch_size is not None else n
-    cap = budget.tokens
-    padded = budget.mode == "padded"
-    top = max(ls)
-    safe = max(1, min(cap // top if top > 0 else n, limit))
+    end = batch_ends(ls, budget).item
     starts = []
     pos = 0
     while pos < n:
         starts.append(pos)
-        end = min(pos + safe, n)
-        head = ls[pos:end]
-        count, longest, total = end - pos, max(head), sum(head)
-        pos = end
-        while pos < n:
-            length = ls[pos]
-            longest_next = longest if longest > length else length
-            cost = (count + 1) * longest_next if padded else total + length
-            if cost > cap or count + 1 > limit:
-                break
-            count += 1
-            total += length
-            longest = longest_next
-            pos += 1
+        pos = end(pos)
     return np.array(starts, dtype=np.int64)
+
+
+#: Positions handled at once by :func:`batch_ends` in ``padded`` mode (memory: about
+#: 8 bytes x this x the number of doubling levels).
+ENDS_CHUNK = 1 << 19
+
+
+def batch_ends(ls: np.ndarray, budget: Budget) -> np.ndarray:
+    """Per position ``i``: the end (exclusive) of the batch the rule would build from
+    ``ls[i]`` on, i.e. ``i + c`` with ``c`` the most samples that fit (at least 1).
+
+    Whether ``c`` samples fit is monotone in ``c`` (their sum, or count x longest, only
+    grows), so: ``tokens`` mode finds ``c`` by a search in the prefix sums; ``padded``
+    mode by binary lifting: range maxima ``M_j[p] = max(ls[p : p + 2^j])`` are built by
+    doubling, and from ``c = 1`` each ``2^j``, largest first, is added when ``(c + 2^j)
+    x max(longest so far, M_j[i + c]) <= budget``.  The levels stop at the first size
+    ``2^j`` that no window of the data can hold (``2^j x M_j > budget`` everywhere).
+    """
+    n = len(ls)
+    idx = np.arange(n, dtype=np.int64)
+    limit = budget.max_batch_size if budget.max_batch_size is not None else n
+    # A budget above n x the longest sample holds anything, as that does; a sample longer
+    # than the budget is alone in its batch whatever its length, as one of budget + 1.
+    # So sums and products below stay within int64 (for fewer than 2^62 tokens in all).
+    cap = min(budget.tokens, n * int(ls.max()), 1 << 62)
+    ls = np.minimum(ls, cap + 1)
+    if budget.mode != "padded":
+        sums = np.concatenate([[0], np.cumsum(ls)])
+        end = np.searchsorted(sums, sums[:-1] + cap, side="right") - 1
+        return np.clip(end, idx + 1, np.minimum(idx + limit, n))
+    low = int(ls.min())
+    kmax = max(1, min(limit, n, cap // low if low > 0 else n))
+    too_long = cap + 1  # stands for the positions past the end: nothing fits beside it
+    small = too_long * 2 * kmax < 1 << 62  # count x longest fits in int64
+    out = np.empty(n, dtype=np.int64)
+    for a in range(0, n, ENDS_CHUNK):
+        b = min(n, a + ENDS_CHUNK)
+        window = np.concatenate([ls[a : min(n, b + kmax)], np.full(kmax + 1, too_long)])
+        maxima = [window]
+        # a level per doubling, up to the first size no batch starting here can hold
+        # (then 1 + the sum of the steps below it reaches every count that fits)
+        while (size := 1 << len(maxima)) <= kmax:
+            prev = maxima[-1]
+            wider = np.maximum(prev[: -(size // 2)], prev[size // 2 :])
+            if int(wider[: b - a].min()) > cap // size:
+                break
+            maxima.append(wider)
+        levels = len(maxima)
+        count = np.ones(b - a, dtype=np.int64)  # samples taken from each position
+        longest = window[: b - a].copy()
+        for j in reversed(range(levels)):
+            m = maxima[j][idx[: b - a] + count]
+            np.maximum(m, longest, out=m)
+            more = count + (1 << j)
+            ok = m * more <= cap if small else m <= cap // more
+            if 1 << levels > limit:
+                ok &= more <= limit
+            np.copyto(count, more, where=ok)
+            np.copyto(longest, m, where=ok)
+        out[a:b] = count
+        out[a:b] += idx[a:b]
+    return out

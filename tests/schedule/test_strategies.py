@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections import Counter
+from unittest import mock
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dflash_diag.records import ScheduleParams
-from dflash_diag.schedule import STRATEGIES, epoch_batches, make_shuffler, replay
+from dflash_diag.schedule import STRATEGIES, epoch_batches, make_shuffler, packing, replay
 from dflash_diag.schedule.fairseq import batch_by_size
 from dflash_diag.schedule.length_grouped import length_grouped_order
 from dflash_diag.schedule.packing import Budget, pack_in_order, pack_sorted
@@ -161,17 +162,29 @@ def test_vectorised_packer_equals_the_loop(lens, budget, mode, max_bs):
     assert pack_sorted(ls, b).tolist() == pack_in_order(ls, b).tolist()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
-    lens=lengths_st,
-    budget=st.integers(1, 1000),
+    lens=st.one_of(
+        lengths_st,
+        tailed_st,
+        st.lists(st.integers(0, 20), max_size=200),  # batches of dozens: many doublings
+        st.lists(st.integers(0, 2**40), max_size=60),
+    ),
+    budget=st.one_of(st.integers(1, 1000), st.integers(1, 2**70)),
     mode=st.sampled_from(["padded", "tokens"]),
     max_bs=st.one_of(st.none(), st.integers(1, 9)),
+    chunk=st.sampled_from([1, 3, 16, packing.ENDS_CHUNK]),
 )
-def test_packing_in_any_order_equals_the_literal_loop(lens, budget, mode, max_bs):
-    starts = pack_in_order(np.array(lens, dtype=np.int64), Budget(budget, mode, max_bs)).tolist()
+# 5 x 3 = 15 fits, though no window of 4 has a maximum below 15 // 4 = 3: the doubling
+# levels must not stop at 4
+@example(lens=[3] * 6, budget=15, mode="padded", max_bs=None, chunk=packing.ENDS_CHUNK)
+def test_packing_in_any_order_equals_the_literal_loop(lens, budget, mode, max_bs, chunk):
+    """The vectorised packer (batch ends by prefix sums or binary lifting, positions in
+    chunks) builds the literal loop's batches, budgets far beyond any run included."""
+    with mock.patch.object(packing, "ENDS_CHUNK", chunk):
+        got = pack_in_order(np.array(lens, dtype=np.int64), Budget(budget, mode, max_bs))
     expected = oracles.greedy_pack(list(enumerate(lens)), budget, mode, max_bs)
-    assert starts == [b[0] for b in expected]
+    assert got.tolist() == [b[0] for b in expected]
 
 
 # --- invariants, for every registered strategy ----------------------------------------
