@@ -297,12 +297,13 @@ def counterfactual(
         return mixture_shares(rep, idx, logged.shape[0], cells, n_cells)
 
     quiet = ~pts["flagged"].to_numpy()
-    model = fit_model(shares_of(replay, steps), names, res, quiet, robust=False)
+    shares = shares_of(replay, steps)
+    model = fit_model(shares, names, res, quiet, robust=False)
     if model is None:
         why = "too few points for the mixture model"
         return None, None, tuple(Counterfactual(s, None, None, why) for s in strategies)
     keep = [names.index(f) for f in model.features]
-    cur_x = shares_of(replay, steps)[:, keep]
+    cur_x = shares[:, keep]
     ok = np.isfinite(cur_x).all(axis=1) & np.isfinite(res)
     pred = model.predict(cur_x[ok])
     noise = float(np.var(res[ok] - pred))
