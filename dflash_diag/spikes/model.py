@@ -226,12 +226,23 @@ def sample_cells(lengths: np.ndarray, categories: np.ndarray | None) -> tuple[np
     ``(cell per sample, number of cells)``."""
     import numpy as np
 
-    x = np.asarray(lengths, dtype=np.float64)
-    order = np.sort(x)
-    cum = np.cumsum(order) / max(order.sum(), 1.0)
     qs = np.concatenate([np.linspace(0, 1, MIXTURE_BINS + 1)[1:-1], MIXTURE_TOP])
-    edges = np.unique(order[np.minimum(np.searchsorted(cum, qs), order.size - 1)])
-    bins = np.searchsorted(edges, x, side="right")
+    raw = np.asarray(lengths)
+    if raw.size and raw.dtype.kind in "iu" and 0 <= raw.min() and raw.max() < 1 << 24:
+        # token lengths: the same quantiles from counts per length, without a sort
+        counts = np.bincount(raw)
+        values = np.flatnonzero(counts)
+        mass = np.cumsum(values * counts[values]).astype(np.float64)  # exact below 2^53
+        cum = mass / max(mass[-1], 1.0)
+        edges = np.unique(values[np.minimum(np.searchsorted(cum, qs), values.size - 1)])
+        edges = edges.astype(np.float64)
+        bins = np.searchsorted(edges, np.arange(counts.size), side="right")[raw]
+    else:
+        x = raw.astype(np.float64)
+        order = np.sort(x)
+        cum = np.cumsum(order) / max(order.sum(), 1.0)
+        edges = np.unique(order[np.minimum(np.searchsorted(cum, qs), order.size - 1)])
+        bins = np.searchsorted(edges, x, side="right")
     n_bins = edges.size + 1
     if categories is None:
         return bins.astype(np.int64), n_bins
@@ -254,9 +265,12 @@ def mixture_shares(
     n_per_micro = np.diff(replay.offsets)
     point = np.repeat(point_of_micro, n_per_micro)
     ids = replay.sample_ids
-    keep = point >= 0
-    key = point[keep] * n_cells + cells[ids[keep]]
-    w = replay.lengths[ids[keep]].astype(np.float64)
+    keep = point >= 0  # (micro-batches of no logged point: -1)
+    if not keep.all():
+        point, ids = point[keep], ids[keep]
+    key = point * n_cells
+    key += cells[ids]
+    w = replay.lengths[ids].astype(np.float64)
     tot = np.bincount(key, weights=w, minlength=n_points * n_cells).reshape(n_points, n_cells)
     s = tot.sum(axis=1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
