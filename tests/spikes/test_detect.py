@@ -21,9 +21,15 @@ from dflash_diag.spikes.detect import (
 REAL_LOGS = Path(__file__).resolve().parents[1] / "data" / "real_logs"
 
 
-def noisy(n: int = 300, level: float = 2.0, sd: float = 0.02, seed: int = 0) -> pd.DataFrame:
+def noisy(
+    n: int = 300, level: float = 2.0, sd: float = 0.02, seed: int = 0, clip: float | None = None
+) -> pd.DataFrame:
+    """A flat loss with Gaussian noise (``clip``: at most this many sd from the level)."""
     rng = np.random.default_rng(seed)
-    return pd.DataFrame({"step": np.arange(n), "loss": level + rng.normal(0, sd, n)})
+    noise = rng.normal(0, sd, n)
+    if clip is not None:
+        noise = np.clip(noise, -clip * sd, clip * sd)
+    return pd.DataFrame({"step": np.arange(n), "loss": level + noise})
 
 
 @settings(max_examples=40, deadline=None)
@@ -46,13 +52,17 @@ def test_a_flat_noiseless_curve_has_no_spikes(level: float, n: int, detector: st
     seed=st.integers(0, 10_000),
 )
 def test_a_modest_spike_on_noisy_loss_is_found_where_it_is(at: int, rise: float, seed: int) -> None:
-    # A 10-40% spike over a per-step loss with 1% noise: found, and nothing else is.
-    t = noisy(sd=0.02, seed=seed)
+    # A 10-40% spike over a per-step loss with 1% noise: found, and nothing else is.  The
+    # noise stays within 3 sd (3%): a 5-sd draw is itself a 5% rise, which the detector
+    # rightly flags (about one seed in 300 has one).
+    t = noisy(sd=0.02, seed=seed, clip=3.0)
     t.loc[at, "loss"] *= 1 + rise
     d = detect_spikes(t)
     assert [e.peak_step for e in d.events] == [at]
     e = d.events[0]
-    assert e.ratio == pytest.approx(1 + rise, abs=0.05)
+    # the ratio is the point (with its own noise) over the level 2.0, up to the error of
+    # the robust baseline (at most 0.03 in 20,000 random cases)
+    assert e.ratio == pytest.approx(t.loc[at, "loss"] / 2.0, abs=0.04)
     assert e.z >= DEFAULT_THRESHOLD["robust"]
 
 
