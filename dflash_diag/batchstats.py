@@ -173,7 +173,8 @@ def length_icc(m: BatchMoments) -> tuple[float | None, tuple[float, float] | Non
     1.0
     """
     import numpy as np
-    from scipy import stats
+
+    from .stattests import f_quantile, f_sf
 
     keep = m.n > 0
     n = m.n[keep].astype(np.float64)
@@ -196,9 +197,9 @@ def length_icc(m: BatchMoments) -> tuple[float | None, tuple[float, float] | Non
         return 1.0, (1.0, 1.0), 0.0
     icc = (msb - msw) / (msb + (k0 - 1) * msw)
     f = msb / msw
-    p = float(stats.f.sf(f, df_b, df_w))
-    f_lo = f / float(stats.f.ppf(0.975, df_b, df_w))
-    f_hi = f * float(stats.f.ppf(0.975, df_w, df_b))
+    p = f_sf(f, df_b, df_w)
+    f_lo = f / f_quantile(0.975, df_b, df_w)
+    f_hi = f * f_quantile(0.975, df_w, df_b)
     lo = (f_lo - 1) / (f_lo + k0 - 1)
     hi = (f_hi - 1) / (f_hi + k0 - 1)
     return _clip01(icc), (_clip01(lo), _clip01(hi)), p
@@ -220,7 +221,8 @@ def lag1_corr(x: np.ndarray) -> tuple[float | None, float | None]:
     1.0
     """
     import numpy as np
-    from scipy import stats
+
+    from .stattests import normal_sf
 
     x = np.asarray(x, dtype=np.float64)
     if x.shape[0] < MIN_POINTS:
@@ -234,7 +236,7 @@ def lag1_corr(x: np.ndarray) -> tuple[float | None, float | None]:
     if abs(r) >= 1.0:
         return r, 0.0
     z = math.atanh(r) * math.sqrt(max(n - 3, 1))
-    return r, float(2 * stats.norm.sf(abs(z)))
+    return r, 2 * normal_sf(abs(z))
 
 
 def recurrence(epochs: np.ndarray, batch_ids: np.ndarray) -> float | None:

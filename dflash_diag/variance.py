@@ -131,9 +131,9 @@ def grad_norm_stats(
 ) -> tuple[float | None, dict[str, dict[str, float]] | None]:
     """Local CV of grad_norm and Spearman of detrended grad_norm with batch features."""
     import numpy as np
-    from scipy import stats
 
     from .spikes.correlate import detrend
+    from .stattests import spearman
 
     g = np.asarray(grad, dtype=np.float64)
     ok = np.isfinite(g)
@@ -152,7 +152,7 @@ def grad_norm_stats(
         x = features[f].to_numpy(dtype=np.float64)
         m = np.isfinite(x) & np.isfinite(rel)
         if m.sum() >= 10 and np.ptp(x[m]) > 0 and np.ptp(rel[m]) > 0:
-            rho, p = stats.spearmanr(x[m], rel[m])
+            rho, p = spearman(x[m], rel[m])
             corr[f] = {"spearman": float(rho), "p": float(p)}
     return cv, corr
 
@@ -253,13 +253,14 @@ def noise_scale(
 def _positive_p(values: np.ndarray) -> float:
     """One-sided p-value of "mean > 0" (Student t); 1.0 when it cannot be tested."""
     import numpy as np
-    from scipy import stats
+
+    from .stattests import mean_above_zero_p
 
     if values.size < 2:
         return 1.0
     if np.std(values) <= 1e-9 * abs(float(np.mean(values))):  # identical: no test needed
         return 0.0 if np.mean(values) > 0 else 1.0
-    return float(stats.ttest_1samp(values, 0.0, alternative="greater").pvalue)
+    return mean_above_zero_p(values)
 
 
 def counterfactual(

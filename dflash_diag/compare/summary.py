@@ -121,7 +121,7 @@ def slope_with_ci(
     n = int(x.size)
     if n < MIN_SLOPE_POINTS or np.ptp(x) == 0:
         return Slope(file, None, None, n, per, f"not enough data: {n} points after warmup")
-    from scipy import stats
+    from ..stattests import t_quantile
 
     xc = x - x.mean()
     design = np.column_stack([np.ones(n), xc])
@@ -135,7 +135,7 @@ def slope_with_ci(
         g = xe[lag_i:].T @ xe[:-lag_i]
         meat += (1 - lag_i / (lag + 1)) * (g + g.T)
     se = float(math.sqrt(max((bread @ meat @ bread)[1, 1], 0.0)))
-    half = float(stats.t.ppf(0.975, n - 2)) * se
+    half = t_quantile(0.975, n - 2) * se
     b = float(beta[1])
     return Slope(file, b, (b - half, b + half), n, per, se=se)
 

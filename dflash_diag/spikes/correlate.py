@@ -72,7 +72,8 @@ def _fisher_ci(r: float, n: int, spearman: bool) -> tuple[float, float] | None:
 def correlations(points: pd.DataFrame, features: list[str]) -> tuple[Correlation, ...]:
     """Pearson and Spearman of ``points.residual`` with each feature (see module doc)."""
     import numpy as np
-    from scipy import stats
+
+    from ..stattests import pearson, spearman
 
     out = []
     for f in features:
@@ -83,8 +84,8 @@ def correlations(points: pd.DataFrame, features: list[str]) -> tuple[Correlation
         if n < 10 or np.ptp(x[ok]) == 0 or np.ptp(y[ok]) == 0:
             out.append(Correlation(f, n, None, None, None, None, None, None))
             continue
-        pr, pp = stats.pearsonr(x[ok], y[ok])
-        sr, sp = stats.spearmanr(x[ok], y[ok])
+        pr, pp = pearson(x[ok], y[ok])
+        sr, sp = spearman(x[ok], y[ok])
         out.append(
             Correlation(
                 f,

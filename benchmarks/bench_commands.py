@@ -1,0 +1,57 @@
+"""How long the README's commands take on the bundled sample, each in a fresh process.
+
+A user runs ``dflash-diag`` once per question, so start-up counts: importing numpy,
+pandas, pyarrow and the parts of scipy a command needs is part of every figure.  The
+reference, measured in the same run, is a process that only imports numpy, pandas and
+pyarrow (the floor any command pays).  Each command runs in turn with the reference,
+best of ``--repeat`` rounds after one untimed round.
+
+    python benchmarks/bench_commands.py [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+from common import alternating
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMANDS = {
+    "spikes sample_logs/run.log": ["spikes", "sample_logs/run.log"],
+    "batches sample_logs/manifest.parquet": ["batches", "sample_logs/manifest.parquet"],
+    "compare v1.log run.log --at 349": [
+        "compare",
+        "sample_logs/v1.log",
+        "sample_logs/run.log",
+        "--at",
+        "349",
+    ],
+    "parse sample_logs/run.log": ["parse", "sample_logs/run.log"],
+    "--help": ["--help"],
+}
+REFERENCE = [sys.executable, "-c", "import numpy, pandas, pyarrow"]
+
+
+def run(argv: list[str]) -> None:
+    subprocess.run(argv, cwd=ROOT, capture_output=True, check=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    prefix = [sys.executable, "-m", "dflash_diag"]
+    print(f"{'command':<40} {'seconds':>8}  {'x imports':>9}")
+    for name, argv in COMMANDS.items():
+        (t_ref, _), (t_cmd, _) = alternating(
+            args.repeat, lambda: run(REFERENCE), lambda a=argv: run([*prefix, *a])
+        )
+        print(f"{name:<40} {t_cmd:8.2f}  {t_cmd / t_ref:8.1f}x")
+    print(f"{'reference: import numpy, pandas, pyarrow':<40} {t_ref:8.2f}")
+
+
+if __name__ == "__main__":
+    main()
