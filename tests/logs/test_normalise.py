@@ -241,3 +241,22 @@ def test_steps_logged_several_times_keep_each_columns_last_value(rows, rank):
             want = last(key, pick)
             got = t[col].iloc[j] if col in t else float("nan")
             assert (want is None and math.isnan(got)) or got == want, (key, col)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(
+        alphabet=st.sampled_from(list("evalutionsdgTESTVAL _=-/.0123456789") + ["ſ", "ı", "İ"]),
+        max_size=30,
+    )
+)
+def test_the_eval_word_prefilter_never_hides_a_match(text):
+    """Lines the cheap substring test rules out hold no evaluation word for the regex."""
+    from dflash_diag.logs.fields import EVAL_WORDS, may_hold_eval_word
+
+    if EVAL_WORDS.search(text):
+        assert may_hold_eval_word(text)
+
+
+def test_an_eval_word_spelt_with_a_long_s_still_counts():
+    assert parse_text("teſt loss=2.5 step=3").is_eval
