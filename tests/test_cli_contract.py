@@ -26,15 +26,28 @@ def test_unknown_option_names_the_command():
     assert result.stderr.count("\n") == 1
 
 
+def _imported(code: str, modules: tuple[str, ...]) -> list[str]:
+    """Which of ``modules`` a fresh interpreter has imported after running ``code``."""
+    check = f"import sys\n{code}\nprint(','.join(m for m in {modules!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True)
+    return [m for m in out.stdout.strip().split(",") if m]
+
+
 def test_help_does_not_import_heavy_libraries():
+    heavy = ("pandas", "scipy", "matplotlib", "pyarrow")
+    assert _imported("from dflash_diag.cli import app", heavy) == []
+
+
+def test_the_analyses_do_not_import_scipy_stats():
+    """scipy.stats costs 0.4-0.6 s to import; the tests and intervals come from
+    dflash_diag.stattests, on scipy.special."""
     code = (
-        "import sys\n"
-        "from dflash_diag.cli import app\n"
-        "heavy = [m for m in ('pandas', 'scipy', 'matplotlib', 'pyarrow') if m in sys.modules]\n"
-        "print(','.join(heavy))\n"
+        "import dflash_diag.spikes.attribute, dflash_diag.variance, dflash_diag.batchstats\n"
+        "import dflash_diag.compare.summary\n"
+        "from dflash_diag import stattests\n"
+        "stattests.pearson([1, 2, 3], [1, 3, 2]); stattests.f_sf(1.0, 2, 3)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == ""
+    assert _imported(code, ("scipy.special", "scipy.stats")) == ["scipy.special"]
 
 
 def test_python_dash_m_is_the_same_program():
