@@ -3,7 +3,8 @@
 - :func:`detect_spikes` (``detect.py``): robust-z detector and the production rules;
 - :func:`point_features` (``features.py``): batch features of every logged point;
 - :func:`attribute_spikes` (``attribute.py``): evidence and a verdict per spike, on the
-  composition model of ``model.py`` and the detrended correlations of ``correlate.py``;
+  composition model of ``model.py``, the detrended correlations of ``correlate.py`` and
+  the recurring batches of ``recurrence.py``;
 - :func:`check_schedule`, :func:`epochs_to_cover` (``coverage.py``): the replay must
   reach and match the log before attribution runs;
 - ``windows.py``: the rolling baselines; the variance panel is :mod:`dflash_diag.variance`.
@@ -26,7 +27,7 @@ _EXPORTS: dict[str, str] = {
     "rank_features": "features",
     "Attribution": "attribute",
     "SpikeEvidence": "attribute",
-    "Recurrence": "attribute",
+    "Recurrence": "recurrence",
     "Correlation": "correlate",
     "attribute_spikes": "attribute",
     "check_schedule": "coverage",

@@ -21,11 +21,12 @@
    - ``composition`` when its batch predicts at least :data:`EXPLAINED_HIGH` (50%) of
      the observed rise ``value - baseline`` and composition predicts held-out steps
      (``r2_cv`` or ``r2_similar >= R2_MIN``), or when the same batch came back (sharing
-     at least half its micro-batches) and was high again (:func:`_high_again`).  "Its
-     batch predicts" is the larger of the composition model's prediction and the median
-     residual of the :data:`~dflash_diag.spikes.model.NEIGHBOURS` batches closest in mean
-     length (not itself, not its recurrences): the latter follows a difficulty that
-     jumps for the longest few batches, which a smooth model cannot;
+     at least half its micro-batches) and was high again
+     (:func:`~dflash_diag.spikes.recurrence.high_again`).  "Its batch predicts" is the
+     larger of the composition model's prediction and the median residual of the
+     :data:`~dflash_diag.spikes.model.NEIGHBOURS` batches closest in mean length (not
+     itself, not its recurrences): the latter follows a difficulty that jumps for the
+     longest few batches, which a smooth model cannot;
    - ``unexplained`` when the batch is ordinary: the model predicts less than
      :data:`EXPLAINED_LOW` (25%) of the rise, no recurrence was high again, and its
      longest sample is not in the top :data:`TAIL_PERCENTILE` of batches' longest (a
@@ -61,6 +62,7 @@ from .model import (
     neighbour_predict,
     r2_regular,
 )
+from .recurrence import Recurrence, Recurrences, high_again, point_groups
 
 if TYPE_CHECKING:
     import numpy as np
@@ -75,30 +77,9 @@ R2_MIN = 0.05
 #: Shares of a spike's rise its batch must (composition) / may at most (unexplained) predict.
 EXPLAINED_HIGH = 0.5
 EXPLAINED_LOW = 0.25
-#: A recurrence is high again at this share of the spike's rise and these robust sigmas.
-RECUR_SHARE = 0.25
 #: A batch whose longest sample is at or above this percentile of all batches' longest
 #: is not "ordinary", whatever its mean length: at most ``inconclusive``.
 TAIL_PERCENTILE = 97.0
-RECUR_SIGMAS = 3.0
-
-
-@dataclass(frozen=True)
-class Recurrence:
-    """A later or earlier point whose batches include the spike's micro-batches.
-
-    :param shared: share of the spike point's micro-batches found at this point.
-    :param residual: its detrended value; ``high``: residual >= half the spike's rise.
-    """
-
-    step: int
-    epoch: int
-    value: float
-    residual: float
-    z: float
-    spiked: bool
-    high: bool
-    shared: float
 
 
 @dataclass(frozen=True)
@@ -237,72 +218,6 @@ def _percentiles(sorted_cols: dict[str, np.ndarray], row: dict[str, float]) -> d
     return out
 
 
-class _Recurrences:
-    """Which logged points hold a given point's micro-batches (built once, for all spikes)."""
-
-    def __init__(self, replay: Replay, point_of_micro: np.ndarray) -> None:
-        import numpy as np
-
-        self.ids = replay.micro["batch_id"].to_numpy()
-        self.epoch = replay.micro["epoch"].to_numpy()
-        self.point = point_of_micro
-        self.order = np.argsort(self.ids, kind="stable")
-        self.sorted_ids = self.ids[self.order]
-        by_point = np.argsort(point_of_micro, kind="stable")
-        self.by_point = by_point
-        self.point_sorted = point_of_micro[by_point]
-
-    def micro_of(self, p: int) -> np.ndarray:
-        import numpy as np
-
-        lo, hi = np.searchsorted(self.point_sorted, [p, p + 1])
-        return self.by_point[lo:hi]
-
-    def find(self, p: int) -> list[tuple[int, int, float]]:
-        """``(point, epoch, shared share)`` of other points holding point ``p``'s batches."""
-        import numpy as np
-
-        mine = self.micro_of(p)
-        if mine.size == 0:
-            return []
-        ids = np.unique(self.ids[mine])
-        lo = np.searchsorted(self.sorted_ids, ids, side="left")
-        hi = np.searchsorted(self.sorted_ids, ids, side="right")
-        rows = np.concatenate([self.order[a:b] for a, b in zip(lo, hi, strict=True)])
-        rows = rows[(self.point[rows] != p) & (self.point[rows] >= 0)]
-        found: dict[int, tuple[set[int], int]] = {}
-        for r in rows:
-            q = int(self.point[r])
-            seen, ep = found.get(q, (set(), int(self.epoch[r])))
-            seen.add(int(self.ids[r]))
-            found[q] = (seen, ep)
-        return [(q, ep, len(seen) / ids.size) for q, (seen, ep) in sorted(found.items())]
-
-
-def _high_again(residual: float, rise: float, scale: float) -> bool:
-    """A recurrence is "high again" when its residual is at least RECUR_SHARE of the
-    spike's rise and RECUR_SIGMAS robust sigmas of the model's residuals: the model
-    learns in between, so a hard batch that comes back spikes less, but still stands out."""
-    if not (math.isfinite(residual) and math.isfinite(rise)) or rise <= 0:
-        return False
-    floor = RECUR_SIGMAS * scale if math.isfinite(scale) else 0.0
-    return residual >= RECUR_SHARE * rise and residual >= floor
-
-
-def _point_groups(replay: Replay, point_of_micro: np.ndarray, n_points: int) -> np.ndarray:
-    """A label per point for the set of batches it holds (the same set coming back in
-    another epoch gets the same label): a wrapping sum of hashed batch ids."""
-    import numpy as np
-
-    keep = point_of_micro >= 0
-    ids = replay.micro["batch_id"].to_numpy()[keep].astype(np.uint64)
-    with np.errstate(over="ignore"):
-        hashed = (ids + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15)
-    out = np.zeros(n_points, dtype=np.uint64)
-    np.add.at(out, point_of_micro[keep], hashed)
-    return out
-
-
 def _loo_r2(y: np.ndarray, pred: np.ndarray) -> float | None:
     import numpy as np
 
@@ -413,7 +328,7 @@ def attribute_spikes(
     # Similar = closest in mean length: one plain axis a reader can check, and the one
     # along which sorted batches differ most (categories and spread follow from it).
     length = design[:, [names.index("log_mean_len")]]
-    similar = neighbour_predict(length, residual, _point_groups(replay, pidx, len(feats)))
+    similar = neighbour_predict(length, residual, point_groups(replay, pidx, len(feats)))
     points["similar"] = similar
     r2_similar = _loo_r2(residual, similar) if model is not None else None
     notes = []
@@ -430,7 +345,7 @@ def attribute_spikes(
             + ", ".join(f"{k}: {v:.2f}" for k, v in scores.items() if math.isfinite(v))
             + "); --metric-rank (or metric_rank in [schedule]) fixes the choice"
         )
-    rec = _Recurrences(replay, pidx)
+    rec = Recurrences(replay, pidx)
     resid_scale = model.resid_scale if model is not None else float("nan")
     feature_cols = ["n_samples", "tokens", "mean_len", "max_len", "min_len", "padding_eff", *cats]
     per_rank = None
@@ -463,7 +378,7 @@ def attribute_spikes(
                     residual=r,
                     z=r / resid_scale if resid_scale > 0 else float("nan"),
                     spiked=bool(d.flagged[q]),
-                    high=_high_again(sign * r, rise, resid_scale),
+                    high=high_again(sign * r, rise, resid_scale),
                     shared=shared,
                 )
             )
