@@ -228,8 +228,9 @@ def sample_cells(lengths: np.ndarray, categories: np.ndarray | None) -> tuple[np
 
     qs = np.concatenate([np.linspace(0, 1, MIXTURE_BINS + 1)[1:-1], MIXTURE_TOP])
     raw = np.asarray(lengths)
-    if raw.size and raw.dtype.kind in "iu" and 0 <= raw.min() and raw.max() < 1 << 24:
-        # token lengths: the same quantiles from counts per length, without a sort
+    if raw.size and raw.dtype.kind in "iu" and 0 <= raw.min() and raw.max() < 1 << 22:
+        # token lengths: the same quantiles from counts per length (at most 32 MB of
+        # them), without a sort of every sample
         counts = np.bincount(raw)
         values = np.flatnonzero(counts)
         mass = np.cumsum(values * counts[values]).astype(np.float64)  # exact below 2^53
