@@ -159,9 +159,10 @@ def batch_ends(ls: np.ndarray, budget: Budget) -> np.ndarray:
     n = len(ls)
     idx = np.arange(n, dtype=np.int64)
     limit = budget.max_batch_size if budget.max_batch_size is not None else n
-    # A budget above n x the longest sample holds anything, as that does; a sample longer
-    # than the budget is alone in its batch whatever its length, as one of budget + 1.
-    # So sums and products below stay within int64 (for fewer than 2^62 tokens in all).
+    # A budget of n x the longest sample or more lets every batch through, as that one
+    # does; a sample longer than the budget is alone in its batch whatever its length,
+    # as one of budget + 1.  So the sums and products below stay within int64 (for
+    # fewer than 2^62 tokens in all).
     cap = min(budget.tokens, n * int(ls.max()), 1 << 62)
     ls = np.minimum(ls, cap + 1)
     if budget.mode != "padded":
