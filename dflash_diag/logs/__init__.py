@@ -29,7 +29,8 @@ def read_log(
     step's batch), ``tok_per_s`` (tokens per second), ``epoch`` (float64, NaN where the
     log does not say), then every other numeric field in snake_case (``eval_loss``,
     ``val_loss``, ``acc_0``.., durations in seconds).  See
-    :mod:`dflash_diag.logs.normalise` for names, units, restarts and ranks.
+    :mod:`dflash_diag.logs.names` for names and units, and
+    :mod:`dflash_diag.logs.normalise` for steps, restarts and ranks.
 
     :param path: a log file (plain or gzip), a TensorBoard event file or folder, or
         ``"-"`` for standard input.

@@ -15,7 +15,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from .normalise import MAGNITUDE
+from .names import MAGNITUDE
 from .template import Pattern, Segment, ValueToken
 
 #: A column of equal-length rows is read through strided views, one per run of such

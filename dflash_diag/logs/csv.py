@@ -17,7 +17,8 @@ from typing import Any
 from ..errors import InputError
 from ..records import RunLog
 from .io import RawLog, decode
-from .normalise import EVAL_PREFIXES, NEUTRAL, build_table, canonical_name
+from .names import EVAL_PREFIXES, NEUTRAL, canonical_name
+from .normalise import build_table
 
 _WANDB_COL = re.compile(r"^(?P<run>.+?) - (?P<metric>.+)$")
 

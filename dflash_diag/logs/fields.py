@@ -9,7 +9,7 @@ Three shapes of message carry metrics:
 * JSON objects (one per line), nested objects flattened with ``/``.
 
 Each returns a :class:`Message`: the fields under their canonical names
-(:func:`~dflash_diag.logs.normalise.canonical_name`), in canonical units, plus where in
+(:func:`~dflash_diag.logs.names.canonical_name`), in canonical units, plus where in
 the text each value was (the text reader's fast path builds its templates from those
 spans).
 """
@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .normalise import (
+from .names import (
     EVAL_PREFIXES,
     NEUTRAL,
     canonical_name,

@@ -19,7 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from .normalise import MAGNITUDE
+from .names import MAGNITUDE
 
 #: Lines parsed by the general parser to learn the template.
 SAMPLE_LINES = 400

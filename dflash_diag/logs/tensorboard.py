@@ -14,7 +14,7 @@ What is read:
   numeric ``tensor`` whose tag's summary metadata names the ``scalars`` plugin; TF2
   writes that metadata with a tag's first event only, so it is remembered per tag);
 * tags as trainers write them, under the text reader's names
-  (:func:`~dflash_diag.logs.normalise.canonical_name`): ``train/loss`` -> ``loss``,
+  (:func:`~dflash_diag.logs.names.canonical_name`): ``train/loss`` -> ``loss``,
   ``train/learning_rate`` and ``lr-AdamW`` -> ``lr``, ``eval/loss`` -> ``eval_loss``;
   the event's step is the step.
 
@@ -43,7 +43,8 @@ from typing import Any
 
 from ..errors import InputError, MissingDependency
 from ..records import RunLog
-from .normalise import EVAL_PREFIXES, build_table, canonical_name, snake
+from .names import EVAL_PREFIXES, canonical_name, snake
+from .normalise import build_table
 
 MARKER = "tfevents"
 #: Folder levels searched below a folder given without event files of its own.

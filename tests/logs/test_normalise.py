@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dflash_diag.logs.fields import parse_dict_repr, parse_json_object, parse_text
-from dflash_diag.logs.normalise import build_table, canonical_name, snake, unit_factor
+from dflash_diag.logs.names import canonical_name, snake, unit_factor
+from dflash_diag.logs.normalise import build_table
 
 
 @pytest.mark.parametrize(
