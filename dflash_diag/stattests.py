@@ -26,7 +26,7 @@ from typing import Any
 def pearson(x: Any, y: Any) -> tuple[float, float]:
     """``(r, two-sided p)`` of two equally long samples (at least 3, neither constant).
 
-    >>> pearson([1.0, 2.0, 3.0, 4.0], [2.0, 4.0, 5.0, 9.0])[0].__round__(4)
+    >>> round(pearson([1.0, 2.0, 3.0, 4.0], [2.0, 4.0, 5.0, 9.0])[0], 4)
     0.9648
     """
     import numpy as np
