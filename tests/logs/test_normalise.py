@@ -246,10 +246,13 @@ def test_steps_logged_several_times_keep_each_columns_last_value(rows, rank):
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.text(
-        alphabet=st.sampled_from(list("evalutionsdgTESTVAL _=-/.0123456789") + ["ſ", "ı", "İ"]),
-        max_size=30,
-    )
+    st.lists(
+        st.sampled_from(
+            ["eval", "Val", "VALID", "test", "TESTING", "teſt", "valıd", "İ", "ſ", "e", "a"]
+            + ["loss", "_", "/", " ", "=", "2.5", "x"]
+        ),
+        max_size=8,
+    ).map("".join)
 )
 def test_the_eval_word_prefilter_never_hides_a_match(text):
     """Lines the cheap substring test rules out hold no evaluation word for the regex."""
