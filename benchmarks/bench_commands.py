@@ -4,7 +4,8 @@ A user runs ``dflash-diag`` once per question, so start-up counts: importing num
 pandas, pyarrow and the parts of scipy a command needs is part of every figure.  The
 reference, measured in the same run, is a process that only imports numpy, pandas and
 pyarrow (the floor any command pays).  Each command runs in turn with the reference,
-best of ``--repeat`` rounds after one untimed round.
+best of ``--repeat`` rounds after one untimed round.  Last, what importing scipy.spatial
+(the neighbour search) with scipy.special, or with scipy.stats, adds to the reference.
 
     python benchmarks/bench_commands.py [--repeat 5]
 """
@@ -51,6 +52,13 @@ def main() -> None:
         )
         print(f"{name:<40} {t_cmd:8.2f}  {t_cmd / t_ref:8.1f}x")
     print(f"{'reference: import numpy, pandas, pyarrow':<40} {t_ref:8.2f}")
+    # what the statistics cost to import on top (stattests uses scipy.special only)
+    for extra in ("scipy.special", "scipy.stats"):
+        argv = [sys.executable, "-c", f"import numpy, pandas, pyarrow, scipy.spatial, {extra}"]
+        (t_ref, _), (t_more, _) = alternating(
+            args.repeat, lambda: run(REFERENCE), lambda a=argv: run(a)
+        )
+        print(f"{'  + scipy.spatial + ' + extra:<40} {t_more - t_ref:+8.2f}")
 
 
 if __name__ == "__main__":

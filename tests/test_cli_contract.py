@@ -39,7 +39,7 @@ def test_help_does_not_import_heavy_libraries():
 
 
 def test_the_analyses_do_not_import_scipy_stats():
-    """scipy.stats costs 0.4-0.6 s to import; the tests and intervals come from
+    """scipy.stats adds about 0.45 s to start-up; the tests and intervals come from
     dflash_diag.stattests, on scipy.special."""
     code = (
         "import dflash_diag.spikes.attribute, dflash_diag.variance, dflash_diag.batchstats\n"
