@@ -1,8 +1,8 @@
 """The few tests and distributions the reports use, computed on :mod:`scipy.special`.
 
-``scipy.stats`` adds about 0.45 s to a command's start-up (it parses its own docstrings; see
-``benchmarks/bench_commands.py``), about a fifth
-of ``dflash-diag spikes`` on the sample run; the formulas here are the ones it applies:
+``scipy.stats`` adds about 0.45 s to a command's start-up (it parses its own docstrings;
+see ``benchmarks/bench_commands.py``), about a fifth of ``dflash-diag spikes`` on the
+sample run; the formulas here are the ones it applies:
 
 - :func:`pearson`: ``r`` and the two-sided p-value of ``t = r sqrt((n - 2) / (1 - r²))``
   on ``n - 2`` degrees of freedom (``scipy.stats.pearsonr`` states it as a beta
