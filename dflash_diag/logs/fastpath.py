@@ -322,14 +322,17 @@ def _frame(template: Template, values: Any, lines: Any) -> Any:
     import numpy as np
     import pandas as pd
 
-    frame = pd.DataFrame(values.T, columns=[v.name for v in template.values], copy=False)
-    frame.insert(0, "line", lines)
-    if "rank" not in frame:  # a `rank=3` field varies by line; a prefix does not match others
-        frame["rank"] = template.rank
+    n = len(lines)
+    columns: dict[str, Any] = {"line": lines}
+    columns.update(zip((v.name for v in template.values), values, strict=True))
+    if "rank" not in columns:  # a `rank=3` field varies by line; a prefix does not match others
+        columns["rank"] = np.full(n, template.rank, dtype=np.int64)
     # (categorical: build_table compares it to "field" over every row)
-    frame["step_source"] = pd.Categorical.from_codes(np.zeros(len(frame), np.int8), ["field"])
-    frame["is_eval"] = template.is_eval
-    frame["attach"] = False
+    columns["step_source"] = pd.Categorical.from_codes(np.zeros(n, np.int8), ["field"])
+    columns["is_eval"] = np.full(n, template.is_eval)
+    columns["attach"] = np.zeros(n, dtype=bool)
+    # one block per column, none copied (a 2-D block would be copied to insert into)
+    frame = pd.DataFrame(columns, copy=False)
     return frame
 
 

@@ -88,7 +88,7 @@ def build_table(
 
     sources = _values_of(df["step_source"])
     best = "field" if "field" in sources else "progress" if "progress" in sources else "none"
-    df = _assign_steps(df, best, skipped)
+    df = _assign_steps(df, best, skipped, single_source=len(sources) == 1)
     if df.empty:
         raise InputError(path, "no step-like data found", _hint_for(fmt, skipped))
 
@@ -106,7 +106,7 @@ def build_table(
     for c in metrics:
         if df[c].dtype != np.float64:
             df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
-    df["step"] = df["step"].astype("int64")
+    df["step"] = df["step"].to_numpy().astype(np.int64)  # (finite: NaN and inf were dropped)
     steps = df["step"].to_numpy()
     if rank != "all" and (len(steps) < 2 or bool((steps[1:] > steps[:-1]).all())):
         # Already one row per step, in order (the common case): no grouping needed.
@@ -128,7 +128,8 @@ def build_table(
     others = sorted(c for c in table.columns if c not in ordered)
     table = table[ordered + others]
     want = {c: np.dtype("int64" if c in ("step", "rank") else "float64") for c in table}
-    table = table.astype({c: t for c, t in want.items() if table[c].dtype != t})
+    if convert := {c: t for c, t in want.items() if table[c].dtype != t}:
+        table = table.astype(convert)
     table = table.reset_index(drop=True)
     return RunLog(
         table=table,
@@ -180,8 +181,11 @@ def _hint_for(fmt: str, skipped: Mapping[str, int]) -> str:
     return f"{base} (lines skipped: {seen})" if seen else base
 
 
-def _assign_steps(df: Any, best: str, skipped: dict[str, int]) -> Any:
-    """Give every kept record an integer step (rule 1 of :func:`build_table`)."""
+def _assign_steps(df: Any, best: str, skipped: dict[str, int], single_source: bool) -> Any:
+    """Give every kept record an integer step (rule 1 of :func:`build_table`).
+
+    :param single_source: every record's step comes from ``best``.
+    """
     import numpy as np
 
     if best == "none":
@@ -198,6 +202,8 @@ def _assign_steps(df: Any, best: str, skipped: dict[str, int]) -> Any:
         drop = df["step"].to_numpy() == 0  # evaluation before any train record
         df.loc[drop, "step"] = 0.0
         return df
+    if single_source and np.isfinite(df["step"].to_numpy()).all():
+        return df  # every record has its own step (the common case): nothing to attach
     own = (df["step_source"] == best).to_numpy() & df["step"].notna().to_numpy()
     if own.all():  # every record has its own step (the common case): nothing to attach
         return _finite_steps(df, skipped)
