@@ -10,8 +10,9 @@ tokenizer and compute kernels, without a Python object per line:
    ``0 step`` / ``254/3000 loss`` / ``4.8123 acc`` ...);
 2. the log is cut into byte ranges of whole lines (:data:`PART_BYTES`), read by a few
    threads (Arrow releases the GIL); each range is split into rows and columns at that
-   byte by ``pyarrow.csv`` (no quoting; a line with another number of delimiters is
-   handed back, with its line number, by the invalid-row handler);
+   byte by ``pyarrow.csv`` (:mod:`~dflash_diag.logs.rows`: lines with another number of
+   delimiters are handed back by the reader's invalid-row handler or, when the sample
+   shows many, set aside by counting delimiters first);
 3. each column is checked against its segment (:mod:`~dflash_diag.logs.columns`): its
    fixed bytes by Arrow's ``starts_with``/``ends_with`` (memcmp) and, where the template
    has digits that vary, by 64-bit word tests; the number between head and tail is cast
@@ -20,18 +21,23 @@ tokenizer and compute kernels, without a Python object per line:
    prefix's number, ``[rank3]:``, is a ``rank`` value of digits only);
 4. a line fits when every column fits and every number parses; the cast is checked
    against the general parser's number syntax (an unparsable span, or a ``nan``/``inf``
-   Arrow reads but the parser would not, sends the line to the general parser).
+   Arrow reads but the parser would not, sends the line to the general parser);
+5. the lines left over (:class:`~dflash_diag.logs.leftover.Leftover`, one Arrow array)
+   are read the same way when enough of them share a template of their own, up to
+   :data:`MAX_TEMPLATES` templates, and the rest go to the general parser.
 
 Costs on a 1M-line, 150 MB log, in CPU time: the CSV tokenizer about 0.19 s plus
 0.03 s to join its 1 MiB blocks into one array per column (larger blocks, or one block
 per range, came out slower), the casts 0.12 s, the checks and numpy bookkeeping about
 0.15 s, and the kernel's zeroing of fresh pages for all of these about 0.05 s.  With
-two threads the whole ``read_log`` takes 0.29-0.33 s, 3.4-4.0x ``pandas.read_csv`` on the
+two threads the whole ``read_log`` takes 0.29-0.32 s, 3.3-3.6x ``pandas.read_csv`` on the
 same metrics written as CSV (``benchmarks/bench_parse.py``); most of the gap is the
 tokenizer and the casts, which read_csv does in one C pass over a third of the bytes.
 The bytes are not checked for UTF-8 up front: a fitting line is the template's bytes
 and ASCII numbers, and a line that is not UTF-8 fails the CSV reader's decoding (a line
-of another shape) or :func:`_texts` (a misfit), and the general parser reads the log.
+of another shape), :func:`~dflash_diag.logs.rows.misfit_texts` (a misfit) or
+:meth:`~dflash_diag.logs.leftover.Leftover.pairs` (a line no template reads), and the
+general parser reads the log.
 
 Every line that does not fit goes through the general parser, so the result is the
 same table the general parser gives (the test suite checks this on every fixture and on
@@ -41,13 +47,19 @@ valid UTF-8, without ANSI codes, bare carriage returns or RichHandler layout.
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from .columns import read_numbers, segment_fits
+from .leftover import Leftover, NotUtf8
+from .rows import (
+    NotFast,
+    Part,
+    by_count_share,
+    misfit_texts,
+    quiet_decode_errors,
+    split_part,
+)
 from .template import Segment, Template, sample_lines, sample_template, split_template
 
 #: Logs shorter than this take the general path (its per-line cost does not matter).
@@ -60,6 +72,11 @@ MAX_TEMPLATES = 4
 #: The log is read in byte ranges of about this size, by up to 4 threads (progress is
 #: reported after each range).
 PART_BYTES = 1 << 24
+#: Above this share of sampled lines with another number of delimiters than the
+#: template's, ranges are split by delimiter count before the CSV reader (two byte scans,
+#: about 1 ms per MB, against about 3 us per line of another shape without them;
+#: :mod:`~dflash_diag.logs.rows`).
+BY_COUNT_SHARE = 0.05
 
 
 def _rich(data: Any) -> bool:
@@ -75,23 +92,10 @@ def _rich(data: Any) -> bool:
     return is_rich(bytes(head).decode("utf-8", errors="replace").split("\n"))
 
 
-def _bare_return(data: Any, lo: int, hi: int) -> bool:
-    """Whether a ``\\r`` in ``data[lo:hi]`` is anywhere but before a ``\\n`` (tqdm
-    refreshes, several records a line: the general reader splits those)."""
-    import numpy as np
-
-    if data.find(b"\r", lo, hi) < 0:
-        return False
-    buf = np.frombuffer(data, dtype=np.uint8)
-    at = np.flatnonzero(buf[lo:hi] == 13) + lo
-    return bool(at[-1] + 1 == hi or (buf[at + 1] != 10).any())
-
-
 def fast_records(
     data: Any,
     skipped: dict[str, int],
     progress: Callable[[int, int], None] | None = None,
-    depth: int = 0,
 ) -> tuple[list[Any], list[tuple[int, str]]] | None:
     """Records of the lines that fit the log's dominant template, or None.
 
@@ -99,7 +103,7 @@ def fast_records(
     into one Python string, and no Python object is made per fitting line.  When enough
     of the other lines share a template of their own (a trainer that prints a timing
     line beside its metrics line), those are read the same way, up to
-    :data:`MAX_TEMPLATES` templates (``depth``: how many came before).
+    :data:`MAX_TEMPLATES` templates.
 
     :returns: ``(frames, rest)``: a DataFrame of raw records per template (``line``,
         ``rank``, ``step_source``, ``is_eval``, value columns) and the ``(line number,
@@ -107,6 +111,24 @@ def fast_records(
         as the frames have rows, plus ``len(rest)``).  None when the fast path does not
         apply.
     """
+    import pyarrow as pa
+
+    got = _records(data, progress, 0)
+    pa.default_memory_pool().release_unused()  # (Arrow's pool keeps what was freed)
+    if got is None:
+        return None
+    frames, rest = got
+    try:
+        return frames, rest.pairs()
+    except NotUtf8:  # (the general parser counts and replaces the bad bytes)
+        return None
+
+
+def _records(
+    data: Any, progress: Callable[[int, int], None] | None, depth: int
+) -> tuple[list[Any], Leftover] | None:
+    """:func:`fast_records`, the lines left over as a :class:`Leftover` (``depth``:
+    templates read before, by the caller)."""
     if len(data) < 10 * FAST_MIN_LINES or _rich(data):
         return None
     sample = sample_lines(data)
@@ -116,7 +138,7 @@ def fast_records(
     if template is None or template.n_tokens < 2:
         return None
     try:
-        got = _apply(data, template, progress)
+        got = _apply(data, template, sample, progress)
     except Exception:  # noqa: BLE001 - any surprise (bad UTF-8...): the general parser reads all
         return None
     if got is None:
@@ -126,72 +148,27 @@ def fast_records(
 
 
 def _more_templates(
-    data: Any, frames: list[Any], rest: list[tuple[int, str]], depth: int
-) -> tuple[list[Any], list[tuple[int, str]]]:
+    data: Any, frames: list[Any], rest: Leftover, depth: int
+) -> tuple[list[Any], Leftover]:
     """``(frames, rest)`` with the lines of ``rest`` that share a template of their own
-    read by the fast path too: they are written out one per line and read again, and
+    read by the fast path too: their bytes (:meth:`Leftover.data`) are read again, and
     their line numbers mapped back.  The log's last line stays in ``rest`` when it has
-    no newline (the general parser judges whether it was cut short).
-
-    ``rest`` is emptied as it is written out (a million Python strings of the other
-    shapes hold more memory than the whole table), and rebuilt from what is written
-    when no template is found.
-    """
-    import numpy as np
-
+    no newline (the general parser judges whether it was cut short)."""
     if depth + 1 >= MAX_TEMPLATES or len(rest) < FAST_MIN_LINES:
         return frames, rest
     last = sum(len(f) for f in frames) + len(rest)  # the log's last line number
-    cut = rest[-1:] if data[-1:] != b"\n" and rest[-1][0] == last else []
-    if cut:
-        rest.pop()
-    if not rest:
+    cut = Leftover.empty()
+    if data[-1:] != b"\n" and rest.numbers[-1] == last:
+        rest, cut = rest.split_last()
+    if not len(rest):
         return frames, cut
-    numbers = np.array([no for no, _ in rest])
-    joined = "\n".join(text for _, text in rest) + "\n"
-    rest.clear()
-    again = joined.encode()
-    del joined
-    got = fast_records(again, {}, None, depth + 1)
+    got = _records(rest.data(), None, depth + 1)
     if got is None:
-        texts = again.decode().split("\n")[:-1]
-        return frames, [*zip(numbers.tolist(), texts, strict=True), *cut]
+        return frames, Leftover.merge([rest, cut])
     more, left = got
     for f in more:
-        f["line"] = numbers[f["line"].to_numpy() - 1]
-    return frames + more, [(int(numbers[i - 1]), text) for i, text in left] + cut
-
-
-class _NotFast(Exception):
-    """The log has something the fast path does not reproduce: the general parser reads all."""
-
-
-@dataclass
-class _Part:
-    """One byte range of the log split into rows by :func:`_split_part`."""
-
-    lo: int
-    hi: int
-    table: Any  # pyarrow Table, one binary column per segment
-    row_line: Any  # line number (from 1, in the range) of each row
-    odd: list[tuple[int, str]]  # (line number in the range, text) of other-shaped lines
-    cut_last: bool  # the range's last line is the log's unterminated last line
-    line0: int = 0  # lines of the log before this range (by :func:`_read_parts`)
-    fits: Any = None  # per row: it fits the template (by :func:`_read_part`)
-    every: bool = False  # every row fits (by :func:`_read_part`)
-    values: Any = None  # per value: float64 per row, a view (by :func:`_read_part`)
-
-    @property
-    def n_lines(self) -> int:
-        return len(self.row_line) + len(self.odd)
-
-    @property
-    def n_fit(self) -> int:
-        return len(self.row_line) if self.every else int(self.fits.sum())
-
-    def fitting(self, per_row: Any) -> Any:
-        """The items of ``per_row`` (one per row) of the rows that fit."""
-        return per_row if self.every else per_row[self.fits]
+        f["line"] = rest.numbers[f["line"].to_numpy() - 1]
+    return frames + more, Leftover.merge([left.renumbered(rest.numbers), cut])
 
 
 def _parts(data: Any, workers: int = 1) -> list[tuple[int, int]]:
@@ -214,23 +191,25 @@ def _parts(data: Any, workers: int = 1) -> list[tuple[int, int]]:
 def _apply(
     data: Any,
     template: Template,
+    sample: list[str],
     progress: Callable[[int, int], None] | None = None,
-) -> tuple[Any, Any] | None:
-    """The template's records in ``data`` and the ``(line number, text)`` of the lines
-    that do not fit (for the general parser), or None when the fast path declines."""
+) -> tuple[Any, Leftover] | None:
+    """The template's records in ``data`` and the lines that do not fit (for another
+    template or the general parser), or None when the fast path declines."""
     split = split_template(template)
     if split is None:
         return None
     delimiter, segments = split
+    by_count = by_count_share(sample, delimiter, len(segments)) > BY_COUNT_SHARE
     try:
-        got = _read_parts(data, template, delimiter, segments, progress)
-    except _NotFast:
+        got = _read_parts(data, template, delimiter, segments, by_count, progress)
+        if got is None:
+            return None
+        parts, values, lines = got
+        rest = _other_lines(data, parts, delimiter)
+    except NotFast:
         return None
-    if got is None:
-        return None
-    parts, values, lines = got
-    rest = _other_lines(data, parts, delimiter)
-    if any("\x1b" in text for _, text in rest):
+    if rest.holds_byte(0x1B):
         return None  # ANSI codes (no fitting line has one): the general reader strips them
     return _frame(template, values, lines), rest
 
@@ -240,15 +219,16 @@ def _read_parts(
     template: Template,
     delimiter: bytes,
     segments: tuple[Segment, ...],
+    by_count: bool,
     progress: Callable[[int, int], None] | None,
-) -> tuple[list[_Part], Any, Any] | None:
+) -> tuple[list[Part], Any, Any] | None:
     """Read every byte range in a worker thread (split into rows by pyarrow's CSV reader,
     then each column checked and cast: long Arrow and numpy calls, which release the
     GIL), then join the ranges' numbers into one block, a row per value, and the line
     numbers of the fitting lines (threads again).
 
     :returns: ``(parts, values, lines)``, or None when too few lines fit.
-    :raises _NotFast: a range has what the fast path does not reproduce.
+    :raises NotFast: a range has what the fast path does not reproduce.
     """
     import os
     from concurrent.futures import ThreadPoolExecutor
@@ -260,15 +240,15 @@ def _read_parts(
     workers = max(1, min(cpus or 1, 4))
     ranges = _parts(data, workers)
 
-    def read(r: tuple[int, int]) -> _Part:
+    def read(r: tuple[int, int]) -> Part:
         last = cut_end and r[1] == len(data)
-        part = _split_part(data, r[0], r[1], delimiter, len(segments), last)
+        part = split_part(data, r[0], r[1], delimiter, len(segments), last, by_count)
         _read_part(part, segments, template)
         return part
 
-    parts: list[_Part] = []
+    parts: list[Part] = []
     # (the hook stays set until every thread has stopped)
-    with _quiet_decode_errors():
+    with quiet_decode_errors():
         pool = ThreadPoolExecutor(workers)
         try:
             done = 0
@@ -303,17 +283,20 @@ def _read_parts(
     return parts, values, lines
 
 
-def _other_lines(data: Any, parts: list[_Part], delimiter: bytes) -> list[tuple[int, str]]:
-    """``(line number, text)`` of every line that does not fit, in order: those of
-    another shape and the rows that did not fit the template."""
+def _other_lines(data: Any, parts: list[Part], delimiter: bytes) -> Leftover:
+    """Every line that does not fit, in order: those of another shape and the rows that
+    did not fit the template."""
     import numpy as np
 
-    rest: list[tuple[int, str]] = []
+    rest = []
     for p in parts:
         misfits = np.flatnonzero(~p.fits)
-        odd = p.odd + _texts(p, misfits, delimiter, data) if len(misfits) else p.odd
-        rest += [(no + p.line0, text) for no, text in sorted(odd)]
-    return rest
+        odd = p.odd
+        if len(misfits):
+            texts = misfit_texts(p, misfits, delimiter, data)
+            odd = Leftover.merge([odd, Leftover.of_pairs(texts)])
+        rest.append(odd.shifted(p.line0))
+    return Leftover.merge(rest)
 
 
 def _frame(template: Template, values: Any, lines: Any) -> Any:
@@ -336,91 +319,7 @@ def _frame(template: Template, values: Any, lines: Any) -> Any:
     return frame
 
 
-@contextmanager
-def _quiet_decode_errors() -> Iterator[None]:
-    """Keep one report off stderr while the fast path runs: pyarrow decodes a line of
-    another shape to text before the invalid-row handler sees it, and a line that is
-    not UTF-8 raises there, inside Arrow, which reports it as "Exception ignored" and
-    fails the read (:func:`_split_part` then declines the log; the general parser
-    counts and replaces the bad bytes).  Every other unraisable exception goes to the
-    hook that was set before (the hook is process-wide)."""
-    previous = sys.unraisablehook
-
-    def hook(report: Any) -> None:
-        ours = getattr(report.object, "__qualname__", "").endswith("other_shape")
-        if not (ours and isinstance(report.exc_value, UnicodeDecodeError)):
-            previous(report)
-
-    sys.unraisablehook = hook
-    try:
-        yield
-    finally:
-        if sys.unraisablehook is hook:
-            sys.unraisablehook = previous
-
-
-def _split_part(
-    data: Any, lo: int, hi: int, delimiter: bytes, n_columns: int, cut_last: bool
-) -> _Part:
-    """Split ``data[lo:hi]`` (whole lines) into rows at the delimiter; a line with another
-    number of delimiters is kept aside with its line number.  Runs in a worker thread."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.csv as pcsv
-
-    if _bare_return(data, lo, hi):
-        raise _NotFast("a \\r not ending a line")
-    raw = pa.py_buffer(memoryview(data)[lo:hi])
-    odd: list[tuple[int, str]] = []
-
-    def other_shape(row: Any) -> str:
-        odd.append((row.number, row.text))
-        return "skip"
-
-    names = [f"s{i}" for i in range(n_columns)]
-
-    def read(block: int) -> Any:
-        odd.clear()
-        return pcsv.read_csv(
-            raw,
-            read_options=pcsv.ReadOptions(column_names=names, use_threads=False, block_size=block),
-            parse_options=pcsv.ParseOptions(
-                delimiter=delimiter.decode(),
-                quote_char=False,
-                escape_char=False,
-                newlines_in_values=False,
-                ignore_empty_lines=False,
-                invalid_row_handler=other_shape,
-            ),
-            convert_options=pcsv.ConvertOptions(column_types=dict.fromkeys(names, pa.binary())),
-        )
-
-    try:
-        table = read(1 << 20)  # blocks of 1 MiB parse faster than larger ones (cache)
-    except pa.ArrowInvalid:  # a line longer than a block (a config dump): one block
-        whole = np.array([0, hi - lo], dtype=np.int64)
-        text = pa.Array.from_buffers(pa.large_string(), 1, [None, pa.py_buffer(whole), raw])
-        try:
-            text.validate(full=True)
-        except pa.ArrowInvalid:  # (a line of another shape could not be decoded)
-            raise _NotFast("not UTF-8") from None
-        table = read(hi - lo + 1)
-    table = table.combine_chunks()  # one array per column
-    n_lines = table.num_rows + len(odd)
-    is_row = np.ones(n_lines + 1, dtype=bool)
-    is_row[0] = False
-    if odd:
-        numbers = np.array([no for no, _ in odd])
-        if (numbers < 1).any() or (numbers > n_lines).any():
-            raise _NotFast("the CSV reader did not number its rows")
-        is_row[numbers] = False
-    row_line = np.flatnonzero(is_row)
-    if len(row_line) != table.num_rows:
-        raise _NotFast("rows and lines do not line up")
-    return _Part(lo, hi, table, row_line, odd, cut_last)
-
-
-def _read_part(part: _Part, segments: tuple[Segment, ...], template: Template) -> None:
+def _read_part(part: Part, segments: tuple[Segment, ...], template: Template) -> None:
     """Check each column of the part against its segment and read its numbers: sets
     ``part.fits`` and ``part.values``."""
     import numpy as np
@@ -440,30 +339,3 @@ def _read_part(part: _Part, segments: tuple[Segment, ...], template: Template) -
     part.values = [raw[j] for j in range(len(template.values))]
     if part.every:
         part.table = None  # only a part with misfits needs its rows again (their text)
-
-
-def _texts(part: _Part, rows: Any, delimiter: bytes, data: Any) -> list[tuple[int, str]]:
-    """``(line number, text)`` of the given rows of a part: their columns joined again,
-    but for a row of empty columns, whose line may be empty or all delimiters: that one
-    is looked up in the bytes."""
-    import numpy as np
-
-    cols = [c.to_pylist() for c in part.table.take(rows).columns]
-    out = []
-    starts = None
-    for row, cells in zip(rows.tolist(), zip(*cols, strict=True), strict=True):
-        no = int(part.row_line[row])
-        if any(cells):
-            line = delimiter.join(cells)
-        else:
-            lo, hi = part.lo, part.hi
-            if starts is None:
-                nl = np.flatnonzero(np.frombuffer(data, np.uint8, hi - lo, lo) == 10)
-                starts = np.concatenate([[0], nl + 1]) + lo
-            s, e = int(starts[no - 1]), (int(starts[no]) if no < len(starts) else hi)
-            line = bytes(data[s:e]).rstrip(b"\n").removesuffix(b"\r")
-        try:
-            out.append((no, line.decode("utf-8")))
-        except UnicodeDecodeError:
-            raise _NotFast("not UTF-8") from None
-    return out

@@ -23,6 +23,8 @@ from ..records import CANONICAL_COLUMNS, RunLog
 
 
 def _records_frame(records: Iterable[Mapping[str, Any]], extra: Sequence[Any]) -> Any:
+    """All records as one DataFrame in line order (records, then the ``extra`` frames)."""
+    import numpy as np
     import pandas as pd
 
     frames = []
@@ -33,9 +35,11 @@ def _records_frame(records: Iterable[Mapping[str, Any]], extra: Sequence[Any]) -
     if not frames:
         return pd.DataFrame(columns=["line", "rank", "step", "step_source", "is_eval"])
     df = pd.concat(frames, ignore_index=True, sort=False) if len(frames) > 1 else frames[0]
-    if df["line"].is_monotonic_increasing:
+    line = df["line"].to_numpy()
+    if len(line) < 2 or bool((line[1:] >= line[:-1]).all()):
         return df.reset_index(drop=True)
-    return df.sort_values("line", kind="stable", ignore_index=True)
+    # (numpy's argsort and one take: DataFrame.sort_values takes about half as long again)
+    return df.take(np.argsort(line, kind="stable")).reset_index(drop=True)
 
 
 def build_table(

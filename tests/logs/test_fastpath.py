@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dflash_diag.errors import InputError
-from dflash_diag.logs import fastpath
+from dflash_diag.logs import fastpath, rows
 from dflash_diag.logs.io import RawLog, read_bytes
 from dflash_diag.logs.text import read_lines
 
@@ -26,12 +26,15 @@ TEXT_LOGS = [
 ]
 
 
-@pytest.fixture
-def eager(monkeypatch):
-    """Use the fast path on small logs too, read in many byte ranges (threads)."""
+@pytest.fixture(params=["csv", "by_count"])
+def eager(request, monkeypatch):
+    """Use the fast path on small logs too, read in many byte ranges (threads); each test
+    runs twice, ranges split by the CSV reader alone and by delimiter count first."""
     monkeypatch.setattr(fastpath, "FAST_MIN_LINES", 1)
     monkeypatch.setattr(fastpath, "MIN_MATCHES", 1)
     monkeypatch.setattr(fastpath, "PART_BYTES", 3000)
+    monkeypatch.setattr(fastpath, "BY_COUNT_SHARE", -1.0 if request.param == "by_count" else 2.0)
+    return request.param
 
 
 @pytest.fixture
@@ -325,7 +328,7 @@ def test_only_the_fast_paths_own_decode_reports_are_kept_quiet():
     previous = sys.unraisablehook
     sys.unraisablehook = seen.append
     try:
-        with fastpath._quiet_decode_errors():
+        with rows.quiet_decode_errors():
 
             def other_shape():  # the name of the fast path's invalid-row handler
                 pass
@@ -370,8 +373,9 @@ _MUTATIONS = [
     crlf=st.booleans(),
     part=st.sampled_from([200, 1000, 1 << 24]),
     ranked=st.booleans(),
+    by_count=st.booleans(),
 )
-def test_fast_path_equals_general_parser_on_mutated_logs(edits, crlf, part, ranked):
+def test_fast_path_equals_general_parser_on_mutated_logs(edits, crlf, part, ranked, by_count):
     lines = [
         (f"[rank{i % 3}]:" if ranked else "") + _train(i, i + 1, loss=f"{i / 3:.4f}")
         for i in range(200)
@@ -381,8 +385,10 @@ def test_fast_path_equals_general_parser_on_mutated_logs(edits, crlf, part, rank
         lines[row] = line[:col] + text + line[col + 1 :]
     data = (("\r\n" if crlf else "\n").join(lines) + "\n").encode()
     old = fastpath.FAST_MIN_LINES, fastpath.MIN_MATCHES, fastpath.PART_BYTES
+    old_share = fastpath.BY_COUNT_SHARE
     fastpath.FAST_MIN_LINES = fastpath.MIN_MATCHES = 1
     fastpath.PART_BYTES = part
+    fastpath.BY_COUNT_SHARE = -1.0 if by_count else 2.0
     try:
         raw = RawLog("mutated.log", data)
         try:
@@ -394,6 +400,7 @@ def test_fast_path_equals_general_parser_on_mutated_logs(edits, crlf, part, rank
         fast = read_lines(raw, fast=True)
     finally:
         fastpath.FAST_MIN_LINES, fastpath.MIN_MATCHES, fastpath.PART_BYTES = old
+        fastpath.BY_COUNT_SHARE = old_share
     pd.testing.assert_frame_equal(fast.table, slow.table)
     assert (fast.restarts, fast.ranks, fast.skipped) == (slow.restarts, slow.ranks, slow.skipped)
 
