@@ -51,6 +51,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .columns import read_numbers, segment_fits
+from .io import strip_ansi_bytes
 from .leftover import Leftover, NotUtf8
 from .rows import (
     NotFast,
@@ -113,6 +114,10 @@ def fast_records(
     """
     import pyarrow as pa
 
+    if data.find(b"\x1b") >= 0:  # colour codes (the general reader strips them too)
+        data = strip_ansi_bytes(data)
+        if data is None:
+            return None
     got = _records(data, progress, 0)
     pa.default_memory_pool().release_unused()  # (Arrow's pool keeps what was freed)
     if got is None:

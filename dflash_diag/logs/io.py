@@ -12,6 +12,7 @@ import sys
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import InputError
 
@@ -19,6 +20,7 @@ GZIP_MAGIC = b"\x1f\x8b"
 STDIN = "-"
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_ANSI_BYTES = re.compile(_ANSI.pattern.encode())
 
 
 @dataclass(frozen=True)
@@ -99,3 +101,19 @@ def strip_ansi(text: str) -> str:
     if "\x1b" not in text:
         return text
     return _ANSI.sub("", text)
+
+
+def strip_ansi_bytes(data: Any) -> bytes | None:
+    """:func:`strip_ansi` on undecoded bytes (for the text reader's fast path), or None
+    where the two could differ in lines: an OSC sequence (``\\x1b]...``, a terminal
+    title) may hold newlines and any text, and a code after the last newline would
+    leave the log ending in one.  The other codes are ASCII bytes that never hold an
+    escape or a newline past their first byte, so stripping them from the bytes or from
+    the decoded text comes to the same.
+    """
+    if data.find(b"\x1b]") >= 0:
+        return None
+    out = _ANSI_BYTES.sub(b"", data)
+    if out[-1:] == b"\n" and data[-1:] != b"\n":
+        return None
+    return out

@@ -60,7 +60,8 @@ def build_table(
        progress-bar counter, else line order (train records numbered 1, 2, ...).
        Records without that kind of step are skipped (reason ``no_step``), except
        structured evaluation records (HF ``{'eval_loss': ...}`` lines, which carry no
-       step; ``attach`` true), which belong to the last step logged before them.
+       step; ``attach`` true), which belong to the last step logged before them.  A step
+       that is NaN, infinite or :data:`MAX_STEP` and beyond is skipped (``bad_step``).
     2. Ranks: ``rank=0`` keeps rank 0 (or the lowest rank when there is no rank 0),
        ``rank=N`` keeps rank N, ``"all"`` keeps every rank and adds a ``rank`` column.
     3. Restarts: per rank, a training record whose step is below the highest step seen
@@ -110,7 +111,7 @@ def build_table(
     for c in metrics:
         if df[c].dtype != np.float64:
             df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
-    df["step"] = df["step"].to_numpy().astype(np.int64)  # (finite: NaN and inf were dropped)
+    df["step"] = df["step"].to_numpy().astype(np.int64)  # (NaN, inf and 1e30 were dropped)
     steps = df["step"].to_numpy()
     if rank != "all" and (len(steps) < 2 or bool((steps[1:] > steps[:-1]).all())):
         # Already one row per step, in order (the common case): no grouping needed.
@@ -206,7 +207,7 @@ def _assign_steps(df: Any, best: str, skipped: dict[str, int], single_source: bo
         drop = df["step"].to_numpy() == 0  # evaluation before any train record
         df.loc[drop, "step"] = 0.0
         return df
-    if single_source and np.isfinite(df["step"].to_numpy()).all():
+    if single_source and (np.abs(df["step"].to_numpy()) < MAX_STEP).all():
         return df  # every record has its own step (the common case): nothing to attach
     own = (df["step_source"] == best).to_numpy() & df["step"].notna().to_numpy()
     if own.all():  # every record has its own step (the common case): nothing to attach
@@ -233,11 +234,18 @@ def _assign_steps(df: Any, best: str, skipped: dict[str, int], single_source: bo
     return _finite_steps(df, skipped)
 
 
+#: Steps at or beyond this magnitude are no step counter (``step=1e30``): a float64
+#: holds every integer below it exactly, and an int64 every one.
+MAX_STEP = 2.0**53
+
+
 def _finite_steps(df: Any, skipped: dict[str, int]) -> Any:
-    """Drop records whose step is NaN or infinite (reason ``bad_step``)."""
+    """Drop records whose step is NaN, infinite or at least :data:`MAX_STEP` in
+    magnitude (reason ``bad_step``)."""
     import numpy as np
 
-    finite = np.isfinite(df["step"].to_numpy())
+    with np.errstate(invalid="ignore"):
+        finite = np.abs(df["step"].to_numpy()) < MAX_STEP  # (False for NaN)
     if not finite.all():
         skipped["bad_step"] = skipped.get("bad_step", 0) + int((~finite).sum())
         df = df[finite]

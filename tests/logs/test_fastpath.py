@@ -275,11 +275,40 @@ def test_bare_carriage_returns_leave_the_log_to_the_general_parser(eager, tmp_pa
     same(raw)
 
 
-def test_ansi_colour_leaves_the_log_to_the_general_parser(eager, tmp_path):
+def test_ansi_colour_codes_are_stripped_before_the_fast_path(eager, tmp_path):
     lines = [_train(i, i + 1).replace("INFO", "\x1b[32mINFO\x1b[0m") for i in range(300)]
+    lines[7] = "\x1b[1;33mWARNING\x1b[0m slow step"
+    raw = _write(tmp_path, lines)
+    frame, rest = _fast(raw)
+    assert len(frame) == 299 and rest == [(8, "WARNING slow step")]
+    assert same(raw).table["step"].tolist() == [i + 1 for i in range(300) if i != 7]
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        "\x1b]0;run 3\x07",  # a terminal title (OSC): it may hold newlines
+        "\x1b",  # an escape that starts no code: the general parser keeps it
+        "\x1b[",
+    ],
+)
+def test_escapes_the_byte_stripping_does_not_reproduce_leave_the_log_to_the_general_parser(
+    odd, eager, tmp_path
+):
+    lines = [_train(i, i + 1).replace("INFO", "\x1b[32mINFO\x1b[0m") for i in range(300)]
+    lines[40] = odd + lines[40]
     raw = _write(tmp_path, lines)
     assert _fast(raw) is None
-    assert same(raw).table["step"].tolist() == list(range(1, 301))
+    same(raw)
+
+
+def test_a_colour_code_after_the_last_newline(eager, tmp_path):
+    lines = [_train(i, i + 1).replace("INFO", "\x1b[32mINFO\x1b[0m") for i in range(300)]
+    p = tmp_path / "t.log"
+    p.write_bytes(("\n".join(lines) + "\n\x1b[0m").encode())
+    raw = read_bytes(p)
+    assert _fast(raw) is None  # stripped, the log would end in a newline it does not
+    assert same(raw).n_lines == 301
 
 
 def test_a_value_in_the_first_token_of_the_first_line(eager, tmp_path):
@@ -361,6 +390,7 @@ def test_template_lines_that_could_end_a_traceback(eager, tmp_path):
 _MUTATIONS = [
     *["nan", "inf", "1e3", "x", "", " ", "  ", "\t", "=", "|", "é", "\r", "-", "5K", "%"],
     *["0", "9", "/", ":", ",", ".", "e", "K", "\ufeff", "\x00", "=="],
+    *["\x1b[0m", "\x1b[1;32m", "\x1b", "\x1b]2;t\x07", "\x1bM"],
 ]
 
 

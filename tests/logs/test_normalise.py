@@ -264,3 +264,19 @@ def test_the_eval_word_prefilter_never_hides_a_match(text):
 
 def test_an_eval_word_spelt_with_a_long_s_still_counts():
     assert parse_text("teſt loss=2.5 step=3").is_eval
+
+
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [
+        *[(x, "bad_step") for x in (math.inf, -math.inf, 1e30, -(2.0**63), 2.0**53)],
+        (math.nan, "no_step"),  # (a step field that held no number)
+    ],
+)
+def test_a_step_no_counter_reaches_is_skipped_not_cast(bad, reason):
+    """``step=1e30`` would wrap round in an int64 (and make a restart of every later step)."""
+    recs = _records([1, 2, 3])
+    recs[1]["step"] = bad
+    run = build_table(recs, path="x", fmt="text")
+    assert run.table["step"].tolist() == [1, 3]
+    assert run.skipped == {reason: 1} and run.restarts == ()
