@@ -32,7 +32,7 @@ DELIMITERS = b" =:|,;/()[]{}<>!?@#$%&*^~`'\"\\_"
 #: ASCII digits the template generalises: a run not glued to a letter (``14:03:11``,
 #: ``/3000``); digits inside a word (``acc_0``, ``dflash2``) stay literal.
 _FREE_DIGITS = re.compile(r"(?<![A-Za-z_])[0-9]+(?![A-Za-z_])")
-_ANY_DIGITS = re.compile(r"\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_DIGITS_TO_ZERO = str.maketrans("123456789", "000000000")
 _CONTROL = re.compile(r"[\x00-\x1f]")
 
 
@@ -246,14 +246,17 @@ def sample_template(lines: list[str]) -> Template | None:
     """The most common template among the sample lines (at least half of them)."""
     from .text import _State, parse_line
 
-    # by skeleton (digits folded): whether such a line is a step record, its template.
-    # (A line's shape decides both; the parser's traceback state is ignored here, this
-    # only picks the template to try.)  Counted by skeleton: a template hashes deeply.
+    # by skeleton (every ASCII digit a 0): whether such a line is a step record, its
+    # template.  (A line's shape decides both; the parser's traceback state is ignored
+    # here, this only picks the template to try.)  Counted by skeleton: a template hashes
+    # deeply.  A skeleton keeps the widths of numbers: lines whose fixed text holds a
+    # number of another width (SpecForge's `Step 50 [50/187500?]`) are another template,
+    # while values of any width give the same one.
     seen: dict[str, tuple[bool, Template | None]] = {}
     per_skeleton: Counter[str] = Counter()
     st = _State()
     for i, line in enumerate(lines, 1):
-        skeleton = _ANY_DIGITS.sub("0", line)
+        skeleton = line.translate(_DIGITS_TO_ZERO)
         if skeleton not in seen:
             recs = parse_line(i, line, st, frozenset({"text"}), {}, {})
             record = len(recs) == 1 and recs[0].get("step_source") == "field"

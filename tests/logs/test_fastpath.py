@@ -570,3 +570,17 @@ def test_a_line_longer_than_the_csv_readers_block(eager, tmp_path):
     frame, rest = _fast(raw)
     assert [no for no, _ in rest] == [151] and len(frame) == 299
     same(raw)
+
+
+def test_fixed_text_holding_a_number_of_another_width_is_another_template(eager, tmp_path):
+    """SpecForge repeats the step in a bracket: `Step 50 [50/187500?]`.  Each width of
+    that number is a template of its own, read one after another."""
+    lines = [
+        f"02/14/2026 10:21:05 - INFO - specforge.utils - Train - Step {i} [{i}/187500?], "
+        f"Loss: {6 - i / 1000:.4f}, Acc: {i / 2000:.4f}"
+        for i in range(1, 1200)
+    ]
+    raw = _write(tmp_path, lines)
+    frames, rest = fastpath.fast_records(raw.data, {})
+    assert sorted(len(f) for f in frames) == [9, 90, 200, 900] and not rest
+    assert same(raw).table["step"].tolist() == list(range(1, 1200))
