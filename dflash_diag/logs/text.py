@@ -261,7 +261,10 @@ def _parse_plain(
         return None
     # Tracebacks: the header, its indented frames, chained headers, the exception line.
     if st.in_traceback:
-        if text[:1].isspace() or text.startswith(_TB_CHAIN) or text.startswith(_TB_START):
+        # a frame is indented; an indented line that opens with a timestamp is a new
+        # record (Megatron prints ` [2026-03-02 14:03:10] iteration ...`)
+        frame = text[:1].isspace() and not _TIMESTAMP.match(text)
+        if frame or text.startswith(_TB_CHAIN) or text.startswith(_TB_START):
             _count(skipped, "traceback")
             return None
         st.in_traceback = False

@@ -85,6 +85,25 @@ def test_megatron_padded_iteration_and_validation():
     assert t.loc[50, "loss"] == pytest.approx(2.32)  # validation did not overwrite it
 
 
+def test_megatron_lines_after_a_traceback_are_not_taken_for_its_frames(tmp_path):
+    """Megatron's lines open with a space; a traceback's frames are indented too, but a
+    frame never opens with a timestamp.  (Here another rank's traceback is interleaved
+    with rank 0's lines, as torchrun writes them.)"""
+    lines = (LOGS / "megatron.log").read_text().splitlines()
+    at = next(i for i, x in enumerate(lines) if "iteration       20/" in x)
+    lines[at : at + 1] = [
+        "Traceback (most recent call last):",
+        '  File "train.py", line 3, in <module>',
+        lines[at],
+        "    save_checkpoint()",
+    ]
+    p = tmp_path / "megatron.log"
+    p.write_text("\n".join(lines) + "\n")
+    run = read_log(p)
+    assert run.table["step"].tolist() == [10, 20, 30, 40, 50]
+    assert run.skipped["traceback"] == 2
+
+
 def test_hf_dict_lines_stepped_by_the_training_bar():
     run = read_log(LOGS / "hf_trainer_stdout.log")
     t = run.table.set_index("step")
