@@ -225,10 +225,14 @@ def read_numbers(col: Any, off: Any, seg: Segment, v: ValueToken, ok: Any) -> An
     # Arrow reads the spans through one array whose elements alternate span / the bytes
     # up to the next span, the latter null; a row that does not fit is an empty null.
     offsets = np.empty(2 * n + 1, dtype=np.int32)
-    every = bool(ok.all())
-    offsets[0 : 2 * n : 2] = lo if every else np.where(ok, lo, off[:-1])
-    offsets[1 : 2 * n : 2] = hi if every else np.where(ok, hi, off[:-1])
-    offsets[2 * n] = offsets[2 * n - 1]
+
+    def span_offsets() -> None:
+        every = bool(ok.all())
+        offsets[0 : 2 * n : 2] = lo if every else np.where(ok, lo, off[:-1])
+        offsets[1 : 2 * n : 2] = hi if every else np.where(ok, hi, off[:-1])
+        offsets[2 * n] = offsets[2 * n - 1]
+
+    span_offsets()
 
     def spans(kind: Any, valid: Any) -> Any:
         if valid.all():
@@ -245,6 +249,12 @@ def read_numbers(col: Any, off: Any, seg: Segment, v: ValueToken, ok: Any) -> An
         got = pc.match_substring_regex(spans(pa.binary(), valid), f"^(?:{regex})$")
         return got.fill_null(False).to_numpy(zero_copy_only=False)[0::2]
 
+    if v.padded:  # the number starts after the padding: the span without its spaces
+        trimmed = pc.ascii_ltrim(spans(pa.string(), ok), characters=" ")
+        kept = pc.binary_length(trimmed).to_numpy(zero_copy_only=False)[0::2]
+        lo = np.where(ok, hi - np.nan_to_num(kept).astype(np.int32), lo)
+        ok &= hi > lo
+        span_offsets()
     number = "[0-9]+" if v.digits else _FINITE_RE2 if v.finite or v.magnitude else _NUM_RE2
     if v.digits:  # (a rank prefix: short spans, and Arrow reads `+3` and `3.`)
         ok &= syntax(ok, number)

@@ -80,6 +80,9 @@ class ValueToken:
         the general parser does not read ``nan``/``inf`` glued to a letter).
     :param digits: only a run of ASCII digits is read here (a rank prefix's number,
         ``[rank3]:``, which the general parser recognises only so).
+    :param padded: spaces may come before the number: a right-aligned field
+        (Megatron's ``iteration       10/``, ``consumed samples:         2560``), whose
+        padding shrinks as the number grows.  The template's fixed text keeps one space.
     """
 
     name: str
@@ -88,6 +91,7 @@ class ValueToken:
     magnitude: bool
     finite: bool
     digits: bool = False
+    padded: bool = False
 
 
 @dataclass(frozen=True)
@@ -126,13 +130,17 @@ def learn_template(
 
     ``offset`` is where the parsed message starts in ``line`` (a span may lie before
     it: a rank prefix's number).  The text between the numbers is the template's fixed
-    part, its free digit runs generalised.  None when a value spans a space, two values
+    part, its free digit runs generalised; two or more spaces before a value are
+    padding (:attr:`ValueToken.padded`).  None when a value spans a space, two values
     touch, or the literal text before a value holds a free number.  The values named in
     ``digits_only`` take ASCII digit runs only.
     """
-    if "  " in line or line != line.strip() or not line or _CONTROL.search(line):
-        return None  # a line of single-space-separated tokens only
-    from .text import _TB_CHAIN, _TB_END, _TB_START
+    from .text import _TB_CHAIN, _TB_END, _TB_START, _TIMESTAMP
+
+    if not line or line != line.rstrip() or _CONTROL.search(line):
+        return None
+    if line != line.lstrip() and not _TIMESTAMP.match(line):
+        return None  # an indented line may be a traceback's frame: a timestamp is not
 
     if _TB_END.match(line) or line.startswith((*_TB_CHAIN, _TB_START)):
         return None  # after a traceback, the general parser would skip such a line
@@ -168,8 +176,10 @@ def learn_template(
         same_after = k + 1 < len(found) and found[k + 1][4] == idx
         tail = line[e : found[k + 1][0] if same_after else starts[idx] + len(tokens[idx])]
         magnitude = len(tail) == 1 and tail in MAGNITUDE and factor == MAGNITUDE[tail]
+        fixed = line[pos:s]
+        padded = fixed.endswith("  ")
         layout += [
-            Pattern.of(line[pos:s]),
+            Pattern.of(fixed.rstrip(" ") + " " if padded else fixed),
             ValueToken(
                 name,
                 Pattern(b"") if magnitude else Pattern.of(tail),
@@ -179,6 +189,7 @@ def learn_template(
                 # (`infK` is not a number there).
                 bool(re.match(r"\w", tail)),
                 name in digits_only,
+                padded,
             ),
         ]
         pos = e + 1 if magnitude else e  # a magnitude letter is read with its number
@@ -209,9 +220,10 @@ def split_template(template: Template) -> tuple[bytes, tuple[Segment, ...]] | No
             digits = set(item.digits)
             atoms += [-1 if j in digits else b for j, b in enumerate(item.text)]
     best: tuple[int, list[list[int | ValueToken]]] | None = None
+    padded = any(v.padded for v in template.values)
     for d in DELIMITERS:
-        if d not in atoms:
-            continue
+        if d not in atoms or (padded and d == ord(" ")):
+            continue  # (padding varies the number of spaces in a line)
         pieces: list[list[int | ValueToken]] = [[]]
         for a in atoms:
             if a == d:

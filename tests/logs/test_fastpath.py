@@ -394,25 +394,59 @@ _MUTATIONS = [
 ]
 
 
+#: Whole lines put between a log's lines: what a trainer's neighbours print.
+_INSERTS = [
+    "Traceback (most recent call last):",
+    '  File "train.py", line 3, in <module>',
+    "    save_checkpoint()",
+    "OSError: [Errno 28] No space left on device",
+    "WARNING: the tokenizer is slow",
+    "  12 34 indented numbers",
+    "",
+]
+
+
+def _megatron(i: int) -> str:
+    """A line as Megatron-LM's training_log prints it: a leading space, right-aligned
+    integers (`{:8d}`, `{:12d}`), `{:.6E}` losses."""
+    return (
+        f" [2026-03-02 14:{i // 60 % 60:02d}:{i % 60:02d}] iteration {i * 7:8d}/    1000 |"
+        f" consumed samples: {i * 7 * 256:12d} | learning rate: {i * 3e-6:.6E} |"
+        f" lm loss: {2 + i / 300:.6E} | grad norm: {1 + i / 50:.3f} |"
+        f" number of skipped iterations: {i // 150:3d} |"
+    )
+
+
 @settings(max_examples=80, deadline=None)
 @given(
     edits=st.lists(
         st.tuples(st.integers(0, 199), st.integers(0, 200), st.sampled_from(_MUTATIONS)),
         max_size=12,
     ),
+    inserts=st.lists(
+        st.tuples(st.integers(0, 199), st.sampled_from(_INSERTS)),
+        max_size=4,
+    ),
     crlf=st.booleans(),
     part=st.sampled_from([200, 1000, 1 << 24]),
-    ranked=st.booleans(),
+    shape=st.sampled_from(["key=value", "ranked", "megatron"]),
     by_count=st.booleans(),
 )
-def test_fast_path_equals_general_parser_on_mutated_logs(edits, crlf, part, ranked, by_count):
-    lines = [
-        (f"[rank{i % 3}]:" if ranked else "") + _train(i, i + 1, loss=f"{i / 3:.4f}")
-        for i in range(200)
-    ]
+def test_fast_path_equals_general_parser_on_mutated_logs(
+    edits, inserts, crlf, part, shape, by_count
+):
+    if shape == "megatron":
+        lines = [_megatron(i + 1) for i in range(200)]
+    else:
+        lines = [
+            (f"[rank{i % 3}]:" if shape == "ranked" else "") + _train(i, i + 1, loss=f"{i / 3:.4f}")
+            for i in range(200)
+        ]
     for row, col, text in edits:
         line = lines[row]
         lines[row] = line[:col] + text + line[col + 1 :]
+    for row, text in sorted(inserts, reverse=True):
+        lines.insert(row, text)
     data = (("\r\n" if crlf else "\n").join(lines) + "\n").encode()
     old = fastpath.FAST_MIN_LINES, fastpath.MIN_MATCHES, fastpath.PART_BYTES
     old_share = fastpath.BY_COUNT_SHARE
@@ -585,3 +619,22 @@ def test_fixed_text_holding_a_number_of_another_width_is_another_template(eager,
     frames, rest = fastpath.fast_records(raw.data, {})
     assert [len(f) for f in frames] == [900, 200, 90, 9] and not rest
     assert same(raw).table["step"].tolist() == list(range(1, 1200))
+
+
+def test_megatron_lines_with_right_aligned_numbers_take_the_fast_path(eager, tmp_path):
+    lines = [_megatron(i) for i in range(1, 400)]  # line k: iteration 7 k
+
+    def pad(k: int, new: str) -> None:
+        old = f"iteration {7 * k:8d}/"
+        assert old in lines[k - 1]
+        lines[k - 1] = lines[k - 1].replace(old, new)
+
+    pad(50, "iteration 350/")  # less padding than the others
+    pad(60, "iteration\t     420/")  # a tab is no padding
+    pad(70, "iteration 123456789/")  # wider than the field
+    raw = _write(tmp_path, lines)
+    frame, rest = _fast(raw)
+    assert [no for no, _ in rest] == [60]  # (the general parser's)
+    t = same(raw).table.set_index("step")
+    assert t.loc[350, "consumed_samples"] == 50 * 7 * 256 and 123456789 in t.index
+    assert t.loc[7, "consumed_samples"] == 7 * 256 and t.loc[7, "loss"] == float("2.003333E+00")
