@@ -1,0 +1,116 @@
+"""How fast does ``read_log`` read each trainer's own log lines, against the
+line-by-line parser on the same file?
+
+Writes ``--lines`` lines in the shape each trainer prints (Megatron-LM's right-aligned
+``iteration`` lines, SpecForge's ``Train - Step 50 [50/187500?]``, NeMo Automodel's
+coloured levels, DeepSpec, nanoGPT, the HF Trainer's dict lines, JSON lines), then times
+``read_lines`` with the fast path on and off (best of ``--repeat`` alternating rounds,
+after one untimed round), checks that both give the same table, and prints the ratio of
+the general parser's time to the fast path's.  "general" in the last column: the fast
+path does not apply to that shape (dict and JSON lines).
+
+    python benchmarks/bench_formats.py [--lines 100000] [--repeat 2] [--only megatron,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from common import alternating
+
+
+def _shapes(n: int) -> dict[str, list[str]]:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    loss = 2 + rng.random(n)
+    acc = rng.random(n)
+    lr = 6e-4 * np.minimum(1.0, np.arange(1, n + 1) / 2000)
+
+    def lines(fmt) -> list[str]:
+        return [fmt(i, i + 1) for i in range(n)]
+
+    return {
+        "megatron": lines(
+            lambda i, s: (
+                f" [2026-03-02 14:{s // 60 % 60:02d}:{s % 60:02d}] iteration {s:8d}/"
+                f" {n:8d} | consumed samples: {s * 256:12d} | elapsed time per iteration (ms):"
+                f" {1200 + acc[i] * 100:.1f} | learning rate: {lr[i]:.6E} | global batch size:"
+                f"   256 | lm loss: {loss[i]:.6E} | loss scale: 1.0 | grad norm: {1 + acc[i]:.3f}"
+                " | number of skipped iterations:   0 | number of nan iterations:   0 |"
+            )
+        ),
+        "specforge": lines(
+            lambda i, s: (
+                f"02/14/2026 10:{s // 60 % 60:02d}:{s % 60:02d} - INFO - "
+                f"specforge.utils - Train - Step {s} [{s}/187500?], Loss: {loss[i] + 4:.4f}, "
+                f"Acc: {acc[i]:.4f}"
+            )
+        ),
+        "nemo (colour)": lines(
+            lambda i, s: (
+                f"2026-05-02 14:{s // 60 % 60:02d}:{s % 60:02d} | \x1b[32mINFO\x1b[0m"
+                f" | nemo_automodel.recipes.llm.train_dflash | epoch={s // 100_000} step={s} "
+                f"loss={loss[i]:.4f} acc={acc[i]:.4f} lr={lr[i]:.4g}"
+            )
+        ),
+        "deepspec": lines(
+            lambda i, s: (
+                f"epoch={s // 10_000} step={s}/{n} loss={loss[i]:.4f} | "
+                f"elapsed={s * 0.07:.1f}min | remaining={(n - s) * 0.07:.1f}min"
+            )
+        ),
+        "nanogpt": lines(
+            lambda i, s: (
+                f"iter {s}: loss {loss[i]:.4f}, time {100 + acc[i] * 10:.2f}ms, "
+                f"mfu {30 + acc[i]:.2f}%"
+            )
+        ),
+        "hf dict": lines(
+            lambda i, s: (
+                f"{{'loss': {loss[i]:.4f}, 'grad_norm': {1 + acc[i]:.4f}, "
+                f"'learning_rate': {lr[i]:.4e}, 'epoch': {s / n * 3:.2f}}}"
+            )
+        ),
+        "jsonl": lines(
+            lambda i, s: (
+                f'{{"step": {s}, "loss": {loss[i]:.4f}, "lr": {lr[i]:.3e}, '
+                f'"grad_norm": {1 + acc[i]:.3f}}}'
+            )
+        ),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lines", type=int, default=100_000)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--only", default="", help="comma-separated shapes (default: all)")
+    args = ap.parse_args()
+    import pandas as pd
+
+    from dflash_diag.logs import fastpath
+    from dflash_diag.logs.io import RawLog
+    from dflash_diag.logs.text import read_lines
+
+    only = {x.strip() for x in args.only.split(",") if x.strip()}
+    print(f"{'shape':<14} {'MB':>5} {'fast path':>10} {'general':>9} {'x faster':>9}  path")
+    for name, lines in _shapes(args.lines).items():
+        if only and name not in only:
+            continue
+        raw = RawLog(f"{name}.log", ("\n".join(lines) + "\n").encode())
+        (t_fast, fast), (t_slow, slow) = alternating(
+            args.repeat,
+            lambda raw=raw: read_lines(raw, fast=True),
+            lambda raw=raw: read_lines(raw, fast=False),
+        )
+        pd.testing.assert_frame_equal(fast.table, slow.table)
+        used = fastpath.fast_records(raw.data, {}) is not None
+        print(
+            f"{name:<14} {len(raw.data) / 1e6:5.1f} {t_fast:9.2f}s {t_slow:8.2f}s "
+            f"{t_slow / t_fast:8.1f}x  {'fast' if used else 'general'}"
+        )
+
+
+if __name__ == "__main__":
+    main()
