@@ -6,8 +6,9 @@ Writes ``--lines`` lines in the shape each trainer prints (Megatron-LM's right-a
 coloured levels, DeepSpec, nanoGPT, the HF Trainer's dict lines, JSON lines), then times
 ``read_lines`` with the fast path on and off (best of ``--repeat`` alternating rounds,
 after one untimed round), checks that both give the same table, and prints the ratio of
-the general parser's time to the fast path's.  "general" in the last column: the fast
-path does not apply to that shape (dict and JSON lines).
+the general parser's time to the fast path's.  The last column says which path read it:
+``text`` (the line-shape fast path), ``json`` (pyarrow's JSON reader) or ``general``
+(neither applies: HF dict lines).
 
     python benchmarks/bench_formats.py [--lines 100000] [--repeat 2] [--only megatron,...]
 """
@@ -89,7 +90,7 @@ def main() -> None:
     args = ap.parse_args()
     import pandas as pd
 
-    from dflash_diag.logs import fastpath
+    from dflash_diag.logs import fastpath, jsonlines
     from dflash_diag.logs.io import RawLog
     from dflash_diag.logs.text import read_lines
 
@@ -105,10 +106,13 @@ def main() -> None:
             lambda raw=raw: read_lines(raw, fast=False),
         )
         pd.testing.assert_frame_equal(fast.table, slow.table)
-        used = fastpath.fast_records(raw.data, {}) is not None
+        if jsonlines.read_json_lines(raw.path, raw.data, None, 0) is not None:
+            path = "json"
+        else:
+            path = "text" if fastpath.fast_records(raw.data, {}) is not None else "general"
         print(
             f"{name:<14} {len(raw.data) / 1e6:5.1f} {t_fast:9.2f}s {t_slow:8.2f}s "
-            f"{t_slow / t_fast:8.1f}x  {'fast' if used else 'general'}"
+            f"{t_slow / t_fast:8.1f}x  {path}"
         )
 
 

@@ -92,6 +92,14 @@ def _warning_text(text: str) -> bool:
     return ("Warning:" in text or "warnings.warn(" in text) and bool(_WARNING_TEXT.search(text))
 
 
+def _rank_of(field: float | None, default: int) -> int:
+    """A record's rank: its ``rank`` field when that is a whole number a rank can be
+    (``"rank": "nan"`` or ``1e30`` is no rank), else ``default`` (a prefix's, or 0)."""
+    if field is None or not (field == field and abs(field) < 2**31):
+        return default
+    return int(field)
+
+
 def _count(skipped: dict[str, int], reason: str, n: int = 1) -> None:
     skipped[reason] = skipped.get(reason, 0) + n
 
@@ -305,7 +313,7 @@ def _parse_plain(
     shapes_seen[shape] = shapes_seen.get(shape, 0) + 1
     rec: dict[str, Any] = {"line": line_no, "is_eval": msg.is_eval}
     rec.update(msg.fields)
-    rec["rank"] = int(msg.fields.get("rank", rank))
+    rec["rank"] = _rank_of(msg.fields.get("rank"), rank)
     rec["step_source"] = "field" if "step" in msg.fields else "none"
     rec["attach"] = shape != "text"
     fresh = st.bar_step is not None and st.bar_step != st.bar_step_used
@@ -356,7 +364,16 @@ def read_lines_fast(
 ) -> RunLog | None:
     """:func:`read_lines` through the vectorised fast path only: None when it does not
     apply.  ``data`` may be any bytes-like object with ``find`` (a read-only ``mmap``)."""
-    if "text" not in LINE_FORMATS[fmt or "text"]:
+    shapes = LINE_FORMATS[fmt or "text"]
+    if "json" in shapes and data[:1] == b"{":
+        from .jsonlines import read_json_lines
+
+        run = read_json_lines(path, data, fmt, rank)
+        if run is not None:
+            if progress is not None:
+                progress(run.n_lines, run.n_lines)
+            return run
+    if "text" not in shapes:
         return None
     from .fastpath import fast_records
 

@@ -1,0 +1,195 @@
+"""JSON lines read by pyarrow's JSON reader give the line-by-line parser's table."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dflash_diag.errors import InputError
+from dflash_diag.logs import jsonlines
+from dflash_diag.logs.io import RawLog
+from dflash_diag.logs.text import read_lines
+
+
+@pytest.fixture(autouse=True)
+def small_logs_too(monkeypatch):
+    monkeypatch.setattr(jsonlines, "MIN_BYTES", 0)
+
+
+def _raw(lines: list[str]) -> RawLog:
+    return RawLog("metrics.jsonl", ("\n".join(lines) + "\n").encode())
+
+
+def same(raw: RawLog):
+    fast = read_lines(raw, fast=True)
+    slow = read_lines(raw, fast=False)
+    pd.testing.assert_frame_equal(fast.table, slow.table)
+    assert (fast.restarts, fast.ranks, fast.skipped, fast.n_lines, fast.format) == (
+        slow.restarts,
+        slow.ranks,
+        slow.skipped,
+        slow.n_lines,
+        slow.format,
+    )
+    return fast
+
+
+def test_a_metrics_file_is_read_by_arrow():
+    lines = [
+        json.dumps(
+            {
+                "_step": i,
+                "train": {"loss": 4 - i / 100, "lr": 1e-4},
+                "tok/s": f"{20 + i % 7}.5K",
+                "done": False,
+            }
+        )
+        for i in range(300)
+    ]
+    lines[100:100] = [json.dumps({"_step": 99, "eval/loss": 3.5, "eval/acc": 0.4})]
+    lines.append(json.dumps({"train_runtime": 123.4, "train_samples_per_second": 9.1}))
+    raw = _raw(lines)
+    assert jsonlines.read_json_lines(raw.path, raw.data, None, 0) is not None
+    run = same(raw)
+    t = run.table.set_index("step")
+    assert run.format == "jsonl" and run.skipped == {"summary": 1}
+    assert t.loc[5, "loss"] == 3.95 and t.loc[5, "tok_per_s"] == 25_500
+    assert t.loc[99, "eval_loss"] == 3.5 and t.loc[99, "loss"] == 4 - 99 / 100
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        '{"step": 7, "loss": null}',  # null: a key present without a value
+        '{"step": 7, "loss": 1.0, "train/loss": 2.0}',  # two keys, one column
+        "",  # a blank line
+        "==== banner ====",
+        '{"step": 7, "loss": NaN}',  # Python's json reads it, Arrow does not
+        '{"step": 7, "msg": "UserWarning: slow"}',
+        '{"step": 7, "loss": "high"}',  # a type that changes: fine, read once per string
+    ],
+)
+def test_what_arrow_cannot_say_leaves_the_log_to_the_line_parser(odd):
+    lines = [json.dumps({"step": i, "loss": i / 8}) for i in range(1, 200)]
+    lines[50] = odd
+    same(_raw(lines))
+
+
+def test_carriage_returns_and_a_cut_last_line():
+    lines = [json.dumps({"step": i, "loss": i / 8}) for i in range(1, 200)]
+    same(RawLog("crlf.jsonl", ("\r\n".join(lines) + "\r\n").encode()))
+    same(RawLog("cut.jsonl", ("\n".join(lines) + '\n{"step": 200, "lo').encode()))
+
+
+def test_ranks_in_a_field():
+    lines = [json.dumps({"step": i // 2, "rank": i % 2, "loss": i / 8}) for i in range(400)]
+    raw = _raw(lines)
+    for rank in (0, 1, "all"):
+        fast = read_lines(raw, rank=rank, fast=True)
+        pd.testing.assert_frame_equal(fast.table, read_lines(raw, rank=rank, fast=False).table)
+
+
+_KEYS = [
+    "step",
+    "_step",
+    "loss",
+    "train/loss",
+    "eval_loss",
+    "val_acc",
+    "epoch",
+    "learning_rate",
+    "grad_norm",
+    "rank",
+    "tok/s",
+    "train_runtime",
+    "flag",
+    "tags",
+]
+_VALUES = st.one_of(
+    st.integers(-5, 10**6),
+    st.floats(allow_nan=False, allow_infinity=False, width=32),
+    st.sampled_from(["25.1K", "0.5", "nan", "inf", "abc", "87%", " 3 ", "1e-3"]),
+    st.booleans(),
+    st.lists(st.integers(0, 3), max_size=2),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.dictionaries(st.sampled_from(_KEYS), _VALUES, min_size=1, max_size=6),
+        min_size=1,
+        max_size=40,
+    ),
+    st.booleans(),
+)
+def test_random_json_lines_read_as_the_line_parser_reads_them(records, nest):
+    lines = []
+    for rec in records:
+        if nest and "loss" in rec:
+            rec = {**rec, "train": {"loss": rec.pop("loss")}}
+        lines.append(json.dumps(rec))
+    raw = _raw(lines)
+    try:
+        slow = read_lines(raw, fast=False)
+    except InputError:
+        with pytest.raises(InputError):
+            read_lines(raw, fast=True)
+        return
+    fast = read_lines(raw, fast=True)
+    pd.testing.assert_frame_equal(fast.table, slow.table)
+    assert (fast.skipped, fast.restarts, fast.format) == (slow.skipped, slow.restarts, slow.format)
+
+
+_NUMBER = st.one_of(st.integers(-5, 10**6), st.floats(-1e6, 1e6, allow_nan=False, width=32))
+#: One key per column, each with values of one JSON type: what Arrow reads whole.
+_STABLE = {
+    "step": st.integers(0, 50),
+    "loss": _NUMBER,
+    "eval_loss": _NUMBER,
+    "val_acc": _NUMBER,
+    "epoch": _NUMBER,
+    "learning_rate": _NUMBER,
+    "rank": st.integers(0, 3),
+    "tok/s": st.sampled_from(["25.1K", "0.5", "nan", "abc", "87%", " 3 ", "1e-3"]),
+    "train_runtime": _NUMBER,
+    "flag": st.booleans(),
+    "tags": st.lists(st.integers(0, 3), max_size=2),
+}
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.sampled_from(sorted(_STABLE)), min_size=1, max_size=6, unique=True).flatmap(
+            lambda keys: st.fixed_dictionaries({k: _STABLE[k] for k in keys})
+        ),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_json_lines_of_one_type_per_key_are_read_by_arrow(records):
+    raw = _raw([json.dumps(r) for r in records])
+    try:
+        slow = read_lines(raw, fast=False)
+    except InputError:
+        with pytest.raises(InputError):
+            read_lines(raw, fast=True)
+        return
+    fast = jsonlines.read_json_lines(raw.path, raw.data, None, 0)
+    if slow.skipped.keys() <= {"summary", "text", "no_step", "other_rank", "bad_step"}:
+        assert fast is not None
+    fast = read_lines(raw, fast=True)
+    pd.testing.assert_frame_equal(fast.table, slow.table)
+    assert (fast.skipped, fast.restarts, fast.format) == (slow.skipped, slow.restarts, slow.format)
+
+
+@pytest.mark.parametrize("rank", ['"nan"', '"inf"', "1e30", '"x"'])
+def test_a_rank_field_that_is_no_rank_is_rank_0(rank):
+    lines = [f'{{"step": {i}, "rank": {rank}, "loss": {i / 8}}}' for i in range(1, 100)]
+    run = same(_raw(lines))  # (the line parser raised on int(nan) before)
+    assert run.ranks == (0,) and len(run.table) == 99
