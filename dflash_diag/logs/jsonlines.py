@@ -13,8 +13,8 @@ end-of-training summary flagged as such, a record with no metric skipped.
 What the rules decide from a record's set of keys is decided once per distinct set.
 Where Arrow keeps less than the line parser sees, the log is left to the line parser
 (:func:`read_json_lines` returns None): a ``null`` anywhere (a key with a null value
-counts as present there, and Arrow does not tell it from a missing key), two keys with
-one canonical name (which wins depends on the order of keys in each line), blank
+counts as present there, and Arrow does not tell it from a missing key), a line with
+values under two keys of one column (which wins depends on the order of its keys), blank
 lines, carriage returns, a last line without a newline, warning text (the line parser
 skips such lines), or anything Arrow refuses (``NaN``, a value whose type changes).
 The tests check that both give the same table on fixtures and on random JSON lines.
@@ -120,21 +120,29 @@ def read_json_lines(path: str, data: Any, fmt: str | None, rank: int | str) -> R
         return None
     keys = tuple(name for name, _, _ in cols)
     names = _mapping_shape(keys)[0]
-    if len(set(names)) != len(names):
-        return None  # which of two keys wins depends on their order in each line
+    # each line's set of keys as one number per 63 keys: the distinct sets by sorting those
     present = np.column_stack([p for _, _, p in cols])
-    patterns, which = np.unique(np.packbits(present, axis=1), axis=0, return_inverse=True)
+    bits = np.left_shift(np.int64(1), np.arange(len(keys), dtype=np.int64) % 63)
+    words = np.column_stack(
+        [present[:, j : j + 63] @ bits[j : j + 63] for j in range(0, len(keys), 63)]
+    )
+    patterns, first, which = np.unique(
+        words if words.shape[1] > 1 else words[:, 0],
+        axis=0 if words.shape[1] > 1 else None,
+        return_index=True,
+        return_inverse=True,
+    )
     which = which.reshape(-1)
     summary = np.zeros(len(patterns), dtype=bool)
     is_eval = np.zeros(len(patterns), dtype=bool)
-    for j, packed in enumerate(patterns):
-        has = np.unpackbits(packed)[: len(keys)].astype(bool)
+    for j, row in enumerate(first):
+        has = present[row]
         _, summary[j], is_eval[j] = _mapping_shape(
             tuple(k for k, h in zip(keys, has, strict=True) if h)
         )
     frame: dict[str, Any] = {"line": np.arange(1, n_lines + 1, dtype=np.int64)}
     metrics = np.zeros(n_lines, dtype=np.int64)
-    has_step = np.zeros(n_lines, dtype=bool)  # (a step read as NaN is still a step field)
+    read: dict[str, np.ndarray] = {}  # per column: the rows it has a value in
     for (_, arr, here), name in zip(cols, names, strict=True):
         got = _values(arr)
         if got is None:
@@ -143,11 +151,17 @@ def read_json_lines(path: str, data: Any, fmt: str | None, rank: int | str) -> R
         known = here & readable  # (a missing key holds no value)
         if not known.any():
             continue
-        frame[name] = np.where(known, values, np.nan)
-        if name == "step":
-            has_step = known
+        if name in read:  # two keys for one column (`_step` and `step`)
+            if (read[name] & known).any():
+                return None  # in one line: which wins depends on the order of its keys
+            frame[name] = np.where(known, values, frame[name])
+            read[name] |= known
+        else:
+            frame[name] = np.where(known, values, np.nan)
+            read[name] = known
         if name not in ("step", "epoch", "rank"):
             metrics += known
+    has_step = read.get("step", np.zeros(n_lines, dtype=bool))  # (NaN is a step field too)
     row_summary, row_eval = summary[which], is_eval[which]
     keep = ~row_summary & (metrics > 0)
     skipped: dict[str, int] = {}

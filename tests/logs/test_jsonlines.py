@@ -62,7 +62,8 @@ def test_a_metrics_file_is_read_by_arrow():
         )
         for i in range(300)
     ]
-    lines[100:100] = [json.dumps({"_step": 99, "eval/loss": 3.5, "eval/acc": 0.4})]
+    # (`step` here, `_step` above: two keys for one column, never in one line)
+    lines[100:100] = [json.dumps({"step": 99, "eval/loss": 3.5, "eval/acc": 0.4})]
     lines.append(json.dumps({"train_runtime": 123.4, "train_samples_per_second": 9.1}))
     raw = _raw(lines)
     assert jsonlines.read_json_lines(raw.path, raw.data, None, 0) is not None
@@ -208,3 +209,21 @@ def test_mutated_json_lines_read_as_the_line_parser_reads_them(edits):
     for row, col, text in edits:
         lines[row] = lines[row][:col] + text + lines[row][col + 1 :]
     same_or_both_refuse(_raw(lines))
+
+
+def test_more_keys_than_one_word_of_bits():
+    """Key sets are told apart by 63 keys to a word: a log of 70 metrics needs two."""
+    lines = [
+        json.dumps(
+            {
+                "step": i,
+                **{f"m{k}": i + k for k in range(70)},
+                **({"train_runtime": 60.0} if i % 5 == 0 else {}),  # the 72nd key
+            }
+        )
+        for i in range(1, 120)
+    ]
+    raw = _raw(lines)
+    assert jsonlines.read_json_lines(raw.path, raw.data, None, 0) is not None
+    run = same(raw)  # lines with train_runtime are end-of-training summaries
+    assert run.skipped == {"summary": 23} and len(run.table) == 119 - 23
