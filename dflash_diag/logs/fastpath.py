@@ -114,11 +114,13 @@ def fast_records(
     """
     import pyarrow as pa
 
-    if data.find(b"\x1b") >= 0:  # colour codes (the general reader strips them too)
-        data = strip_ansi_bytes(data)
-        if data is None:
-            return None
     got = _records(data, progress, 0)
+    if got is None and data.find(b"\x1b") >= 0:
+        # colour codes (no template holds one): stripped, as the general reader strips
+        # them; looked for only here, so a log without them is not scanned once more
+        stripped = strip_ansi_bytes(data)
+        if stripped is not None:
+            got = _records(stripped, progress, 0)
     pa.default_memory_pool().release_unused()  # (Arrow's pool keeps what was freed)
     if got is None:
         return None
