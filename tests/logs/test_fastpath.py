@@ -16,6 +16,8 @@ from dflash_diag.logs import fastpath, rows
 from dflash_diag.logs.io import RawLog, read_bytes
 from dflash_diag.logs.text import read_lines
 
+from .equivalence import same
+
 DATA = Path(__file__).resolve().parents[1] / "data"
 TEXT_LOGS = [
     DATA / "real_run" / "run.log",
@@ -41,20 +43,6 @@ def eager(request, monkeypatch):
 def one_template(monkeypatch):
     """The fast path reads the dominant template only (what it leaves is asserted)."""
     monkeypatch.setattr(fastpath, "MAX_TEMPLATES", 1)
-
-
-def same(raw):
-    fast = read_lines(raw, fast=True)
-    slow = read_lines(raw, fast=False)
-    pd.testing.assert_frame_equal(fast.table, slow.table)
-    assert (fast.restarts, fast.ranks, fast.skipped, fast.n_lines, fast.format) == (
-        slow.restarts,
-        slow.ranks,
-        slow.skipped,
-        slow.n_lines,
-        slow.format,
-    )
-    return fast
 
 
 @pytest.mark.parametrize("path", TEXT_LOGS, ids=lambda p: p.name)

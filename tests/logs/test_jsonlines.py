@@ -15,6 +15,8 @@ from dflash_diag.logs import jsonlines
 from dflash_diag.logs.io import RawLog
 from dflash_diag.logs.text import read_lines
 
+from .equivalence import same
+
 
 @pytest.fixture(autouse=True)
 def small_logs_too(monkeypatch):
@@ -23,20 +25,6 @@ def small_logs_too(monkeypatch):
 
 def _raw(lines: list[str]) -> RawLog:
     return RawLog("metrics.jsonl", ("\n".join(lines) + "\n").encode())
-
-
-def same(raw: RawLog):
-    fast = read_lines(raw, fast=True)
-    slow = read_lines(raw, fast=False)
-    pd.testing.assert_frame_equal(fast.table, slow.table)
-    assert (fast.restarts, fast.ranks, fast.skipped, fast.n_lines, fast.format) == (
-        slow.restarts,
-        slow.ranks,
-        slow.skipped,
-        slow.n_lines,
-        slow.format,
-    )
-    return fast
 
 
 def same_or_both_refuse(raw: RawLog):
