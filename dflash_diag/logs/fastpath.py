@@ -42,7 +42,9 @@ general parser reads the log.
 Every line that does not fit goes through the general parser, so the result is the
 same table the general parser gives (the test suite checks this on every fixture and on
 randomly mutated logs).  Used only for logs of at least :data:`FAST_MIN_LINES` lines,
-valid UTF-8, without ANSI codes, bare carriage returns or RichHandler layout.
+valid UTF-8, without bare carriage returns or RichHandler layout; ANSI colour codes are
+stripped from the bytes first (:func:`~dflash_diag.logs.io.strip_ansi_bytes`) when the
+log has them.
 """
 
 from __future__ import annotations
