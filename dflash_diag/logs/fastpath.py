@@ -171,6 +171,9 @@ def _more_templates(
         rest, cut = rest.split_last()
     if not len(rest):
         return frames, cut
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()  # (what the first read freed: numpy's now)
     got = _records(rest.data(), None, depth + 1)
     if got is None:
         return frames, Leftover.merge([rest, cut])
@@ -216,6 +219,7 @@ def _apply(
             return None
         parts, values, lines = got
         rest = _other_lines(data, parts, delimiter)
+        del parts, got  # (the ranges' rows, kept for the lines that did not fit)
     except NotFast:
         return None
     if rest.holds_byte(0x1B):
@@ -287,6 +291,8 @@ def _read_parts(
             for p, before in zip(parts[1:], parts, strict=False):
                 p.line0 = before.line0 + before.n_lines
             list(pool.map(join, range(len(values) + 1)))
+            for p in parts:
+                p.values = None  # (views of Arrow's cast results: twice the numbers' size)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)  # after a failure, skip the rest
     return parts, values, lines

@@ -100,10 +100,10 @@ class Leftover:
         return self.text.buffers()[2].slice(lo, hi - lo).to_pybytes() if hi > lo else b""
 
     def holds_byte(self, byte: int) -> bool:
-        """Whether any line holds ``byte``."""
-        import numpy as np
+        """Whether any line holds ``byte`` (without copying the lines)."""
+        import pyarrow.compute as pc
 
-        return bool((np.frombuffer(self.data(), np.uint8) == byte).any())
+        return bool(pc.any(pc.match_substring(self.text, chr(byte))).as_py())
 
     def pairs(self) -> list[tuple[int, str]]:
         """``(number, text)`` of every line, without its line end.
