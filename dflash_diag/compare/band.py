@@ -35,6 +35,8 @@ from .align import gap_limit, interp
 
 DEFAULT_BAND_K = 3.0
 DEFAULT_WINDOW = 21
+#: :func:`local_fit` works on blocks of about this many (point, window member) pairs.
+FIT_BLOCK = 1 << 17
 MAD_SCALE = 1.4826
 #: A baseline logging a metric at fewer points gives no band for it.
 MIN_BAND_POINTS = 5
@@ -92,8 +94,20 @@ def local_fit(
     n = x.size
     w = min(window, n)
     start = np.clip(np.arange(n) - w // 2, 0, n - w)
-    idx = start[:, None] + np.arange(w)[None, :]
+    block = max(1, FIT_BLOCK // w)
+    if n > block:  # in blocks of points: a block's (points, window) arrays stay in cache
+        parts = [_fit_windows(x, v, start, lo, min(lo + block, n), w) for lo in range(0, n, block)]
+        return tuple(np.concatenate(p) for p in zip(*parts, strict=True))  # type: ignore[return-value]
+    return _fit_windows(x, v, start, 0, n, w)
+
+
+def _fit_windows(
+    x: np.ndarray, v: np.ndarray, start: np.ndarray, lo: int, hi: int, w: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`local_fit` for points ``lo..hi-1`` (window ``i`` starts at ``start[i]``)."""
+    idx = start[lo:hi, None] + np.arange(w)[None, :]
     wx, wv = x[idx], v[idx]
+    x = x[lo:hi]
     span = np.ptp(wx, axis=1)
     span[span == 0] = 1.0
     u = (wx - x[:, None]) / span[:, None]

@@ -214,6 +214,8 @@ def find_milestones(
 ) -> tuple[Milestone, ...]:
     """For each level, the first step at which each log's smoothed ``name`` reaches it
     (falls to it for ``kind == "loss"``); see :class:`Milestone`."""
+    if not levels:
+        return ()  # (no smoothing either: a long log's fit takes seconds)
     direction = "down" if kind == "loss" else "up"
     out = []
     smooth: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
