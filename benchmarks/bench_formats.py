@@ -20,10 +20,11 @@ import argparse
 from common import alternating
 
 
-def _shapes(n: int) -> dict[str, list[str]]:
+def shapes(n: int, seed: int = 0, only: set[str] | None = None) -> dict[str, list[str]]:
+    """``n`` lines of each trainer's shape (``only``: of those named), steps from 1."""
     import numpy as np
 
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     loss = 2 + rng.random(n)
     acc = rng.random(n)
     lr = 6e-4 * np.minimum(1.0, np.arange(1, n + 1) / 2000)
@@ -31,8 +32,8 @@ def _shapes(n: int) -> dict[str, list[str]]:
     def lines(fmt) -> list[str]:
         return [fmt(i, i + 1) for i in range(n)]
 
-    return {
-        "megatron": lines(
+    makers = {
+        "megatron": lambda: lines(
             lambda i, s: (
                 f" [2026-03-02 14:{s // 60 % 60:02d}:{s % 60:02d}] iteration {s:8d}/"
                 f" {n:8d} | consumed samples: {s * 256:12d} | elapsed time per iteration (ms):"
@@ -41,45 +42,46 @@ def _shapes(n: int) -> dict[str, list[str]]:
                 " | number of skipped iterations:   0 | number of nan iterations:   0 |"
             )
         ),
-        "specforge": lines(
+        "specforge": lambda: lines(
             lambda i, s: (
                 f"02/14/2026 10:{s // 60 % 60:02d}:{s % 60:02d} - INFO - "
                 f"specforge.utils - Train - Step {s} [{s}/187500?], Loss: {loss[i] + 4:.4f}, "
                 f"Acc: {acc[i]:.4f}"
             )
         ),
-        "nemo (colour)": lines(
+        "nemo (colour)": lambda: lines(
             lambda i, s: (
                 f"2026-05-02 14:{s // 60 % 60:02d}:{s % 60:02d} | \x1b[32mINFO\x1b[0m"
                 f" | nemo_automodel.recipes.llm.train_dflash | epoch={s // 100_000} step={s} "
                 f"loss={loss[i]:.4f} acc={acc[i]:.4f} lr={lr[i]:.4g}"
             )
         ),
-        "deepspec": lines(
+        "deepspec": lambda: lines(
             lambda i, s: (
                 f"epoch={s // 10_000} step={s}/{n} loss={loss[i]:.4f} | "
                 f"elapsed={s * 0.07:.1f}min | remaining={(n - s) * 0.07:.1f}min"
             )
         ),
-        "nanogpt": lines(
+        "nanogpt": lambda: lines(
             lambda i, s: (
                 f"iter {s}: loss {loss[i]:.4f}, time {100 + acc[i] * 10:.2f}ms, "
                 f"mfu {30 + acc[i]:.2f}%"
             )
         ),
-        "hf dict": lines(
+        "hf dict": lambda: lines(
             lambda i, s: (
                 f"{{'loss': {loss[i]:.4f}, 'grad_norm': {1 + acc[i]:.4f}, "
                 f"'learning_rate': {lr[i]:.4e}, 'epoch': {s / n * 3:.2f}}}"
             )
         ),
-        "jsonl": lines(
+        "jsonl": lambda: lines(
             lambda i, s: (
                 f'{{"step": {s}, "loss": {loss[i]:.4f}, "lr": {lr[i]:.3e}, '
                 f'"grad_norm": {1 + acc[i]:.3f}}}'
             )
         ),
     }
+    return {k: make() for k, make in makers.items() if not only or k in only}
 
 
 def main() -> None:
@@ -96,9 +98,7 @@ def main() -> None:
 
     only = {x.strip() for x in args.only.split(",") if x.strip()}
     print(f"{'shape':<14} {'MB':>5} {'fast path':>10} {'general':>9} {'x faster':>9}  path")
-    for name, lines in _shapes(args.lines).items():
-        if only and name not in only:
-            continue
+    for name, lines in shapes(args.lines, only=only or None).items():
         raw = RawLog(f"{name}.log", ("\n".join(lines) + "\n").encode())
         (t_fast, fast), (t_slow, slow) = alternating(
             args.repeat,
