@@ -123,10 +123,11 @@ def fast_records(
         stripped = strip_ansi_bytes(data)
         if stripped is not None:
             got = _records(stripped, progress, 0)
-    pa.default_memory_pool().release_unused()  # (Arrow's pool keeps what was freed)
     if got is None:
         return None
     frames, rest = got
+    if len(frames) > 1:  # before the table of several templates' records is built
+        pa.default_memory_pool().release_unused()  # (Arrow's pool keeps what was freed)
     try:
         return frames, rest.pairs()
     except NotUtf8:  # (the general parser counts and replaces the bad bytes)
