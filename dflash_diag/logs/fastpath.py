@@ -30,7 +30,7 @@ Costs on a 1M-line, 150 MB log, in CPU time: the CSV tokenizer about 0.19 s plus
 0.03 s to join its 1 MiB blocks into one array per column (larger blocks, or one block
 per range, came out slower), the casts 0.12 s, the checks and numpy bookkeeping about
 0.15 s, and the kernel's zeroing of fresh pages for all of these about 0.05 s.  With
-two threads the whole ``read_log`` takes 0.29-0.35 s, 3.3-4.4x ``pandas.read_csv`` on the
+two threads the whole ``read_log`` takes 0.29-0.32 s, 3.2-3.7x ``pandas.read_csv`` on the
 same metrics written as CSV (``benchmarks/bench_parse.py``); most of the gap is the
 tokenizer and the casts, which read_csv does in one C pass over a third of the bytes.
 The bytes are not checked for UTF-8 up front: a fitting line is the template's bytes
