@@ -171,7 +171,8 @@ def _strip_prefix(text: str) -> tuple[str, str | None]:
 def parse_message(message: str, shapes: frozenset[str]) -> tuple[str, Message | None]:
     """``(shape, Message)`` of a message; the shape is ``json``, ``dict`` or ``text``."""
     if message.startswith("{"):
-        if "json" in shapes:
+        # (`{'` starts no JSON object: a Python dict repr is not tried as JSON)
+        if "json" in shapes and not message.startswith("{'"):
             m = parse_json_object(message)
             if m is not None:
                 return "json", m
