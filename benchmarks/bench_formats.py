@@ -7,8 +7,8 @@ coloured levels, DeepSpec, nanoGPT, the HF Trainer's dict lines, JSON lines), th
 ``read_lines`` with the fast path on and off (best of ``--repeat`` alternating rounds,
 after one untimed round), checks that both give the same table, and prints the ratio of
 the general parser's time to the fast path's.  The last column says which path read it:
-``text`` (the line-shape fast path), ``json`` (pyarrow's JSON reader) or ``general``
-(neither applies: HF dict lines).
+``text`` (the line-shape fast path), ``json`` (pyarrow's JSON reader, for HF dict lines
+once their quotes are JSON's) or ``general`` (neither applies).
 
     python benchmarks/bench_formats.py [--lines 100000] [--repeat 2] [--only megatron,...]
 """
@@ -108,6 +108,8 @@ def main() -> None:
         pd.testing.assert_frame_equal(fast.table, slow.table)
         if jsonlines.read_json_lines(raw.path, raw.data, None, 0) is not None:
             path = "json"
+        elif jsonlines.read_dict_lines(raw.path, raw.data, None, 0) is not None:
+            path = "json (dict lines)"
         else:
             path = "text" if fastpath.fast_records(raw.data, {}) is not None else "general"
         print(

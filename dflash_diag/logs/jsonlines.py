@@ -82,9 +82,30 @@ def _values(arr: Any) -> tuple[np.ndarray, np.ndarray] | None:
     return table[codes], readable[codes]
 
 
-def read_json_lines(path: str, data: Any, fmt: str | None, rank: int | str) -> RunLog | None:
+def read_dict_lines(path: str, data: Any, fmt: str | None, rank: int | str) -> RunLog | None:
+    """The RunLog of a log of the HF Trainer's dict lines and nothing else
+    (``{'loss': 0.87, 'grad_norm': 1.2, 'learning_rate': 8.8e-05, 'epoch': 0.05}``), read
+    as JSON lines once every ``'`` is a ``"``; or None when the line parser must read it.
+
+    The line parser finds ``'key': value`` pairs with a regex
+    (:func:`~dflash_diag.logs.fields.parse_dict_repr`).  Both read the same pairs when no
+    line holds a double quote (the repr of a string holding a ``'``), a nested dict, or a
+    key the regex would not take (empty, or over 80 characters); Python's ``nan``,
+    ``True`` or ``None`` are no JSON, and Arrow refuses the log.
+    """
+    if len(data) < MIN_BYTES or data[:2] != b"{'" or data.find(b'"') >= 0:
+        return None
+    if data.count(b"\n{'") != data.count(b"\n") - 1:
+        return None
+    return read_json_lines(path, data.replace(b"'", b'"'), fmt or "hf-dict", rank, dicts=True)
+
+
+def read_json_lines(
+    path: str, data: Any, fmt: str | None, rank: int | str, dicts: bool = False
+) -> RunLog | None:
     """The RunLog of a log of JSON lines, or None when the line parser must read it
-    (see the module docstring).  ``data``: bytes or a read-only mmap."""
+    (see the module docstring).  ``data``: bytes or a read-only mmap.  ``dicts``: the
+    lines were dict lines (:func:`read_dict_lines`)."""
     if (
         len(data) < MIN_BYTES
         or data[:1] != b"{"
@@ -119,6 +140,11 @@ def read_json_lines(path: str, data: Any, fmt: str | None, rank: int | str) -> R
     if not cols:
         return None
     keys = tuple(name for name, _, _ in cols)
+    if dicts and (
+        any(pa.types.is_struct(t) for t in table.schema.types)
+        or not all(0 < len(k) <= 80 for k in keys)
+    ):
+        return None  # a nested dict (the regex reads it otherwise), a key it would not take
     names = _mapping_shape(keys)[0]
     # each line's set of keys as one number per 63 keys: the distinct sets by sorting those
     present = np.column_stack([p for _, _, p in cols])

@@ -366,10 +366,14 @@ def read_lines_fast(
     """:func:`read_lines` through the vectorised fast path only: None when it does not
     apply.  ``data`` may be any bytes-like object with ``find`` (a read-only ``mmap``)."""
     shapes = LINE_FORMATS[fmt or "text"]
-    if "json" in shapes and data[:1] == b"{":
-        from .jsonlines import read_json_lines
+    if data[:1] == b"{":  # JSON lines or the HF Trainer's dict lines, through Arrow
+        from .jsonlines import read_dict_lines, read_json_lines
 
-        run = read_json_lines(path, data, fmt, rank)
+        run = None
+        if data[:2] == b"{'" and "dict" in shapes:
+            run = read_dict_lines(path, data, fmt, rank)
+        elif "json" in shapes:
+            run = read_json_lines(path, data, fmt, rank)
         if run is not None:
             if progress is not None:
                 progress(run.n_lines, run.n_lines)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import pandas as pd
@@ -215,3 +216,69 @@ def test_more_keys_than_one_word_of_bits():
     assert jsonlines.read_json_lines(raw.path, raw.data, None, 0) is not None
     run = same(raw)  # lines with train_runtime are end-of-training summaries
     assert run.skipped == {"summary": 23} and len(run.table) == 119 - 23
+
+
+def test_hf_trainer_dict_lines_are_read_by_arrow():
+    lines = [
+        repr({"loss": 4 - i / 100, "grad_norm": 1 + i / 50, "learning_rate": 5e-5, "epoch": i / 9})
+        for i in range(300)
+    ]
+    lines[150:150] = [repr({"eval_loss": 3.2, "eval_runtime": 12.5, "epoch": 16.5})]
+    lines.append(repr({"train_runtime": 600.1, "train_loss": 2.5, "epoch": 33.3}))
+    raw = _raw(lines)
+    assert jsonlines.read_dict_lines(raw.path, raw.data, None, 0) is not None
+    run = same(raw)
+    assert run.format == "hf-dict" and run.skipped == {"summary": 1}
+    assert run.table["step"].tolist() == list(range(1, 301))  # by line order
+    assert run.table.set_index("step").loc[150, "eval_loss"] == 3.2  # attached to step 150
+
+
+_DICT_VALUES = st.one_of(
+    _NUMBER,
+    st.sampled_from([math.nan, math.inf, True, None, "0.5", "25.1K", "it's", 'a"b', "x,y"]),
+    st.lists(st.integers(0, 3), max_size=2),
+    st.dictionaries(st.sampled_from(["a", "b"]), st.integers(0, 3), max_size=2),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.dictionaries(
+            st.sampled_from(["loss", "eval_loss", "epoch", "learning_rate", "k" * 81, "", "a b"]),
+            _DICT_VALUES,
+            min_size=1,
+            max_size=5,
+        ),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_random_dict_lines_read_as_the_line_parser_reads_them(records):
+    same_or_both_refuse(_raw([repr(r) for r in records]))
+
+
+_HF_KEYS = {
+    "loss": _NUMBER,
+    "eval_loss": _NUMBER,
+    "epoch": _NUMBER,
+    "learning_rate": _NUMBER,
+    "train_runtime": _NUMBER,
+    "tok/s": st.sampled_from(["0.5", "25.1K", "abc"]),  # (the Trainer quotes some values)
+}
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.sampled_from(sorted(_HF_KEYS)), min_size=1, max_size=5, unique=True).flatmap(
+            lambda keys: st.fixed_dictionaries({k: _HF_KEYS[k] for k in keys})
+        ),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_dict_lines_of_one_type_per_key_are_read_by_arrow(records):
+    raw = _raw([repr(r) for r in records])
+    if same_or_both_refuse(raw) is not None:
+        assert jsonlines.read_dict_lines(raw.path, raw.data, None, 0) is not None
