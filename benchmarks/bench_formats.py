@@ -108,7 +108,7 @@ def main() -> None:
         pd.testing.assert_frame_equal(fast.table, slow.table)
         if jsonlines.read_json_lines(raw.path, raw.data, None, 0) is not None:
             path = "json"
-        elif jsonlines.read_dict_lines(raw.path, raw.data, None, 0) is not None:
+        elif jsonlines.dict_line_records(raw.data) is not None:
             path = "json (dict lines)"
         else:
             path = "text" if fastpath.fast_records(raw.data, {}) is not None else "general"

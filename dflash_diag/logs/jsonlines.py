@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..records import RunLog
+from .leftover import Leftover, NotUtf8
 
 if TYPE_CHECKING:
     import numpy as np
@@ -82,30 +83,102 @@ def _values(arr: Any) -> tuple[np.ndarray, np.ndarray] | None:
     return table[codes], readable[codes]
 
 
-def read_dict_lines(path: str, data: Any, fmt: str | None, rank: int | str) -> RunLog | None:
-    """The RunLog of a log of the HF Trainer's dict lines and nothing else
-    (``{'loss': 0.87, 'grad_norm': 1.2, 'learning_rate': 8.8e-05, 'epoch': 0.05}``), read
-    as JSON lines once every ``'`` is a ``"``; or None when the line parser must read it.
+def dict_line_records(data: Any) -> tuple[Any, dict[str, int], list[tuple[int, str]]] | None:
+    """The HF Trainer's dict lines (``{'loss': 0.87, 'grad_norm': 1.2, 'learning_rate':
+    8.8e-05, 'epoch': 0.05}``) of a log read as JSON lines once every ``'`` is a ``"``:
+    their raw records (:func:`json_records`, ``line`` in the log), the lines skipped
+    among them by reason, and the ``(line number, text)`` of every other line (banners,
+    ``Num examples = ...``: the line parser's); or None when the line parser must read
+    the whole log.
 
     The line parser finds ``'key': value`` pairs with a regex
     (:func:`~dflash_diag.logs.fields.parse_dict_repr`).  Both read the same pairs when no
-    line holds a double quote (the repr of a string holding a ``'``), a nested dict, or a
-    key the regex would not take (empty, or over 80 characters); Python's ``nan``,
-    ``True`` or ``None`` are no JSON, and Arrow refuses the log.
+    dict line holds a double quote (the repr of a string holding a ``'``), a nested dict,
+    or a key the regex would not take (empty, or over 80 characters); Python's ``nan``,
+    ``True`` or ``None`` are no JSON, and Arrow refuses those lines.  A dict line's record
+    does not depend on the lines around it but through a progress bar (its counter is
+    the step of the dict after it): a log with a bar (``%|``), a carriage return, an
+    escape code or RichHandler layout is left to the line parser, and so is the log's
+    last line when it has no newline.
     """
-    if len(data) < MIN_BYTES or data[:2] != b"{'" or data.find(b'"') >= 0:
+    import numpy as np
+
+    from .fastpath import _rich
+    from .rows import lines_of
+
+    if (
+        len(data) < MIN_BYTES
+        or (data[:2] != b"{'" and data.find(b"\n{'") < 0)
+        or data.find(b"%|") >= 0
+        or data.find(b"\r") >= 0
+        or data.find(b"\x1b") >= 0
+        or _rich(data)
+    ):
         return None
-    if data.count(b"\n{'") != data.count(b"\n") - 1:
+    buf = np.frombuffer(data, np.uint8)
+    lines = lines_of(buf)
+    offsets = np.frombuffer(lines.buffers()[1], np.int64, len(lines) + 1)
+    starts, ends = offsets[:-1], offsets[1:]
+    wide = ends - starts >= 3
+    first = buf[np.minimum(starts, len(buf) - 1)]
+    second = buf[np.minimum(starts + 1, len(buf) - 1)]
+    is_dict = wide & (first == ord("{")) & (second == ord("'"))
+    is_dict[-1] &= data[-1:] == b"\n"  # (a last line without a newline may be cut short)
+    if not is_dict.any():
         return None
-    return read_json_lines(path, data.replace(b"'", b'"'), fmt or "hf-dict", rank, dicts=True)
+    kept = _bytes_of(lines, is_dict)
+    if kept.find(b'"') >= 0:
+        return None
+    got = json_records(kept.replace(b"'", b'"'), dicts=True)
+    if got is None:
+        return None
+    frame, skipped = got
+    numbers = np.flatnonzero(is_dict) + 1
+    frame["line"] = numbers[frame["line"].to_numpy() - 1]
+    try:
+        rest = Leftover(np.flatnonzero(~is_dict) + 1, _filter(lines, ~is_dict)).pairs()
+    except NotUtf8:
+        return None
+    return frame, skipped, rest
 
 
-def read_json_lines(
-    path: str, data: Any, fmt: str | None, rank: int | str, dicts: bool = False
-) -> RunLog | None:
+def _filter(lines: Any, mask: Any) -> Any:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.filter(lines, pa.array(mask))
+
+
+def _bytes_of(lines: Any, mask: Any) -> bytes:
+    """The bytes of the lines ``mask`` selects, one after another."""
+    return Leftover(mask.nonzero()[0], _filter(lines, mask)).data()
+
+
+def read_json_lines(path: str, data: Any, fmt: str | None, rank: int | str) -> RunLog | None:
     """The RunLog of a log of JSON lines, or None when the line parser must read it
-    (see the module docstring).  ``data``: bytes or a read-only mmap.  ``dicts``: the
-    lines were dict lines (:func:`read_dict_lines`)."""
+    (see the module docstring).  ``data``: bytes or a read-only mmap."""
+    from .normalise import build_table
+
+    got = json_records(data)
+    if got is None:
+        return None
+    frame, skipped = got
+    n_lines = data.count(b"\n")
+    return build_table(
+        [],
+        path=path,
+        fmt=fmt or "jsonl",
+        rank=rank,
+        skipped=skipped,
+        n_lines=n_lines,
+        extra=[frame],
+    )
+
+
+def json_records(data: Any, dicts: bool = False) -> tuple[Any, dict[str, int]] | None:
+    """The raw records (``line`` from 1, ``is_eval``, fields, ``rank``, ``step_source``,
+    ``attach``) of a log of JSON lines and the lines skipped by reason, or None (see the
+    module docstring).  ``dicts``: the lines were dict lines (:func:`dict_line_records`)."""
     if (
         len(data) < MIN_BYTES
         or data[:1] != b"{"
@@ -125,7 +198,6 @@ def read_json_lines(
     import pyarrow.json as pj
 
     from .fields import _mapping_shape
-    from .normalise import build_table
 
     try:
         table = pj.read_json(
@@ -205,6 +277,4 @@ def read_json_lines(
     out["rank"] = np.where(no_rank, 0.0, rank_col).astype(np.int64)
     out["step_source"] = np.where(has_step[keep], "field", "none")
     out["attach"] = True
-    return build_table(
-        [], path=path, fmt=fmt or "jsonl", rank=rank, skipped=skipped, n_lines=n_lines, extra=[out]
-    )
+    return out, skipped

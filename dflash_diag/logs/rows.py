@@ -159,25 +159,36 @@ def split_by_count(
     import pyarrow.compute as pc
 
     buf = np.frombuffer(data, np.uint8, hi - lo, lo)
-    ends = np.flatnonzero(buf == 10) + 1  # where each line ends, its newline included
-    if not len(ends) or ends[-1] != hi - lo:
-        ends = np.append(ends, hi - lo)  # (a last line without a newline)
+    lines = lines_of(buf)
+    ends = np.frombuffer(lines.buffers()[1], np.int64, len(lines) + 1)[1:]
     marks = np.flatnonzero(buf == delimiter[0])
     before = np.searchsorted(marks, ends)  # delimiters before each line's end
     counts = np.diff(before, prepend=0)
     fit = counts == n_columns - 1
     if cut_last:
         fit[-1] = False
-    offsets = np.concatenate([[0], ends])
-    lines = pa.Array.from_buffers(
-        pa.large_binary(), len(ends), [None, pa.py_buffer(offsets), pa.py_buffer(buf)]
-    )
     mask = pa.array(fit)
     kept = pc.filter(lines, mask)
     kept_offsets = np.frombuffer(kept.buffers()[1], np.int64, len(kept) + 1, 8 * kept.offset)
     raw = kept.buffers()[2].slice(int(kept_offsets[0]), int(kept_offsets[-1] - kept_offsets[0]))
     other = pc.filter(lines, pc.invert(mask))
     return raw, np.flatnonzero(fit) + 1, Leftover(np.flatnonzero(~fit) + 1, other)
+
+
+def lines_of(buf: Any) -> Any:
+    """The lines of ``buf`` (a numpy uint8 view of whole lines) as one Arrow
+    ``large_binary`` array over the same bytes, each line with its ``\\n`` (but a last
+    line without one)."""
+    import numpy as np
+    import pyarrow as pa
+
+    ends = np.flatnonzero(buf == 10) + 1  # where each line ends, its newline included
+    if not len(ends) or ends[-1] != len(buf):
+        ends = np.append(ends, len(buf))
+    offsets = np.concatenate([[0], ends])
+    return pa.Array.from_buffers(
+        pa.large_binary(), len(ends), [None, pa.py_buffer(offsets), pa.py_buffer(buf)]
+    )
 
 
 def _csv_rows(raw: Any, delimiter: bytes, n_columns: int) -> tuple[Any, list[tuple[int, str]]]:

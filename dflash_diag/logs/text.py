@@ -366,18 +366,33 @@ def read_lines_fast(
     """:func:`read_lines` through the vectorised fast path only: None when it does not
     apply.  ``data`` may be any bytes-like object with ``find`` (a read-only ``mmap``)."""
     shapes = LINE_FORMATS[fmt or "text"]
-    if data[:1] == b"{":  # JSON lines or the HF Trainer's dict lines, through Arrow
-        from .jsonlines import read_dict_lines, read_json_lines
+    if data[:1] == b"{" and "json" in shapes:  # JSON lines, through Arrow
+        from .jsonlines import read_json_lines
 
-        run = None
-        if data[:2] == b"{'" and "dict" in shapes:
-            run = read_dict_lines(path, data, fmt, rank)
-        elif "json" in shapes:
-            run = read_json_lines(path, data, fmt, rank)
+        run = read_json_lines(path, data, fmt, rank)
         if run is not None:
             if progress is not None:
                 progress(run.n_lines, run.n_lines)
             return run
+    if "dict" in shapes:  # the HF Trainer's dict lines among others, through Arrow
+        from .jsonlines import dict_line_records
+
+        dicts = dict_line_records(data)
+        if dicts is not None:
+            frame, dropped, others = dicts
+            n_dicts = len(frame) + sum(dropped.values())
+            return _read_records(
+                path,
+                data,
+                others,
+                n_dicts + len(others),
+                [frame],
+                dropped,
+                fmt,
+                rank,
+                progress,
+                "dict",
+            )
     if "text" not in shapes:
         return None
     from .fastpath import fast_records
@@ -401,15 +416,17 @@ def _read_records(
     fmt: str | None,
     rank: int | str,
     progress: ProgressFn | None,
+    extra_shape: str = "text",
 ) -> RunLog:
     """Parse ``lines`` (``(line number, text)``), join the fast path's records
-    (``extra``: a DataFrame per template, or None), and build the table."""
+    (``extra``: a DataFrame per template, or None; ``extra_shape``: the shape of their
+    lines), and build the table."""
     shapes = LINE_FORMATS[fmt or "text"]
     records: list[dict[str, Any]] = []
     shapes_seen: dict[str, int] = {}
     fast_used = extra is not None
     if fast_used:
-        shapes_seen["text"] = sum(len(f) for f in extra)
+        shapes_seen[extra_shape] = sum(len(f) for f in extra)
     ends_cleanly = data[-1:] == b"\n"
     st = _State()
     step_every = max(1, n_lines // 100)

@@ -226,7 +226,7 @@ def test_hf_trainer_dict_lines_are_read_by_arrow():
     lines[150:150] = [repr({"eval_loss": 3.2, "eval_runtime": 12.5, "epoch": 16.5})]
     lines.append(repr({"train_runtime": 600.1, "train_loss": 2.5, "epoch": 33.3}))
     raw = _raw(lines)
-    assert jsonlines.read_dict_lines(raw.path, raw.data, None, 0) is not None
+    assert jsonlines.dict_line_records(raw.data) is not None
     run = same(raw)
     assert run.format == "hf-dict" and run.skipped == {"summary": 1}
     assert run.table["step"].tolist() == list(range(1, 301))  # by line order
@@ -281,4 +281,47 @@ _HF_KEYS = {
 def test_dict_lines_of_one_type_per_key_are_read_by_arrow(records):
     raw = _raw([repr(r) for r in records])
     if same_or_both_refuse(raw) is not None:
-        assert jsonlines.read_dict_lines(raw.path, raw.data, None, 0) is not None
+        assert jsonlines.dict_line_records(raw.data) is not None
+
+
+_OTHER_LINES = [
+    "***** Running training *****",
+    "  Num examples = 1,000",
+    "  Total optimization steps = 30",
+    "WARNING: the tokenizer is slow",
+    "    continued warning text 12",
+    "Traceback (most recent call last):",
+    '  File "train.py", line 3, in <module>',
+    "ValueError: bad",
+    "",
+    "step=7 loss=2.5",
+    "{'loss': nan, 'epoch': 1.0}",
+    "{'eval_loss': 2.9, 'epoch': 1.0}",
+]
+
+
+def test_dict_lines_among_the_trainers_other_lines_are_read_by_arrow():
+    lines = [
+        "***** Running training *****",
+        "  Num examples = 1,000",
+        "  Total optimization steps = 300",
+    ]
+    lines += [repr({"loss": 4 - i / 100, "lr": 5e-5, "epoch": i / 9}) for i in range(300)]
+    lines[100:100] = ["WARNING: a warning", "Traceback (most recent call last):", "ValueError: x"]
+    raw = _raw(lines)
+    assert jsonlines.dict_line_records(raw.data) is not None
+    run = same(raw)
+    assert run.format == "hf-dict" and len(run.table) == 300
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 60), st.sampled_from(_OTHER_LINES)), max_size=8),
+    st.booleans(),
+)
+def test_dict_lines_among_other_lines_read_as_the_line_parser_reads_them(inserts, cut):
+    lines = [repr({"loss": i / 7, "grad_norm": 1 + i / 50, "epoch": i / 60}) for i in range(60)]
+    for row, text in sorted(inserts, reverse=True):
+        lines.insert(row, text)
+    data = "\n".join(lines) + ("" if cut else "\n")
+    same_or_both_refuse(RawLog("dicts.log", data.encode()))
