@@ -155,16 +155,18 @@ _STABLE = {
 }
 
 
-@settings(max_examples=150, deadline=None)
-@given(
-    st.lists(
-        st.lists(st.sampled_from(sorted(_STABLE)), min_size=1, max_size=6, unique=True).flatmap(
-            lambda keys: st.fixed_dictionaries({k: _STABLE[k] for k in keys})
-        ),
+def _records_of(types: dict, max_keys: int, max_lines: int):
+    """Lists of records, each with some of ``types``'s keys and a value of that key's type."""
+    record = st.lists(st.sampled_from(sorted(types)), min_size=1, max_size=max_keys, unique=True)
+    return st.lists(
+        record.flatmap(lambda keys: st.fixed_dictionaries({k: types[k] for k in keys})),
         min_size=1,
-        max_size=40,
+        max_size=max_lines,
     )
-)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_records_of(_STABLE, 6, 40))
 def test_json_lines_of_one_type_per_key_are_read_by_arrow(records):
     raw = _raw([json.dumps(r) for r in records])
     slow = same_or_both_refuse(raw)
@@ -269,15 +271,7 @@ _HF_KEYS = {
 
 
 @settings(max_examples=150, deadline=None)
-@given(
-    st.lists(
-        st.lists(st.sampled_from(sorted(_HF_KEYS)), min_size=1, max_size=5, unique=True).flatmap(
-            lambda keys: st.fixed_dictionaries({k: _HF_KEYS[k] for k in keys})
-        ),
-        min_size=1,
-        max_size=30,
-    )
-)
+@given(_records_of(_HF_KEYS, 5, 30))
 def test_dict_lines_of_one_type_per_key_are_read_by_arrow(records):
     raw = _raw([repr(r) for r in records])
     if same_or_both_refuse(raw) is not None:
