@@ -34,6 +34,9 @@ from .normalise import build_table
 ProgressFn = Callable[[int, int], None]
 
 #: formats this reader answers for, and the message shapes each accepts
+#: Dict lines in this much of a log's head send it to the dict-line path first.
+DICT_HEAD_BYTES = 1 << 16
+
 LINE_FORMATS: dict[str, frozenset[str]] = {
     "text": frozenset({"text", "dict", "json"}),
     "hf-dict": frozenset({"dict"}),
@@ -374,36 +377,43 @@ def read_lines_fast(
             if progress is not None:
                 progress(run.n_lines, run.n_lines)
             return run
-    if "dict" in shapes:  # the HF Trainer's dict lines among others, through Arrow
-        from .jsonlines import dict_line_records
+    # The HF Trainer's dict lines among others, through Arrow: first when the log's head
+    # has some, else once the line-shape fast path has declined (a long log of other
+    # lines is not searched for them first).
+    dicts_first = "dict" in shapes and (
+        data[:2] == b"{'" or data.find(b"\n{'", 0, DICT_HEAD_BYTES) >= 0
+    )
+    if dicts_first:
+        run = _read_dict_lines(path, data, fmt, rank, progress)
+        if run is not None:
+            return run
+    if "text" in shapes:
+        from .fastpath import fast_records
 
-        dicts = dict_line_records(data)
-        if dicts is not None:
-            frame, dropped, others = dicts
-            n_dicts = len(frame) + sum(dropped.values())
-            return _read_records(
-                path,
-                data,
-                others,
-                n_dicts + len(others),
-                [frame],
-                dropped,
-                fmt,
-                rank,
-                progress,
-                "dict",
-            )
-    if "text" not in shapes:
-        return None
-    from .fastpath import fast_records
+        skipped: dict[str, int] = {}
+        got = fast_records(data, skipped, progress)
+        if got is not None:
+            frames, lines = got
+            n_lines = sum(len(f) for f in frames) + len(lines)  # every line is in one of them
+            return _read_records(path, data, lines, n_lines, frames, skipped, fmt, rank, progress)
+    if "dict" in shapes and not dicts_first:
+        return _read_dict_lines(path, data, fmt, rank, progress)
+    return None
 
-    skipped: dict[str, int] = {}
-    got = fast_records(data, skipped, progress)
-    if got is None:
+
+def _read_dict_lines(
+    path: str, data: Any, fmt: str | None, rank: int | str, progress: ProgressFn | None
+) -> RunLog | None:
+    """:func:`read_lines` with the HF Trainer's dict lines read by Arrow
+    (:func:`~dflash_diag.logs.jsonlines.dict_line_records`), or None."""
+    from .jsonlines import dict_line_records
+
+    dicts = dict_line_records(data)
+    if dicts is None:
         return None
-    frames, lines = got
-    n_lines = sum(len(f) for f in frames) + len(lines)  # every line is in one or the other
-    return _read_records(path, data, lines, n_lines, frames, skipped, fmt, rank, progress)
+    frame, dropped, others = dicts
+    n_lines = len(frame) + sum(dropped.values()) + len(others)
+    return _read_records(path, data, others, n_lines, [frame], dropped, fmt, rank, progress, "dict")
 
 
 def _read_records(

@@ -319,3 +319,22 @@ def test_dict_lines_among_other_lines_read_as_the_line_parser_reads_them(inserts
         lines.insert(row, text)
     data = "\n".join(lines) + ("" if cut else "\n")
     same_or_both_refuse(RawLog("dicts.log", data.encode()))
+
+
+def test_dict_lines_after_a_long_head_are_read_after_the_line_shape_path(monkeypatch):
+    from dflash_diag.logs import text
+
+    monkeypatch.setattr(text, "DICT_HEAD_BYTES", 100)
+    got = []
+    records = jsonlines.dict_line_records
+
+    def spy(data):
+        got.append(records(data))
+        return got[-1]
+
+    monkeypatch.setattr(jsonlines, "dict_line_records", spy)
+    lines = [f"  config line {i} = {i * 3}" for i in range(20)]
+    lines += [repr({"loss": i / 7, "epoch": i / 60}) for i in range(300)]
+    run = same(_raw(lines))
+    assert got and got[0] is not None  # Arrow read them
+    assert run.format == "hf-dict" and len(run.table) == 300
