@@ -338,3 +338,23 @@ def test_dict_lines_after_a_long_head_are_read_after_the_line_shape_path(monkeyp
     run = same(_raw(lines))
     assert got and got[0] is not None  # Arrow read them
     assert run.format == "hf-dict" and len(run.table) == 300
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 59),
+            st.integers(0, 80),
+            st.sampled_from(
+                ["'", '"', "{", "}", ",", ":", "1", "-", " ", "\n", "%|", "\r", "\x1b["]
+            ),
+        ),
+        max_size=8,
+    )
+)
+def test_mutated_dict_lines_read_as_the_line_parser_reads_them(edits):
+    lines = [repr({"loss": i / 7, "grad_norm": 1 + i / 50, "epoch": i / 60}) for i in range(60)]
+    for row, col, text in edits:
+        lines[row] = lines[row][:col] + text + lines[row][col + 1 :]
+    same_or_both_refuse(_raw(lines))
