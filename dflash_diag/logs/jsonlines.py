@@ -1,4 +1,4 @@
-"""A log of JSON lines and nothing else, read by pyarrow's JSON reader.
+"""JSON lines, and the HF Trainer's dict lines, read by pyarrow's JSON reader.
 
 The line-by-line parser reads a JSON line in about 11 us (``json.loads``, flattening,
 the field names, a record dict); a million-line ``metrics.jsonl`` takes seconds.  When
@@ -17,7 +17,9 @@ counts as present there, and Arrow does not tell it from a missing key), a line 
 values under two keys of one column (which wins depends on the order of its keys), blank
 lines, carriage returns, a last line without a newline, warning text (the line parser
 skips such lines), or anything Arrow refuses (``NaN``, a value whose type changes).
-The tests check that both give the same table on fixtures and on random JSON lines.
+The tests check that both give the same table on constructed, random and byte-mutated
+logs.  :func:`dict_line_records` reads the HF Trainer's dict lines the same way, among a
+log's other lines.
 """
 
 from __future__ import annotations

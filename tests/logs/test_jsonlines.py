@@ -181,25 +181,26 @@ def test_a_rank_field_that_is_no_rank_is_rank_0(rank):
     assert run.ranks == (0,) and len(run.table) == 99
 
 
+def _edits(texts: list[str]):
+    """Up to 8 edits of 60 lines: (line, column, the text that replaces that character)."""
+    edit = st.tuples(st.integers(0, 59), st.integers(0, 80), st.sampled_from(texts))
+    return st.lists(edit, max_size=8)
+
+
+def _same_once_edited(lines: list[str], edits) -> None:
+    for row, col, text in edits:
+        lines[row] = lines[row][:col] + text + lines[row][col + 1 :]
+    same_or_both_refuse(_raw(lines))
+
+
 @settings(max_examples=150, deadline=None)
-@given(
-    st.lists(
-        st.tuples(
-            st.integers(0, 59),
-            st.integers(0, 80),
-            st.sampled_from(['"', "{", "}", ",", ":", "1", "e", "-", " ", "x", "é", "[", "\\"]),
-        ),
-        max_size=8,
-    )
-)
+@given(_edits(['"', "{", "}", ",", ":", "1", "e", "-", " ", "x", "é", "[", "\\"]))
 def test_mutated_json_lines_read_as_the_line_parser_reads_them(edits):
     lines = [
         json.dumps({"step": i, "train": {"loss": i / 7, "tok/s": f"{i}.5K"}, "ok": True})
         for i in range(60)
     ]
-    for row, col, text in edits:
-        lines[row] = lines[row][:col] + text + lines[row][col + 1 :]
-    same_or_both_refuse(_raw(lines))
+    _same_once_edited(lines, edits)
 
 
 def test_more_keys_than_one_word_of_bits():
@@ -341,20 +342,7 @@ def test_dict_lines_after_a_long_head_are_read_after_the_line_shape_path(monkeyp
 
 
 @settings(max_examples=150, deadline=None)
-@given(
-    st.lists(
-        st.tuples(
-            st.integers(0, 59),
-            st.integers(0, 80),
-            st.sampled_from(
-                ["'", '"', "{", "}", ",", ":", "1", "-", " ", "\n", "%|", "\r", "\x1b["]
-            ),
-        ),
-        max_size=8,
-    )
-)
+@given(_edits(["'", '"', "{", "}", ",", ":", "1", "-", " ", "\n", "%|", "\r", "\x1b["]))
 def test_mutated_dict_lines_read_as_the_line_parser_reads_them(edits):
     lines = [repr({"loss": i / 7, "grad_norm": 1 + i / 50, "epoch": i / 60}) for i in range(60)]
-    for row, col, text in edits:
-        lines[row] = lines[row][:col] + text + lines[row][col + 1 :]
-    same_or_both_refuse(_raw(lines))
+    _same_once_edited(lines, edits)
