@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +19,10 @@ ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 COMMANDS = typer.main.get_command(app).commands  # type: ignore[attr-defined]
 runner = CliRunner()
+#: The README's sessions: ```console blocks, each a `$ dflash-diag ...` line and what it printed.
+SESSIONS = re.findall(r"```console\n\$ (dflash-diag [^\n]*)\n(.*?)```", README, flags=re.S)
+#: The terminal width the sessions were captured at.
+SESSION_COLUMNS = 110
 
 
 def test_readme_starts_with_the_two_commands_of_a_fresh_machine():
@@ -54,3 +62,19 @@ def test_the_readme_python_example_runs(monkeypatch, capsys):
     for block in blocks:
         exec(compile(block, "README.md", "exec"), {})
     assert capsys.readouterr().out.strip().endswith("1.0")
+
+
+@pytest.mark.parametrize("command,shown", SESSIONS, ids=[c for c, _ in SESSIONS])
+def test_the_readme_sessions_are_what_the_commands_print(command, shown):
+    """Each line a README session shows (but its ``...`` elisions) is what the command
+    prints today, in the same order, at the width the session was captured at (stdout;
+    stderr for a session that ends in an error)."""
+    assert len(SESSIONS) >= 5
+    env = {**os.environ, "COLUMNS": str(SESSION_COLUMNS), "TERM": "dumb"}
+    args = [sys.executable, "-m", "dflash_diag", *shlex.split(command)[1:]]
+    got = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, env=env)
+    printed = [x.rstrip() for x in (got.stdout if got.returncode == 0 else got.stderr).splitlines()]
+    at = 0
+    for line in (x.rstrip() for x in shown.splitlines() if x.strip() != "..."):
+        assert line in printed[at:], f"{command!r} no longer prints this README line: {line!r}"
+        at = printed.index(line, at) + 1

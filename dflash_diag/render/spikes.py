@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..spikes.model import NEIGHBOURS
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -319,9 +321,9 @@ def render_text(
             parts.append(", ".join(f"{k} {v:.0%}" for k, v in sorted(cats.items())))
         line = "  batch: " + "; ".join(parts)
         if s.predicted is not None:
-            line += f"; rise {_f(s.rise)}: model predicts {_f(s.predicted, '+.3g')}"
+            line += f"; rise {_f(s.rise)}: the composition model predicts {_f(s.predicted, '+.3g')}"
         if s.similar is not None:
-            line += f", batches closest in length sit at {_f(s.similar, '+.3g')}"
+            line += f", the {NEIGHBOURS} batches closest in length sit at {_f(s.similar, '+.3g')}"
         if s.recurrences:
             back = ", ".join(
                 f"{r.step} (epoch {r.epoch}, {_f(r.residual, '+.3g')})" for r in s.recurrences[:4]

@@ -55,6 +55,7 @@ from .detect import Detection, SpikeEvent
 from .features import micro_points, point_features, rank_features
 from .model import (
     MIN_POINTS,
+    NEIGHBOURS,
     CompositionModel,
     design_matrix,
     fit_model,
@@ -150,12 +151,15 @@ def verdict(
     has_batch: bool,
     r2_similar: float | None = None,
     max_len_pct: float | None = None,
+    by_similar: bool = False,
 ) -> tuple[str, tuple[str, ...]]:
     """The documented rule (module docstring) -> ``(verdict, reasons)``.
 
     ``explained``: the larger of the model's and the similar batches' prediction over the
-    rise; ``r2_similar``: the similar-batch predictor's held-out R²; ``max_len_pct``: the
-    percentile of the batch's longest sample among all points' batches."""
+    rise (``by_similar``: the similar batches' was larger); ``r2_similar``: the
+    similar-batch predictor's held-out R²; ``max_len_pct``: the percentile of the batch's
+    longest sample among all points' batches.  A reason that gives the share names the
+    predictor it came from and that predictor's held-out R²."""
     if event.kind == "non-finite":
         return "unexplained", ("a non-finite value is a numerical failure, not a hard batch",)
     if not has_batch:
@@ -172,7 +176,7 @@ def verdict(
     usable = math.isfinite(held_out) and held_out >= R2_MIN
     share = "n/a" if explained is None else f"{explained:.0%}"
     if usable and explained is not None and explained >= EXPLAINED_HIGH:
-        reasons = [f"its batch predicts {share} of the rise (held-out R² {held_out:.2f})"]
+        reasons = [f"its batch predicts {share} of the rise ({_by(model, r2_similar, by_similar)})"]
         if again:
             reasons.append(_again(again))
         return "composition", tuple(reasons)
@@ -200,7 +204,20 @@ def verdict(
         return "unexplained", tuple(reasons)
     if not usable:
         return "inconclusive", (f"batch composition predicts nothing held out (R² {held_out:.2f})",)
-    return "inconclusive", (f"its batch predicts {share} of the rise: between 25% and 50%",)
+    return "inconclusive", (
+        f"its batch predicts {share} of the rise ({_by(model, r2_similar, by_similar)}): "
+        "between 25% and 50%",
+    )
+
+
+def _by(model: CompositionModel, r2_similar: float | None, by_similar: bool) -> str:
+    """Which predictor a share of the rise came from, with its held-out R²."""
+    if by_similar:
+        r2, what = r2_similar, f"the {NEIGHBOURS} batches closest in length"
+    else:
+        r2, what = model.r2_cv, "the composition model"
+    held_out = f"{r2:.2f}" if r2 is not None and math.isfinite(r2) else "n/a"
+    return f"{what}, held-out R² {held_out}"
 
 
 def _percentiles(sorted_cols: dict[str, np.ndarray], row: dict[str, float]) -> dict[str, float]:
@@ -367,6 +384,7 @@ def attribute_spikes(
         like = float(similar[p]) if math.isfinite(similar[p]) else None
         best = max((sign * v for v in (pred, like) if v is not None), default=None)
         explained = best / rise if best is not None and rise > 0 else None
+        by_similar = like is not None and (pred is None or sign * like > sign * pred)
         recs = []
         for q, ep, shared in rec.find(p) if has_batch else []:
             r = float(residual[q])
@@ -385,7 +403,7 @@ def attribute_spikes(
         batch = {c: float(feats[c].iloc[p]) for c in feature_cols} if has_batch else {}
         pct = _percentiles(sorted_cols, batch)
         v, reasons = verdict(
-            ev, model, explained, tuple(recs), has_batch, r2_similar, pct.get("max_len")
+            ev, model, explained, tuple(recs), has_batch, r2_similar, pct.get("max_len"), by_similar
         )
         out.append(
             SpikeEvidence(

@@ -46,6 +46,20 @@ def test_composition_spikes_are_called_composition(short_hard) -> None:
     assert all(s.explained is not None and s.explained >= 0.5 for s in comp)
 
 
+def test_a_share_of_the_rise_names_the_predictor_it_came_from(short_hard) -> None:
+    # "its batch predicts 80% of the rise" must say whether the composition model or the
+    # batches closest in length predicted it, with that predictor's own held-out R².
+    _, _, att = short_hard
+    stated = [s for s in att.spikes if s.reasons and " of the rise (" in s.reasons[0]]
+    assert len(stated) >= 10
+    for s in stated:
+        similar = s.similar is not None and (s.predicted is None or s.similar > s.predicted)
+        which = "the 10 batches closest in length" if similar else "the composition model"
+        r2 = att.r2_similar if similar else att.model.r2_cv
+        assert f"({which}, held-out R² {r2:.2f})" in s.reasons[0]
+        assert f"predicts {s.explained:.0%} of the rise" in s.reasons[0]
+
+
 def test_an_optimizer_blow_up_on_an_ordinary_batch_is_unexplained(short_hard) -> None:
     r, _, att = short_hard
     (blow,) = [s for s in att.spikes if abs(s.event.start_step - r.blowup_step) <= 2]
