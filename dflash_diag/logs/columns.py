@@ -55,12 +55,13 @@ def segment_fits(col: Any, seg: Segment) -> tuple[Any, Any]:
         return ok, off
     b = col.buffers()[2]
     buf = np.frombuffer(b, np.uint8) if b is not None else np.zeros(0, np.uint8)
+    # rows of one length lie at a fixed stride: words are read through views (runs of
+    # such rows; a column of many lengths falls back to gathers)
+    step = len(head) if exact else int(lengths[0])
     if len(head):
-        # rows of one length lie at a fixed stride: words are read through views
-        step = len(head) if exact else None
         ok &= _fits(col, buf, off[:-1], 0, head, at_start=True, at_end=exact, step=step)
     if len(tail):
-        ok &= _fits(col, buf, off[1:], -len(tail), tail, at_start=False, at_end=True)
+        ok &= _fits(col, buf, off[1:], -len(tail), tail, at_start=False, at_end=True, step=step)
     return ok, off
 
 
@@ -87,11 +88,11 @@ def _fits(
     a, b = 0, width
     ok: Any = None
     if at_start and first >= min(4, width):
-        ok = pc.starts_with(col, p.text[:first].decode()).to_numpy(zero_copy_only=False)
+        ok = _bools(pc.starts_with(col, p.text[:first].decode()))
         a = first
     if at_end and b > a and width - last >= min(4, width - a):
         tail = p.text[max(last, a) :].decode()
-        got = pc.ends_with(col, tail).to_numpy(zero_copy_only=False)
+        got = _bools(pc.ends_with(col, tail))
         ok = got if ok is None else ok & got
         b = max(last, a)
     if a < b:
@@ -99,6 +100,18 @@ def _fits(
         got = _words_fit(buf, pos, _sub(p, a, b), at_end=at_end and b == width, step=step)
         ok = got if ok is None else ok & got
     return ok
+
+
+def _bools(got: Any) -> Any:
+    """An Arrow boolean result as numpy bools (null as False), unpacking its bits."""
+    import numpy as np
+
+    if got.null_count:
+        return got.fill_null(False).to_numpy(zero_copy_only=False)
+    bits = np.frombuffer(got.buffers()[1], np.uint8)
+    return np.unpackbits(bits, count=got.offset + len(got), bitorder="little")[got.offset :].view(
+        bool
+    )
 
 
 def _sub(p: Pattern, a: int, b: int) -> Pattern:
@@ -203,7 +216,11 @@ def _bytes_fit(buf: Any, pos: Any, p: Pattern) -> Any:
 
 def read_numbers(col: Any, off: Any, seg: Segment, v: ValueToken, ok: Any) -> Any:
     """The number between head and tail of each row, as ``float(text) * factor``; rows
-    whose span is not a number the general parser reads are cleared in ``ok``."""
+    whose span is not a number the general parser reads are cleared in ``ok``.
+
+    A column whose rows all have one length is first tried by
+    :func:`~dflash_diag.logs.layout.read_layout` (the same doubles, by word arithmetic);
+    else, or when a row has another layout, Arrow casts the spans."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -213,6 +230,10 @@ def read_numbers(col: Any, off: Any, seg: Segment, v: ValueToken, ok: Any) -> An
         return np.zeros(0)
     b = col.buffers()[2]
     buf = np.frombuffer(b, np.uint8) if b is not None else np.zeros(0, np.uint8)
+    if not (v.padded or v.digits):
+        fixed = _one_layout(buf, off, seg, ok, v.magnitude)
+        if fixed is not None:
+            return fixed * v.factor if v.factor != 1.0 else fixed
     lo = off[:-1] + np.int32(len(seg.head)) if len(seg.head) else off[:-1]
     hi = off[1:] - np.int32(len(seg.tail)) if len(seg.tail) else off[1:]
     scale = None
@@ -273,3 +294,21 @@ def read_numbers(col: Any, off: Any, seg: Segment, v: ValueToken, ok: Any) -> An
     if v.factor != 1.0:
         return vals * v.factor
     return vals  # a strided view of Arrow's result
+
+
+def _one_layout(buf: Any, off: Any, seg: Segment, ok: Any, magnitude: bool) -> Any:
+    """:func:`~dflash_diag.logs.layout.read_layout` on a column whose rows all have one
+    length (a fixed stride), else None.  ``magnitude``: the first row's last byte, when
+    a magnitude letter, is every row's and scales the number (``25.1K``)."""
+    from .layout import read_layout
+
+    lengths = off[1:] - off[:-1]
+    row = int(lengths[0])
+    if not (lengths == row).all():
+        return None
+    first = int(off[0]) + len(seg.head)
+    width = row - len(seg.head) - len(seg.tail)
+    letter = chr(buf[first + width - 1]) if magnitude and width > 0 else ""
+    suffix = int(letter in MAGNITUDE)
+    got = read_layout(buf, first, row, len(off) - 1, width, ok, suffix)
+    return got * MAGNITUDE[letter] if suffix and got is not None else got
