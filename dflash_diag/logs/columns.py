@@ -161,6 +161,7 @@ def _words_fit(buf: Any, pos: Any, p: Pattern, at_end: bool, step: int | None = 
             runs = list(zip([0, *breaks], [*breaks, len(inner)], strict=True))
     digits = set(p.digits)
     bad = np.zeros(len(inner), dtype=np.uint64)  # per row: its mismatch bits, all words
+    tmp = np.empty((2, len(inner)), dtype=np.uint64)  # (the checks' temporaries)
     for w in at:
         want = six = mask = 0
         for j in range(8):
@@ -177,23 +178,24 @@ def _words_fit(buf: Any, pos: Any, p: Pattern, at_end: bool, step: int | None = 
         if runs is not None and step is not None:
             for r0, r1 in runs:
                 got = as_strided(words[int(inner[r0]) + w :], shape=(r1 - r0,), strides=(step,))
-                _mismatch(got, *masks, out=bad[r0:r1])
+                _mismatch(got, *masks, out=bad[r0:r1], tmp=tmp[:, r0:r1])
         else:
-            _mismatch(words[inner + w], *masks, out=bad)
+            _mismatch(words[inner + w], *masks, out=bad, tmp=tmp)
     ok[first:stop] = bad == 0
     if edge:
         ok[edge] = _bytes_fit(buf, pos[edge], p)
     return ok
 
 
-def _mismatch(got: Any, want: Any, six: Any, mask: Any, out: Any) -> None:
+def _mismatch(got: Any, want: Any, six: Any, mask: Any, out: Any, tmp: Any = None) -> None:
     """OR into ``out`` the bits where words ``got`` miss the pattern (see
-    :func:`_words_fit`); in place, two temporaries."""
+    :func:`_words_fit`); in place, in the two uint64 arrays ``tmp`` (of ``out``'s
+    length) when given: fresh temporaries of this size cost page faults."""
     import numpy as np
 
-    x = np.bitwise_xor(got, want)
+    x = np.bitwise_xor(got, want, out=None if tmp is None else tmp[0])
     if six:
-        y = np.add(x, six)
+        y = np.add(x, six, out=None if tmp is None else tmp[1])
         x |= y
     x &= mask
     out |= x

@@ -117,8 +117,11 @@ def read_layout(
     if layout is None:
         return None
     text = layout.text + head[width - suffix :]
-    words = [_words(buf, first + 8 * w, stride, n) for w in range(-(-width // 8))]
-    bad = np.zeros(n, dtype=np.uint64)
+    # one block for every temporary: fresh arrays of this size cost page faults
+    scratch = np.empty((5, n), dtype=np.uint64)
+    words = [_words(buf, first + 8 * w, stride, n, scratch[w]) for w in range(-(-width // 8))]
+    bad = scratch[2]
+    bad[:] = 0
     for w, x in enumerate(words):
         want = six = mask = 0
         for j, c in enumerate(text[8 * w : 8 * w + 8]):
@@ -129,38 +132,46 @@ def read_layout(
             else:
                 want |= c << (8 * j)
                 mask |= 0xFF << (8 * j)
-        _mismatch(x, np.uint64(want), np.uint64(six), np.uint64(mask), out=bad)
-    if (bad.astype(bool) & ok).any():
+        _mismatch(x, np.uint64(want), np.uint64(six), np.uint64(mask), bad, scratch[3:5])
+    if bad.any() and (bad.astype(bool) & ok).any():
         return None
     a, b = layout.fraction
-    mantissa = _digits(words, *layout.whole) * np.uint64(10 ** (b - a)) + _digits(words, a, b)
+    mantissa = _digits(words, *layout.whole, out=scratch[2])
+    if b > a:
+        mantissa *= np.uint64(10 ** (b - a))
+        mantissa += _digits(words, a, b, out=scratch[3])
     value = mantissa.astype(np.float64)
     e = -(b - a)
     if layout.exponent is None:
-        value = value / 10.0**-e if e else value
+        if e:
+            value /= 10.0**-e
     else:
-        exp = _digits(words, *layout.exponent).astype(np.int64)
+        exp = _digits(words, *layout.exponent, out=scratch[3]).view(np.int64)
         e_row = (-exp if layout.exponent_negative else exp) + e
-        if (np.abs(e_row[ok]) > MAX_EXPONENT).any():
+        counted = e_row if ok.all() else e_row[ok]
+        lo, hi = (int(counted.min()), int(counted.max())) if len(counted) else (0, 0)
+        if max(-lo, hi) > MAX_EXPONENT:
             return None
-        lo, hi = (int(x) for x in (e_row[ok].min(), e_row[ok].max())) if ok.any() else (0, 0)
         if lo == hi:  # (one exponent: a warm learning rate, a fixed scale)
-            value = value / 10.0**-lo if lo < 0 else value * 10.0**lo
+            if lo < 0:
+                value /= 10.0**-lo
+            else:
+                value *= 10.0**lo
         else:
             powers = 10.0 ** np.arange(MAX_EXPONENT + 1)
             scale = powers[np.minimum(np.abs(e_row), MAX_EXPONENT)]
             value = np.where(e_row < 0, value / scale, value * scale)
-    return -value if layout.negative else value
+    if layout.negative:
+        np.negative(value, out=value)
+    return value
 
 
-def _words(buf: Any, first: int, stride: int, n: int) -> Any:
-    """The 8 bytes from ``buf[first + i * stride]`` of each row ``i`` as uint64 (bytes
-    past the buffer's end read as 0)."""
-    import numpy as np
+def _words(buf: Any, first: int, stride: int, n: int, out: Any) -> Any:
+    """The 8 bytes from ``buf[first + i * stride]`` of each row ``i`` as uint64, into
+    ``out`` (bytes past the buffer's end read as 0)."""
     from numpy.lib.stride_tricks import as_strided
 
     inside = max(0, min(n, (len(buf) - 8 - first) // stride + 1)) if len(buf) >= 8 else 0
-    out = np.empty(n, dtype=np.uint64)
     if inside:
         view = as_strided(buf[first:], shape=(inside, 8), strides=(stride, 1))
         out[:inside] = view.view("<u8")[:, 0]
@@ -170,18 +181,22 @@ def _words(buf: Any, first: int, stride: int, n: int) -> Any:
     return out
 
 
-def _digits(words: list[Any], a: int, b: int) -> Any:
+def _digits(words: list[Any], a: int, b: int, out: Any) -> Any:
     """The integer of the digit bytes ``[a, b)`` of each row (0 for no digits), by the
-    SWAR steps of the module docstring, 8 digits at a time."""
+    SWAR steps of the module docstring, 8 digits at a time; into ``out`` (uint64)."""
     import numpy as np
 
     if a >= b:
-        return np.zeros(len(words[0]), dtype=np.uint64)
+        out[:] = 0
+        return out
     if b - a > 8:  # (the leading digits, then the last 8)
-        return _digits(words, a, b - 8) * np.uint64(10**8) + _digits(words, b - 8, b)
+        _digits(words, a, b - 8, out)
+        out *= np.uint64(10**8)
+        out += _digits(words, b - 8, b, np.empty_like(out))
+        return out
     k = b - a
     w, s = divmod(a, 8)
-    x = words[w] >> np.uint64(8 * s) if s else words[w].copy()
+    x = np.right_shift(words[w], np.uint64(8 * s), out=out)
     if s and w + 1 < len(words):  # (the run continues in the next word)
         x |= words[w + 1] << np.uint64(64 - 8 * s)
     size = 2 if k <= 2 else 4 if k <= 4 else 8  # bytes the run is placed at the top of
@@ -198,4 +213,5 @@ def _digits(words: list[Any], a: int, b: int) -> Any:
         x &= np.uint64(0x0000FFFF0000FFFF)
         x *= np.uint64(42949672960001)
         x >>= np.uint64(32)
-    return x & np.uint64({2: 0xFF, 4: 0xFFFF, 8: 0xFFFFFFFF}[size])
+    x &= np.uint64({2: 0xFF, 4: 0xFFFF, 8: 0xFFFFFFFF}[size])
+    return x
