@@ -111,15 +111,19 @@ def build_table(
     for c in metrics:
         if df[c].dtype != np.float64:
             df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
-    df["step"] = df["step"].to_numpy().astype(np.int64)  # (NaN, inf and 1e30 were dropped)
-    steps = df["step"].to_numpy()
+    steps = df["step"].to_numpy().astype(np.int64)  # (NaN, inf and 1e30 were dropped)
     if rank != "all" and (len(steps) < 2 or bool((steps[1:] > steps[:-1]).all())):
         # Already one row per step, in order (the common case): no grouping needed.
-        table = df[["step", *metrics]].reset_index(drop=True)
-    elif rank == "all" and (order := _one_row_per_key(df["rank"].to_numpy(), steps)) is not None:
-        table = df[[*keys, *metrics]].take(order).reset_index(drop=True)
+        # (built from the arrays: setting int steps into the records' frame copies more)
+        columns = {"step": steps} | {c: df[c].to_numpy() for c in metrics}
+        table = pd.DataFrame(columns, copy=False)
     else:
-        table = df.groupby(keys, sort=True)[metrics].last().reset_index()
+        df = df.assign(step=steps)
+        order = _one_row_per_key(df["rank"].to_numpy(), steps) if rank == "all" else None
+        if order is not None:
+            table = df[[*keys, *metrics]].take(order).reset_index(drop=True)
+        else:
+            table = df.groupby(keys, sort=True)[metrics].last().reset_index()
     # Fields only dropped records had (a banner's `model params 264320`) leave no column.
     table = table.drop(
         columns=[c for c in metrics if c not in CANONICAL_COLUMNS and table[c].isna().all()]
@@ -207,7 +211,7 @@ def _assign_steps(df: Any, best: str, skipped: dict[str, int], single_source: bo
         drop = df["step"].to_numpy() == 0  # evaluation before any train record
         df.loc[drop, "step"] = 0.0
         return df
-    if single_source and (np.abs(df["step"].to_numpy()) < MAX_STEP).all():
+    if single_source and _all_below(df["step"].to_numpy(), MAX_STEP):
         return df  # every record has its own step (the common case): nothing to attach
     own = (df["step_source"] == best).to_numpy() & df["step"].notna().to_numpy()
     if own.all():  # every record has its own step (the common case): nothing to attach
@@ -237,6 +241,12 @@ def _assign_steps(df: Any, best: str, skipped: dict[str, int], single_source: bo
 #: Steps at or beyond this magnitude are no step counter (``step=1e30``): a float64
 #: holds every integer below it exactly, and an int64 every one.
 MAX_STEP = 2.0**53
+
+
+def _all_below(a: Any, limit: float) -> bool:
+    """Whether every value of a float array is finite and below ``limit`` in magnitude
+    (two reductions, no temporary; NaN fails: its comparisons are False)."""
+    return bool(len(a)) and bool(-limit < a.min()) and bool(a.max() < limit)
 
 
 def _finite_steps(df: Any, skipped: dict[str, int]) -> Any:
