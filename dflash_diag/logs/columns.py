@@ -232,7 +232,7 @@ def read_numbers(col: Any, off: Any, seg: Segment, v: ValueToken, ok: Any) -> An
         return np.zeros(0)
     b = col.buffers()[2]
     buf = np.frombuffer(b, np.uint8) if b is not None else np.zeros(0, np.uint8)
-    if not (v.padded or v.digits):
+    if not v.padded:  # (digits only, `v.digits`: a layout of digits is stricter still)
         fixed = _one_layout(buf, off, seg, ok, v.magnitude)
         if fixed is not None:
             return fixed * v.factor if v.factor != 1.0 else fixed
@@ -299,18 +299,34 @@ def read_numbers(col: Any, off: Any, seg: Segment, v: ValueToken, ok: Any) -> An
 
 
 def _one_layout(buf: Any, off: Any, seg: Segment, ok: Any, magnitude: bool) -> Any:
-    """:func:`~dflash_diag.logs.layout.read_layout` on a column whose rows all have one
-    length (a fixed stride), else None.  ``magnitude``: the first row's last byte, when
-    a magnitude letter, is every row's and scales the number (``25.1K``)."""
+    """:func:`~dflash_diag.logs.layout.read_layout` on a column whose rows that fit
+    (``ok``) all have one length: runs of such rows lie at a fixed stride (rows that do
+    not fit, of another length, break them into at most :data:`MAX_RUNS`); else None.
+    ``magnitude``: the first fitting row's last byte, when a magnitude letter, is every
+    row's and scales the number (``25.1K``)."""
+    import numpy as np
+
     from .layout import read_layout
 
-    lengths = off[1:] - off[:-1]
-    row = int(lengths[0])
-    if not (lengths == row).all():
+    if not ok.any():
         return None
-    first = int(off[0]) + len(seg.head)
-    width = row - len(seg.head) - len(seg.tail)
-    letter = chr(buf[first + width - 1]) if magnitude and width > 0 else ""
+    lengths = off[1:] - off[:-1]
+    i0 = int(np.argmax(ok))  # the first row that fits: its layout is the column's
+    row = int(lengths[i0])
+    same = lengths == row
+    bounds = [0, len(same)]
+    if not same.all():
+        if (ok & ~same).any():
+            return None
+        bounds = [0, *(np.flatnonzero(same[1:] != same[:-1]) + 1).tolist(), len(same)]
+    spans = [(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if same[a]]
+    if len(spans) > MAX_RUNS:
+        return None
+    head = len(seg.head)
+    runs = [(a, b, int(off[a]) + head) for a, b in spans]
+    width = row - head - len(seg.tail)
+    at = int(off[i0]) + head
+    letter = chr(buf[at + width - 1]) if magnitude and width > 0 else ""
     suffix = int(letter in MAGNITUDE)
-    got = read_layout(buf, first, row, len(off) - 1, width, ok, suffix)
+    got = read_layout(buf, runs, row, len(same), width, ok, suffix, at)
     return got * MAGNITUDE[letter] if suffix and got is not None else got

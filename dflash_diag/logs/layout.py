@@ -95,11 +95,20 @@ def layout_of(span: bytes) -> Layout | None:
 
 
 def read_layout(
-    buf: Any, first: int, stride: int, n: int, width: int, ok: Any, suffix: int = 0
+    buf: Any,
+    runs: list[tuple[int, int, int]],
+    stride: int,
+    n: int,
+    width: int,
+    ok: Any,
+    suffix: int = 0,
+    at: int | None = None,
 ) -> Any:
-    """The numbers of ``n`` rows of ``width`` bytes, row ``i``'s at
-    ``buf[first + i * stride:][:width]``, when the rows that count (``ok``) all have the
-    first row's layout and exponents within :data:`MAX_EXPONENT`; else None.
+    """The numbers of ``n`` rows of ``width`` bytes laid out in ``runs`` of a fixed
+    ``stride`` (``(r0, r1, first)``: rows ``r0 .. r1 - 1``, row ``i``'s bytes at
+    ``buf[first + (i - r0) * stride:][:width]``), when the rows that count (``ok``) all
+    have the layout of the bytes at ``at`` (default: the first run's first row) and
+    exponents within :data:`MAX_EXPONENT`; else None.  A row in no run must not count.
 
     :param buf: numpy uint8 (the column's bytes).
     :param suffix: the last ``suffix`` bytes of the width are no part of the number but
@@ -110,16 +119,22 @@ def read_layout(
 
     from .columns import _mismatch
 
-    if not n or not 0 < width <= MAX_BYTES or first + (n - 1) * stride + width > len(buf):
+    if not n or not runs or not 0 < width <= MAX_BYTES:
         return None
-    head = bytes(buf[first : first + width])
+    if any(r1 <= r0 or first + (r1 - r0 - 1) * stride + width > len(buf) for r0, r1, first in runs):
+        return None
+    at = runs[0][2] if at is None else at
+    head = bytes(buf[at : at + width])
     layout = layout_of(head[: width - suffix])
     if layout is None:
         return None
     text = layout.text + head[width - suffix :]
     # one block for every temporary: fresh arrays of this size cost page faults
     scratch = np.empty((5, n), dtype=np.uint64)
-    words = [_words(buf, first + 8 * w, stride, n, scratch[w]) for w in range(-(-width // 8))]
+    words = [scratch[w] for w in range(-(-width // 8))]
+    for w, x in enumerate(words):
+        for r0, r1, first in runs:
+            _words(buf, first + 8 * w, stride, r1 - r0, x[r0:r1])
     bad = scratch[2]
     bad[:] = 0
     for w, x in enumerate(words):

@@ -157,6 +157,13 @@ def _one_row_per_key(ranks: Any, steps: Any) -> Any | None:
     would only sort), else None."""
     import numpy as np
 
+    if len(ranks) and 0 <= ranks.min() and ranks.max() < 1 << 15:
+        # a stable radix sort by rank keeps each rank's rows in log order: that is the
+        # (rank, step) order when each rank's steps ascend (the common case)
+        by_rank = np.argsort(ranks.astype(np.int16), kind="stable")
+        r, s = ranks[by_rank], steps[by_rank]
+        if len(r) < 2 or ((r[1:] != r[:-1]) | (s[1:] > s[:-1])).all():
+            return by_rank
     order = np.lexsort((steps, ranks))
     r, s = ranks[order], steps[order]
     if len(order) > 1 and not ((r[1:] != r[:-1]) | (s[1:] != s[:-1])).all():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -57,7 +58,7 @@ def test_a_column_of_one_layout_reads_as_float_reads_it(layout, data, head, tail
     buf = np.frombuffer("".join(head + r + tail for r in rows).encode(), np.uint8)
     width, stride = len(rows[0]), len(head) + len(rows[0]) + len(tail)
     ok = np.ones(len(rows), dtype=bool)
-    got = read_layout(buf, len(head), stride, len(rows), width, ok)
+    got = read_layout(buf, [(0, len(rows), len(head))], stride, len(rows), width, ok)
     want = np.array([float(r) for r in rows])
     mantissa_digits = sum(c.isdigit() for c in rows[0].lower().partition("e")[0])
     readable = (
@@ -86,7 +87,7 @@ def test_a_row_of_another_layout_leaves_the_column_to_arrow(good, odd, at, count
     buf = np.frombuffer(raw, np.uint8)
     ok = np.ones(len(rows), dtype=bool)
     ok[min(at, len(good))] = counted  # a row that does not fit the template does not count
-    got = read_layout(buf, 0, 10, len(rows), 6, ok)
+    got = read_layout(buf, [(0, len(rows), 0)], 10, len(rows), 6, ok)
     if counted or min(at, len(good)) == 0:  # (the first row's layout is the column's)
         assert got is None
     else:
@@ -98,9 +99,9 @@ def test_a_magnitude_letter_is_checked_and_left_to_the_caller():
     rows = [b"25.1K", b"28.3K", b"20.0K"]
     buf = np.frombuffer(b"".join(rows), np.uint8)
     ok = np.ones(3, dtype=bool)
-    assert read_layout(buf, 0, 5, 3, 5, ok, suffix=1).tolist() == [25.1, 28.3, 20.0]
+    assert read_layout(buf, [(0, 3, 0)], 5, 3, 5, ok, suffix=1).tolist() == [25.1, 28.3, 20.0]
     other = np.frombuffer(b"25.1K28.3M20.0K", np.uint8)
-    assert read_layout(other, 0, 5, 3, 5, ok, suffix=1) is None
+    assert read_layout(other, [(0, 3, 0)], 5, 3, 5, ok, suffix=1) is None
 
 
 def test_layouts_are_plain_decimal_numbers_only():
@@ -108,3 +109,31 @@ def test_layouts_are_plain_decimal_numbers_only():
     assert layout_of(b"1.5E+03").exponent == (5, 7)
     for text in [b"", b"-", b".", b"e5", b"1e", b"0x1F", b"inf", b"1,5", b"1 5", b"9" * 16]:
         assert layout_of(text) is None, text
+
+
+def test_rows_that_do_not_fit_break_the_stride_into_runs(monkeypatch):
+    """A banner with the template's delimiter count (`==== run ====` among `key=value`
+    lines) is a row of another length that does not fit: the rows around it are still
+    read by their layout, in runs; a fitting row of another length leaves it to Arrow."""
+    from dflash_diag.logs import columns, layout
+    from dflash_diag.logs.template import Pattern, Segment, ValueToken
+
+    took = []
+    real = layout.read_layout
+    monkeypatch.setattr(layout, "read_layout", lambda *a: took.append(real(*a)) or took[-1])
+    seg = Segment(Pattern(b""), 0, Pattern(b" acc"))
+    v = ValueToken("loss", Pattern(b""), 1.0, False, True)
+    rows = [b"4.8123 acc", b"", b"4.1000 acc", b"3.9999 acc", b"== x", b"3.5000 acc"]
+    col = pa.array(rows, pa.binary())
+    ok, off = columns.segment_fits(col, seg)
+    assert ok.tolist() == [True, False, True, True, False, True]
+    vals = columns.read_numbers(col, off, seg, v, ok)
+    assert took and took[-1] is not None  # the layout path read it
+    assert vals[ok].tolist() == [4.8123, 4.1, 3.9999, 3.5]
+    rows[3] = b"13.9999 acc"  # a fitting row of another length
+    col = pa.array(rows, pa.binary())
+    ok, off = columns.segment_fits(col, seg)
+    took.clear()
+    vals = columns.read_numbers(col, off, seg, v, ok)
+    assert not took or took[-1] is None  # Arrow's cast read it
+    assert vals[ok].tolist() == [4.8123, 4.1, 13.9999, 3.5]
