@@ -5,8 +5,9 @@ A column holds, per row, the bytes between two delimiters of a line
 (:class:`~dflash_diag.logs.template.Segment`): a fixed head, then (for a value) the
 number and a fixed tail.  :func:`segment_fits` tests the fixed bytes of every row at once
 (Arrow's ``starts_with``/``ends_with`` for literal runs at an end of the row, 64-bit word
-tests for digit positions and what lies between); :func:`read_numbers` casts the spans
-between head and tail to float64 with one Arrow cast and holds them to the general
+tests for digit positions and what lies between); :func:`read_numbers` reads the spans
+between head and tail as float64: by word arithmetic when the fitting rows share one
+layout (:mod:`~dflash_diag.logs.layout`), else with one Arrow cast, held to the general
 parser's number syntax.
 """
 
@@ -220,9 +221,9 @@ def read_numbers(col: Any, off: Any, seg: Segment, v: ValueToken, ok: Any) -> An
     """The number between head and tail of each row, as ``float(text) * factor``; rows
     whose span is not a number the general parser reads are cleared in ``ok``.
 
-    A column whose rows all have one length is first tried by
+    A column whose fitting rows all have one length is first tried by
     :func:`~dflash_diag.logs.layout.read_layout` (the same doubles, by word arithmetic);
-    else, or when a row has another layout, Arrow casts the spans."""
+    else, or when such a row has another layout, Arrow casts the spans."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -232,8 +233,8 @@ def read_numbers(col: Any, off: Any, seg: Segment, v: ValueToken, ok: Any) -> An
         return np.zeros(0)
     b = col.buffers()[2]
     buf = np.frombuffer(b, np.uint8) if b is not None else np.zeros(0, np.uint8)
-    if not v.padded:  # (digits only, `v.digits`: a layout of digits is stricter still)
-        fixed = _one_layout(buf, off, seg, ok, v.magnitude)
+    if not v.padded:
+        fixed = _one_layout(buf, off, seg, ok, v.magnitude, v.digits)
         if fixed is not None:
             return fixed * v.factor if v.factor != 1.0 else fixed
     lo = off[:-1] + np.int32(len(seg.head)) if len(seg.head) else off[:-1]
@@ -298,12 +299,12 @@ def read_numbers(col: Any, off: Any, seg: Segment, v: ValueToken, ok: Any) -> An
     return vals  # a strided view of Arrow's result
 
 
-def _one_layout(buf: Any, off: Any, seg: Segment, ok: Any, magnitude: bool) -> Any:
+def _one_layout(buf: Any, off: Any, seg: Segment, ok: Any, magnitude: bool, integer: bool) -> Any:
     """:func:`~dflash_diag.logs.layout.read_layout` on a column whose rows that fit
     (``ok``) all have one length: runs of such rows lie at a fixed stride (rows that do
     not fit, of another length, break them into at most :data:`MAX_RUNS`); else None.
     ``magnitude``: the first fitting row's last byte, when a magnitude letter, is every
-    row's and scales the number (``25.1K``)."""
+    row's and scales the number (``25.1K``); ``integer``: digits only (a rank prefix)."""
     import numpy as np
 
     from .layout import read_layout
@@ -328,5 +329,5 @@ def _one_layout(buf: Any, off: Any, seg: Segment, ok: Any, magnitude: bool) -> A
     at = int(off[i0]) + head
     letter = chr(buf[at + width - 1]) if magnitude and width > 0 else ""
     suffix = int(letter in MAGNITUDE)
-    got = read_layout(buf, runs, row, len(same), width, ok, suffix, at)
+    got = read_layout(buf, runs, row, len(same), width, ok, suffix, at, integer)
     return got * MAGNITUDE[letter] if suffix and got is not None else got

@@ -15,24 +15,26 @@ tokenizer and compute kernels, without a Python object per line:
    shows many, set aside by counting delimiters first);
 3. each column is checked against its segment (:mod:`~dflash_diag.logs.columns`): its
    fixed bytes by Arrow's ``starts_with``/``ends_with`` (memcmp) and, where the template
-   has digits that vary, by 64-bit word tests; the number between head and tail is cast
-   to float64 by Arrow (one cast per column, through a zero-copy array of the number
-   spans), and a magnitude letter (``25.1K``) is read from the span's last byte (a rank
-   prefix's number, ``[rank3]:``, is a ``rank`` value of digits only);
-4. a line fits when every column fits and every number parses; the cast is checked
+   has digits that vary, by 64-bit word tests; the number between head and tail is read
+   by word arithmetic when the column's fitting rows share one layout
+   (:mod:`~dflash_diag.logs.layout`: ``{loss:.4f}`` over a range of the log, exact to
+   the bit), else cast to float64 by Arrow (one cast per column, through a zero-copy
+   array of the number spans), and a magnitude letter (``25.1K``) is read from the
+   span's last byte (a rank prefix's number, ``[rank3]:``, is a ``rank`` value of
+   digits only);
+4. a line fits when every column fits and every number parses; a cast is checked
    against the general parser's number syntax (an unparsable span, or a ``nan``/``inf``
    Arrow reads but the parser would not, sends the line to the general parser);
 5. the lines left over (:class:`~dflash_diag.logs.leftover.Leftover`, one Arrow array)
    are read the same way when enough of them share a template of their own, up to
    :data:`MAX_TEMPLATES` templates, and the rest go to the general parser.
 
-Costs on a 1M-line, 150 MB log, in CPU time: the CSV tokenizer about 0.19 s plus
-0.03 s to join its 1 MiB blocks into one array per column (larger blocks, or one block
-per range, came out slower), the casts 0.12 s, the checks and numpy bookkeeping about
-0.15 s, and the kernel's zeroing of fresh pages for all of these about 0.05 s.  With
-two threads the whole ``read_log`` takes 0.29-0.32 s, 3.2-3.7x ``pandas.read_csv`` on the
-same metrics written as CSV (``benchmarks/bench_parse.py``); most of the gap is the
-tokenizer and the casts, which read_csv does in one C pass over a third of the bytes.
+Costs on a 1M-line, 150 MB log: the CSV tokenizer and its copies of the columns take
+about half the CPU (larger blocks, or one block per range, came out slower); the
+numbers, the checks and the numpy bookkeeping most of the rest.  With two threads the
+whole ``read_log`` takes about 2.9x ``pandas.read_csv`` on the same metrics written as
+CSV, and the CSV split with the numbers alone about 2.3x (``benchmarks/bench_parse.py``,
+``--floor``; figures in the README).
 The bytes are not checked for UTF-8 up front: a fitting line is the template's bytes
 and ASCII numbers, and a line that is not UTF-8 fails the CSV reader's decoding (a line
 of another shape), :func:`~dflash_diag.logs.rows.misfit_texts` (a misfit) or

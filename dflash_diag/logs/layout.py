@@ -4,9 +4,10 @@ past Arrow's float cast (:func:`~dflash_diag.logs.columns.read_numbers`).
 A trainer formats a metric the same way on every line (``{loss:.4f}``, ``{lr:.2e}``, an
 integer step), so over a byte range of the log most columns hold numbers of one
 *layout*: one length, with the digits, the point, the exponent letter and the signs at
-the same places (``0.0000``, ``0.00e-00``, ``000000``).  When every row of a column has
-the same length, the layout is taken from its first row and every row's number is read
-as one or two little-endian 64-bit words, through a strided view (no copy per row):
+the same places (``0.0000``, ``0.00e-00``, ``000000``).  When every fitting row of a
+column has the same length, the layout is taken from the first and every row's number is read
+as one or two little-endian 64-bit words, through strided views (no copy per row; rows
+that do not fit the template, of another length, break the stride into runs):
 
 - the layout check is :func:`~dflash_diag.logs.columns._mismatch`: literal bytes equal,
   digit bytes ``0``-``9``;
@@ -22,10 +23,10 @@ as one or two little-endian 64-bit words, through a strided view (no copy per ro
   double nearest the decimal, the one Python's ``float()`` gives (Clinger's fast path:
   W. D. Clinger, "How to Read Floating Point Numbers Accurately", PLDI 1990).
 
-A column with a row of another length or layout, or an exponent beyond 22, is left to
-Arrow's cast: this is a shortcut, never a second number syntax.  On a column of 100K
-rows it takes about a third of the cast's time (``benchmarks/bench_parse.py`` times the
-whole read).
+A column with a fitting row of another length or layout, or an exponent beyond 22, is
+left to Arrow's cast: this is a shortcut, never a second number syntax (the property
+tests hold it to ``float()`` bit for bit).  ``benchmarks/bench_parse.py`` times the
+whole read.
 """
 
 from __future__ import annotations
@@ -67,7 +68,9 @@ class Layout:
     exponent_negative: bool
 
 
-@cache
+_ZEROS = bytes.maketrans(b"123456789", b"000000000")
+
+
 def layout_of(span: bytes) -> Layout | None:
     """The layout of a number's bytes, or None when they are no plain decimal number
     (``[-+]digits[.digits][e[-+]digits]``, a digit in the mantissa) of at most
@@ -78,6 +81,11 @@ def layout_of(span: bytes) -> Layout | None:
     >>> layout_of(b"nan") is None, layout_of(b"1_000") is None
     (True, True)
     """
+    return _layout(span.translate(_ZEROS))  # (cached by shape: a log has few)
+
+
+@cache
+def _layout(span: bytes) -> Layout | None:
     m = _PLAIN.fullmatch(span)
     if m is None or len(span) > MAX_BYTES:
         return None
@@ -103,6 +111,7 @@ def read_layout(
     ok: Any,
     suffix: int = 0,
     at: int | None = None,
+    integer: bool = False,
 ) -> Any:
     """The numbers of ``n`` rows of ``width`` bytes laid out in ``runs`` of a fixed
     ``stride`` (``(r0, r1, first)``: rows ``r0 .. r1 - 1``, row ``i``'s bytes at
@@ -113,6 +122,8 @@ def read_layout(
     :param buf: numpy uint8 (the column's bytes).
     :param suffix: the last ``suffix`` bytes of the width are no part of the number but
         must be the first row's in every row (a magnitude letter, ``25.1K``).
+    :param integer: only a run of digits is a number here (a rank prefix's, which the
+        general parser reads only so): another layout gives None.
     :returns: float64 per row (meaningless where ``ok`` is False), or None.
     """
     import numpy as np
@@ -126,7 +137,7 @@ def read_layout(
     at = runs[0][2] if at is None else at
     head = bytes(buf[at : at + width])
     layout = layout_of(head[: width - suffix])
-    if layout is None:
+    if layout is None or integer and len(layout.digits) != len(layout.text):
         return None
     text = layout.text + head[width - suffix :]
     # one block for every temporary: fresh arrays of this size cost page faults

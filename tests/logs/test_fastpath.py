@@ -584,6 +584,17 @@ def test_a_rank_prefix_number_is_read_only_as_the_general_parser_reads_it(
     assert (fast.ranks, fast.skipped) == (slow.ranks, slow.skipped)
 
 
+def test_a_rank_prefix_of_one_width_that_is_no_integer_is_not_a_rank(eager, tmp_path):
+    """Byte ranges whose every line has `[rank2.5]:` (one width, so one layout): the
+    general parser reads only digits as a rank, and so must the fast path."""
+    lines = [f"[rank{1 if step <= 200 else 2.5}]:" + _train(step, step) for step in range(1, 301)]
+    raw = _write(tmp_path, lines)
+    fast = read_lines(raw, fast=True, rank="all")
+    slow = read_lines(raw, fast=False, rank="all")
+    pd.testing.assert_frame_equal(fast.table, slow.table)
+    assert (fast.ranks, fast.skipped) == (slow.ranks, slow.skipped)
+
+
 def test_a_line_longer_than_the_csv_readers_block(eager, tmp_path):
     """A config dump of over 1 MiB on one line: that range is split in one block."""
     lines = [_train(i, i + 1) for i in range(300)]
