@@ -160,22 +160,10 @@ def _words_fit(buf: Any, pos: Any, p: Pattern, at_end: bool, step: int | None = 
         breaks = (np.flatnonzero(np.diff(inner) != step) + 1).tolist()
         if len(breaks) <= MAX_RUNS:
             runs = list(zip([0, *breaks], [*breaks, len(inner)], strict=True))
-    digits = set(p.digits)
     bad = np.zeros(len(inner), dtype=np.uint64)  # per row: its mismatch bits, all words
     tmp = np.empty((2, len(inner)), dtype=np.uint64)  # (the checks' temporaries)
     for w in at:
-        want = six = mask = 0
-        for j in range(8):
-            if not 0 <= w + j < width:
-                continue  # outside the pattern
-            if w + j in digits:
-                want |= 0x30 << (8 * j)
-                six |= 0x06 << (8 * j)
-                mask |= 0xF0 << (8 * j)
-            else:
-                want |= p.text[w + j] << (8 * j)
-                mask |= 0xFF << (8 * j)
-        masks = np.uint64(want), np.uint64(six), np.uint64(mask)
+        masks = word_masks(p, w)
         if runs is not None and step is not None:
             for r0, r1 in runs:
                 got = as_strided(words[int(inner[r0]) + w :], shape=(r1 - r0,), strides=(step,))
@@ -186,6 +174,25 @@ def _words_fit(buf: Any, pos: Any, p: Pattern, at_end: bool, step: int | None = 
     if edge:
         ok[edge] = _bytes_fit(buf, pos[edge], p)
     return ok
+
+
+def word_masks(p: Pattern, w: int) -> tuple[Any, Any, Any]:
+    """``(want, six, mask)`` of :func:`_words_fit` for the 8 bytes of ``p`` from byte
+    ``w`` (a little-endian word; bytes outside the pattern are not tested)."""
+    import numpy as np
+
+    want = six = mask = 0
+    for j in range(8):
+        if not 0 <= w + j < len(p):
+            continue  # outside the pattern
+        if w + j in p.digits:
+            want |= 0x30 << (8 * j)
+            six |= 0x06 << (8 * j)
+            mask |= 0xF0 << (8 * j)
+        else:
+            want |= p.text[w + j] << (8 * j)
+            mask |= 0xFF << (8 * j)
+    return np.uint64(want), np.uint64(six), np.uint64(mask)
 
 
 def _mismatch(got: Any, want: Any, six: Any, mask: Any, out: Any, tmp: Any = None) -> None:

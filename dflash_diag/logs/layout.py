@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from .template import Pattern
+
 #: A layout longer than this (two words) is left to Arrow.
 MAX_BYTES = 16
 #: Mantissa digits at most: their integer stays below 2**53.
@@ -128,7 +130,7 @@ def read_layout(
     """
     import numpy as np
 
-    from .columns import _mismatch
+    from .columns import _mismatch, word_masks
 
     if not n or not runs or not 0 < width <= MAX_BYTES:
         return None
@@ -139,7 +141,7 @@ def read_layout(
     layout = layout_of(head[: width - suffix])
     if layout is None or integer and len(layout.digits) != len(layout.text):
         return None
-    text = layout.text + head[width - suffix :]
+    pattern = Pattern(layout.text + head[width - suffix :], layout.digits)
     # one block for every temporary: fresh arrays of this size cost page faults
     scratch = np.empty((5, n), dtype=np.uint64)
     words = [scratch[w] for w in range(-(-width // 8))]
@@ -149,16 +151,7 @@ def read_layout(
     bad = scratch[2]
     bad[:] = 0
     for w, x in enumerate(words):
-        want = six = mask = 0
-        for j, c in enumerate(text[8 * w : 8 * w + 8]):
-            if 8 * w + j in layout.digits:
-                want |= 0x30 << (8 * j)
-                six |= 0x06 << (8 * j)
-                mask |= 0xF0 << (8 * j)
-            else:
-                want |= c << (8 * j)
-                mask |= 0xFF << (8 * j)
-        _mismatch(x, np.uint64(want), np.uint64(six), np.uint64(mask), bad, scratch[3:5])
+        _mismatch(x, *word_masks(pattern, 8 * w), bad, scratch[3:5])
     if bad.any() and (bad.astype(bool) & ok).any():
         return None
     a, b = layout.fraction
