@@ -33,7 +33,7 @@ Costs on a 1M-line, 150 MB log: the CSV tokenizer and its copies of the columns 
 about half the CPU (larger blocks, or one block per range, came out slower); the
 numbers, the checks and the numpy bookkeeping most of the rest.  With two threads the
 whole ``read_log`` takes about 2.9x ``pandas.read_csv`` on the same metrics written as
-CSV, and the CSV split with the numbers alone about 2.3x (``benchmarks/bench_parse.py``,
+CSV, and the CSV split with the numbers alone about 2.1x (``benchmarks/bench_parse.py``,
 ``--floor``; figures in the README).
 The bytes are not checked for UTF-8 up front: a fitting line is the template's bytes
 and ASCII numbers, and a line that is not UTF-8 fails the CSV reader's decoding (a line

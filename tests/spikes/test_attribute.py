@@ -15,6 +15,7 @@ from dflash_diag.spikes.attribute import attribute_spikes, log_only_evidence
 from dflash_diag.spikes.correlate import correlations
 from dflash_diag.spikes.coverage import check_schedule, epochs_to_cover
 from dflash_diag.spikes.detect import detect_spikes
+from dflash_diag.spikes.model import NEIGHBOURS
 
 from .constructed import run
 
@@ -54,7 +55,9 @@ def test_a_share_of_the_rise_names_the_predictor_it_came_from(short_hard) -> Non
     assert len(stated) >= 10
     for s in stated:
         similar = s.similar is not None and (s.predicted is None or s.similar > s.predicted)
-        which = "the 10 batches closest in length" if similar else "the composition model"
+        which = (
+            f"the {NEIGHBOURS} batches closest in length" if similar else "the composition model"
+        )
         r2 = att.r2_similar if similar else att.model.r2_cv
         assert f"({which}, held-out R² {r2:.2f})" in s.reasons[0]
         assert f"predicts {s.explained:.0%} of the rise" in s.reasons[0]
