@@ -94,6 +94,11 @@ class RunLog:
         records carry no step: they are numbered 1, 2, ... as logging events, which is not
         the optimizer step when the trainer logs every N steps) or ``given interval``
         (such records renumbered ``i x N`` with ``read_log(..., step_every=N)``).
+    :param logged_nan: per column, a bool array over the table's rows: the log PRINTED
+        the value there as NaN (``loss=nan``: a numerical failure).  Every other NaN in
+        the table means "not logged at this step" (an eval metric between evaluations, a
+        training metric on an eval-only row).  Infinite values are in the table as
+        ``inf``.  Columns without a printed NaN are not keys.
     """
 
     table: pd.DataFrame
@@ -104,6 +109,22 @@ class RunLog:
     skipped: dict[str, int] = field(default_factory=dict)
     n_lines: int = 0
     step_source: str = "field"
+    logged_nan: dict[str, Any] = field(default_factory=dict)
+
+    def logged(self, column: str) -> Any:
+        """Bool per table row: ``column`` was logged there, as a number, inf or NaN.
+
+        >>> import pandas as pd, numpy as np
+        >>> t = pd.DataFrame({"step": [1, 2, 3], "loss": [2.0, np.nan, np.nan]})
+        >>> RunLog(t, "x.log", "text", logged_nan={"loss": np.array([0, 0, 1], bool)}).logged(
+        ...     "loss").tolist()
+        [True, False, True]
+        """
+        import numpy as np
+
+        values = self.table[column].to_numpy(dtype=np.float64)
+        printed = self.logged_nan.get(column)
+        return ~np.isnan(values) if printed is None else ~np.isnan(values) | printed
 
 
 @dataclass(frozen=True, eq=False)

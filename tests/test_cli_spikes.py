@@ -93,7 +93,7 @@ def test_text_output_answers_the_question(work):
     assert result.exit_code == 0, result.stderr
     out = result.stdout
     assert "schedule config: dflash-diag.toml" in out
-    assert "schedule check: replayed tokens match the log at 100.0% of 488 steps" in out
+    assert "schedule check: verified: replayed tokens match the log at 100.0% of 488 steps" in out
     assert "step 241 (composition)" in out
     assert "Batch composition explains" in out
     assert "look at the optimizer" in out
@@ -129,12 +129,18 @@ def test_a_schedule_that_does_not_match_is_refused_unless_forced(work):
     result = runner.invoke(app, args)
     assert result.exit_code == 2
     assert result.stderr.startswith(
-        "error: run.log: the replayed schedule matches the logged tokens at only "
+        "error: run.log: the schedule from flags matches the logged tokens at only "
     )
-    assert result.stderr.endswith("or pass --force to attribute anyway\n")
+    assert result.stderr.endswith("--search-seed 0..1000, give it with --config, or pass --force\n")
     forced = runner.invoke(app, [*args, "--force", "--json"])
     assert forced.exit_code == 0, forced.stderr
-    assert json.loads(forced.stdout)["schedule_check"]["tokens_match"] < 0.9
+    doc = json.loads(forced.stdout)
+    assert doc["schedule_check"]["tokens_match"] < 0.9
+    assert doc["schedule_check"]["status"] == "refuted"
+    assert {s["ground"] for s in doc["spikes"]} == {"refuted"}
+    text = runner.invoke(app, [*args, "--force"]).stdout
+    assert "schedule check: refuted: replayed tokens match the log at only" in text
+    assert "forced onto a refuted schedule" in text
 
 
 def test_a_missing_manifest_is_one_error_line(work):

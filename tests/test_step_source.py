@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -11,6 +12,8 @@ from dflash_diag.logs import read_log
 
 DATA = Path(__file__).resolve().parent / "data"
 runner = CliRunner()
+# The real run's schedule (tests/data/real_run/README.md), named by flags.
+REAL_SCHEDULE = ["--seed", "1234", "--token-budget", "16384", "--max-seq-len", "2048"]
 
 
 def hf_dict_lines(path: Path, n: int = 120) -> Path:
@@ -46,8 +49,17 @@ def test_spikes_refuses_to_join_line_numbers_to_a_schedule_unless_forced(tmp_pat
     assert result.stderr.startswith(
         f"error: {log}: the log's records carry no step (they are numbered by line order)"
     )
-    forced = runner.invoke(app, ["spikes", log, "--manifest", manifest, "--force", "--json"])
+    named = ["--strategy", "sorted-greedy", *REAL_SCHEDULE]
+    forced = runner.invoke(
+        app, ["spikes", log, "--manifest", manifest, *named, "--force", "--json"]
+    )
     assert forced.exit_code == 0, forced.stderr
+    doc = json.loads(forced.stdout)
+    assert doc["step_source"] == "line order"
+    # no tokens in HF dict lines: the named schedule is given, not verified
+    assert doc["schedule_check"]["status"] == "given"
+    text = runner.invoke(app, ["spikes", log, "--manifest", manifest, *named, "--force"]).stdout
+    assert "'event N' is its N-th logged record, not optimizer step N" in text
 
 
 def test_step_every_renumbers_line_order_records_and_lets_spikes_join(tmp_path):
@@ -56,8 +68,13 @@ def test_step_every_renumbers_line_order_records_and_lets_spikes_join(tmp_path):
     assert run.step_source == "given interval"
     assert run.table["step"].tolist() == [10 * i for i in range(1, 121)]
     manifest = str(DATA / "real_run" / "manifest.parquet")
-    result = runner.invoke(app, ["spikes", str(log), "--manifest", manifest, "--step-every", "1"])
+    args = ["spikes", str(log), "--manifest", manifest, "--step-every", "1"]
+    refused = runner.invoke(app, args)  # no schedule named, no tokens: nothing to rest on
+    assert refused.exit_code == 2
+    assert "no schedule named and the log has no tokens" in refused.stderr
+    result = runner.invoke(app, [*args, "--strategy", "sorted-greedy", *REAL_SCHEDULE])
     assert result.exit_code == 0, result.stderr
+    assert "schedule check: given: the log has no tokens column" in result.stdout
 
 
 def test_step_every_on_a_log_with_steps_is_refused():

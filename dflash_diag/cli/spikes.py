@@ -141,16 +141,20 @@ def register(app: typer.Typer) -> None:
             resolved = replace(resolved, metric_rank=_metric_rank(metric_rank))
         with progress("reading log", enabled=not json) as bar:
             run = read_log(log, format=fmt, rank=which, progress=bar, step_every=step_every)
-        detection = detect_spikes(run.table, metric, detector.value, window, threshold, path=log)
+        logged = run.logged(metric) if metric in run.table.columns else None
+        detection = detect_spikes(
+            run.table, metric, detector.value, window, threshold, path=log, logged=logged
+        )
         attribution = replayed = None
         evidence = log_only_evidence(detection)
         epochs = None
         if resolved.manifest is not None:
-            from ..spikes.coverage import check_steps
+            from ..spikes.coverage import check_steps, schedule_source
 
             check_steps(run.step_source, log, force)
+            source = schedule_source(resolved.config_path, config, bool(resolved.given), log)
             attribution, replayed, m, epochs = _attribute(
-                log, run.table, detection, resolved, covers.value, force, not json
+                log, run.table, detection, resolved, covers.value, force, not json, source
             )
             evidence = attribution.spikes
         else:
@@ -168,6 +172,7 @@ def register(app: typer.Typer) -> None:
             manifest=str(resolved.manifest) if resolved.manifest else None,
             schedule=_params(resolved.params) if resolved.manifest else None,
             epochs=epochs,
+            step_source=run.step_source,
         )
         if plot is not None:
             plot_spikes(plot, detection, evidence, attribution)
@@ -206,12 +211,14 @@ def _attribute(
     covers: str,
     force: bool,
     bar_on: bool,
+    source: str,
 ) -> tuple[Any, Any, Any, int]:
     """Read the manifest, replay once (enough epochs for the log), check, attribute."""
     from ..manifest import read_manifest
     from ..schedule import replay
     from ..spikes.attribute import attribute_spikes
     from ..spikes.coverage import check_schedule, epochs_to_cover
+    from ..spikes.optimizer import lr_at
     from .options import progress
 
     with progress("reading manifest", enabled=bar_on) as bar:
@@ -223,7 +230,11 @@ def _attribute(
     epochs = params.epochs if "epochs" in resolved.given else epochs_to_cover(m, params, last, log)
     with progress("replaying schedule", enabled=bar_on) as bar:
         rep = replay(m, params, epochs=epochs, progress=bar)
-    check = check_schedule(rep, table, force=force, path=log)
+    named = "strategy" in resolved.given
+    check = check_schedule(rep, table, force=force, path=log, named_by=source, named=named)
+    lr = lr_at(table, detection.steps)
     with progress("attributing spikes", enabled=bar_on) as bar:
-        att = attribute_spikes(detection, rep, covers, check, resolved.metric_rank, progress=bar)
+        att = attribute_spikes(
+            detection, rep, covers, check, resolved.metric_rank, progress=bar, lr=lr
+        )
     return att, rep, m, epochs

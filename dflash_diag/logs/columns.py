@@ -16,7 +16,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from .names import MAGNITUDE
+from .names import LOGGED_NAN, MAGNITUDE
 from .template import Pattern, Segment, ValueToken
 
 #: A column of equal-length rows is read through strided views, one per run of such
@@ -300,10 +300,12 @@ def read_numbers(col: Any, off: Any, seg: Segment, v: ValueToken, ok: Any) -> An
         odd = ok & ~finite
         ok &= ~odd | syntax(odd, number)
     if scale is not None:
-        return vals * scale
-    if v.factor != 1.0:
-        return vals * v.factor
-    return vals  # a strided view of Arrow's result
+        vals = vals * scale
+    elif v.factor != 1.0:
+        vals = vals * v.factor
+    if not finite.all():  # a printed nan is a logged one (names.LOGGED_NAN)
+        vals = np.where(np.isnan(vals), LOGGED_NAN, vals)
+    return vals  # (in the common case a strided view of Arrow's result)
 
 
 def _one_layout(buf: Any, off: Any, seg: Segment, ok: Any, magnitude: bool, integer: bool) -> Any:

@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import InputError
 from ..records import RunLog
 from .io import RawLog, decode
-from .names import EVAL_PREFIXES, NEUTRAL, canonical_name
+from .names import EVAL_PREFIXES, LOGGED_NAN, NEUTRAL, canonical_name, is_logged_nan
 from .normalise import build_table
 
 _WANDB_COL = re.compile(r"^(?P<run>.+?) - (?P<metric>.+)$")
@@ -28,6 +28,36 @@ def sniff_delimiter(header: str) -> str:
     counts = {d: header.count(d) for d in ("\t", ";", ",")}
     best = max(counts, key=lambda d: counts[d])
     return best if counts[best] else ","
+
+
+#: A cell that holds a printed NaN (pandas reads it, and an empty cell, as NaN alike).
+_NAN_CELL = re.compile(r"(?:^|[,;\t])[ \t]*[-+]?(?:nan|NaN|NAN)[ \t]*(?=[,;\t\r]|$)", re.M)
+
+
+def _printed_nan(text: str, sep: str, df: Any) -> dict[Any, Any]:
+    """Column -> bool per row of ``df``: the cell was printed as ``nan`` (a logged
+    NaN), not left empty (not logged there).  Read again as text, the same rows."""
+    import pandas as pd
+
+    cells = pd.read_csv(
+        io.StringIO(text.lstrip("\ufeff")),
+        sep=sep,
+        on_bad_lines="skip",
+        skip_blank_lines=True,
+        dtype=str,
+        keep_default_na=False,
+        na_filter=False,
+    )
+    if cells.shape != df.shape:
+        return {}  # (cannot line the two reads up: every NaN stays "not logged")
+    out = {}
+    for c in df.columns:
+        if c in cells.columns and df[c].dtype.kind == "f":
+            words = cells[c].str.strip().str.lstrip("+-").str.lower()
+            mask = (words == "nan").to_numpy()
+            if mask.any():
+                out[c] = mask
+    return out
 
 
 def _rename(columns: list[str], path: str) -> dict[str, str]:
@@ -80,9 +110,13 @@ def read_csv(raw: RawLog, rank: int | str = 0) -> RunLog:
     drop = [c for c in df.columns if str(c).endswith(("__MIN", "__MAX"))]
     df = df.drop(columns=drop)
     names = _rename([str(c) for c in df.columns], raw.path)
+    printed = _printed_nan(text, sep, df) if _NAN_CELL.search(text) else {}
     cols: dict[str, Any] = {}
     for c in df.columns:
         values = pd.to_numeric(df[c], errors="coerce")
+        if c in printed:
+            # (np.where: pandas' mask would store its own NaN, not this one)
+            values = pd.Series(np.where(printed[c], LOGGED_NAN, values), index=values.index)
         if values.notna().sum() == 0:
             continue
         name = names[str(c)]
@@ -98,7 +132,7 @@ def read_csv(raw: RawLog, rank: int | str = 0) -> RunLog:
     if "rank" not in table:
         table["rank"] = 0
     metric_cols = [c for c in cols if c not in NEUTRAL]
-    present = table[metric_cols].notna()
+    present = table[metric_cols].notna() | is_logged_nan(table[metric_cols].to_numpy(np.float64))
     evalish = np.array([c.startswith(EVAL_PREFIXES) for c in metric_cols])
     has_train = present.loc[:, ~evalish].any(axis=1) if (~evalish).any() else False
     table["is_eval"] = present.any(axis=1) & ~has_train

@@ -27,6 +27,7 @@ from .names import (
     EVAL_PREFIXES,
     NEUTRAL,
     canonical_name,
+    logged,
     rate_key,
     snake,
     to_float,
@@ -99,7 +100,7 @@ def parse_text(message: str) -> Message:
     for m in matches:
         key, kunit, text, unit, bval, bunit = m.group(*_GROUPS)
         try:
-            v = float(text or bval)
+            v = logged(float(text or bval))
         except ValueError:
             continue
         f = unit_factor(unit or bunit)
@@ -211,7 +212,7 @@ def _number_with_unit(text: str) -> float | None:
     m = re.fullmatch(rf"\s*({NUM})\s*({_UNIT})?\s*", text)
     if not m:
         return None
-    return float(m.group(1)) * unit_factor(m.group(2))
+    return logged(float(m.group(1)) * unit_factor(m.group(2)))
 
 
 def parse_dict_repr(message: str) -> Message | None:

@@ -7,13 +7,14 @@ name, and evaluation metrics get an ``eval_`` name of their own.  :func:`unit_fa
 brings a value with a unit or magnitude suffix (``87%``, ``25.1K``, ``14.2min``,
 ``8.1 Ktok/s``) to canonical units.
 
-Only the standard library is imported.
+Only the standard library is imported at module level.
 """
 
 from __future__ import annotations
 
 import functools
 import re
+import struct
 from typing import Any
 
 #: snake_case key -> canonical column.  Keys not listed keep their snake_case name.
@@ -205,15 +206,45 @@ def rate_key(unit: str) -> str | None:
     return snake(what) + "_per_s"
 
 
+#: Bits of :data:`LOGGED_NAN`: a quiet NaN with a payload no arithmetic produces.
+LOGGED_NAN_BITS = 0x7FF8_0000_00D1_AF1A
+#: The NaN a reader stores where the log PRINTED a value as nan (a numerical failure).
+#: Every other NaN in a reader's records is pandas' "no such value in this record", so
+#: :func:`~dflash_diag.logs.normalise.build_table` can tell "logged as NaN" from "not
+#: logged at this step" by the bits (:func:`is_logged_nan`), before records are merged.
+LOGGED_NAN: float = struct.unpack("<d", struct.pack("<Q", LOGGED_NAN_BITS))[0]
+
+
+def logged(value: float) -> float:
+    """``value``, with a NaN replaced by :data:`LOGGED_NAN`: call it on every number a
+    reader took from the log's own text, so a printed ``nan`` stays known as printed.
+
+    >>> import math
+    >>> logged(2.5), math.isnan(logged(float("nan"))), is_logged_nan(logged(float("nan")))
+    (2.5, True, True)
+    """
+    return LOGGED_NAN if value != value else value
+
+
+def is_logged_nan(values: Any) -> Any:
+    """Whether each value is :data:`LOGGED_NAN` (a float, or a float64 numpy array ->
+    a bool array).  A plain NaN is not."""
+    import numpy as np
+
+    a = np.asarray(values, dtype=np.float64)
+    return a.view(np.uint64) == np.uint64(LOGGED_NAN_BITS)
+
+
 def to_float(text: Any) -> float | None:
-    """A number from a log value, or None: ``"nan"`` -> nan, ``"1e-3"``, ``"0.5"`` (quoted)."""
+    """A number from a log value, or None: ``"nan"`` -> nan (:data:`LOGGED_NAN`),
+    ``"1e-3"``, ``"0.5"`` (quoted)."""
     if isinstance(text, bool) or text is None:
         return None
     if isinstance(text, (int, float)):
-        return float(text)
+        return logged(float(text))
     if isinstance(text, str):
         try:
-            return float(text.strip())
+            return logged(float(text.strip()))
         except ValueError:
             return None
     return None

@@ -20,6 +20,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..records import CANONICAL_COLUMNS, RunLog
+from .names import is_logged_nan
 
 
 def _records_frame(records: Iterable[Mapping[str, Any]], extra: Sequence[Any]) -> Any:
@@ -111,22 +112,24 @@ def build_table(
     for c in metrics:
         if df[c].dtype != np.float64:
             df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
+    marks = _logged_nan_marks(df, metrics)
+    if marks:
+        df = df.assign(**marks)
     steps = df["step"].to_numpy().astype(np.int64)  # (NaN, inf and 1e30 were dropped)
-    if rank != "all" and (len(steps) < 2 or bool((steps[1:] > steps[:-1]).all())):
-        # Already one row per step, in order (the common case): no grouping needed.
-        # (built from the arrays: setting int steps into the records' frame copies more)
-        columns = {"step": steps} | {c: df[c].to_numpy() for c in metrics}
-        table = pd.DataFrame(columns, copy=False)
-    else:
-        df = df.assign(step=steps)
-        order = _one_row_per_key(df["rank"].to_numpy(), steps) if rank == "all" else None
-        if order is not None:
-            table = df[[*keys, *metrics]].take(order).reset_index(drop=True)
-        else:
-            table = df.groupby(keys, sort=True)[metrics].last().reset_index()
+    table = _one_row_per_step(df, steps, keys, [*metrics, *marks], rank)
+    logged_nan = {
+        c: (table.pop(m).to_numpy() == 1.0) & np.isnan(table[c].to_numpy())
+        for c, m in zip(metrics, [_MARK + c for c in metrics], strict=True)
+        if m in marks
+    }
+    logged_nan = {c: m for c, m in logged_nan.items() if m.any()}
     # Fields only dropped records had (a banner's `model params 264320`) leave no column.
     table = table.drop(
-        columns=[c for c in metrics if c not in CANONICAL_COLUMNS and table[c].isna().all()]
+        columns=[
+            c
+            for c in metrics
+            if c not in CANONICAL_COLUMNS and c not in logged_nan and table[c].isna().all()
+        ]
     )
     for c in CANONICAL_COLUMNS:
         if c not in table:
@@ -149,7 +152,45 @@ def build_table(
         skipped={k: v for k, v in sorted(skipped.items()) if v},
         n_lines=int(n_lines),
         step_source="line order" if best == "none" else best,
+        logged_nan=logged_nan,
     )
+
+
+#: Prefix of the helper columns that carry "logged as NaN" through the grouping.
+_MARK = "\0logged_nan:"
+
+
+def _logged_nan_marks(df: Any, metrics: list[str]) -> dict[str, Any]:
+    """For each metric with a value the log printed as NaN (:data:`~.names.LOGGED_NAN`,
+    set by the readers), a helper column: 1.0 on those records, NaN elsewhere.  Grouping
+    keeps the last non-NaN value per step, so after it the mark says "some record of this
+    step printed NaN", and the step's value being NaN says none printed a number."""
+    import numpy as np
+
+    marks = {}
+    for c in metrics:
+        printed = is_logged_nan(df[c].to_numpy())
+        if printed.any():
+            marks[_MARK + c] = np.where(printed, 1.0, np.nan)
+    return marks
+
+
+def _one_row_per_step(df: Any, steps: Any, keys: list[str], columns: list[str], rank: Any) -> Any:
+    """The records' ``columns`` with one row per step (per rank and step with
+    ``rank="all"``), sorted; for a step logged more than once, the last non-NaN value of
+    each column (rule 3 of :func:`build_table`)."""
+    import pandas as pd
+
+    if rank != "all" and (len(steps) < 2 or bool((steps[1:] > steps[:-1]).all())):
+        # Already one row per step, in order (the common case): no grouping needed.
+        # (built from the arrays: setting int steps into the records' frame copies more)
+        arrays = {"step": steps} | {c: df[c].to_numpy() for c in columns}
+        return pd.DataFrame(arrays, copy=False)
+    df = df.assign(step=steps)
+    order = _one_row_per_key(df["rank"].to_numpy(), steps) if rank == "all" else None
+    if order is not None:
+        return df[[*keys, *columns]].take(order).reset_index(drop=True)
+    return df.groupby(keys, sort=True)[columns].last().reset_index()
 
 
 def _one_row_per_key(ranks: Any, steps: Any) -> Any | None:

@@ -43,7 +43,7 @@ from typing import Any
 
 from ..errors import InputError, MissingDependency
 from ..records import RunLog
-from .names import EVAL_PREFIXES, canonical_name, snake
+from .names import EVAL_PREFIXES, canonical_name, logged, snake
 from .normalise import build_table
 
 MARKER = "tfevents"
@@ -304,7 +304,7 @@ def _value(value: Any, plugins: dict[str, str]) -> tuple[float | None, str]:
     plugin = plugins.get(value.tag, "")
     kind = value.WhichOneof("value")
     if kind == "simple_value":
-        return shortest(value.simple_value), ""
+        return logged(shortest(value.simple_value)), ""
     if kind in ("histo", "obsolete_old_style_histogram"):
         return None, "histogram"
     if kind in ("image", "audio"):
@@ -312,7 +312,7 @@ def _value(value: Any, plugins: dict[str, str]) -> tuple[float | None, str]:
     if kind == "tensor" and plugin in ("", "scalars"):
         x = tensor_scalar(value.tensor)
         if x is not None:
-            return x, ""
+            return logged(x), ""
         if plugin == "scalars":
             return None, "bad_scalar"
         return None, "tensor"

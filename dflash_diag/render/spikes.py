@@ -33,6 +33,8 @@ class Context:
 
     :param schedule: the replayed schedule's parameters (None: no manifest).
     :param epochs: epochs replayed.
+    :param step_source: ``RunLog.step_source``: with ``line order`` the "steps" are the
+        log's records numbered 1, 2, ..., not optimizer steps, and are labelled so.
     """
 
     log: str
@@ -42,6 +44,12 @@ class Context:
     schedule: dict[str, Any] | None = None
     epochs: int | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    step_source: str = "field"
+
+    @property
+    def line_order(self) -> bool:
+        """The log's records carry no step: its "steps" are logging events, numbered."""
+        return self.step_source == "line order"
 
 
 def _num(x: float | None) -> float | None:
@@ -117,7 +125,7 @@ def to_json(
             },
         }
         if attribution.schedule_check is not None:
-            check = asdict(attribution.schedule_check)
+            check = _ground_json(attribution.schedule_check)
     return {
         "log": ctx.log,
         "format": ctx.log_format,
@@ -133,26 +141,71 @@ def to_json(
         "n_points": d.n_points,
         "log_interval": d.log_interval,
         "covers": d.covers,
+        "step_source": ctx.step_source,
         "schedule_check": check,
-        "spikes": [_spike_json(s) for s in spikes],
+        "spikes": [_spike_json(s) | {"ground": ground_of(attribution)} for s in spikes],
         "attribution": att,
         "variance": asdict(variance) if variance is not None else None,
-        "summary": summary(d, spikes, attribution, variance),
+        "summary": summary(d, spikes, attribution, variance, ctx.line_order),
         "notes": [*ctx.notes, *(attribution.notes if attribution is not None else ())],
     }
+
+
+#: Table order: the spikes to act on first.
+_VERDICT_ORDER = {"unexplained": 0, "inconclusive": 1, "composition": 2}
+
+
+def ranked_spikes(spikes: tuple[SpikeEvidence, ...]) -> list[SpikeEvidence]:
+    """Unexplained first, then inconclusive, then composition; each by highest z.  The
+    text table shows the first :data:`MAX_ROWS` of this order, and the summary names
+    spikes in the same order, so the two never disagree about which are shown."""
+    return sorted(
+        spikes,
+        key=lambda s: (
+            _VERDICT_ORDER.get(s.verdict, 1),
+            -(s.event.z if math.isfinite(s.event.z) else 1e300),
+        ),
+    )
+
+
+def _ground_json(g: Any) -> dict[str, Any]:
+    """``schedule_check``: status, where the schedule came from, and the token check."""
+    out = {"status": g.status, "named_by": g.named_by, "detail": g.detail}
+    return out | (asdict(g.verification) if g.verification is not None else {})
+
+
+def ground_of(attribution: Attribution | None) -> str:
+    """What the verdicts rest on: a :data:`~dflash_diag.spikes.coverage.GROUNDS` status,
+    or ``none`` (no schedule: detection only)."""
+    if attribution is None or attribution.schedule_check is None:
+        return "none"
+    return str(attribution.schedule_check.status)
 
 
 def _pct(share: float | None) -> str:
     return "n/a" if share is None or not math.isfinite(share) else f"{share:.0%}"
 
 
-def _steps(items: list[int]) -> str:
-    shown = ", ".join(str(s) for s in items[:6])
-    return shown + (f" and {len(items) - 6} more" if len(items) > 6 else "")
+def _steps(items: list[int], more: int = 0) -> str:
+    """The first six of ``items`` in step order, then how many more (``more`` extra not
+    listed): ``254, 258 and 38 more``, ``773 and 1291``."""
+    listed = [str(s) for s in sorted(items)[:6]]
+    rest = len(items) - len(listed) + more
+    if rest:
+        return ", ".join(listed) + f" and {rest} more"
+    return listed[0] if len(listed) == 1 else ", ".join(listed[:-1]) + " and " + listed[-1]
 
 
-def _steps_word(steps: list[int]) -> str:
-    return f"Step {steps[0]} is" if len(steps) == 1 else f"Steps {_steps(steps)} are"
+def _named(group: list[SpikeEvidence], shown: list[SpikeEvidence], word: str) -> str:
+    """``Step 254 is`` / ``Steps 254, 258 and 38 more are``: the group's spikes that the
+    text table shows (highest z first), the rest counted."""
+    listed = [s.event.peak_step for s in shown if s in group]
+    if not listed:
+        n = len(group)
+        return f"{n} {word.lower()}{'' if n == 1 else 's'} (in --json) {'is' if n == 1 else 'are'}"
+    if len(group) == 1:
+        return f"{word} {listed[0]} is"
+    return f"{word}s {_steps(listed, len(group) - len(listed))} are"
 
 
 def summary(
@@ -160,9 +213,14 @@ def summary(
     spikes: tuple[SpikeEvidence, ...],
     attribution: Attribution | None,
     variance: VarianceReport | None,
+    line_order: bool = False,
 ) -> list[str]:
-    """Two or three plain sentences answering "is it my data or my optimizer?"."""
+    """Two or three plain sentences answering "is it my data or my optimizer?".
+
+    They name only spikes the text table shows (:func:`ranked_spikes`, the first
+    :data:`MAX_ROWS`), the others counted, so summary and table agree."""
     out = []
+    word = "Event" if line_order else "Step"
     if d.n_points < FEW_POINTS:
         out.append(
             f"Only {d.n_points} logged points of {d.metric}: not enough data to tell a spike "
@@ -170,26 +228,12 @@ def summary(
         )
     elif not spikes:
         out.append(f"No {d.metric} spikes in {d.n_points} logged points ({d.detector} detector).")
+    shown = ranked_spikes(spikes)[:MAX_ROWS]
     comp = [s for s in spikes if s.verdict == "composition"]
-    unex = [s for s in spikes if s.verdict == "unexplained"]
+    unex = [s for s in ranked_spikes(spikes) if s.verdict == "unexplained"]
     inc = [s for s in spikes if s.verdict == "inconclusive"]
     if comp:
-        where = [s.percentiles["mean_len"] for s in comp if "mean_len" in s.percentiles]
-        side = ""
-        # Name a side only when every such batch is on it: "the shortest X%" covers all.
-        if where and max(where) <= 50:
-            side = f" (batches among the shortest {max(max(where), 1):.0f}% by mean length)"
-        elif where and min(where) > 50:
-            side = f" (batches among the longest {max(100 - min(where), 1):.0f}% by mean length)"
-        again = [s for s in comp if any(r.high for r in s.recurrences)]
-        steps = [s.event.peak_step for s in comp]
-        text = f"{_steps_word(steps)} explained by {'its' if len(steps) == 1 else 'their'} batch"
-        text += side
-        if again and len(comp) > 1:
-            text += f"; {len(again)} of them were high again when their batch came back"
-        elif again:
-            text += "; the same batch was high again when it came back"
-        out.append(text + ".")
+        out.append(_composition_sentence(comp, shown, word))
     if attribution is not None and attribution.model is not None:
         m = attribution.model
         plural = "point" if m.n_outliers == 1 else "points"
@@ -203,11 +247,11 @@ def summary(
         extra = ""
         if math.isfinite(s.event.grad_norm_ratio):
             extra = f", grad_norm {s.event.grad_norm_ratio:.1f}x its baseline"
-        steps = [u.event.peak_step for u in unex]
-        eg = "" if len(steps) == 1 else f"e.g. step {s.event.peak_step}: "
+        eg = "" if len(unex) == 1 else f"e.g. {word.lower()} {s.event.peak_step}: "
         out.append(
-            f"{_steps_word(steps)} not explained by {'its' if len(steps) == 1 else 'their'} "
-            f"batch ({eg}{s.event.phase}, lr {s.event.lr:.3g}{extra}): look at the optimizer."
+            f"{_named(unex, shown, word)} not explained by "
+            f"{'its' if len(unex) == 1 else 'their'} batch, and the log points at the "
+            f"optimizer ({eg}{s.event.phase}, lr {s.event.lr:.3g}{extra}): look at the optimizer."
         )
     elif comp:
         out.append("Nothing points at the optimizer.")
@@ -216,7 +260,49 @@ def summary(
             f"{len(inc)} spike(s) cannot be judged without the schedule: give --manifest "
             "or a dflash-diag.toml beside the log."
         )
-    return out
+    elif inc:
+        out.append(
+            f"{_named(inc, shown, word)} inconclusive: see each one's evidence "
+            "(its batch explains part of the rise, holds a few of the longest samples, or "
+            "neither its batch nor the optimizer explains it)."
+        )
+    return out + _ground_sentences(attribution)
+
+
+def _composition_sentence(comp: list[SpikeEvidence], shown: list[SpikeEvidence], word: str) -> str:
+    where = [s.percentiles["mean_len"] for s in comp if "mean_len" in s.percentiles]
+    side = ""
+    # Name a side only when every such batch is on it: "the shortest X%" covers all.
+    if where and max(where) <= 50:
+        side = f" (batches among the shortest {max(max(where), 1):.0f}% by mean length)"
+    elif where and min(where) > 50:
+        side = f" (batches among the longest {max(100 - min(where), 1):.0f}% by mean length)"
+    again = [s for s in comp if any(r.high for r in s.recurrences)]
+    text = f"{_named(comp, shown, word)} explained by {'its' if len(comp) == 1 else 'their'} batch"
+    text += side
+    if again and len(comp) > 1:
+        text += f"; {len(again)} of them were high again when their batch came back"
+    elif again:
+        text += "; the same batch was high again when it came back"
+    return text + "."
+
+
+def _ground_sentences(attribution: Attribution | None) -> list[str]:
+    """What the verdicts rest on, when it is less than a verified schedule."""
+    ground = ground_of(attribution)
+    if ground == "given":
+        assert attribution is not None
+        return [
+            f"These verdicts rest on the schedule from "
+            f"{attribution.schedule_check.named_by}, which the log cannot confirm (it logs "
+            "no tokens): check it, or record the batches during training."
+        ]
+    if ground == "refuted":
+        return [
+            "These verdicts are forced onto a schedule the logged tokens refute: they are "
+            "not evidence about this run."
+        ]
+    return []
 
 
 def _p(p: float | None) -> str:
@@ -248,14 +334,17 @@ def render_text(
         Text.assemble((ctx.log, "bold"), f" ({ctx.log_format}): {d.n_points} points of {d.metric}")
     )
     console.print(f"logging: {d.covers}", markup=False)
+    if ctx.line_order:
+        console.print(
+            "steps: the log's records carry no step, so 'event N' is its N-th logged "
+            "record, not optimizer step N (--step-every N: the trainer's logging_steps)",
+            markup=False,
+        )
     if ctx.config:
         console.print(f"schedule config: {ctx.config}", markup=False)
     if attribution is not None and attribution.schedule_check is not None:
-        c = attribution.schedule_check
-        console.print(
-            f"schedule check: replayed tokens match the log at {c.tokens_match:.1%} of "
-            f"{c.n_compared} steps"
-        )
+        g = attribution.schedule_check
+        console.print(f"schedule check: {g.status}: {g.detail}", markup=False)
     elif ctx.manifest is None:
         console.print("no manifest: detection only (give --manifest to attribute spikes)")
     for note in [*ctx.notes, *(attribution.notes if attribution else ())]:
@@ -268,16 +357,12 @@ def render_text(
         title=f"{len(spikes)} spikes ({d.detector}: {rule}, window {d.window}; "
         "gn x: grad_norm over its baseline)"
     )
-    for col in ("step", "value", "baseline", "z", "rise", "phase", "lr", "gn x", "verdict"):
+    step_word = "event" if ctx.line_order else "step"
+    for col in (step_word, "value", "baseline", "z", "rise", "phase", "lr", "gn x", "verdict"):
         table.add_column(col, justify="left" if col in ("phase", "verdict") else "right")
-    # Spikes the batch does not explain come first: they are the ones to act on.
-    ranked = sorted(
-        spikes,
-        key=lambda s: (
-            s.verdict == "composition",
-            -(s.event.z if math.isfinite(s.event.z) else 1e300),
-        ),
-    )
+    ground = ground_of(attribution)
+    marked = f" ({ground})" if ground in ("given", "refuted") else ""
+    ranked = ranked_spikes(spikes)
     for s in sorted(ranked[:MAX_ROWS], key=lambda s: s.event.peak_step):
         e = s.event
         step = (
@@ -292,18 +377,20 @@ def render_text(
             e.phase,
             _f(e.lr),
             _f(e.grad_norm_ratio, ".1f"),
-            s.verdict,
+            s.verdict + marked,
         )
     if spikes:
         console.print(table)
         if len(spikes) > MAX_ROWS:
             console.print(
-                f"({MAX_ROWS} shown: those not explained by their batch, then the highest z; "
-                f"--json has all {len(spikes)})"
+                f"({MAX_ROWS} shown: unexplained first, then inconclusive, then composition, "
+                f"each by highest z; --json has all {len(spikes)})"
             )
+    on = {"given": ", on the given schedule", "refuted": ", forced onto a refuted schedule"}
     for s in sorted(ranked[:MAX_ROWS], key=lambda s: s.event.peak_step):
         console.print(
-            f"step {s.event.peak_step} ({s.verdict}): " + "; ".join(s.reasons),
+            f"{step_word} {s.event.peak_step} ({s.verdict}{on.get(ground, '')}): "
+            + "; ".join(s.reasons),
             soft_wrap=True,
             markup=False,
         )
@@ -349,7 +436,7 @@ def render_text(
         console.print(ct)
     if variance is not None:
         _variance_panel(console, variance)
-    for sentence in summary(d, spikes, attribution, variance):
+    for sentence in summary(d, spikes, attribution, variance, ctx.line_order):
         console.print(sentence, soft_wrap=True, markup=False)
 
 

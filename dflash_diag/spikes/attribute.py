@@ -20,8 +20,11 @@
 
    - ``composition`` when its batch predicts at least :data:`EXPLAINED_HIGH` (50%) of
      the observed rise ``value - baseline`` and composition predicts held-out steps
-     (``r2_cv`` or ``r2_similar >= R2_MIN``), or when the same batch came back (sharing
-     at least half its micro-batches) and was high again
+     (``r2_cv`` or ``r2_similar >= R2_MIN``); or when, composition predicting held-out
+     steps, the batches closest to it in length are themselves elevated (median residual
+     >= :data:`SIMILAR_ELEVATED` residual scales) and its rise is no more than their
+     :data:`SIMILAR_HIGH_PCT` percentile (batches like it rise as much); or when the same
+     batch came back (sharing at least half its micro-batches) and was high again
      (:func:`~dflash_diag.spikes.recurrence.high_again`).  "Its batch predicts" is the
      larger of the composition model's prediction and the median residual of the
      :data:`~dflash_diag.spikes.model.NEIGHBOURS` batches closest in mean length (not
@@ -31,8 +34,11 @@
      :data:`EXPLAINED_LOW` (25%) of the rise, no recurrence was high again, and its
      longest sample is not in the top :data:`TAIL_PERCENTILE` of batches' longest (a
      batch of ordinary mean length holding one or two of the longest, hardest samples,
-     as a bucketed shuffle builds, is ``inconclusive``: its mean length hides them).  The
-     optimizer is then the suspect; the evidence lists lr, phase, grad_norm and duration;
+     as a bucketed shuffle builds, is ``inconclusive``: its mean length hides them), AND
+     the log shows optimizer-side evidence (:mod:`~dflash_diag.spikes.optimizer`: a
+     grad_norm surge, an lr off its schedule, the batch back without a rise).  The
+     optimizer is then the suspect; the evidence lists it.  An ordinary batch without
+     such evidence is ``inconclusive``: neither side explains the spike;
    - ``inconclusive`` otherwise, saying why: fewer than :data:`MIN_POINTS` points with
      batch features, no batch lined up with the point, a prediction between 25% and 50%,
      or a model that predicts nothing held out.
@@ -60,9 +66,10 @@ from .model import (
     design_matrix,
     fit_model,
     model_predict,
-    neighbour_predict,
+    neighbour_values,
     r2_regular,
 )
+from .optimizer import lr_departure, optimizer_signs
 from .recurrence import Recurrence, Recurrences, high_again, point_groups
 
 if TYPE_CHECKING:
@@ -78,6 +85,12 @@ R2_MIN = 0.05
 #: Shares of a spike's rise its batch must (composition) / may at most (unexplained) predict.
 EXPLAINED_HIGH = 0.5
 EXPLAINED_LOW = 0.25
+#: Percentile of the similar batches' residuals that a rise may reach and still be
+#: "what batches like it do" (with the similar batches themselves elevated).
+SIMILAR_HIGH_PCT = 90.0
+#: Similar batches are elevated when their median residual is this many residual scales
+#: (robust sigma of the model's residual) above zero.
+SIMILAR_ELEVATED = 3.0
 #: A batch whose longest sample is at or above this percentile of all batches' longest
 #: is not "ordinary", whatever its mean length: at most ``inconclusive``.
 TAIL_PERCENTILE = 97.0
@@ -118,7 +131,8 @@ class Attribution:
 
     :param points: one row per logged point: ``step, value, trend, residual, predicted,
         flagged`` and the batch features of :func:`point_features`.
-    :param schedule_check: the token verification (None: the log has no tokens).
+    :param schedule_check: the :class:`~dflash_diag.spikes.coverage.ScheduleGround` the
+        verdicts rest on (verified / given / refuted), or None (not checked).
     :param notes: limitations a reader should know, in words.
     :param r2_similar: held-out R² of the similar-batch predictor (each point predicted by
         the median residual of its most similar other batches), over the regular points.
@@ -152,14 +166,18 @@ def verdict(
     r2_similar: float | None = None,
     max_len_pct: float | None = None,
     by_similar: bool = False,
+    optimizer: tuple[str, ...] = (),
+    alike: str | None = None,
 ) -> tuple[str, tuple[str, ...]]:
     """The documented rule (module docstring) -> ``(verdict, reasons)``.
 
     ``explained``: the larger of the model's and the similar batches' prediction over the
     rise (``by_similar``: the similar batches' was larger); ``r2_similar``: the
     similar-batch predictor's held-out R²; ``max_len_pct``: the percentile of the batch's
-    longest sample among all points' batches.  A reason that gives the share names the
-    predictor it came from and that predictor's held-out R²."""
+    longest sample among all points' batches; ``optimizer``: the optimizer-side evidence
+    (:func:`~dflash_diag.spikes.optimizer.optimizer_signs`); ``alike``: the reason
+    "batches like it rise as much" when they do (:func:`_alike`).  A reason that gives
+    the share names the predictor it came from and that predictor's held-out R²."""
     if event.kind == "non-finite":
         return "unexplained", ("a non-finite value is a numerical failure, not a hard batch",)
     if not has_batch:
@@ -180,6 +198,8 @@ def verdict(
         if again:
             reasons.append(_again(again))
         return "composition", tuple(reasons)
+    if usable and alike is not None:
+        return "composition", (alike, *([_again(again)] if again else []))
     if again:
         return "composition", (_again(again),)
     if explained is None:
@@ -192,22 +212,36 @@ def verdict(
             "does not show; look at those samples before the optimizer",
         )
     if explained < EXPLAINED_LOW:
-        reasons = [f"an ordinary batch: it predicts only {share} of the rise"]
-        if recurrences:
-            reasons.append(f"its batch came back {len(recurrences)}x without a rise")
-        if event.n_points > 1:
-            reasons.append(f"the rise lasted {event.duration_steps} steps (a level shift)")
-        if math.isfinite(event.grad_norm_ratio) and event.grad_norm_ratio >= 1.5:
-            reasons.append(f"grad_norm rose {event.grad_norm_ratio:.1f}x over its baseline")
-        if math.isfinite(event.lr):
-            reasons.append(f"lr {event.lr:.3g} ({event.phase}): the optimizer is the suspect")
-        return "unexplained", tuple(reasons)
+        return _ordinary(event, share, optimizer)
     if not usable:
         return "inconclusive", (f"batch composition predicts nothing held out (R² {held_out:.2f})",)
     return "inconclusive", (
         f"its batch predicts {share} of the rise ({_by(model, r2_similar, by_similar)}): "
         "between 25% and 50%",
     )
+
+
+def _ordinary(
+    event: SpikeEvent, share: str, optimizer: tuple[str, ...]
+) -> tuple[str, tuple[str, ...]]:
+    """An ordinary batch: ``unexplained`` (look at the optimizer) only with
+    optimizer-side evidence (:func:`~dflash_diag.spikes.optimizer.optimizer_signs`)."""
+    if not optimizer:
+        gn = (
+            f"grad_norm {event.grad_norm_ratio:.1f}x its baseline"
+            if math.isfinite(event.grad_norm_ratio)
+            else "no grad_norm logged"
+        )
+        return "inconclusive", (
+            f"an ordinary batch: it predicts only {share} of the rise, and nothing in the "
+            f"log points at the optimizer either ({gn}, lr on its schedule)",
+        )
+    reasons = [f"an ordinary batch: it predicts only {share} of the rise", *optimizer]
+    if event.n_points > 1:
+        reasons.append(f"the rise lasted {event.duration_steps} steps (a level shift)")
+    lr = f"lr {event.lr:.3g} ({event.phase}): " if math.isfinite(event.lr) else ""
+    reasons.append(f"{lr}the optimizer is the suspect")
+    return "unexplained", tuple(reasons)
 
 
 def _by(model: CompositionModel, r2_similar: float | None, by_similar: bool) -> str:
@@ -233,6 +267,37 @@ def _percentiles(sorted_cols: dict[str, np.ndarray], row: dict[str, float]) -> d
             upto = np.searchsorted(col, v, side="right")
             out[f] = float(100.0 * (below + 0.5 * (upto - below)) / col.size)
     return out
+
+
+def _median_and_high(near: np.ndarray, sign: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per point, the median of its similar batches' residuals, and the
+    :data:`SIMILAR_HIGH_PCT` percentile of ``sign`` x those (how far a rise among them
+    goes); NaN where it has none."""
+    import numpy as np
+
+    med = np.full(near.shape[0], np.nan)
+    high = np.full(near.shape[0], np.nan)
+    ok = np.isfinite(near).any(axis=1)
+    if ok.any():
+        med[ok] = np.nanmedian(near[ok], axis=1)
+        high[ok] = np.nanpercentile(sign * near[ok], SIMILAR_HIGH_PCT, axis=1)
+    return med, high
+
+
+def _alike(like: float | None, high: float, rise: float, scale: float) -> str | None:
+    """The reason "batches like it rise as much", when the similar batches are elevated
+    (median >= :data:`SIMILAR_ELEVATED` residual scales) and the rise is no more than
+    their :data:`SIMILAR_HIGH_PCT` percentile; else None.  ``like``, ``high`` and
+    ``rise`` are in rise units (signed for the metric's direction)."""
+    if like is None or not (math.isfinite(high) and scale > 0) or not 0 < rise <= high:
+        return None
+    if like < SIMILAR_ELEVATED * scale:
+        return None
+    return (
+        f"batches like it rise as much: the {NEIGHBOURS} closest in length sit at "
+        f"{like:+.3g} (median) to {high:+.3g} ({SIMILAR_HIGH_PCT:.0f}th percentile) over "
+        f"the trend; this one rose {rise:+.3g}"
+    )
 
 
 def _loo_r2(y: np.ndarray, pred: np.ndarray) -> float | None:
@@ -291,20 +356,23 @@ def attribute_spikes(
     schedule_check: Any = None,
     metric_rank: int | str | None = None,
     progress: Progress | None = None,
+    lr: np.ndarray | None = None,
 ) -> Attribution:
     """Line the detection's points up with the replay and judge every spike.
 
     :param detection: from :func:`~dflash_diag.spikes.detect.detect_spikes`.
     :param replay: the run's schedule, replayed once for all spikes.
     :param covers: ``window`` or ``step``: what a logged point covers (see features).
-    :param schedule_check: a Verification to keep with the result (see
-        :func:`check_schedule`).
+    :param schedule_check: the :class:`~dflash_diag.spikes.coverage.ScheduleGround`
+        every verdict rests on (see :func:`check_schedule`), kept with the result.
     :param metric_rank: whose batches the logged metric describes: ``"all"`` (pooled over
         ranks, an all-reduced loss), a rank (printed by that rank alone, e.g. rank 0
         without an all-reduce), or ``"auto"``/None: with several ranks, the candidate
         (pooled or one rank) whose batch features give the highest least-squares R² of
         the detrended metric; the choice and the scores are kept in the result.
     :param progress: ``progress(done, total)`` over the spikes.
+    :param lr: the logged lr per detection point (aligned with ``detection.steps``; NaN
+        where not logged), for the optimizer-side evidence; None: not logged.
     :raises InputError: when the replay covers none of the logged steps.
     """
     import numpy as np
@@ -345,7 +413,8 @@ def attribute_spikes(
     # Similar = closest in mean length: one plain axis a reader can check, and the one
     # along which sorted batches differ most (categories and spread follow from it).
     length = design[:, [names.index("log_mean_len")]]
-    similar = neighbour_predict(length, residual, point_groups(replay, pidx, len(feats)))
+    near = neighbour_values(length, residual, point_groups(replay, pidx, len(feats)))
+    similar, similar_high = _median_and_high(near, sign)
     points["similar"] = similar
     r2_similar = _loo_r2(residual, similar) if model is not None else None
     notes = []
@@ -402,8 +471,21 @@ def attribute_spikes(
             )
         batch = {c: float(feats[c].iloc[p]) for c in feature_cols} if has_batch else {}
         pct = _percentiles(sorted_cols, batch)
+        signs = optimizer_signs(ev, lr_departure(d.steps, lr, ev), tuple(recs))
+        alike = _alike(
+            None if like is None else sign * like, float(similar_high[p]), rise, resid_scale
+        )
         v, reasons = verdict(
-            ev, model, explained, tuple(recs), has_batch, r2_similar, pct.get("max_len"), by_similar
+            ev,
+            model,
+            explained,
+            tuple(recs),
+            has_batch,
+            r2_similar,
+            pct.get("max_len"),
+            by_similar,
+            signs,
+            alike,
         )
         out.append(
             SpikeEvidence(

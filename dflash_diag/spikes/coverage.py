@@ -5,11 +5,14 @@
 - :func:`check_schedule`: the share of logged steps whose real tokens equal the replay's
   (:func:`dflash_diag.schedule.verify_tokens`); below :data:`MIN_TOKENS_MATCH` attribution
   is refused, since lining spikes up with the wrong batches would be a silently wrong join.
+  Its :class:`ScheduleGround` says what every verdict rests on: ``verified``, ``given``
+  (named, not checkable: no tokens logged) or ``refuted`` (forced).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
@@ -19,6 +22,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ..records import Manifest, Replay, ScheduleParams
+    from ..schedule.verify import Verification
 
 #: More epochs than this to reach the log's last step means the manifest is not the run's.
 MAX_EPOCHS = 1000
@@ -26,20 +30,67 @@ MAX_EPOCHS = 1000
 MIN_TOKENS_MATCH = 0.9
 
 
-def check_schedule(
-    replay: Replay, log_table: pd.DataFrame, force: bool = False, path: str = ""
-) -> Any:
-    """Compare logged and replayed tokens; refuse (InputError) below MIN_TOKENS_MATCH.
+#: What a verdict's batches can rest on (``ScheduleGround.status``).
+GROUNDS = ("verified", "recorded", "given", "refuted")
 
-    :returns: the :class:`~dflash_diag.schedule.verify.Verification`, or None when the
-        log has no tokens (nothing to check).
+
+@dataclass(frozen=True)
+class ScheduleGround:
+    """What the batches lined up with the log rest on, said beside every verdict.
+
+    :param status: ``verified`` (the replayed tokens equal the logged ones at
+        :data:`MIN_TOKENS_MATCH` of the steps or more), ``recorded`` (the composition was
+        recorded during training), ``given`` (named by the user; the log has no tokens to
+        confirm it) or ``refuted`` (the tokens disagree; only with ``--force``).
+    :param named_by: where the schedule came from, in words (``--config FILE``, ``FILE
+        (found beside the log)``, ``flags``, ``the default schedule``).
+    :param detail: one sentence a reader can check.
+    :param verification: the token comparison (None: no tokens to compare).
+    """
+
+    status: str
+    named_by: str
+    detail: str
+    verification: Verification | None = None
+
+
+def check_schedule(
+    replay: Replay,
+    log_table: pd.DataFrame,
+    force: bool = False,
+    path: str = "",
+    named_by: str = "flags",
+    named: bool = True,
+) -> ScheduleGround:
+    """Compare logged and replayed tokens and say what attribution may rest on.
+
+    - tokens logged, match >= :data:`MIN_TOKENS_MATCH`: ``verified``;
+    - tokens logged, below: InputError naming the schedule's source and how to find the
+      run's (``batches --log --search-seed``), or ``refuted`` with ``force``;
+    - no tokens: ``given`` when the user ``named`` the schedule, else InputError: a
+      default nobody named is never attributed on.
+
+    :param named_by: where the schedule came from, for the output and the errors.
+    :param named: the user named the strategy (flags or config): without tokens to
+        check it, a schedule is attributed on only when its strategy was named.
     """
     import numpy as np
 
     from ..schedule import verify_tokens
 
     if "tokens" not in log_table.columns or not np.isfinite(log_table["tokens"]).any():
-        return None
+        if not named:
+            raise InputError(
+                path,
+                "no schedule named and the log has no tokens to check one against",
+                "name the run's batching (--strategy, --seed, --token-budget ..., or a "
+                "[schedule] section in --config); see dflash-diag batches --help",
+            )
+        detail = (
+            f"the log has no tokens column, so {_subject(named_by)} cannot be "
+            "checked: every verdict rests on it being the run's"
+        )
+        return ScheduleGround("given", named_by, detail)
     check = verify_tokens(replay, log_table)
     if check.n_compared == 0:
         raise InputError(
@@ -48,15 +99,43 @@ def check_schedule(
             f"{replay.params.first_step}..{replay.params.first_step + check.n_replayed_steps - 1})",
             "check --first-step and the manifest",
         )
-    if check.tokens_match < MIN_TOKENS_MATCH and not force:
+    match = f"{check.tokens_match:.1%} of {check.n_compared} steps"
+    if check.tokens_match >= MIN_TOKENS_MATCH:
+        detail = f"replayed tokens match the log at {match}"
+        if not named:
+            detail += f" ({named_by})"
+        return ScheduleGround("verified", named_by, detail, check)
+    if not force:
         raise InputError(
             path,
-            f"the replayed schedule matches the logged tokens at only {check.tokens_match:.0%} "
-            f"of {check.n_compared} steps (first mismatch at step {check.first_mismatch})",
-            "check the manifest and --strategy/--seed/--token-budget/--first-step, "
-            "or pass --force to attribute anyway",
+            f"{_subject(named_by)} matches the logged tokens at only "
+            f"{check.tokens_match:.0%} of {check.n_compared} steps (first mismatch at step "
+            f"{check.first_mismatch})",
+            "find the run's with dflash-diag batches MANIFEST --log LOG --search-seed "
+            "0..1000, give it with --config, or pass --force",
         )
-    return check
+    detail = (
+        f"replayed tokens match the log at only {match}: the schedule is not the run's, "
+        "and every verdict below is forced onto it (--force)"
+    )
+    return ScheduleGround("refuted", named_by, detail, check)
+
+
+def _subject(named_by: str) -> str:
+    return named_by if named_by.startswith("the default") else f"the schedule from {named_by}"
+
+
+def schedule_source(config_path: Any, config_flag: Any, named: bool, log: str = "") -> str:
+    """Where the schedule came from, in words, for :class:`ScheduleGround`: a config
+    file looked up rather than given is named with where it was found."""
+    from pathlib import Path
+
+    if config_path is not None:
+        if config_flag is not None:
+            return f"--config {config_path}"
+        beside = log not in ("", "-") and Path(config_path).parent == Path(log).parent
+        return f"{config_path} (found {'beside the log' if beside else 'in this folder'})"
+    return "flags" if named else "the default schedule (no flag or config named one)"
 
 
 def epochs_to_cover(

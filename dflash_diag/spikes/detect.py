@@ -296,6 +296,7 @@ def detect_spikes(
     min_rise: float = DEFAULT_MIN_RISE,
     direction: str | None = None,
     path: str = "",
+    logged: Any = None,
 ) -> Detection:
     """Find spikes in ``table[metric]`` (a RunLog table: one row per logged step).
 
@@ -311,6 +312,10 @@ def detect_spikes(
     :param direction: ``up`` or ``down`` (spikes are drops); None: ``down`` for a metric
         whose name starts with ``acc`` (accuracy falls when training goes wrong), else ``up``.
     :param path: the log's path, for error messages.
+    :param logged: bool per row of ``table``: ``metric`` was logged there (a number, inf,
+        or a printed NaN): :meth:`RunLog.logged <dflash_diag.records.RunLog.logged>`.
+        Rows where it was not are left out; a logged NaN or inf is a non-finite event.
+        None (a table from elsewhere): guessed from the row's other columns.
     :raises InputError: unknown detector, missing column, no finite value, bad window.
 
     >>> import pandas as pd
@@ -342,7 +347,8 @@ def detect_spikes(
         raise InputError("--threshold", f"must be a positive number, got {thr}", "")
 
     table = table.reset_index(drop=True)  # an index named "step" would be ambiguous
-    table = table[_logged_here(table, metric)].reset_index(drop=True)
+    here = _logged_here(table, metric) if logged is None else np.asarray(logged, dtype=bool)
+    table = table[here].reset_index(drop=True)
     if "rank" in table.columns and table["rank"].nunique() > 1:
         # Several ranks' rows: one value per step, the mean over ranks (as an all-reduce).
         table = table.groupby("step", as_index=False).mean(numeric_only=True)

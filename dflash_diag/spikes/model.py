@@ -285,7 +285,22 @@ NEIGHBOURS = 10
 def neighbour_predict(
     design: np.ndarray, y: np.ndarray, groups: np.ndarray, k: int = NEIGHBOURS
 ) -> np.ndarray:
-    """For each point, the median residual of the ``k`` most similar other batches.
+    """For each point, the median residual of the ``k`` most similar other batches
+    (:func:`neighbour_values`)."""
+    import numpy as np
+
+    vals = neighbour_values(design, y, groups, k)
+    out = np.full(y.shape[0], np.nan)
+    ok = np.isfinite(vals).any(axis=1)
+    out[ok] = np.nanmedian(vals[ok], axis=1)
+    return out
+
+
+def neighbour_values(
+    design: np.ndarray, y: np.ndarray, groups: np.ndarray, k: int = NEIGHBOURS
+) -> np.ndarray:
+    """For each point, the residuals of the ``k`` most similar other batches: an
+    ``(n, k)`` array, NaN-padded (rows of points without regressors are all NaN).
 
     Similar: nearest in the standardised regressors (Euclidean).  Points of the same
     ``groups`` label (the same batch coming back) are left out, so a recurring batch does
@@ -298,7 +313,7 @@ def neighbour_predict(
     from scipy.spatial import cKDTree
 
     ok = np.isfinite(y) & np.isfinite(design).all(axis=1)
-    out = np.full(y.shape[0], np.nan)
+    out = np.full((y.shape[0], k), np.nan)
     if ok.sum() <= k + 1:
         return out
     x = design[ok]
@@ -312,12 +327,9 @@ def neighbour_predict(
     same = gg[idx] == gg[:, None]  # the point itself and its recurrences
     vals = np.where(same, np.nan, yy[idx])
     # The first k usable neighbours of each row: mask beyond the k-th non-NaN.
-    usable = np.cumsum(~same, axis=1) <= k
-    vals = np.where(usable, vals, np.nan)
-    with np.errstate(all="ignore"):
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            out[ok] = np.nanmedian(vals, axis=1)
+    usable = (np.cumsum(~same, axis=1) <= k) & ~same
+    # Pack each row's usable values to the left (stable), then keep k columns.
+    order = np.argsort(~usable, axis=1, kind="stable")[:, :k]
+    packed = np.take_along_axis(np.where(usable, vals, np.nan), order, axis=1)
+    out[ok, : packed.shape[1]] = packed
     return out

@@ -153,8 +153,9 @@ def real():
 
 def test_real_run_schedule_matches_every_step(real) -> None:
     _, rep, _, att = real
-    assert att.schedule_check.tokens_match == 1.0
-    assert att.schedule_check.n_compared == 488
+    assert att.schedule_check.status == "verified"
+    assert att.schedule_check.verification.tokens_match == 1.0
+    assert att.schedule_check.verification.n_compared == 488
 
 
 def test_real_run_composition_explains_a_substantial_share(real) -> None:

@@ -20,14 +20,42 @@ def test_a_schedule_that_does_not_match_is_refused_unless_forced(short_hard) -> 
     (r,) = short_hard
     wrong = replay(r.manifest, r.replay.params.replace(seed=8), epochs=3)
     with pytest.raises(InputError) as err:
-        check_schedule(wrong, r.table, path="run.log")
+        check_schedule(wrong, r.table, path="run.log", named_by="cfg.toml (found beside the log)")
     msg = str(err.value)
-    assert msg.startswith("run.log: the replayed schedule matches the logged tokens at only ")
-    assert msg.endswith("or pass --force to attribute anyway")
+    # the error names where the schedule came from, and how to find the run's
+    assert msg.startswith(
+        "run.log: the schedule from cfg.toml (found beside the log) matches the logged "
+        "tokens at only "
+    )
+    assert "--search-seed" in msg and msg.endswith("or pass --force")
+    assert len(msg) <= 300
     forced = check_schedule(wrong, r.table, force=True)
-    assert forced.tokens_match < MIN_TOKENS_MATCH
-    assert check_schedule(r.replay, r.table).tokens_match == 1.0
-    assert check_schedule(r.replay, r.table.drop(columns="tokens")) is None
+    assert forced.status == "refuted"
+    assert forced.verification.tokens_match < MIN_TOKENS_MATCH
+    ok = check_schedule(r.replay, r.table)
+    assert (ok.status, ok.verification.tokens_match) == ("verified", 1.0)
+
+
+def test_without_tokens_a_named_schedule_is_given_and_an_unnamed_one_refused(short_hard):
+    (r,) = short_hard
+    no_tokens = r.table.drop(columns="tokens")
+    given = check_schedule(r.replay, no_tokens, named_by="--config run.toml")
+    assert given.status == "given" and given.verification is None
+    assert "--config run.toml cannot be checked" in given.detail
+    with pytest.raises(InputError) as err:
+        check_schedule(r.replay, no_tokens, path="run.log", named=False)
+    assert str(err.value).startswith(
+        "run.log: no schedule named and the log has no tokens to check one against; "
+    )
+
+
+def test_an_unnamed_default_is_used_only_when_the_tokens_verify_it(short_hard):
+    (r,) = short_hard
+    ok = check_schedule(r.replay, r.table, named=False, named_by="the default schedule")
+    assert ok.status == "verified" and "the default schedule" in ok.detail
+    wrong = replay(r.manifest, r.replay.params.replace(seed=8), epochs=3)
+    with pytest.raises(InputError):
+        check_schedule(wrong, r.table, named=False, named_by="the default schedule")
 
 
 def test_epochs_to_cover_the_log(short_hard) -> None:

@@ -38,5 +38,10 @@ def test_no_spike_holding_the_longest_samples_is_blamed_on_the_optimizer():
     assert all(s["verdict"] != "unexplained" for s in tail)
     held = [s for s in tail if any("holds one of the longest" in e for e in s["evidence"])]
     assert held, "the tail rule is what keeps some of them from 'unexplained'"
-    # The rule does not touch ordinary batches: some spikes there stay unexplained.
-    assert any(s["verdict"] == "unexplained" for s in spikes if s not in tail)
+    # The generator put no optimizer event in this run (sample_logs/README.md): no spike
+    # may be pinned on the optimizer, tail or not, and none without optimizer evidence.
+    assert all(s["verdict"] != "unexplained" for s in spikes)
+    ordinary = [
+        s for s in spikes if any("nothing in the log points at" in e for e in s["evidence"])
+    ]
+    assert ordinary, "ordinary batches without optimizer evidence are inconclusive"
