@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -70,3 +72,17 @@ def test_version_is_the_installed_packages(flag):
     assert result.stdout == f"dflash-diag {dflash_diag.__version__}\n"
     # one source: the package's metadata takes its version from dflash_diag.__version__
     assert version("dflash-diag") == dflash_diag.__version__
+
+
+@pytest.mark.parametrize("command", ["parse", "spikes"])
+def test_a_reader_that_closes_the_pipe_is_not_a_bug(command):
+    # `dflash-diag parse run.log | head -1`: exit 0 (1 is reserved for bugs), stderr empty
+    log = Path(__file__).resolve().parents[1] / "sample_logs" / "run.log"
+    shell = f"{shlex.quote(sys.executable)} -m dflash_diag {command} {shlex.quote(str(log))}"
+    out = subprocess.run(
+        ["bash", "-c", f"{shell} | head -1 >/dev/null; echo ${{PIPESTATUS[0]}}"],
+        capture_output=True,
+        text=True,
+    )
+    assert out.stdout.strip() == "0"
+    assert out.stderr == ""

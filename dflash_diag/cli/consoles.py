@@ -19,5 +19,18 @@ def _width() -> int | None:
     return 120
 
 
-out_console = Console(highlight=False, width=_width())
+class _Results(Console):
+    """stdout's console: a reader that closed the pipe (``| head``) is not a failure.
+
+    rich's default ends the process with status 1, which this tool reserves for bugs;
+    here the rest of the output goes to the null device and the command ends with 0."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise SystemExit(0)
+
+
+out_console = _Results(highlight=False, width=_width())
 err_console = Console(stderr=True, highlight=False)
