@@ -91,8 +91,12 @@ def restarts_text(restarts: list[int], most: int = 8) -> str:
 def ranks_text(ranks: list[int], rows_rank: int | str | None) -> str:
     """``ranks: ...`` as which ranks, how many, and whose rows the table holds.
 
-    >>> ranks_text([0], 0), ranks_text(list(range(8)), 0), ranks_text([0, 2, 5], "all")
-    ('rank 0 only', "0-7 (8); the rows are rank 0's (--rank all keeps every rank)", '0, 2, 5 (3); the rows hold every rank (a rank column)')
+    >>> ranks_text([0], 0)
+    'rank 0 only'
+    >>> ranks_text(list(range(8)), 0)
+    "0-7 (8); the rows are rank 0's (--rank all keeps every rank)"
+    >>> ranks_text([0, 2, 5], "all")
+    '0, 2, 5 (3); the rows hold every rank (a rank column)'
     """
     if len(ranks) == 1:
         return f"rank {ranks[0]} only"
