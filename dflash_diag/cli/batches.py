@@ -259,9 +259,9 @@ def _run(
     if k_max is not None:
         with progress("optimising buckets", bar) as tick:
             plan = optimize_buckets(manifest, params, k_max, rate, progress=tick)
-    # the schedule the tables describe, checked against the log
-    given = verify_tokens(schedule, run.table) if run is not None else None
-    verification = search.best if search is not None else given
+    # the schedule the tables describe (the given one unless a seed was found), checked
+    check = verify_tokens(schedule, run.table) if run is not None else None
+    verification = search.best if search is not None else check
     unfound = search is not None and not search.seed_found
     seconds: dict[str, float] = {}
     if rate is not None:
@@ -287,7 +287,7 @@ def _run(
         search=search,
         seed=params.seed,
         warnings=tuple(schedule_warnings(manifest, params)),
-        given_check=given if unfound else None,
+        given_check=check if unfound else None,
     )
     if plot is not None:
         strip, steps = length_strip(schedule)
