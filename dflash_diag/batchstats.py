@@ -270,9 +270,9 @@ def _category_spread(
     import numpy as np
 
     cols = [f"cat_{name}" for name in names if f"cat_{name}" in micro.columns]
-    if not cols:
-        return None, None
     keep = n > 0
+    if not cols or not keep.any():  # no categories, or no batch trained on
+        return None, None
     weights = n[keep].astype(np.float64)
     stds: dict[str, float] = {}
     observed = 0.0
@@ -362,6 +362,109 @@ def schedule_stats(replay: Replay) -> ScheduleStats:
         dropped=dict(replay.dropped),
         batch_size=replay.params.batch_size,
     )
+
+
+@dataclass(frozen=True)
+class ScheduleWarning:
+    """Something the schedule does to some samples that the user should hear about.
+
+    :param level: ``warning`` (likely not what was meant) or ``note`` (a fact to know).
+    :param kind: ``over_budget`` (samples longer than the token budget, after the cap)
+        or ``truncated`` (samples longer than ``max_seq_len``, capped to it).
+    :param samples: how many samples it concerns.
+    :param n_samples: samples in the manifest.
+    :param message: one sentence saying how many, and what the schedule does with them.
+    """
+
+    level: str
+    kind: str
+    samples: int
+    n_samples: int
+    message: str
+
+
+#: What each built-in strategy does with a sample longer than the token budget (the
+#: packers of :mod:`dflash_diag.schedule.packing` and fairseq's ``batch_by_size``);
+#: ``random`` and ``length-grouped`` take a batch size, not a budget.
+OVER_BUDGET = {
+    "sorted-greedy": "each is a micro-batch of its own, over the budget",
+    "bucketed": "each is a micro-batch of its own, over the budget",
+    "fairseq": "fairseq leaves them out of the schedule "
+    "(as --skip-invalid-size-inputs-valid-test would)",
+}
+#: Strategies that take a batch size and never read the token budget.
+SIZED = ("random", "length-grouped")
+
+
+def _share(k: int, n: int) -> str:
+    """``k`` of ``n`` as a percentage that reads 100% only when ``k == n``.
+
+    >>> _share(82, 100_000), _share(5, 100), _share(999, 1000), _share(3, 3)
+    ('0.082%', '5%', '>99%', '100%')
+    """
+    x = 100 * k / n
+    if k == n:
+        return "100%"
+    if x > 99:
+        return ">99%"
+    return f"{x:.0f}%" if x >= 10 else f"{x:.2g}%"
+
+
+def schedule_warnings(
+    source: Manifest | np.ndarray | Sequence[int], params: ScheduleParams
+) -> list[ScheduleWarning]:
+    """What the schedule does to samples that do not fit it, as data (nothing printed).
+
+    - ``truncated`` (a note): samples with ``length > max_seq_len``; the replay, like
+      the trainer, counts each as ``max_seq_len`` tokens.
+    - ``over_budget`` (a warning): samples whose capped length ``min(length,
+      max_seq_len) > token_budget``.  Under ``sorted-greedy`` and ``bucketed`` each is a
+      micro-batch of its own (a batch always takes its first sample), so a budget below
+      every sample gives one-sample batches throughout; ``fairseq`` leaves them out.
+      Not checked for ``random`` and ``length-grouped``, which take a batch size.
+
+    >>> import numpy as np
+    >>> from dflash_diag.records import ScheduleParams
+    >>> w = schedule_warnings(np.array([50, 300, 900]),
+    ...                       ScheduleParams(token_budget=100, max_seq_len=512))
+    >>> [(x.level, x.kind, x.samples) for x in w]
+    [('note', 'truncated', 1), ('warning', 'over_budget', 2)]
+    """
+    import numpy as np
+
+    raw = np.asarray(source.lengths if hasattr(source, "lengths") else source, dtype=np.int64)
+    n = int(raw.shape[0])
+    out: list[ScheduleWarning] = []
+    if not n:
+        return out
+    cap = params.max_seq_len
+    capped = raw if cap is None else np.minimum(raw, cap)
+    if cap is not None and (cut := int(np.count_nonzero(raw > cap))):
+        out.append(
+            ScheduleWarning(
+                "note",
+                "truncated",
+                cut,
+                n,
+                f"{cut:,} of {n:,} samples ({_share(cut, n)}) are longer than max_seq_len "
+                f"{cap:,}: the schedule counts each as {cap:,} tokens (truncated)",
+            )
+        )
+    over = int(np.count_nonzero(capped > params.token_budget))
+    if over and params.strategy not in SIZED:
+        what = OVER_BUDGET.get(params.strategy, "the custom strategy decides what to do with them")
+        after = f", even truncated to max_seq_len {cap:,}" if cap is not None else ""
+        out.append(
+            ScheduleWarning(
+                "warning",
+                "over_budget",
+                over,
+                n,
+                f"{over:,} of {n:,} samples ({_share(over, n)}) are longer than the token "
+                f"budget ({params.token_budget:,} tokens{after}): {what}",
+            )
+        )
+    return out
 
 
 def check_strategy_names(names: Iterable[str], option: str = "--compare") -> list[str]:

@@ -23,6 +23,7 @@ from dflash_diag.batchstats import (
     lag1_corr,
     length_icc,
     schedule_stats,
+    schedule_warnings,
 )
 from dflash_diag.errors import InputError
 from dflash_diag.records import Replay, ScheduleParams
@@ -319,3 +320,68 @@ def test_real_strategies_sorted_greedy_against_random():
     again = compare_strategies(lengths, params, ["sorted-greedy"], reuse=fixed)
     assert again[0] is fixed
     assert schedule_stats(replay(lengths, params)) == fixed
+
+
+# --- schedule_warnings: what the schedule does to samples that do not fit it ---------
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.integers(1, 3000), min_size=1, max_size=200),
+    st.integers(1, 4000),
+    st.one_of(st.none(), st.integers(1, 3000)),
+    st.sampled_from(["sorted-greedy", "bucketed", "fairseq"]),
+)
+def test_the_over_budget_warning_says_what_the_replay_does(lengths, budget, cap, strategy):
+    # invariant: the warning counts exactly the samples the schedule treats as over the
+    # budget: alone in a micro-batch (sorted-greedy, bucketed) or left out (fairseq)
+    params = ScheduleParams(strategy=strategy, token_budget=budget, max_seq_len=cap)
+    warned = {w.kind: w for w in schedule_warnings(np.array(lengths), params)}
+    r = replay(np.array(lengths), params)
+    capped = np.minimum(lengths, cap) if cap is not None else np.array(lengths)
+    over = int((capped > budget).sum())
+    assert (warned["over_budget"].samples if "over_budget" in warned else 0) == over
+    if strategy == "fairseq":
+        assert r.dropped.get("samples_over_budget", 0) == over
+    else:
+        # every over-budget sample sits alone: it is a one-sample micro-batch (a replay
+        # may leave the last incomplete step out, so count those it kept)
+        sizes = np.diff(r.offsets)
+        alone = {int(r.sample_ids[r.offsets[i]]) for i in np.flatnonzero(sizes == 1)}
+        kept = set(r.sample_ids.tolist())
+        assert all(i in alone for i in np.flatnonzero(capped > budget) if i in kept)
+    cut = int((np.array(lengths) > cap).sum()) if cap is not None else 0
+    assert (warned["truncated"].samples if "truncated" in warned else 0) == cut
+
+
+def test_warnings_name_the_count_and_the_consequence():
+    lengths = np.array([50, 300, 1100, 1200])
+    params = ScheduleParams(token_budget=100, max_seq_len=1000)
+    note, warning = schedule_warnings(lengths, params)
+    assert (note.level, note.kind, note.samples, note.n_samples) == ("note", "truncated", 2, 4)
+    assert note.message == (
+        "2 of 4 samples (50%) are longer than max_seq_len 1,000: the schedule counts each "
+        "as 1,000 tokens (truncated)"
+    )
+    assert (warning.level, warning.kind, warning.samples) == ("warning", "over_budget", 3)
+    assert warning.message == (
+        "3 of 4 samples (75%) are longer than the token budget (100 tokens, even truncated "
+        "to max_seq_len 1,000): each is a micro-batch of its own, over the budget"
+    )
+    fairseq = schedule_warnings(lengths, params.replace(strategy="fairseq"))[1]
+    assert "fairseq leaves them out of the schedule" in fairseq.message
+
+
+def test_no_warning_when_every_sample_fits():
+    lengths = np.array([50, 300, 900])
+    assert schedule_warnings(lengths, ScheduleParams(token_budget=1000)) == []
+    # capped at the budget, nothing is over it; only the cap is noted
+    capped = schedule_warnings(lengths, ScheduleParams(token_budget=100, max_seq_len=100))
+    assert [(w.kind, w.samples) for w in capped] == [("truncated", 2)]
+
+
+def test_strategies_with_a_batch_size_are_not_warned_about_the_budget():
+    lengths = np.array([50, 300, 900])
+    for name in ("random", "length-grouped"):
+        params = ScheduleParams(strategy=name, token_budget=100, batch_size=2)
+        assert schedule_warnings(lengths, params) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -14,7 +15,9 @@ from dflash_diag.batchstats import schedule_stats
 from dflash_diag.cli import app
 from dflash_diag.manifest import read_manifest
 from dflash_diag.records import ScheduleParams
+from dflash_diag.render.jsonout import to_jsonable
 from dflash_diag.schedule import replay
+from dflash_diag.spikes.coverage import MIN_TOKENS_MATCH
 
 DATA = Path(__file__).parent / "data"
 BATCHES = DATA / "batches"
@@ -22,6 +25,9 @@ REAL = DATA / "real_run"
 # the real run's schedule (tests/data/real_run/README.md)
 REAL_FLAGS = ["--seed", "1234", "--token-budget", "16384", "--max-seq-len", "2048"]
 REAL_FLAGS += ["--first-step", "1", "--epochs", "2"]
+REAL_PARAMS = ScheduleParams(
+    seed=1234, token_budget=16384, max_seq_len=2048, first_step=1, epochs=2
+)
 
 runner = CliRunner()
 
@@ -122,6 +128,110 @@ def test_search_seed_finds_the_real_runs_seed():
     doc = run_json([*args, "--log", str(REAL / "run.log"), "--search-seed", "1232..1235"])
     assert doc["verification"]["seed"] == 1234
     assert doc["verification"]["tokens_match"] == 1.0
+    assert doc["verification"]["seed_found"] is True
+
+
+def flat(text: str) -> str:
+    """The output with the console's line wrapping undone."""
+    return " ".join(text.split())
+
+
+def test_a_failed_search_says_no_seed_reproduces_the_log():
+    # a budget the run did not use: no seed can reproduce its tokens
+    flags = ["--seed", "1234", "--token-budget", "16000", "--max-seq-len", "2048"]
+    args = [str(REAL / "manifest.parquet"), *flags, "--first-step", "1", "--epochs", "2"]
+    args += ["--log", str(REAL / "run.log"), "--search-seed", "0..20"]
+    result = runner.invoke(app, ["batches", *args])
+    assert result.exit_code == 0, result.stderr
+    out = flat(result.stdout)
+    said = re.search(
+        r"no seed in 0\.\.20 reproduces the log \(best: seed (\d+), tokens match at "
+        r"([\d.]+)% of steps\); found means tokens match at 90% or more of the 488 compared",
+        out,
+    )
+    assert said, out
+    assert "Batch schedule of seed 1234 (as given)" in out
+    assert "the schedule as given (seed 1234, first step 1): tokens match 0.0% of 488" in out
+    v = run_json(args)["verification"]
+    assert v["seed_found"] is False
+    assert v["seed"] == int(said.group(1))
+    assert f"{100 * v['tokens_match']:.1f}" == said.group(2)
+    assert v["tokens_match"] < MIN_TOKENS_MATCH == v["min_match"]
+    assert v["seeds_searched"] == [0, 20] and v["seeds_tried"] == 21
+    assert v["as_given"]["seed"] == 1234 and v["as_given"]["reproduces_log"] is False
+
+
+def test_a_failed_search_names_a_given_seed_that_reproduces_the_log():
+    # the run's own seed lies outside the range searched
+    args = [str(REAL / "manifest.parquet"), *REAL_FLAGS, "--log", str(REAL / "run.log")]
+    result = runner.invoke(app, ["batches", *args, "--search-seed", "0..3"])
+    assert result.exit_code == 0, result.stderr
+    out = flat(result.stdout)
+    assert "no seed in 0..3 reproduces the log (best: seed" in out
+    assert (
+        "but the seed as given does: seed 1234 (first step 1): tokens match 100.0% of 488 steps"
+        in out
+    )
+    doc = run_json([*args, "--search-seed", "0..3"])
+    assert doc["verification"]["seed_found"] is False
+    assert doc["verification"]["as_given"]["reproduces_log"] is True
+
+
+def test_a_found_seed_is_the_schedule_summarised():
+    given = REAL_PARAMS.replace(seed=0, first_step=0)
+    flags = ["--seed", "0", "--token-budget", "16384", "--max-seq-len", "2048"]
+    args = [str(REAL / "manifest.parquet"), *flags, "--first-step", "0", "--epochs", "2"]
+    args += ["--log", str(REAL / "run.log"), "--search-seed", "1232..1235"]
+    doc = run_json(args)
+    v = doc["verification"]
+    assert (v["seed_found"], v["seed"], v["first_step"], v["tokens_match"]) == (True, 1234, 1, 1.0)
+    assert doc["seed"] == 1234 and "as_given" not in v
+    manifest = read_manifest(REAL / "manifest.parquet")
+    found = to_jsonable(schedule_stats(replay(manifest, REAL_PARAMS)))
+    wrong = to_jsonable(schedule_stats(replay(manifest, given)))
+    assert found != wrong  # the seed changes the summary, so the two can be told apart
+    assert {k: doc[k] for k in found} == found
+    text = flat(runner.invoke(app, ["batches", *args]).stdout)
+    assert "Batch schedule of seed 1234 (found by --search-seed)" in text
+    assert "seed 1234 (first step 1) found in 1232..1235: tokens match 100.0% of 488" in text
+
+
+def test_a_budget_smaller_than_samples_warns(work):
+    lengths = pd.read_csv("manifest.csv")["length"]
+    over = int((lengths > 100).sum())
+    result = runner.invoke(app, ["batches", "manifest.csv", "--token-budget", "100"])
+    assert result.exit_code == 0, result.stderr
+    warned = [x for x in result.stdout.splitlines() if x.startswith("warning:")]
+    assert 1990 < over < 2000  # all but a few: not rounded up to 100%
+    assert warned == [
+        f"warning: {over:,} of 2,000 samples (>99%) are longer than the token budget (100 "
+        "tokens): each is a micro-batch of its own, over the budget"
+    ]
+    doc = run_json(["manifest.csv", "--token-budget", "100"])
+    assert [(w["level"], w["kind"], w["samples"]) for w in doc["warnings"]] == [
+        ("warning", "over_budget", over)
+    ]
+    assert doc["batches_per_epoch"] >= over  # each of them is a batch of its own
+
+
+def test_truncation_by_max_seq_len_is_noted(work):
+    lengths = pd.read_csv("manifest.csv")["length"]
+    cut = int((lengths > 1000).sum())
+    result = runner.invoke(app, ["batches", "manifest.csv", "--max-seq-len", "1000"])
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[1] == (
+        f"note: {cut:,} of 2,000 samples ({100 * cut / 2000:.0f}%) are longer than "
+        "max_seq_len 1,000: the schedule counts each as 1,000 tokens (truncated)"
+    )
+    doc = run_json(["manifest.csv", "--max-seq-len", "1000"])
+    assert [(w["kind"], w["samples"]) for w in doc["warnings"]] == [("truncated", cut)]
+
+
+def test_a_schedule_every_sample_fits_has_no_warning(work):
+    # the fixture's longest sample is 8192, under the default budget; no max_seq_len
+    result = runner.invoke(app, ["batches", "manifest.csv"])
+    assert "warning:" not in result.stdout and "note:" not in result.stdout
+    assert run_json(["manifest.csv"])["warnings"] == []
 
 
 @pytest.mark.parametrize("name", ["schedule.parquet", "schedule.csv"])

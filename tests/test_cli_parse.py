@@ -25,7 +25,9 @@ def test_text_summary():
     assert result.exit_code == 0, result.output
     out = result.stdout
     assert out.splitlines()[0] == f"{SAMPLE}: text, 13 rows, steps 1..13 (28 lines read)"
-    assert "restarts: 9" in out and "ranks: 0" in out
+    # a resume to step 9, in a log without rank prefixes: neither reads as a count
+    assert "restarts: 1 (the step counter went back to step 9)\n" in out
+    assert "ranks: rank 0 only\n" in out
     assert "skipped: blank 1, text 5, traceback 4, warning 3" in out
     row = next(x for x in out.splitlines() if x.startswith("tok_per_s"))
     assert row.split() == ["tok_per_s", "13", "989", "25800"]
@@ -49,7 +51,33 @@ def test_json_is_one_document_with_the_contract_keys():
         "epoch",
     ]
     assert doc["restarts"] == [] and doc["ranks"] == [0]
+    assert (doc["n_restarts"], doc["n_ranks"], doc["rows_rank"]) == (0, 1, 0)
     assert doc["skipped"] == {"no_step": 2, "text": 1}
+
+
+def test_restarts_and_ranks_say_what_they_are_in_json():
+    doc = json.loads(runner.invoke(app, ["parse", str(SAMPLE), "--json"]).stdout)
+    # restarts: the steps the counter went back to; n_restarts: how many
+    assert (doc["restarts"], doc["n_restarts"]) == ([9], 1)
+    assert (doc["ranks"], doc["n_ranks"], doc["rows_rank"]) == ([0], 1, 0)
+
+
+@pytest.mark.parametrize(
+    ("rank", "line", "rows_rank"),
+    [
+        ("0", "ranks: 0-1 (2); the rows are rank 0's (--rank all keeps every rank)", 0),
+        ("1", "ranks: 0-1 (2); the rows are rank 1's (--rank all keeps every rank)", 1),
+        ("all", "ranks: 0-1 (2); the rows hold every rank (a rank column)", "all"),
+    ],
+)
+def test_ranks_line_names_the_ranks_and_whose_rows(rank, line, rows_rank):
+    log = str(DATA / "logs" / "torchrun_ranks.log")
+    result = runner.invoke(app, ["parse", log, "--rank", rank])
+    assert result.exit_code == 0, result.stderr
+    assert line in result.stdout.splitlines()
+    assert "restarts: none" in result.stdout.splitlines()
+    doc = json.loads(runner.invoke(app, ["parse", log, "--rank", rank, "--json"]).stdout)
+    assert (doc["ranks"], doc["n_ranks"], doc["rows_rank"]) == ([0, 1], 2, rows_rank)
 
 
 def test_json_nan_is_null():

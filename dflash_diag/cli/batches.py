@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import InputError
+from ..spikes.coverage import MIN_TOKENS_MATCH
 from .options import SCHEDULE_PANEL, JsonOpt, PlotOpt, progress, schedule_options
 
 OUTPUT_PANEL = "Analyses and outputs"
@@ -86,7 +87,10 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--search-seed",
                 help="With --log, find the seed in A..B (and first step 0 or 1) whose "
-                "replay matches the log.",
+                "replay matches the log. A seed is found when its tokens match at "
+                f"{MIN_TOKENS_MATCH:.0%} or more of the compared steps (what `spikes` needs "
+                "to accept a schedule); every figure is then for that seed. Else the output "
+                "says no seed in A..B reproduces the log, and names the best candidate.",
                 metavar="A..B",
                 rich_help_panel=OUTPUT_PANEL,
             ),
@@ -183,6 +187,28 @@ def register(app: typer.Typer) -> None:
         )
 
 
+def _check_log(
+    manifest: Any, params: Any, log: Path, seeds: range | None, bar: bool
+) -> tuple[Any, Any, Any]:
+    """Read the log; with ``seeds``, search them.  Returns ``(params, run, search)``:
+    the params with the found seed and first step when the search found one (else as
+    given), the RunLog, and the SeedSearch (None without ``seeds``)."""
+    from ..logs import read_log
+    from ..schedule import search_seed
+
+    run = read_log(log)
+    if seeds is None:
+        return params, run, None
+    with progress("searching seeds", bar) as tick:
+        search = search_seed(
+            manifest, params, run.table, seeds, progress=tick, min_match=MIN_TOKENS_MATCH
+        )
+    if search.seed_found:
+        # every figure below is for the seed the log was run with
+        params = params.replace(seed=search.best.seed, first_step=search.best.first_step)
+    return params, run, search
+
+
 def _run(
     manifest_path: Path,
     params: Any,
@@ -199,7 +225,7 @@ def _run(
     json_out: bool,
     plot: Path | None,
 ) -> None:
-    from ..batchstats import compare_strategies, length_strip, schedule_stats
+    from ..batchstats import compare_strategies, length_strip, schedule_stats, schedule_warnings
     from ..buckets import optimize_buckets, training_time
     from ..manifest import read_manifest
     from ..render.batches import (
@@ -210,13 +236,16 @@ def _run(
         report_document,
     )
     from ..render.jsonout import dumps
-    from ..schedule import replay
+    from ..schedule import replay, verify_tokens
     from ..schedule.export import export_schedule
     from .consoles import out_console
 
     bar = not json_out
     with progress("reading manifest", bar) as tick:
         manifest = read_manifest(manifest_path, length_column, category_column, progress=tick)
+    run = search = None
+    if log is not None:
+        params, run, search = _check_log(manifest, params, log, seeds, bar)
     with progress("replaying", bar) as tick:
         schedule = replay(manifest, params, progress=tick)
     stats = schedule_stats(schedule)
@@ -230,17 +259,10 @@ def _run(
     if k_max is not None:
         with progress("optimising buckets", bar) as tick:
             plan = optimize_buckets(manifest, params, k_max, rate, progress=tick)
-    verification = None
-    if log is not None:
-        from ..logs import read_log
-        from ..schedule import search_seed, verify_tokens
-
-        run = read_log(log)
-        if seeds is not None:
-            with progress("searching seeds", bar) as tick:
-                verification = search_seed(manifest, params, run.table, seeds, progress=tick)
-        else:
-            verification = verify_tokens(schedule, run.table)
+    # the schedule the tables describe (the given one unless a seed was found), checked
+    check = verify_tokens(schedule, run.table) if run is not None else None
+    verification = search.best if search is not None else check
+    unfound = search is not None and not search.seed_found
     seconds: dict[str, float] = {}
     if rate is not None:
         for st in (stats, *compared):
@@ -262,6 +284,10 @@ def _run(
         training_seconds=seconds,
         throughput=rate,
         export=written,
+        search=search,
+        seed=params.seed,
+        warnings=tuple(schedule_warnings(manifest, params)),
+        given_check=check if unfound else None,
     )
     if plot is not None:
         strip, steps = length_strip(schedule)

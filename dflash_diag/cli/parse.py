@@ -14,7 +14,8 @@ TO_SUFFIXES = (".parquet", ".csv", ".jsonl")
 _HELP = """Read a training log into one row per step and say what was found.
 
 Prints the format, rows, step range, each column with its non-null count and range,
-restarts (steps where the counter went back), ranks and skipped lines by reason.
+restarts (how many times the step counter went back, and to which steps), the ranks
+in the log (and whose rows the table holds) and skipped lines by reason.
 
 Formats (--format; detected when not given): text (key=value / 'step 10/100 | loss 2.3'
 lines: SpecForge, NeMo, DeepSpec, Megatron, nanoGPT, llm.c, RichHandler), hf-dict
@@ -74,7 +75,7 @@ def register(app: typer.Typer) -> None:
             run = read_log(log, format=fmt, rank=which, progress=bar, step_every=step_every)
         if to is not None:
             write_table(run.table, to)
-        summary = summarise(run)
+        summary = summarise(run, which)
         if json:
             doc = dict(summary)
             if to is not None:

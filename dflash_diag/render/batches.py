@@ -17,8 +17,9 @@ if TYPE_CHECKING:
     import numpy as np
     from rich.console import Console
 
-    from ..batchstats import ScheduleStats
+    from ..batchstats import ScheduleStats, ScheduleWarning
     from ..buckets import BucketPlan
+    from ..schedule.verify import SeedSearch
 
 
 @dataclass(frozen=True)
@@ -29,10 +30,18 @@ class BatchesReport:
     :param stats: the chosen strategy's statistics.
     :param strategies: ``--compare``'s statistics, in the order asked.
     :param plan: ``--optimize-buckets``'s options.
-    :param verification: ``--log``'s check (a ``Verification``), if asked.
+    :param verification: ``--log``'s check (a ``Verification``), if asked; with
+        ``--search-seed``, the best candidate's (``search.best``).
     :param training_seconds: per strategy name, the training time at ``--throughput``.
     :param throughput: padded tokens per second, if given.
     :param export: the file written by ``--export``, if any.
+    :param search: ``--search-seed``'s outcome, if asked.
+    :param seed: the seed of the schedule that ``stats`` (and every table) describes: the
+        found one after a successful search, else the one given.
+    :param warnings: what the schedule does to samples that do not fit it
+        (:func:`dflash_diag.batchstats.schedule_warnings`).
+    :param given_check: after a search that found no seed, the ``Verification`` of the
+        schedule as given (the one the tables describe).
     """
 
     manifest: str
@@ -44,6 +53,10 @@ class BatchesReport:
     training_seconds: dict[str, float] = field(default_factory=dict)
     throughput: float | None = None
     export: str | None = None
+    search: SeedSearch | None = None
+    seed: int | None = None
+    warnings: tuple[ScheduleWarning, ...] = ()
+    given_check: Any = None
 
 
 def display_path(path: str | Path) -> str:
@@ -155,12 +168,14 @@ def render_text(report: BatchesReport, console: Console) -> None:
         f"manifest: {report.manifest}  strategy: {s.strategy}  "
         f"config: {report.config or 'none (flags and defaults)'}"
     )
+    for w in report.warnings:
+        console.print(f"{w.level}: {w.message}", soft_wrap=True)
     if s.batches_per_epoch == 0:
         console.print(
             "no complete optimizer step: every micro-batch was left out (too few batches for "
             "world_size x grad_accum?)"
         )
-    table = Table(title="Batch schedule", title_justify="left", caption=CAPTION)
+    table = Table(title=_title(report), title_justify="left", caption=CAPTION)
     table.caption_justify = "left"
     table.add_column("metric")
     table.add_column("value", justify="right")
@@ -194,16 +209,67 @@ def render_text(report: BatchesReport, console: Console) -> None:
     if report.plan is not None:
         _render_plan(report.plan, console)
 
-    v = report.verification
-    if v is not None:
-        console.print(
+    for line in _verification_lines(report):
+        console.print(line)
+    if report.export:
+        console.print(f"schedule written to {report.export}")
+
+
+def _title(report: BatchesReport) -> str:
+    """The summary table's title; after a seed search it names the seed it describes."""
+    if report.search is None:
+        return "Batch schedule"
+    how = "found by --search-seed" if report.search.seed_found else "as given"
+    return f"Batch schedule of seed {report.seed} ({how})"
+
+
+def _match(v: Any) -> str:
+    mismatch = "none" if v.first_mismatch is None else v.first_mismatch
+    return (
+        f"tokens match {_pct(v.tokens_match)} of {v.n_compared} steps (logged as "
+        f"{v.basis}); first mismatch: {mismatch}"
+    )
+
+
+def _verification_lines(report: BatchesReport) -> list[str]:
+    """``--log``'s lines: the match of the replay, or the outcome of the seed search
+    (and, when it found none, the match of the schedule as given)."""
+    v, search = report.verification, report.search
+    if v is None:
+        return []
+    if search is None:
+        return [
             f"verification against the log: tokens match {_pct(v.tokens_match)} of "
             f"{v.n_compared} steps (seed {v.seed}, first step {v.first_step}, "
             f"logged as {v.basis}); first mismatch: "
             f"{'none' if v.first_mismatch is None else v.first_mismatch}"
+        ]
+    span = f"{search.first_seed}..{search.last_seed}"
+    if search.seed_found:
+        return [
+            f"verification against the log: seed {v.seed} (first step {v.first_step}) "
+            f"found in {span}: {_match(v)}"
+        ]
+    failed = (
+        f"verification against the log: no seed in {span} reproduces the log (best: seed "
+        f"{v.seed}, tokens match at {_pct(v.tokens_match)} of steps)"
+    )
+    g = report.given_check
+    if g is not None and search.reproduces(g):
+        return [
+            f"{failed}, but the seed as given does: seed {g.seed} (first step "
+            f"{g.first_step}): {_match(g)}"
+        ]
+    lines = [
+        f"{failed}; found means tokens match at {search.min_match:.0%} or more of the "
+        f"{v.n_compared} compared steps; check --strategy, --token-budget, --max-seq-len, "
+        "--world-size, --grad-accum and the manifest"
+    ]
+    if g is not None:
+        lines.append(
+            f"the schedule as given (seed {g.seed}, first step {g.first_step}): {_match(g)}"
         )
-    if report.export:
-        console.print(f"schedule written to {report.export}")
+    return lines
 
 
 def _render_plan(plan: BucketPlan, console: Console) -> None:
@@ -272,7 +338,10 @@ def report_document(report: BatchesReport) -> dict[str, Any]:
     """The ``--json`` document: the summary's keys at the top, options below."""
     s = report.stats
     doc: dict[str, Any] = {"manifest": report.manifest, "config": report.config}
+    if report.seed is not None:
+        doc["seed"] = report.seed
     doc.update(_stats_json(s, report.training_seconds.get(s.strategy)))
+    doc["warnings"] = [asdict(w) for w in report.warnings]
     if report.strategies:
         doc["strategies"] = [
             _stats_json(st, report.training_seconds.get(st.strategy)) for st in report.strategies
@@ -295,12 +364,28 @@ def report_document(report: BatchesReport) -> dict[str, Any]:
         doc["bucket_options"] = [option(o) for o in plan.options]
         doc["bucket_simulated_samples"] = plan.simulated_samples
     if report.verification is not None:
-        doc["verification"] = report.verification
+        doc["verification"] = _verification_json(report)
     if report.throughput is not None:
         doc["throughput"] = report.throughput
     if report.export:
         doc["export"] = report.export
     return doc
+
+
+def _verification_json(report: BatchesReport) -> dict[str, Any]:
+    """The verification's fields; after a search, also whether the seed was found
+    (``seed_found``), the range searched, the seeds tried and the share needed."""
+    out = asdict(report.verification)
+    search = report.search
+    if search is not None:
+        out["seed_found"] = search.seed_found
+        out["seeds_searched"] = [search.first_seed, search.last_seed]
+        out["seeds_tried"] = search.tried
+        out["min_match"] = search.min_match
+    if search is not None and report.given_check is not None:
+        out["as_given"] = asdict(report.given_check)
+        out["as_given"]["reproduces_log"] = search.reproduces(report.given_check)
+    return out
 
 
 def plot_batches(

@@ -12,10 +12,17 @@ from typing import Any
 from ..records import RunLog
 
 
-def summarise(run: RunLog) -> dict[str, Any]:
+def summarise(run: RunLog, rank: int | str = 0) -> dict[str, Any]:
     """The facts ``parse`` reports, as plain data (the ``--json`` document).
 
     Per column: non-null count, min and max (NaN-skipping); steps as int.
+    ``restarts`` lists the steps the counter went back to (one per resume; the later
+    lines replace the earlier ones), ``n_restarts`` counts them; ``ranks`` lists the
+    ranks seen in the log, ``n_ranks`` counts them, and ``rows_rank`` says whose rows the
+    table holds: a rank number, or ``"all"`` (a ``rank`` column).
+
+    :param rank: the ``rank`` given to :func:`~dflash_diag.logs.read_log` (``"all"`` or
+        a number; a log without rank 0 was read for its only or lowest rank).
 
     >>> import pandas as pd
     >>> t = pd.DataFrame({"step": [1, 2], "loss": [2.5, float("nan")]})
@@ -40,11 +47,70 @@ def summarise(run: RunLog) -> dict[str, Any]:
         "columns": [str(c) for c in t.columns],
         "columns_detail": detail,
         "restarts": [int(s) for s in run.restarts],
+        "n_restarts": len(run.restarts),
         "ranks": [int(r) for r in run.ranks],
+        "n_ranks": len(run.ranks),
+        "rows_rank": _rows_rank(run, rank),
         "skipped": {k: int(v) for k, v in run.skipped.items()},
         "n_lines": int(run.n_lines),
         "step_source": run.step_source,
     }
+
+
+def _rows_rank(run: RunLog, rank: int | str) -> int | str | None:
+    """Whose rows the table holds: ``"all"`` with a rank column, else the rank read
+    (read_log falls back to the lowest rank when rank 0 was asked for and is absent)."""
+    if "rank" in run.table.columns or rank == "all":
+        return "all"
+    if not run.ranks:
+        return None
+    return int(rank) if int(rank) in run.ranks else int(run.ranks[0])
+
+
+def restarts_text(restarts: list[int], most: int = 8) -> str:
+    """``restarts: ...`` without reading as a count of steps.
+
+    >>> restarts_text([]), restarts_text([1501])
+    ('none', '1 (the step counter went back to step 1501)')
+    >>> restarts_text([9, 250, 400])
+    '3 (the step counter went back to steps 9, 250 and 400)'
+    """
+    if not restarts:
+        return "none"
+    shown = [str(r) for r in restarts[:most]]
+    if len(restarts) > most:
+        where = f"{', '.join(shown)} and {len(restarts) - most} more"
+    elif len(shown) > 1:
+        where = f"{', '.join(shown[:-1])} and {shown[-1]}"
+    else:
+        where = shown[0]
+    steps = "steps" if len(restarts) > 1 else "step"
+    return f"{len(restarts)} (the step counter went back to {steps} {where})"
+
+
+def ranks_text(ranks: list[int], rows_rank: int | str | None) -> str:
+    """``ranks: ...`` as which ranks, how many, and whose rows the table holds.
+
+    >>> ranks_text([0], 0)
+    'rank 0 only'
+    >>> ranks_text(list(range(8)), 0)
+    "0-7 (8); the rows are rank 0's (--rank all keeps every rank)"
+    >>> ranks_text([0, 2, 5], "all")
+    '0, 2, 5 (3); the rows hold every rank (a rank column)'
+    """
+    if len(ranks) == 1:
+        return f"rank {ranks[0]} only"
+    if not ranks:
+        return "none"
+    if ranks == list(range(ranks[0], ranks[-1] + 1)):
+        which = f"{ranks[0]}-{ranks[-1]}"
+    else:
+        which = ", ".join(str(r) for r in ranks)
+    if rows_rank == "all":
+        rows = "the rows hold every rank (a rank column)"
+    else:
+        rows = f"the rows are rank {rows_rank}'s (--rank all keeps every rank)"
+    return f"{which} ({len(ranks)}); {rows}"
 
 
 def _num(x: float) -> str:
@@ -89,9 +155,8 @@ def render_text(summary: dict[str, Any], console: Any, written: str | None = Non
             "steps: the records carry no step; numbered as every --step-every-th optimizer step",
             soft_wrap=True,
         )
-    restarts = ", ".join(str(r) for r in s["restarts"]) or "none"
-    console.print(f"restarts: {restarts}", soft_wrap=True)
-    console.print(f"ranks: {', '.join(str(r) for r in s['ranks'])}", soft_wrap=True)
+    console.print(f"restarts: {restarts_text(s['restarts'])}", soft_wrap=True)
+    console.print(f"ranks: {ranks_text(s['ranks'], s.get('rows_rank'))}", soft_wrap=True)
     skipped = ", ".join(f"{k} {v}" for k, v in s["skipped"].items()) or "none"
     console.print(f"skipped: {skipped}", soft_wrap=True)
     if written:

@@ -23,6 +23,7 @@ _EXPORTS: dict[str, str] = {
     "verify_tokens": "verify",
     "search_seed": "verify",
     "Verification": "verify",
+    "SeedSearch": "verify",
     "Batches": "base",
     "EpochPlan": "base",
     "Strategy": "base",

@@ -13,6 +13,11 @@ run's schedule: a wrong seed matches almost nowhere (sorted-greedy batches of eq
 lengths are the exception: they can share token counts by chance, so read the rate with
 ``n_compared`` in mind).  Steps the replay does not cover are not compared: report
 ``n_compared`` beside ``n_log_steps``.
+
+A seed search (:func:`search_seed`) always has a best candidate; whether that candidate
+reproduces the log is a separate answer (:attr:`SeedSearch.seed_found`: its tokens match
+at ``min_match`` or more of the compared steps), so a failed search is never read as a
+result.
 """
 
 from __future__ import annotations
@@ -70,6 +75,36 @@ class Verification:
         """Sort key: match rate, then how many steps it rests on."""
         rate = -1.0 if np.isnan(self.tokens_match) else self.tokens_match
         return (rate, self.n_compared)
+
+
+@dataclass(frozen=True)
+class SeedSearch:
+    """What a seed search found: the best candidate, and whether it reproduces the log.
+
+    :param best: the best candidate's comparison over every logged step the replay covers
+        (its ``seed`` and ``first_step`` are the candidate's).
+    :param first_seed: the first seed of the range searched.
+    :param last_seed: the last seed of the range searched (included).
+    :param tried: seeds replayed before the search stopped (it stops at a perfect match).
+    :param min_match: the share of compared steps whose tokens must match for the best
+        candidate to count as found.
+    """
+
+    best: Verification
+    first_seed: int
+    last_seed: int
+    tried: int
+    min_match: float
+
+    @property
+    def seed_found(self) -> bool:
+        """Whether the best candidate reproduces the log (:meth:`reproduces`)."""
+        return self.reproduces(self.best)
+
+    def reproduces(self, v: Verification) -> bool:
+        """Whether a comparison counts as reproducing the log: tokens match at
+        ``min_match`` or more of the compared steps (False when none was compared)."""
+        return v.n_compared > 0 and bool(v.tokens_match >= self.min_match)
 
 
 def _logged(log_table: pd.DataFrame | RunLog) -> tuple[np.ndarray, np.ndarray]:
@@ -250,13 +285,19 @@ def search_seed(
     first_steps: Sequence[int] = (0, 1),
     progress: Progress | None = None,
     compare_steps: int = 200,
-) -> Verification:
-    """The seed and first-step number whose replay best matches the log's tokens.
+    *,
+    min_match: float,
+) -> SeedSearch:
+    """The seed and first-step number whose replay best matches the log's tokens, and
+    whether that best one reproduces the log at all.
 
     Each candidate seed replays only up to the last of the log's first ``compare_steps``
     logged steps; each first-step offset reuses that replay (it only renumbers steps).
     The search stops at the first perfect match.  The winner is then verified over all
-    of the log's steps within ``params.epochs``; that full comparison is returned.
+    of the log's steps within ``params.epochs``; that full comparison is
+    :attr:`SeedSearch.best`, and the seed counts as found when its tokens match at
+    ``min_match`` or more of the compared steps (``spikes`` accepts a schedule at
+    :data:`dflash_diag.spikes.coverage.MIN_TOKENS_MATCH`; ``batches`` passes that).
 
     :param source: manifest or lengths.
     :param params: the schedule (its ``seed`` and ``first_step`` are the searched ones).
@@ -265,15 +306,20 @@ def search_seed(
     :param first_steps: candidate numbers of the first step.
     :param progress: ``progress(done, total)`` over the seeds.
     :param compare_steps: logged steps compared per candidate.
+    :param min_match: share of compared steps (0..1) that must match for ``seed_found``.
 
     >>> import pandas as pd
     >>> from dflash_diag.schedule import replay
     >>> lens = np.random.default_rng(0).integers(1, 500, 2000)
     >>> truth = replay(lens, ScheduleParams(token_budget=1000, seed=42, first_step=1))
     >>> log = pd.DataFrame({"step": truth.steps.step, "tokens": truth.steps.tokens})
-    >>> v = search_seed(lens, ScheduleParams(token_budget=1000), log, seeds=range(100))
-    >>> (v.seed, v.first_step, v.tokens_match)
-    (42, 1, 1.0)
+    >>> found = search_seed(lens, ScheduleParams(token_budget=1000), log, seeds=range(100),
+    ...                     min_match=0.9)
+    >>> (found.seed_found, found.best.seed, found.best.first_step, found.best.tokens_match)
+    (True, 42, 1, 1.0)
+    >>> search_seed(lens, ScheduleParams(token_budget=1000), log, seeds=range(10),
+    ...             min_match=0.9).seed_found
+    False
     """
     log_steps, log_tokens = _logged(log_table)
     if not len(log_steps):
@@ -291,7 +337,8 @@ def search_seed(
     prepared = strategy.prepare(lengths, params) if seed_free else None
 
     best: Verification | None = None
-    for done, seed in enumerate(seeds, start=1):
+    tried = 0
+    for tried, seed in enumerate(seeds, start=1):
         p = params.replace(seed=seed)
         total, rank0 = step_token_table(lengths, p, max_steps=max(need, 1), prepared=prepared)
         bases = _bases(total, rank0, p.world_size, interval)
@@ -301,7 +348,7 @@ def search_seed(
             if best is None or v.score > best.score:
                 best = v
         if progress is not None:
-            progress(done, len(seeds))
+            progress(tried, len(seeds))
         if best is not None and best.tokens_match == 1.0:
             break
     if best is None:  # pragma: no cover - seeds is not empty, so the loop ran
@@ -310,4 +357,5 @@ def search_seed(
     total, rank0 = step_token_table(lengths, p, prepared=prepared)
     rep_steps = np.arange(len(total), dtype=np.int64) + best.first_step
     bases = _bases(total, rank0, p.world_size, interval)
-    return _compare(rep_steps, bases, log_steps, log_tokens, best.seed, best.first_step, 0.0)
+    full = _compare(rep_steps, bases, log_steps, log_tokens, best.seed, best.first_step, 0.0)
+    return SeedSearch(full, min(seeds), max(seeds), tried, min_match)

@@ -13,6 +13,7 @@ from dflash_diag.errors import InputError
 from dflash_diag.records import ScheduleParams
 from dflash_diag.schedule import replay, search_seed, verify_tokens
 from dflash_diag.schedule.verify import step_token_table
+from dflash_diag.spikes.coverage import MIN_TOKENS_MATCH
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "real_run"
 RUN = ScheduleParams(token_budget=16384, max_seq_len=2048, first_step=1, epochs=2, seed=1234)
@@ -58,22 +59,50 @@ def test_verify_with_read_log(lengths):
 
 def test_search_finds_the_seed_and_the_first_step(lengths, log_table):
     calls = []
-    v = search_seed(
+    found = search_seed(
         lengths,
         RUN.replace(seed=0, first_step=0),
         log_table,
         seeds=range(1200, 1300),
         progress=lambda d, t: calls.append((d, t)),
+        min_match=MIN_TOKENS_MATCH,
     )
+    v = found.best
     assert (v.seed, v.first_step, v.tokens_match, v.n_compared) == (1234, 1, 1.0, 488)
+    assert found.seed_found
     # it stopped at the perfect match
     assert calls[-1] == (35, 100)
+    assert (found.first_seed, found.last_seed, found.tried) == (1200, 1299, 35)
 
 
-def test_search_without_the_seed_reports_the_best_poor_match(lengths, log_table):
-    v = search_seed(lengths, RUN, log_table, seeds=range(0, 5))
-    assert v.tokens_match < 0.1
-    assert v.seed in range(0, 5)
+def test_search_without_the_seed_is_not_found(lengths, log_table):
+    # the best of five wrong seeds is a candidate, not a result
+    found = search_seed(lengths, RUN, log_table, seeds=range(0, 5), min_match=MIN_TOKENS_MATCH)
+    assert found.best.tokens_match < 0.1
+    assert found.best.seed in range(0, 5)
+    assert not found.seed_found
+    assert (found.first_seed, found.last_seed, found.tried) == (0, 4, 5)
+
+
+def test_found_means_the_match_reaches_min_match(lengths, log_table):
+    # the true seed, with one step in ten of the log corrupted: 90% of steps match
+    bad = log_table.copy()
+    bad.loc[bad.index % 10 == 0, "tokens"] += 1
+    found = search_seed(lengths, RUN, bad, seeds=[1234], min_match=0.9)
+    rate = found.best.tokens_match
+    assert 0.85 < rate < 0.95
+    assert found.seed_found == (rate >= 0.9)
+    assert search_seed(lengths, RUN, bad, seeds=[1234], min_match=rate).seed_found
+    assert not search_seed(lengths, RUN, bad, seeds=[1234], min_match=rate + 1e-9).seed_found
+
+
+def test_a_search_over_no_compared_step_is_not_found():
+    # the log's steps lie beyond every replayed step: nothing to compare, nothing found
+    lens = np.array([3, 1, 2, 2])
+    log = pd.DataFrame({"step": [500, 501, 502], "tokens": [3.0, 3.0, 3.0]})
+    found = search_seed(lens, ScheduleParams(token_budget=4), log, seeds=range(3), min_match=0.0)
+    assert found.best.n_compared == 0
+    assert not found.seed_found
 
 
 def test_step_token_table_equals_replay(lengths):
@@ -111,7 +140,10 @@ def test_a_log_without_tokens_is_an_input_error():
         verify_tokens(r, pd.DataFrame({"step": [0]}))
     with pytest.raises(InputError, match="no steps with a tokens value"):
         search_seed(
-            np.array([3, 1]), ScheduleParams(), pd.DataFrame({"step": [0], "tokens": [np.nan]})
+            np.array([3, 1]),
+            ScheduleParams(),
+            pd.DataFrame({"step": [0], "tokens": [np.nan]}),
+            min_match=MIN_TOKENS_MATCH,
         )
 
 
@@ -132,5 +164,7 @@ def test_a_log_every_ten_steps_is_matched_over_its_interval():
         ScheduleParams(token_budget=4000),
         pd.DataFrame({"step": logged, "tokens": summed}),
         seeds=range(10),
+        min_match=MIN_TOKENS_MATCH,
     )
-    assert (found.seed, found.first_step, found.basis) == (5, 1, "interval_sum")
+    assert found.seed_found
+    assert (found.best.seed, found.best.first_step, found.best.basis) == (5, 1, "interval_sum")
