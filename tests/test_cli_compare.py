@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
@@ -30,7 +29,7 @@ def test_text_answers_the_story_question():
     out = result.stdout
     assert "run against v1  (align: step)" in out
     assert "acc is within v1's band: " in " ".join(out.split())
-    assert "normal for 58% of warmup." in " ".join(out.split())
+    assert "normal at 58% of warmup." in " ".join(out.split())
     assert result.stderr == ""
 
 
@@ -161,22 +160,57 @@ def test_single_baseline_point_says_not_enough_data(tmp_path):
     )
 
 
-def test_nan_values_are_left_out_and_never_reach_the_json_as_nan(tmp_path):
+def test_logged_nan_is_a_reported_failure_never_a_json_nan(tmp_path):
     lines = (DATA / "run.log").read_text(encoding="utf-8").splitlines()
     assert lines[10].startswith("step=51 ")
     lines[10] = "step=51 loss=nan acc=nan lr=5.100e-05"
     holed = tmp_path / "holed.log"
     holed.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    result = invoke(log("v1.log"), str(holed), "--json", "--at", "51", "--at", "9000")
+    result = invoke(log("v1.log"), str(holed), "--json", "--at", "51", "--at", "53", "--at", "9000")
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)  # json.loads would fail on a bare NaN token
     assert "NaN" not in result.stdout
-    (warm,) = doc["metrics"]["acc"]["phases"]
-    assert warm["n_points"] == len(lines) - 1
+    acc = doc["metrics"]["acc"]
+    (warm,) = acc["phases"]
+    assert warm["n_points"] == len(lines) - 1  # left out of the shares...
+    # ...and reported: the row has lr, so acc=nan was logged there: a numerical failure.
+    assert acc["nonfinite"][str(holed)] == {"count": 1, "first_step": 51}
+    assert acc["nonfinite"][log("v1.log")] == {"count": 0, "first_step": None}
+    assert "logged acc as nan/inf at 1 step (first at step 51)" in acc["sentence"]
     at = {(a["step"], a["metric"]): a for a in doc["at"]}
-    # Step 51 lost its value: it is interpolated from its neighbours 46 and 56.
-    assert math.isfinite(at[51, "acc"]["value"])
+    # No value is made up at the failed step, nor interpolated across it (53: 51..56).
+    for step in (51, 53):
+        assert at[step, "acc"]["value"] is None and at[step, "acc"]["verdict"] == "non-finite"
     assert at[9000, "acc"]["value"] is None and at[9000, "acc"]["verdict"] == "not logged"
+
+
+def test_logged_inf_and_nan_are_said_in_the_text(tmp_path):
+    lines = (DATA / "run.log").read_text(encoding="utf-8").splitlines()
+    lines[10] = "step=51 loss=nan acc=0.0100 lr=5.100e-05"
+    lines[20] = "step=101 loss=inf acc=0.0100 lr=1.010e-04"
+    holed = tmp_path / "holed.log"
+    holed.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = invoke(log("v1.log"), str(holed), "--metric", "loss", "--at", "101")
+    assert result.exit_code == 0, result.stderr
+    out = " ".join(result.stdout.split())
+    assert (
+        "logged as nan/inf: holed, 2 steps, first at step 51 (numerical failure; left out of "
+        "the band and shares)" in out
+    )
+    assert "At step 101 the run logged loss as nan/inf: a numerical failure." in out
+
+
+def test_absent_eval_steps_are_neither_values_nor_failures():
+    # eval_loss is logged every 100 steps (NaN on the other rows): absent, not failed.
+    args = [log("hf_run_steps.log"), log("hf_run.log"), "--step-every", "10"]
+    result = invoke(*args, "--metric", "eval_loss,loss", "--json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    ev = doc["metrics"]["eval_loss"]
+    assert sum(p["n_points"] for p in ev["phases"]) == 15  # 1500 / 100 evaluations
+    assert all(v["count"] == 0 for v in ev["nonfinite"].values())
+    assert ev["verdict"] == "within"
+    assert "nan/inf" not in ev["sentence"]
 
 
 def test_sample_case_v1_looked_the_same():
@@ -192,5 +226,5 @@ def test_sample_case_v1_looked_the_same():
     assert at["acc"]["value"] == pytest.approx(0.046, abs=0.01)
     assert round(100 * at["acc"]["warmup_progress"]) == 15
     assert at["acc"]["lr"] == pytest.approx(8.8e-5, rel=0.02)
-    assert at["acc"]["sentence"].endswith(": normal for 15% of warmup.")
+    assert at["acc"]["sentence"].endswith(": normal at 15% of warmup.")
     assert doc["metrics"]["acc"]["phases"][0]["verdict"] == "within"

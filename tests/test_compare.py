@@ -94,7 +94,7 @@ def test_shifted_run_is_below_from_the_shift_on():
     dep = post.largest_departure
     assert dep.side == "below" and dep.step >= 800
     assert c.metrics["loss"].verdict == "within"
-    assert "(behind)" in c.metrics["acc"].sentence
+    assert ": behind." in c.metrics["acc"].sentence
 
 
 def test_a_slower_climb_after_warmup_is_said_with_its_interval():
@@ -107,9 +107,9 @@ def test_a_slower_climb_after_warmup_is_said_with_its_interval():
     lo, hi = v1_slope.run_minus_ci
     assert lo < -0.1 < hi and hi < 0
     assert v1_slope.run_minus == pytest.approx(run_slope.value - v1_slope.value)
-    assert "slower than v1" in c.metrics["acc"].sentence
+    assert ": slower (difference" in c.metrics["acc"].sentence
     same = compare_runs([base], make_run(seed=3), metrics=["acc"])
-    assert "no clear difference from v1" in same.metrics["acc"].sentence
+    assert ": no clear difference (difference" in same.metrics["acc"].sentence
 
 
 def test_slower_warmup_is_below_by_step_and_within_by_warmup():
@@ -123,7 +123,9 @@ def test_slower_warmup_is_below_by_step_and_within_by_warmup():
     assert by_warmup.metrics["acc"].verdict == "within"
     assert by_warmup.at[0].verdict == "within"
     assert by_warmup.at[0].warmup_progress == pytest.approx(900 / 1200)
-    assert by_warmup.axis == "step (warmup-aligned)"
+    assert by_warmup.axis == "run step (baselines mapped by fraction of warmup)"
+    # The points lined up: each log's warmup end, in its own steps.
+    assert by_warmup.anchors == {"v1.log": 600, "slow.log": 1200}
 
 
 def test_faster_run_is_above_at_the_right_steps():
@@ -148,7 +150,7 @@ def test_story_point_in_an_unfinished_warmup():
     a = c.at[0]
     assert a.lr == pytest.approx(PEAK * 349 / 2380)
     assert a.verdict == "within"
-    assert a.sentence.endswith(": normal for 15% of warmup.")
+    assert a.sentence.endswith(": normal at 15% of warmup.")
     assert a.sentence.startswith(f"At step 349 it is {a.value:.3g} against v1's ")
 
 
