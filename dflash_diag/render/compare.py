@@ -266,17 +266,20 @@ def _slope_lines(m: MetricComparison, console: Any) -> None:
         )
         f = versus_figures(b)
         if f is None:
-            why = f"{name}: not enough data over this span" if b.run_value is None else ""
+            why = f"{name}: not enough data over this span (n={b.run_n})"
             console.print(
                 f"    {base} {b.value:+.3g} [{b.ci[0]:+.3g}, {b.ci[1]:+.3g}] (n={b.n}); {why}",
                 markup=False,
             )
             continue
-        console.print(
-            f"    {name} {f.run} {f.run_ci} (n={b.run_n}); {base} {f.base} {f.base_ci} "
-            f"(n={b.n}); {name} - {base} = {f.diff} {f.diff_ci}",
-            markup=False,
-        )
+        diff = f"difference, {name} - {base}"
+        width = max(len(name), len(base), len(diff))
+        for label, value in (
+            (name, f"{f.run} {f.run_ci} (n={b.run_n})"),
+            (base, f"{f.base} {f.base_ci} (n={b.n})"),
+            (diff, f"{f.diff} {f.diff_ci}"),
+        ):
+            console.print(f"    {label:<{width}}  {value}", markup=False)
 
 
 def plot_comparison(c: Comparison, path: str | Path) -> Path:
