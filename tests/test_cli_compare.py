@@ -194,6 +194,8 @@ def test_logged_inf_and_nan_are_said_in_the_text(tmp_path):
     result = invoke(log("v1.log"), str(holed), "--metric", "loss", "--at", "101")
     assert result.exit_code == 0, result.stderr
     out = " ".join(result.stdout.split())
+    # The verdict is on the finite values, and its line says what else there was.
+    assert "loss: within on its finite values; logged as nan/inf at 2 steps from step 51" in out
     assert (
         "logged as nan/inf: holed, 2 steps, first at step 51 (numerical failure; left out of "
         "the band and shares)" in out

@@ -52,7 +52,9 @@ def logged_nonfinite(table: pd.DataFrame, name: str) -> np.ndarray:
       there, and its ``name`` was nan.
 
     A metric logged every N-th training row (per-position acc every 10 steps) and
-    evaluation metrics are absent where NaN.
+    evaluation metrics are absent where NaN.  A metric NaN on every row reads as not
+    logged: the table has a column for every canonical metric, logged or not, so only
+    the reader could tell a log of nothing but ``loss=nan`` from a log without loss.
 
     >>> import pandas as pd
     >>> t = pd.DataFrame({"step": [1, 2, 3, 4], "loss": [2.0, float("nan"), 1.8, 1.7],

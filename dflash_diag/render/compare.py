@@ -198,7 +198,15 @@ def _reached(path: str, step: int | None, x: float | None, align: str) -> str:
 def _metric_block(m: MetricComparison, c: Comparison, console: Any) -> None:
     from rich.table import Table
 
-    console.print(f"[bold]{m.name}[/bold]: {m.verdict}")
+    failed = m.nonfinite.get(c.run)
+    if failed is not None and failed.count:
+        steps = "step" if failed.count == 1 else "steps"
+        console.print(
+            f"[bold]{m.name}[/bold]: {m.verdict} on its finite values; logged as nan/inf at "
+            f"{failed.count} {steps} from step {failed.first_step}"
+        )
+    else:
+        console.print(f"[bold]{m.name}[/bold]: {m.verdict}")
     t = Table(show_edge=False)
     for col in ("phase", "points", "compared", "inside", "above", "below", "verdict"):
         t.add_column(col, justify="left" if col in ("phase", "verdict") else "right")
