@@ -534,6 +534,10 @@ def test_line_numbered_logs_are_compared_as_logging_events_and_said_so():
     slopes = c.metrics["acc"].slopes
     assert slopes[0].per == "1k logging events"
     assert c.metrics["acc"].verdict == "within"
+    # The sentences never call an event a step.
+    assert c.at[0].sentence.startswith("At logging event 100 it is ")
+    assert c.at[0].sentence.endswith("40 logging events past the end of warmup (logging event 60).")
+    assert " step" not in c.metrics["acc"].sentence
     stepped = compare_runs([make_run("v1.log", seed=1)], make_run(seed=2))
     assert set(stepped.step_sources.values()) == {"field"} and stepped.axis == "step"
 

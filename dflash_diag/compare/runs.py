@@ -139,7 +139,7 @@ def compare_runs(
     labels = phase_labels(run_log.phases, run_log.steps)
     for i, (name, used) in enumerate(names.items()):
         mc, points = _compare_metric(
-            name, used, run_log, labels, levels, at, band_k, window, _slope_unit(align, events)
+            name, used, run_log, labels, levels, at, band_k, window, _units(align, events)
         )
         results[name] = mc
         answers.extend(points)
@@ -164,11 +164,13 @@ def compare_runs(
     )
 
 
-def _slope_unit(align: str, events: bool) -> tuple[float, str]:
-    """Slopes are per ``scale`` units of the aligned axis, named ``per``."""
+def _units(align: str, events: bool) -> tuple[float, str, str]:
+    """``(scale, per, step word)``: slopes are per ``scale`` units of the aligned axis,
+    named ``per``; a step is called ``step``, or ``logging event`` for line numbers."""
+    word = "logging event" if events else "step"
     if align == "tokens":
-        return 1e9, "1B tokens"
-    return 1000.0, "1k logging events" if events else "1k steps"
+        return 1e9, "1B tokens", word
+    return 1000.0, f"1k {word}s", word
 
 
 # --- which metrics ----------------------------------------------------------------------
@@ -242,7 +244,7 @@ def _compare_metric(
     at: Sequence[int],
     band_k: float,
     window: int,
-    unit: tuple[float, str],
+    unit: tuple[float, str, str],
 ) -> tuple[MetricComparison, list[PointAnswer]]:
     kind = metric_kind(name)
     notes: list[str] = []
@@ -272,11 +274,12 @@ def _compare_metric(
     )
     overall = summarise("all", run.steps, v, here)
     names = [b.name for b in used]
-    ctx = _PointContext(name, v, bad, run, bands, kind, names)
+    scale, per, word = unit
+    ctx = _PointContext(name, v, bad, run, bands, kind, names, word)
     points = [_answer(int(s), ctx) for s in at]
     last = _last_compared(run, v, here.med)
     head = points[0] if points else (_answer(last, ctx) if last is not None else None)
-    slopes = slopes_after_warmup(name, run, used, labels, v, *unit)
+    slopes = slopes_after_warmup(name, run, used, labels, v, scale, per)
     point_text = head.sentence if head is not None else ""
     failure = failure_phrase(name, nonfinite[run.path])
     sentence = metric_sentence(
@@ -330,7 +333,7 @@ def _last_compared(run: AlignedLog, v: np.ndarray, med: np.ndarray) -> int | Non
 
 class _PointContext(NamedTuple):
     """What a point answer needs of one metric: the run's finite values ``v``, its
-    logged nan/inf ``bad``, the baselines' bands."""
+    logged nan/inf ``bad``, the baselines' bands, the word for a step (``unit``)."""
 
     name: str
     v: np.ndarray
@@ -339,6 +342,7 @@ class _PointContext(NamedTuple):
     bands: Sequence[Band]
     kind: str
     names: Sequence[str]
+    unit: str = "step"
 
 
 def failed_near(steps: np.ndarray, v: np.ndarray, bad: np.ndarray, step: int) -> int | None:
@@ -395,7 +399,7 @@ def _answer(step: int, ctx: _PointContext) -> PointAnswer:
         verdict=verdict,
         sentence="",
     )
-    phrase = point_phrase(answer, ctx.kind, ctx.names, run.phases, failed)
+    phrase = point_phrase(answer, ctx.kind, ctx.names, run.phases, failed, ctx.unit)
     return replace(answer, sentence=phrase)
 
 

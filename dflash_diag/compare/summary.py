@@ -318,17 +318,18 @@ def _whose(names: Sequence[str]) -> str:
     return f"the baselines' ({', '.join(names)})"
 
 
-def _where(step: int, progress: float | None, phases: Phases) -> str:
+def _where(step: int, progress: float | None, phases: Phases, unit: str = "step") -> str:
     """Where a step lies: ``15% of warmup``, ``121 steps past the end of warmup (step
-    2379)``: a position, never a duration."""
+    2379)``: a position, never a duration.  ``unit``: ``logging event`` when the steps
+    are line numbers."""
     if progress is not None and math.isfinite(progress) and progress < 1.0:
         return f"{_pct(max(progress, 0.0))} of warmup"
     end = phases.warmup_end_step
     if end is not None and step > end:
-        return f"{step - end} steps past the end of warmup (step {end})"
+        return f"{step - end} {unit}s past the end of warmup ({unit} {end})"
     if end is not None and step == end:
-        return f"the end of warmup (step {end})"
-    return f"step {step}"
+        return f"the end of warmup ({unit} {end})"
+    return f"{unit} {step}"
 
 
 #: Per metric kind, the side of the band that is ahead and the side that is behind.
@@ -336,18 +337,25 @@ _AHEAD_BEHIND = {"acc": ("above", "below"), "loss": ("below", "above")}
 
 
 def point_phrase(
-    p: PointAnswer, kind: str, names: Sequence[str], phases: Phases, failed: int | None = None
+    p: PointAnswer,
+    kind: str,
+    names: Sequence[str],
+    phases: Phases,
+    failed: int | None = None,
+    unit: str = "step",
 ) -> str:
     """The sentence of a point answer, e.g. ``At step 349 it is 0.05 against v1's ...:
-    normal at 15% of warmup.``; ``failed``: the logged step whose nan/inf stands there."""
+    normal at 15% of warmup.``; ``failed``: the logged step whose nan/inf stands there;
+    ``unit``: ``logging event`` when the steps are line numbers."""
+    at = f"At {unit} {p.step}"
     if p.verdict == "non-finite":
-        at = "" if failed == p.step else f" (its logged neighbour step {failed})"
-        return f"At step {p.step}{at} the run logged {p.metric} as nan/inf: a numerical failure."
+        near = "" if failed == p.step else f" (its logged neighbour {unit} {failed})"
+        return f"{at}{near} the run logged {p.metric} as nan/inf: a numerical failure."
     if p.verdict == "not logged":
-        return f"At step {p.step} the run has no {p.metric} value."
+        return f"{at} the run has no {p.metric} value."
     if p.verdict == "not enough data" or p.band is None:
-        return f"At step {p.step} it is {_fmt(p.value)}; the baselines do not cover that point."
-    where = _where(p.step, p.warmup_progress, phases)
+        return f"{at} it is {_fmt(p.value)}; the baselines do not cover that point."
+    where = _where(p.step, p.warmup_progress, phases, unit)
     if p.verdict == "within":
         tail = f"normal at {where}"
     else:
@@ -355,7 +363,7 @@ def point_phrase(
         lead = ": behind" if p.verdict == behind else ": ahead" if p.verdict == ahead else ""
         tail = f"{p.verdict} the band at {where}{lead}"
     return (
-        f"At step {p.step} it is {_fmt(p.value)} against {_whose(names)} "
+        f"{at} it is {_fmt(p.value)} against {_whose(names)} "
         f"{_fmt(p.baseline_median)} [{_fmt(p.band[0])}, {_fmt(p.band[1])}]: {tail}."
     )
 
