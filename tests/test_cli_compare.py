@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import math
+import re
 from pathlib import Path
 
 import pytest
@@ -30,7 +30,7 @@ def test_text_answers_the_story_question():
     out = result.stdout
     assert "run against v1  (align: step)" in out
     assert "acc is within v1's band: " in " ".join(out.split())
-    assert "normal for 58% of warmup." in " ".join(out.split())
+    assert "normal at 58% of warmup." in " ".join(out.split())
     assert result.stderr == ""
 
 
@@ -161,22 +161,59 @@ def test_single_baseline_point_says_not_enough_data(tmp_path):
     )
 
 
-def test_nan_values_are_left_out_and_never_reach_the_json_as_nan(tmp_path):
+def test_logged_nan_is_a_reported_failure_never_a_json_nan(tmp_path):
     lines = (DATA / "run.log").read_text(encoding="utf-8").splitlines()
     assert lines[10].startswith("step=51 ")
     lines[10] = "step=51 loss=nan acc=nan lr=5.100e-05"
     holed = tmp_path / "holed.log"
     holed.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    result = invoke(log("v1.log"), str(holed), "--json", "--at", "51", "--at", "9000")
+    result = invoke(log("v1.log"), str(holed), "--json", "--at", "51", "--at", "53", "--at", "9000")
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)  # json.loads would fail on a bare NaN token
     assert "NaN" not in result.stdout
-    (warm,) = doc["metrics"]["acc"]["phases"]
-    assert warm["n_points"] == len(lines) - 1
+    acc = doc["metrics"]["acc"]
+    (warm,) = acc["phases"]
+    assert warm["n_points"] == len(lines) - 1  # left out of the shares...
+    # ...and reported: the row has lr, so acc=nan was logged there: a numerical failure.
+    assert acc["nonfinite"][str(holed)] == {"count": 1, "first_step": 51}
+    assert acc["nonfinite"][log("v1.log")] == {"count": 0, "first_step": None}
+    assert "logged acc as nan/inf at 1 step (first at step 51)" in acc["sentence"]
     at = {(a["step"], a["metric"]): a for a in doc["at"]}
-    # Step 51 lost its value: it is interpolated from its neighbours 46 and 56.
-    assert math.isfinite(at[51, "acc"]["value"])
+    # No value is made up at the failed step, nor interpolated across it (53: 51..56).
+    for step in (51, 53):
+        assert at[step, "acc"]["value"] is None and at[step, "acc"]["verdict"] == "non-finite"
     assert at[9000, "acc"]["value"] is None and at[9000, "acc"]["verdict"] == "not logged"
+
+
+def test_logged_inf_and_nan_are_said_in_the_text(tmp_path):
+    lines = (DATA / "run.log").read_text(encoding="utf-8").splitlines()
+    lines[10] = "step=51 loss=nan acc=0.0100 lr=5.100e-05"
+    lines[20] = "step=101 loss=inf acc=0.0100 lr=1.010e-04"
+    holed = tmp_path / "holed.log"
+    holed.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = invoke(log("v1.log"), str(holed), "--metric", "loss", "--at", "101")
+    assert result.exit_code == 0, result.stderr
+    out = " ".join(result.stdout.split())
+    # The verdict is on the finite values, and its line says what else there was.
+    assert "loss: within on its finite values; logged as nan/inf at 2 steps from step 51" in out
+    assert (
+        "logged as nan/inf: holed, 2 steps, first at step 51 (numerical failure; left out of "
+        "the band and shares)" in out
+    )
+    assert "At step 101 the run logged loss as nan/inf: a numerical failure." in out
+
+
+def test_absent_eval_steps_are_neither_values_nor_failures():
+    # eval_loss is logged every 100 steps (NaN on the other rows): absent, not failed.
+    args = [log("hf_run_steps.log"), log("hf_run.log"), "--step-every", "10"]
+    result = invoke(*args, "--metric", "eval_loss,loss", "--json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    ev = doc["metrics"]["eval_loss"]
+    assert sum(p["n_points"] for p in ev["phases"]) == 15  # 1500 / 100 evaluations
+    assert all(v["count"] == 0 for v in ev["nonfinite"].values())
+    assert ev["verdict"] == "within"
+    assert "nan/inf" not in ev["sentence"]
 
 
 def test_sample_case_v1_looked_the_same():
@@ -192,5 +229,167 @@ def test_sample_case_v1_looked_the_same():
     assert at["acc"]["value"] == pytest.approx(0.046, abs=0.01)
     assert round(100 * at["acc"]["warmup_progress"]) == 15
     assert at["acc"]["lr"] == pytest.approx(8.8e-5, rel=0.02)
-    assert at["acc"]["sentence"].endswith(": normal for 15% of warmup.")
+    assert at["acc"]["sentence"].endswith(": normal at 15% of warmup.")
     assert doc["metrics"]["acc"]["phases"][0]["verdict"] == "within"
+
+
+# --- steps that are line numbers ---------------------------------------------------------
+
+HF_MIX = (
+    "its records carry no step (numbered 1, 2, ... by logging event), so they cannot be "
+    "lined up with {other}'s optimizer steps; pass --step-every N (the trainer's logging_steps)"
+)
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        (
+            [log("hf_run_steps.log"), log("hf_run.log")],
+            f"error: {log('hf_run.log')}: " + HF_MIX.format(other="hf_run_steps"),
+        ),
+        (
+            [log("hf_run.log"), log("v1.log"), log("hf_run_steps.log")],
+            f"error: {log('hf_run.log')}: " + HF_MIX.format(other="v1"),
+        ),
+        (
+            [log("v1.log"), log("run.log"), "--step-every", "10"],
+            "error: --step-every: every log numbers its own steps, so it applies to none; "
+            "leave --step-every out",
+        ),
+    ],
+)
+def test_line_numbers_beside_steps_are_refused_with_one_line(args, line):
+    result = invoke(*args)
+    assert result.exit_code == 2
+    assert result.stderr == line + "\n"
+    assert result.stdout == ""
+
+
+def test_line_numbered_logs_alone_are_compared_by_logging_event_and_said_so():
+    result = invoke(log("hf_run.log"), log("hf_run.log"))
+    assert result.exit_code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "hf_run against hf_run  (align: logging event)"
+    assert lines[1] == (
+        "steps: logging events numbered in line order (the records carry no step), "
+        "not optimizer steps"
+    )
+    assert "per 1k logging events" in result.stdout
+    doc = json.loads(invoke(log("hf_run.log"), log("hf_run.log"), "--json").stdout)
+    assert doc["step_source"] == {log("hf_run.log"): "line order"}
+    assert doc["axis"] == "logging event"
+    # --step-every makes them steps again: the JSON says where the steps came from.
+    given = invoke(log("hf_run_steps.log"), log("hf_run.log"), "--step-every", "10", "--json")
+    doc = json.loads(given.stdout)
+    assert doc["step_source"] == {
+        log("hf_run_steps.log"): "field",
+        log("hf_run.log"): "given interval",
+    }
+    assert doc["axis"] == "step"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [str(SAMPLE / "run.log"), str(SAMPLE / "run.log")],
+        [log("v1.log"), log("v1.log")],
+        [log("hf_run.log"), log("hf_run.log")],
+        [log("hf_run.log"), log("hf_run.log"), "--step-every", "10"],
+        # The same numbers, once with steps and once numbered by line (logging_steps 10).
+        [log("hf_run_steps.log"), log("hf_run.log"), "--step-every", "10"],
+    ],
+    ids=["sample-twice", "v1-twice", "hf-lines-twice", "hf-lines-twice-step-every", "hf-both"],
+)
+def test_identical_runs_are_within_the_band_everywhere(args):
+    doc = json.loads(invoke(*args, "--json").stdout)
+    for name, m in doc["metrics"].items():
+        assert m["verdict"] == "within", name
+        assert {p["verdict"] for p in m["phases"]} == {"within"}, name
+        assert m["sentence"].startswith(f"{name} is within "), name
+        assert " normal at " in m["sentence"]
+        for s in m["slope_after_warmup"][1:]:
+            lo, hi = s["run_minus_ci"]
+            assert s["run_minus"] == 0 and lo < 0 < hi
+    text = " ".join(invoke(*args).stdout.split())
+    for word in ("ahead", "behind", "faster", "slower", "runs above", "runs below"):
+        assert word not in text, word
+
+
+# --- what is printed adds up --------------------------------------------------------------
+
+CASES = [
+    [str(SAMPLE / "v1.log"), str(SAMPLE / "run.log")],
+    [log("v1.log"), log("slow.log")],
+    [log("v1.log"), log("v2.log"), log("slow.log")],
+    [log("v1.log"), log("slow.log"), "--align", "warmup"],
+    [
+        log("hf_run_steps.log"),
+        log("hf_run.log"),
+        "--step-every",
+        "10",
+        "--metric",
+        "loss,eval_loss",
+    ],
+]
+NUM = r"[+-]\d+(?:\.\d+)?"
+ROW = re.compile(
+    rf"slope over (\S+) \(after warmup in (\S+) and (\S+)\), per [^,]+, 95%: "
+    rf"\2 ({NUM}) \[{NUM}, {NUM}\] \(n=\d+\) \3 ({NUM}) \[{NUM}, {NUM}\] \(n=\d+\) "
+    rf"difference, \2 - \3 ({NUM}) \[{NUM}, {NUM}\]"
+)
+SENTENCE = re.compile(
+    rf"over (\S+), after warmup in both, it moves ({NUM}) against (\S+)'s ({NUM}): "
+    rf"[a-z ]+ \(difference ({NUM}) \[{NUM}, {NUM}\]\)"
+)
+
+
+@pytest.mark.parametrize("args", CASES, ids=["sample", "slow", "two-baselines", "warmup", "hf"])
+def test_every_printed_difference_is_of_two_printed_slopes_over_a_printed_span(args):
+    from decimal import Decimal
+
+    doc = json.loads(invoke(*args, "--json").stdout)
+    pairs = [
+        s
+        for m in doc["metrics"].values()
+        for s in m["slope_after_warmup"][1:]
+        if s["run_minus"] is not None
+    ]
+    assert pairs  # the case has differences to check
+    for s in pairs:  # JSON: the difference is of the two slopes it gives, over its span
+        assert s["run_minus"] == pytest.approx(s["run_value"] - s["value"], abs=1e-12)
+        assert s["span"] is not None and s["run_n"] >= 10
+    text = " ".join(invoke(*args).stdout.split())
+    rows, sentences = ROW.findall(text), SENTENCE.findall(text)
+    assert len(rows) == len(sentences) == len(pairs)
+    for (span, _, _, run, base, diff), s in zip(rows, pairs, strict=True):
+        assert Decimal(run) - Decimal(base) == Decimal(diff)
+        assert span == f"{s['span'][0]:.6g}-{s['span'][1]:.6g}"
+        places = 10.0 ** -len(run.partition(".")[2])
+        assert abs(float(run) - s["run_value"]) <= places / 2 + 1e-12
+        assert abs(float(base) - s["value"]) <= places / 2 + 1e-12
+    for (span, run, _, base, diff), (row_span, *_, row_run, row_base, row_diff) in zip(
+        sentences, rows, strict=True
+    ):
+        assert (span, run, base, diff) == (row_span, row_run, row_base, row_diff)
+        assert Decimal(run) - Decimal(base) == Decimal(diff)
+
+
+# --- what the alignment did ----------------------------------------------------------------
+
+
+def test_warmup_alignment_says_which_steps_it_lined_up():
+    result = invoke(log("v1.log"), log("v2.log"), log("slow.log"), "--align", "warmup")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[0] == (
+        "slow against v1, v2  (align: warmup end, slow step 1200 <-> v1 step 600, v2 step 600)"
+    )
+    doc = json.loads(invoke(log("v1.log"), log("slow.log"), "--align", "warmup", "--json").stdout)
+    assert doc["align_anchors"] == {log("v1.log"): 600, log("slow.log"): 1200}
+
+
+def test_a_point_after_warmup_is_said_as_a_position_not_a_duration():
+    result = invoke(str(SAMPLE / "v1.log"), str(SAMPLE / "run.log"), "--at", "2500")
+    out = " ".join(result.stdout.split())
+    assert "normal at 121 steps past the end of warmup (step 2379)." in out
+    assert not re.search(r"for \d+ steps after warmup", out)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -9,10 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dflash_diag.compare import (
+    NonFinite,
+    Slope,
+    apply_step_every,
     compare_runs,
+    logged_nonfinite,
     metric_kind,
     parse_milestones,
     slope_with_ci,
+    versus_figures,
 )
 from dflash_diag.errors import InputError
 from dflash_diag.records import CANONICAL_COLUMNS, RunLog
@@ -94,7 +101,7 @@ def test_shifted_run_is_below_from_the_shift_on():
     dep = post.largest_departure
     assert dep.side == "below" and dep.step >= 800
     assert c.metrics["loss"].verdict == "within"
-    assert "(behind)" in c.metrics["acc"].sentence
+    assert ": behind." in c.metrics["acc"].sentence
 
 
 def test_a_slower_climb_after_warmup_is_said_with_its_interval():
@@ -107,9 +114,9 @@ def test_a_slower_climb_after_warmup_is_said_with_its_interval():
     lo, hi = v1_slope.run_minus_ci
     assert lo < -0.1 < hi and hi < 0
     assert v1_slope.run_minus == pytest.approx(run_slope.value - v1_slope.value)
-    assert "slower than v1" in c.metrics["acc"].sentence
+    assert ": slower (difference" in c.metrics["acc"].sentence
     same = compare_runs([base], make_run(seed=3), metrics=["acc"])
-    assert "no clear difference from v1" in same.metrics["acc"].sentence
+    assert ": no clear difference (difference" in same.metrics["acc"].sentence
 
 
 def test_slower_warmup_is_below_by_step_and_within_by_warmup():
@@ -123,7 +130,9 @@ def test_slower_warmup_is_below_by_step_and_within_by_warmup():
     assert by_warmup.metrics["acc"].verdict == "within"
     assert by_warmup.at[0].verdict == "within"
     assert by_warmup.at[0].warmup_progress == pytest.approx(900 / 1200)
-    assert by_warmup.axis == "step (warmup-aligned)"
+    assert by_warmup.axis == "run step (baselines mapped by fraction of warmup)"
+    # The points lined up: each log's warmup end, in its own steps.
+    assert by_warmup.anchors == {"v1.log": 600, "slow.log": 1200}
 
 
 def test_faster_run_is_above_at_the_right_steps():
@@ -148,7 +157,7 @@ def test_story_point_in_an_unfinished_warmup():
     a = c.at[0]
     assert a.lr == pytest.approx(PEAK * 349 / 2380)
     assert a.verdict == "within"
-    assert a.sentence.endswith(": normal for 15% of warmup.")
+    assert a.sentence.endswith(": normal at 15% of warmup.")
     assert a.sentence.startswith(f"At step 349 it is {a.value:.3g} against v1's ")
 
 
@@ -241,15 +250,97 @@ def test_a_single_baseline_point_gives_not_enough_data():
 
 
 def test_nans_are_left_out_not_counted():
+    # NaN holes on rows that have no training record (another record's row): absent.
     run = make_run(seed=2)
     rng = np.random.default_rng(0)
     holes = rng.random(len(run.table)) < 0.2
-    run.table.loc[holes, "acc"] = np.nan
+    run.table.loc[holes, ["acc", "loss", "lr"]] = np.nan
     base = make_run("v1.log", seed=1)
-    base.table.loc[rng.random(len(base.table)) < 0.2, "acc"] = np.nan
+    base.table.loc[rng.random(len(base.table)) < 0.2, ["acc", "loss", "lr"]] = np.nan
     c = compare_runs([base], run, metrics=["acc"])
     assert sum(p.n_points for p in c.metrics["acc"].phases) == int((~holes).sum())
     assert c.metrics["acc"].verdict == "within"
+    assert c.metrics["acc"].nonfinite["run.log"] == NonFinite(0, None)
+
+
+def test_logged_nan_and_inf_are_failures_counted_from_their_first_step():
+    run = make_run(seed=2)
+    steps = run.table.step.to_numpy()
+    # acc=nan on rows whose loss and lr were logged, and one acc=inf: logged failures.
+    rows = [30, 31, 200]
+    run.table.loc[rows[:2], "acc"] = np.nan
+    run.table.loc[rows[2], "acc"] = np.inf
+    c = compare_runs([make_run("v1.log", seed=1)], run, metrics=["acc"], at=[int(steps[31])])
+    m = c.metrics["acc"]
+    assert m.nonfinite["run.log"] == NonFinite(3, int(steps[30]))
+    assert m.nonfinite["v1.log"] == NonFinite(0, None)
+    assert sum(p.n_points for p in m.phases) == len(steps) - 3  # not compared as values
+    assert m.verdict == "within"
+    assert f"nan/inf at 3 steps (first at step {steps[30]})" in m.sentence
+    assert c.at[0].verdict == "non-finite" and c.at[0].value is None
+    assert np.isfinite(m.curves.run[1]).all()
+
+
+def test_eval_metric_between_evaluations_is_absent_and_plotted_at_its_points():
+    # eval_loss every 50 steps (NaN on the rows between): absent, not a failure.
+    def with_eval(path, seed):
+        r = make_run(path, seed=seed)
+        every = (r.table.step - 1) % 50 == 0
+        r.table["eval_loss"] = np.where(every, r.table.loss + 0.05, np.nan)
+        return r
+
+    c = compare_runs([with_eval("v1.log", 1)], with_eval("run.log", 2), metrics=["eval_loss"])
+    m = c.metrics["eval_loss"]
+    assert all(v == NonFinite(0, None) for v in m.nonfinite.values())
+    assert sum(p.n_points for p in m.phases) == 30  # steps 1, 51, ..., 1451
+    assert m.verdict == "within"
+    x, v = m.curves.run
+    assert len(x) == 30 and np.isfinite(v).all()  # a line through its points, not NaN gaps
+    assert "nan/inf" not in m.sentence
+
+
+def _table(**cols):
+    return pd.DataFrame({"step": np.arange(1, len(next(iter(cols.values()))) + 1), **cols})
+
+
+def test_logged_nonfinite_tells_absent_from_failed():
+    nan, inf = np.nan, np.inf
+    t = _table(
+        loss=[2.0, nan, 1.9, 1.8, 1.7, nan, 1.6, -inf],
+        lr=[1e-4, 1e-4, 1e-4, 1e-4, 1e-4, nan, 1e-4, 1e-4],
+        grad_norm=[1.0, 1.0, 1.0, 1.0, 1.0, nan, 1.0, 1.0],
+        eval_loss=[nan, nan, nan, nan, nan, 2.1, nan, nan],
+        acc_0=[0.1, nan, nan, nan, 0.2, nan, nan, inf],
+    )
+    # Row 1: loss nan beside lr, a failure; row 5: an eval record, loss absent there.
+    assert logged_nonfinite(t, "loss").tolist() == [0, 1, 0, 0, 0, 0, 0, 1]
+    assert not logged_nonfinite(t, "eval_loss").any()
+    # acc_0 is logged every 4th training row: NaN between is absent; inf is a failure.
+    assert logged_nonfinite(t, "acc_0").tolist() == [0, 0, 0, 0, 0, 0, 0, 1]
+    assert not logged_nonfinite(t, "nope").any()
+
+
+@given(
+    n=st.integers(12, 80),
+    holes=st.lists(st.integers(0, 79), max_size=5),
+    infs=st.lists(st.integers(0, 79), max_size=3),
+    every=st.integers(2, 9),
+)
+@settings(max_examples=200, deadline=None)
+def test_logged_nonfinite_flags_exactly_the_failures(n, holes, infs, every):
+    # Invariant: on a metric logged with every training record (nan in at most a third of
+    # them, so most of its gaps are one row), the failures flagged are exactly its nan
+    # cells beside a logged lr and its inf cells; an eval metric logged every few rows is
+    # never flagged for its NaN cells.
+    holes = sorted({h % n for h in holes})[: (n - 1) // 3]
+    infs = sorted({i % n for i in infs} - set(holes))
+    loss = np.linspace(3, 1, n)
+    loss[holes] = np.nan
+    loss[infs] = np.inf
+    evals = np.where(np.arange(n) % every == 0, 2.0, np.nan)
+    t = _table(loss=loss, lr=np.full(n, 1e-4), eval_loss=evals)
+    assert np.flatnonzero(logged_nonfinite(t, "loss")).tolist() == sorted(holes + infs)
+    assert not logged_nonfinite(t, "eval_loss").any()
 
 
 def test_tokens_alignment_lines_up_runs_with_different_batch_sizes():
@@ -394,3 +485,108 @@ def test_shares_and_bands_are_consistent(seed, every, shift, n):
             assert p.inside + p.above + p.below == pytest.approx(1.0)
     _, med, lo, hi = c.metrics["acc"].curves.band
     assert np.all(lo <= med) and np.all(med <= hi)
+
+
+# --- steps that are line numbers ---------------------------------------------------------
+
+
+def events(path, seed, every=10):
+    """A run logged every ``every`` steps as a reader sees HF dict lines without steps:
+    its records numbered 1, 2, ... (``step_source`` "line order")."""
+    r = make_run(path, steps=np.arange(every, 1501, every), seed=seed)
+    table = r.table.assign(step=np.arange(1, len(r.table) + 1))
+    return RunLog(table, path, "test", step_source="line order")
+
+
+def test_line_numbers_are_not_lined_up_with_steps():
+    stepped = make_run("v1.log", steps=np.arange(10, 1501, 10), seed=1)
+    for baselines, run in (([stepped], events("hf.log", 1)), ([events("hf.log", 1)], stepped)):
+        with pytest.raises(InputError) as e:
+            compare_runs(baselines, run)
+        assert str(e.value) == (
+            "hf.log: its records carry no step (numbered 1, 2, ... by logging event), so "
+            "they cannot be lined up with v1's optimizer steps; pass --step-every N (the "
+            "trainer's logging_steps)"
+        )
+
+
+def test_step_every_renumbers_the_line_numbered_logs_only():
+    stepped = make_run("v1.log", steps=np.arange(10, 1501, 10), seed=1)
+    logs = apply_step_every([stepped, events("hf.log", 1)], 10)
+    assert logs[0] is stepped
+    assert logs[1].step_source == "given interval"
+    assert logs[1].table.step.tolist() == list(range(10, 1501, 10))
+    # The same numbers, now on the same steps: nothing to tell apart.
+    c = compare_runs(logs[:1], logs[1])
+    assert all(m.verdict == "within" for m in c.metrics.values())
+    assert apply_step_every([stepped], None) == [stepped]
+    with pytest.raises(InputError, match="every log numbers its own steps"):
+        apply_step_every([stepped, stepped], 10)
+    with pytest.raises(InputError, match="must be a positive whole number, got 0"):
+        apply_step_every([events("hf.log", 1)], 0)
+
+
+def test_line_numbered_logs_are_compared_as_logging_events_and_said_so():
+    c = compare_runs([events("v1.log", 1)], events("run.log", 2), at=[100])
+    assert c.step_sources == {"v1.log": "line order", "run.log": "line order"}
+    assert c.axis == "logging event"
+    assert any(n.startswith("steps are logging events") for n in c.notes)
+    slopes = c.metrics["acc"].slopes
+    assert slopes[0].per == "1k logging events"
+    assert c.metrics["acc"].verdict == "within"
+    # The sentences never call an event a step.
+    assert c.at[0].sentence.startswith("At logging event 100 it is ")
+    assert c.at[0].sentence.endswith("40 logging events past the end of warmup (logging event 60).")
+    assert " step" not in c.metrics["acc"].sentence
+    stepped = compare_runs([make_run("v1.log", seed=1)], make_run(seed=2))
+    assert set(stepped.step_sources.values()) == {"field"} and stepped.axis == "step"
+
+
+# --- what is printed adds up --------------------------------------------------------------
+
+
+def test_each_baseline_slope_comes_with_the_run_slope_over_the_same_span():
+    # The run's whole post-warmup range (to 1496) is longer than v1's (to 996): the
+    # difference is over 601-996 and the run's slope there is given with it.
+    base = make_run("v1.log", steps=np.arange(1, 1001, 5), seed=1)
+    c = compare_runs([base], make_run(seed=2), metrics=["acc"])
+    run, v1 = c.metrics["acc"].slopes
+    assert run.span == (601.0, 1496.0) and v1.span == (601.0, 996.0)
+    shared = make_run(steps=np.arange(1, 1001, 5), seed=2)
+    same_span = compare_runs([base], shared, metrics=["acc"]).metrics["acc"].slopes[0]
+    assert v1.run_value == pytest.approx(same_span.value)
+    assert v1.run_n == same_span.n and v1.run_ci == pytest.approx(same_span.ci)
+    assert v1.run_minus == v1.run_value - v1.value
+    assert abs(v1.run_value - run.value) > 0.05  # the curve flattens: spans matter
+
+
+@pytest.mark.parametrize(
+    "run, base, diff",
+    [(1.0312, 1.1204, -0.0892), (0.0, 0.0, 0.0), (-0.21, -0.2099, -0.0001), (123.4, 5.6, 117.8)],
+)
+def test_versus_figures_difference_is_of_the_printed_slopes(run, base, diff):
+    from decimal import Decimal
+
+    s = Slope("v1", base, (base - 1, base + 1), 50, "1k steps", run_value=run)
+    s = replace(s, run_ci=(run - 1, run + 1), run_minus=diff, run_minus_ci=(diff - 1, diff + 1))
+    f = versus_figures(s)
+    assert Decimal(f.run) - Decimal(f.base) == Decimal(f.diff)
+    assert abs(float(f.diff) - diff) <= 10.0 ** -len(f.diff.partition(".")[2])
+
+
+# --- positions, not durations ---------------------------------------------------------------
+
+
+def test_a_point_after_warmup_is_a_position_past_its_end():
+    c = compare_runs(
+        [make_run("v1.log", seed=1)],
+        make_run(seed=2, acc_shift=-0.1, shift_from=800),
+        metrics=["acc"],
+        at=[901, 600],
+    )
+    late, end = sorted(c.at, key=lambda a: -a.step)
+    assert late.verdict == "below"
+    assert late.sentence.endswith(
+        ": below the band at 301 steps past the end of warmup (step 600): behind."
+    )
+    assert end.sentence.endswith(": normal at the end of warmup (step 600).")

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from .options import FormatOpt, JsonOpt, PlotOpt, RankOpt, StepEveryOpt, parse_rank
+from .options import FormatOpt, JsonOpt, PlotOpt, RankOpt, parse_rank
 
 _HELP = """Compare a run with earlier runs at the same point of training.
 
@@ -19,9 +19,26 @@ points on the aligned axis, never extrapolated.
 
 Per metric and phase (warmup, post-warmup): the share of points inside, above and below
 the band and the largest departure; the steps at which each log first reaches the
-milestone levels; the slope after warmup with a 95% confidence interval; one sentence.
+milestone levels; the run's slope after warmup with a 95% confidence interval and, per
+baseline, both slopes over the stretch after warmup they share and their difference;
+values logged as nan/inf (a numerical failure: how many, the first step); one sentence.
+A metric not logged at a step (eval_loss between evaluations) is absent there.
 --at STEP answers for one step: value, lr, warmup progress, band and verdict.
 """
+
+
+#: compare's --step-every: the same flag as parse's and spikes', for several logs.
+CompareStepEveryOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--step-every",
+        help="For the logs whose records carry no step (HF dict lines without the progress "
+        "bar, numbered 1, 2, ... by logging event): they logged every N optimizer steps "
+        "(logging_steps), so record i is step i x N. Applies to every such log; logs that "
+        "number their own steps keep them. Without it such logs are compared only with each "
+        "other (by logging event), never with stepped logs.",
+    ),
+]
 
 
 def _split(values: list[str] | None) -> list[str] | None:
@@ -90,9 +107,9 @@ def register(app: typer.Typer) -> None:
         plot: PlotOpt = None,
         format: FormatOpt = None,
         rank: RankOpt = "0",
-        step_every: StepEveryOpt = None,
+        step_every: CompareStepEveryOpt = None,
     ) -> None:
-        from ..compare import compare_runs, parse_milestones
+        from ..compare import apply_step_every, compare_runs, parse_milestones
         from ..errors import InputError
         from ..logs import check_format, read_log
         from ..render.compare import comparison_json, plot_comparison, render_text
@@ -116,9 +133,10 @@ def register(app: typer.Typer) -> None:
         logs = []
         with progress("reading logs", enabled=not json) as bar:
             for i, path in enumerate(paths):
-                logs.append(read_log(path, format=fmt, rank=which, step_every=step_every))
+                logs.append(read_log(path, format=fmt, rank=which))
                 if bar is not None:
                     bar(i + 1, len(paths))
+        logs = apply_step_every(logs, step_every)
         with progress("comparing", enabled=not json) as bar:
             result = compare_runs(
                 logs[:-1],

@@ -10,6 +10,10 @@ per metric and per phase, how much of the run lies inside, above and below it.
   or quantile band of several.
 - :mod:`~dflash_diag.compare.summary`: per-phase shares and verdicts, the largest
   departure, slopes after warmup with confidence intervals, milestones, sentences.
+- :mod:`~dflash_diag.compare.values`: which cells are values, absent, or logged
+  nan/inf (a numerical failure).
+- :mod:`~dflash_diag.compare.steps`: logs numbered by line order (logging events, not
+  steps): refused beside stepped logs; ``--step-every`` for them.
 - :mod:`~dflash_diag.compare.runs`: :func:`compare_runs`, which puts them together.
 - :mod:`~dflash_diag.compare.results`: the dataclasses it returns.
 """
@@ -31,20 +35,26 @@ from .results import (
     Departure,
     MetricComparison,
     Milestone,
+    NonFinite,
     PhaseSummary,
     PointAnswer,
     Slope,
 )
 from .runs import DEFAULT_METRICS, Progress, compare_runs, metric_kind
+from .steps import apply_step_every, check_step_sources, renumber_events
 from .summary import (
     ACC_LIKE,
     ACC_MILESTONES,
     MIN_PHASE_POINTS,
     MIN_SLOPE_POINTS,
     WITHIN_SHARE,
+    VersusFigures,
     parse_milestones,
     slope_with_ci,
+    span_text,
+    versus_figures,
 )
+from .values import logged_nonfinite
 
 __all__ = [
     "ACC_LIKE",
@@ -66,13 +76,21 @@ __all__ = [
     "Departure",
     "MetricComparison",
     "Milestone",
+    "NonFinite",
     "PhaseSummary",
     "PointAnswer",
     "Progress",
     "Slope",
+    "VersusFigures",
+    "apply_step_every",
+    "check_step_sources",
     "compare_runs",
+    "logged_nonfinite",
     "metric_kind",
     "parse_milestones",
+    "renumber_events",
     "short_name",
     "slope_with_ci",
+    "span_text",
+    "versus_figures",
 ]

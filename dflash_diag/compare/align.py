@@ -43,7 +43,7 @@ MAX_GAP_FACTOR = 5.0
 AXIS_NAMES: dict[str, str] = {
     "step": "step",
     "tokens": "tokens",
-    "warmup": "step (warmup-aligned)",
+    "warmup": "run step (baselines mapped by fraction of warmup)",
 }
 
 
@@ -269,4 +269,15 @@ def warmup_ends(logs: Sequence[AlignedLog]) -> dict[str, float]:
             x = interp(log.steps, log.x, np.array([float(end)]), math.inf)[0]
             if math.isfinite(x):
                 out[log.path] = float(x)
+    return out
+
+
+def warmup_anchors(logs: Sequence[AlignedLog]) -> dict[str, int]:
+    """``{path: step}``: where each log's warmup ends, in its own steps: the points that
+    ``warmup`` alignment lines up (``a + W`` of the module docstring)."""
+    out = {}
+    for log in logs:
+        p = log.phases
+        if p.first_step is not None and p.warmup_steps:
+            out[log.path] = int(p.first_step + p.warmup_steps)
     return out

@@ -63,11 +63,12 @@ class Slope:
     interval uses Newey-West standard errors (Bartlett kernel, lag
     ``floor(4 (n/100)^(2/9))``) because step-to-step noise is autocorrelated.
 
-    A baseline's slope is taken over ``span``, the aligned range after warmup that it
-    shares with the run; ``run_minus`` is the run's slope over that same range minus this
-    one, with its 95% interval ``run_minus_ci`` (``+- 1.96 sqrt(se_run^2 + se^2)``, the
-    runs being independent): an interval clear of 0 says the run climbs (or falls) at
-    another pace there.
+    The run's own slope is over ``span``, its whole range after warmup.  A baseline's
+    slope is taken over ``span``, the aligned range after warmup that it shares with the
+    run; ``run_value`` (``run_ci``, ``run_n``) is the run's slope over that same range,
+    and ``run_minus = run_value - value``, with its 95% interval ``run_minus_ci``
+    (``+- 1.96 sqrt(se_run^2 + se^2)``, the runs being independent): an interval clear
+    of 0 says the run climbs (or falls) at another pace there.
     """
 
     file: str
@@ -80,6 +81,22 @@ class Slope:
     run_minus: float | None = None
     run_minus_ci: tuple[float, float] | None = None
     span: tuple[float, float] | None = None
+    run_value: float | None = None
+    run_ci: tuple[float, float] | None = None
+    run_n: int = 0
+
+
+@dataclass(frozen=True)
+class NonFinite:
+    """Values of one metric a log wrote as ``nan``/``inf``: a numerical failure, not a
+    value left out (see :func:`~dflash_diag.compare.logged_nonfinite`).
+
+    :param count: logged steps whose value is non-finite.
+    :param first_step: the first of them (the log's own numbering), None when none.
+    """
+
+    count: int
+    first_step: int | None
 
 
 @dataclass(frozen=True)
@@ -123,6 +140,8 @@ class MetricComparison:
     :param verdict: over all compared points, as for a phase.
     :param sentence: the plain answer, e.g. ``acc is within v1's band at 96% ...``.
     :param baselines_used: files that logged this metric.
+    :param nonfinite: per file (the run and ``baselines_used``), the values logged as
+        nan/inf; they are left out of the band, the shares and the slopes.
     """
 
     name: str
@@ -135,6 +154,7 @@ class MetricComparison:
     baselines_used: tuple[str, ...]
     curves: Curves
     notes: tuple[str, ...] = ()
+    nonfinite: dict[str, NonFinite] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -143,8 +163,9 @@ class PointAnswer:
 
     ``value`` is the logged value (interpolated between neighbours when that step was
     not logged; never past the run's ends), ``x`` the aligned position, ``verdict``
-    ``within``/``above``/``below``, ``not logged`` (no run value there) or ``not enough
-    data`` (no band there).
+    ``within``/``above``/``below``, ``not logged`` (no run value there), ``non-finite``
+    (the run logged nan/inf at that step or at a logged neighbour of it: ``value`` is
+    None) or ``not enough data`` (no band there).
     """
 
     step: int
@@ -164,9 +185,16 @@ class Comparison:
     """Everything :func:`~dflash_diag.compare.compare_runs` found; rendering turns it into
     text, JSON, plots.
 
-    :param axis: the aligned axis' name (``step``, ``tokens``, ``step (warmup-aligned)``).
+    :param axis: the aligned axis' name (``step``, ``tokens``, or with ``warmup``
+        alignment ``run step (others mapped by warmup)``; ``logging event`` in place of
+        ``step`` when the steps are line numbers).
     :param band_method: how the band was made, in words.
     :param warmup: the phases of every log, by file.
+    :param step_sources: where each log's step numbers came from
+        (:attr:`~dflash_diag.records.RunLog.step_source`): ``line order`` means logging
+        events numbered 1, 2, ..., not optimizer steps.
+    :param anchors: with ``warmup`` alignment, the step at which each aligned log's
+        warmup ends (the points lined up with each other); else empty.
     """
 
     baselines: tuple[str, ...]
@@ -180,3 +208,5 @@ class Comparison:
     metrics: dict[str, MetricComparison]
     at: tuple[PointAnswer, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
+    step_sources: dict[str, str] = field(default_factory=dict)
+    anchors: dict[str, int] = field(default_factory=dict)

@@ -9,7 +9,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -24,6 +24,7 @@ from .align import (
     gap_limit,
     interp,
     prepare,
+    warmup_anchors,
     warmup_ends,
 )
 from .band import (
@@ -37,10 +38,12 @@ from .band import (
     robust_band,
     side_of,
 )
-from .results import Comparison, Curves, MetricComparison, PointAnswer
+from .results import Comparison, Curves, MetricComparison, NonFinite, PointAnswer
+from .steps import EVENTS_NOTE, LINE_ORDER, check_step_sources
 from .summary import (
     ACC_LIKE,
     ACC_MILESTONES,
+    failure_phrase,
     find_milestones,
     metric_sentence,
     point_phrase,
@@ -48,6 +51,7 @@ from .summary import (
     slopes_after_warmup,
     summarise,
 )
+from .values import logged_nonfinite, nonfinite_summary
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -105,10 +109,15 @@ def compare_runs(
     :param progress: ``(done, total)`` callback, one call per metric.
     :raises InputError: no baseline, a bad option value, runs that share no range on the
         aligned axis, no metric logged by both, ``tokens``/``warmup`` alignment without
-        the tokens or warmup it needs.
+        the tokens or warmup it needs, logs numbered by line order beside logs with steps
+        (:func:`~dflash_diag.compare.steps.check_step_sources`).
+
+    Logs that are all numbered by line order are compared event by event; the
+    Comparison says so (``step_sources``, ``axis``, a note, slopes per 1k events).
     """
     if not baselines:
         raise InputError(run.path, "no baseline to compare with", "give BASELINE.log RUN.log")
+    check_step_sources([*baselines, run])
     if align not in ALIGN_MODES:
         raise InputError(
             "--align", f"unknown value {align!r}", f"choose from {', '.join(ALIGN_MODES)}"
@@ -118,6 +127,9 @@ def compare_runs(
     if window < 3:
         raise InputError("--window", f"must be 3 or more, got {window}", "")
     notes: list[str] = []
+    events = run.step_source == LINE_ORDER  # then every log is (check_step_sources)
+    if events:
+        notes.append(EVENTS_NOTE)
     logs, run_log = prepare(baselines, run, align, warmup_steps, notes)
     check_overlap(logs, run_log, align)
     names = _choose_metrics(logs, run_log, metrics, notes)
@@ -126,17 +138,20 @@ def compare_runs(
     answers: list[PointAnswer] = []
     labels = phase_labels(run_log.phases, run_log.steps)
     for i, (name, used) in enumerate(names.items()):
-        mc, points = _compare_metric(name, used, run_log, labels, levels, at, band_k, window, align)
+        mc, points = _compare_metric(
+            name, used, run_log, labels, levels, at, band_k, window, _units(align, events)
+        )
         results[name] = mc
         answers.extend(points)
         if progress is not None:
             progress(i + 1, len(names))
     answers.sort(key=lambda p: (p.step, list(names).index(p.metric)))
+    axis = AXIS_NAMES[align]
     return Comparison(
         baselines=tuple(b.path for b in baselines),
         run=run.path,
         align=align,
-        axis=AXIS_NAMES[align],
+        axis=axis.replace("step", "logging event") if events else axis,
         band_method=band_words(len(logs), band_k, window),
         band_k=float(band_k),
         window=int(window),
@@ -144,14 +159,31 @@ def compare_runs(
         metrics=results,
         at=tuple(answers),
         notes=tuple(notes),
+        step_sources={log.path: log.step_source for log in (*baselines, run)},
+        anchors=warmup_anchors((*logs, run_log)) if align == "warmup" else {},
     )
+
+
+def _units(align: str, events: bool) -> tuple[float, str, str]:
+    """``(scale, per, step word)``: slopes are per ``scale`` units of the aligned axis,
+    named ``per``; a step is called ``step``, or ``logging event`` for line numbers."""
+    word = "logging event" if events else "step"
+    if align == "tokens":
+        return 1e9, "1B tokens", word
+    return 1000.0, f"1k {word}s", word
 
 
 # --- which metrics ----------------------------------------------------------------------
 
 
 def _has(table: pd.DataFrame, name: str) -> bool:
+    """``name`` has a value somewhere (finite)."""
     return name in table.columns and bool(np.isfinite(column(table, name)).any())
+
+
+def _logged(table: pd.DataFrame, name: str) -> bool:
+    """``name`` was logged somewhere: a value, or nan/inf (a failure is not an absence)."""
+    return _has(table, name) or bool(logged_nonfinite(table, name).any())
 
 
 def _position_key(name: str) -> tuple[str, int]:
@@ -172,10 +204,10 @@ def _choose_metrics(
     out: dict[str, tuple[AlignedLog, ...]] = {}
     for name in candidates:
         used = tuple(b for b in logs if _has(b.table, name))
-        if not _has(run.table, name) and not used:
+        if not _logged(run.table, name) and not used:
             if wanted:  # a default metric nobody logs is not worth a note
                 notes.append(f"{name}: not logged in any file; skipped")
-        elif not _has(run.table, name):
+        elif not _logged(run.table, name):
             notes.append(f"{name}: not logged in {run.name}; skipped")
         elif not used:
             notes.append(f"{name}: not logged in any baseline; skipped")
@@ -188,7 +220,9 @@ def _choose_metrics(
                     f"{', '.join(b.name for b in used)} only"
                 )
     if not out:
-        found = sorted(c for c in run.table.columns if c not in _NOT_METRICS and _has(run.table, c))
+        found = sorted(
+            c for c in run.table.columns if c not in _NOT_METRICS and _logged(run.table, c)
+        )
         raise InputError(
             run.path,
             "no metric is logged by both the run and a baseline"
@@ -210,7 +244,7 @@ def _compare_metric(
     at: Sequence[int],
     band_k: float,
     window: int,
-    align: str,
+    unit: tuple[float, str, str],
 ) -> tuple[MetricComparison, list[PointAnswer]]:
     kind = metric_kind(name)
     notes: list[str] = []
@@ -223,7 +257,10 @@ def _compare_metric(
             )
         else:
             bands.append(band)
-    v = column(run.table, name)
+    raw = column(run.table, name)
+    v = np.where(np.isfinite(raw), raw, np.nan)  # nan/inf are reported, not compared
+    bad = logged_nonfinite(run.table, name)
+    nonfinite = {log.path: _nonfinite(log, name) for log in (run, *used)}
     none = np.full(v.shape, np.nan)
     here = band_at(bands, run.x) if bands else BandAt(none, none, none)
     if run.phases.found or run.phases.peak_lr is not None:
@@ -237,28 +274,18 @@ def _compare_metric(
     )
     overall = summarise("all", run.steps, v, here)
     names = [b.name for b in used]
-    points = [_answer(int(s), name, v, run, bands, kind, names) for s in at]
+    scale, per, word = unit
+    ctx = _PointContext(name, v, bad, run, bands, kind, names, word)
+    points = [_answer(int(s), ctx) for s in at]
     last = _last_compared(run, v, here.med)
-    head = (
-        points[0]
-        if points
-        else (_answer(last, name, v, run, bands, kind, names) if last is not None else None)
-    )
-    scale, per = (1e9, "1B tokens") if align == "tokens" else (1000.0, "1k steps")
+    head = points[0] if points else (_answer(last, ctx) if last is not None else None)
     slopes = slopes_after_warmup(name, run, used, labels, v, scale, per)
     point_text = head.sentence if head is not None else ""
+    failure = failure_phrase(name, nonfinite[run.path])
     sentence = metric_sentence(
-        name, overall.verdict, phases, names, f"{point_text} {slope_phrase(slopes)}"
+        name, overall.verdict, phases, names, f"{failure} {point_text} {slope_phrase(slopes)}"
     )
     metric_levels = levels.get(name) or (levels.get(ACC_LIKE, ()) if kind == "acc" else ())
-    grid = np.unique(np.concatenate([bx for bx, *_ in bands])) if bands else np.array([])
-    on_grid = band_at(bands, grid) if bands else BandAt(grid, grid, grid)
-    curves = Curves(
-        run=(run.x, v),
-        baselines={b.path: (b.x, column(b.table, name)) for b in used},
-        band=(grid, *on_grid),
-        warmup_ends=warmup_ends((*used, run)),
-    )
     mc = MetricComparison(
         name=name,
         kind=kind,
@@ -268,10 +295,35 @@ def _compare_metric(
         verdict=overall.verdict,
         sentence=sentence,
         baselines_used=tuple(b.path for b in used),
-        curves=curves,
+        curves=_curves(name, used, run, v, bands),
         notes=tuple(notes),
+        nonfinite=nonfinite,
     )
     return mc, points
+
+
+def _nonfinite(log: AlignedLog, name: str) -> NonFinite:
+    return nonfinite_summary(log.steps, logged_nonfinite(log.table, name))
+
+
+def _present(x: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The points that have a value (absent and non-finite ones left out: a plot line
+    through NaN cells would break at every absent step)."""
+    ok = np.isfinite(x) & np.isfinite(v)
+    return x[ok], v[ok]
+
+
+def _curves(
+    name: str, used: Sequence[AlignedLog], run: AlignedLog, v: np.ndarray, bands: Sequence[Band]
+) -> Curves:
+    grid = np.unique(np.concatenate([bx for bx, *_ in bands])) if bands else np.array([])
+    on_grid = band_at(bands, grid) if bands else BandAt(grid, grid, grid)
+    return Curves(
+        run=_present(run.x, v),
+        baselines={b.path: _present(b.x, column(b.table, name)) for b in used},
+        band=(grid, *on_grid),
+        warmup_ends=warmup_ends((*used, run)),
+    )
 
 
 def _last_compared(run: AlignedLog, v: np.ndarray, med: np.ndarray) -> int | None:
@@ -279,26 +331,57 @@ def _last_compared(run: AlignedLog, v: np.ndarray, med: np.ndarray) -> int | Non
     return int(run.steps[ok[-1]]) if ok.size else None
 
 
-def _answer(
-    step: int,
-    name: str,
-    v: np.ndarray,
-    run: AlignedLog,
-    bands: Sequence[Band],
-    kind: str,
-    names: Sequence[str],
-) -> PointAnswer:
+class _PointContext(NamedTuple):
+    """What a point answer needs of one metric: the run's finite values ``v``, its
+    logged nan/inf ``bad``, the baselines' bands, the word for a step (``unit``)."""
+
+    name: str
+    v: np.ndarray
+    bad: np.ndarray
+    run: AlignedLog
+    bands: Sequence[Band]
+    kind: str
+    names: Sequence[str]
+    unit: str = "step"
+
+
+def failed_near(steps: np.ndarray, v: np.ndarray, bad: np.ndarray, step: int) -> int | None:
+    """The logged step whose nan/inf stands at ``step``: ``step`` itself, or a logged
+    neighbour of it when ``step`` falls between two logged points (no value is
+    interpolated across a failure).  None when there is none.
+
+    >>> nan = float("nan")
+    >>> s, v = np.array([10, 20, 30]), np.array([1.0, nan, 3.0])
+    >>> bad = np.array([False, True, False])
+    >>> failed_near(s, v, bad, 25), failed_near(s, v, bad, 20), failed_near(s, v, bad, 10)
+    (20, 20, None)
+    """
+    logged = np.isfinite(v) | bad
+    s, b = steps[logged], bad[logged]
+    if not b.any() or s.size == 0 or not s[0] <= step <= s[-1]:
+        return None
+    i = int(np.searchsorted(s, step, side="left"))
+    near = [i] if s[i] == step else [i - 1, i]
+    hit = [j for j in near if b[j]]
+    return int(s[hit[0]]) if hit else None
+
+
+def _answer(step: int, ctx: _PointContext) -> PointAnswer:
     """The point answer at one run step: value, lr, warmup progress, band, verdict."""
+    name, v, run, bands = ctx.name, ctx.v, ctx.run, ctx.bands
     q = np.array([float(step)])
     gap = gap_limit(run.steps[np.isfinite(v)])
-    value = float(interp(run.steps, v, q, gap)[0])
+    failed = failed_near(run.steps, v, ctx.bad, step)
+    value = math.nan if failed is not None else float(interp(run.steps, v, q, gap)[0])
     lr = float(interp(run.steps, column(run.table, "lr"), q, gap)[0])
     x = float(interp(run.steps, run.x, q, math.inf)[0])
     prog = float(warmup_progress(run.phases, q)[0])
     nan = np.array([math.nan])
     here = band_at(bands, np.array([x])) if bands and math.isfinite(x) else BandAt(nan, nan, nan)
     med, lo, hi = (float(a[0]) for a in here)
-    if not math.isfinite(value):
+    if failed is not None:
+        verdict = "non-finite"
+    elif not math.isfinite(value):
         verdict = "not logged"
     elif not math.isfinite(med):
         verdict = "not enough data"
@@ -316,7 +399,8 @@ def _answer(
         verdict=verdict,
         sentence="",
     )
-    return replace(answer, sentence=point_phrase(answer, kind, names, run.phases))
+    phrase = point_phrase(answer, ctx.kind, ctx.names, run.phases, failed, ctx.unit)
+    return replace(answer, sentence=phrase)
 
 
 def _opt(v: float) -> float | None:

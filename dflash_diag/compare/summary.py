@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from ..errors import InputError
 from ..phases import Phases, phase_labels
 from .align import AlignedLog, column, short_name
 from .band import MIN_BAND_POINTS, BandAt, local_fit, side_of
-from .results import Departure, Milestone, PhaseSummary, PointAnswer, Slope
+from .results import Departure, Milestone, NonFinite, PhaseSummary, PointAnswer, Slope
 
 MIN_PHASE_POINTS = 5
 MIN_SLOPE_POINTS = 10
@@ -152,9 +153,10 @@ def slopes_after_warmup(
     """The run's slope after its warmup; each baseline's over the aligned range both cover
     after warmup, with the run's slope over that same range subtracted (a curve that
     flattens would otherwise look slower over a longer range)."""
-    post = (labels != "warmup") & np.isfinite(v)
+    post = (labels != "warmup") & np.isfinite(v) & np.isfinite(run.x)
     rx, rv = run.x[post], v[post]
-    out = [slope_with_ci(rx, rv, file=run.path, scale=scale, per=per)]
+    own = slope_with_ci(rx, rv, file=run.path, scale=scale, per=per)
+    out = [replace(own, span=(float(rx.min()), float(rx.max()))) if rx.size else own]
     for b in used:
         bv = column(b.table, name)
         bpost = (phase_labels(b.phases, b.steps) != "warmup") & np.isfinite(bv) & np.isfinite(b.x)
@@ -174,14 +176,66 @@ def slopes_after_warmup(
 
 
 def _versus(run: Slope, base: Slope, span: tuple[float, float]) -> Slope:
-    """``base`` with the run's slope (over the same ``span``) minus its own, and a 95%
-    interval for that."""
-    base = replace(base, span=span)
+    """``base`` with the run's slope over the same ``span``, the run's minus its own, and
+    a 95% interval for that."""
+    base = replace(base, span=span, run_value=run.value, run_ci=run.ci, run_n=run.n)
     if run.value is None or base.value is None or run.se is None or base.se is None:
         return base
     d = run.value - base.value
     half = 1.96 * math.sqrt(run.se**2 + base.se**2)
     return replace(base, run_minus=d, run_minus_ci=(d - half, d + half))
+
+
+class VersusFigures(NamedTuple):
+    """A baseline's slope against the run's over their shared span, as printed."""
+
+    run: str
+    run_ci: str
+    base: str
+    base_ci: str
+    diff: str
+    diff_ci: str
+
+
+def _decimals(v: float, digits: int) -> int:
+    """Decimals that show ``digits`` significant digits of ``v`` (0 to 12)."""
+    if not (math.isfinite(v) and v != 0):
+        return 0
+    return min(max(digits - 1 - math.floor(math.log10(abs(v))), 0), 12)
+
+
+def versus_figures(s: Slope) -> VersusFigures | None:
+    """The run's slope over ``s.span``, the baseline's, the difference and its interval
+    as printed, so that what is printed adds up: one number of decimals for all (3
+    significant digits of the larger slope, 2 of the difference), and the difference is
+    the difference of the two printed slopes (the interval is around the exact one).
+
+    >>> from dflash_diag.compare import Slope
+    >>> f = versus_figures(Slope("v1", 1.1204, (1.05, 1.18), 122, "1k steps",
+    ...     run_value=1.0312, run_ci=(0.98, 1.08), run_minus=-0.0892,
+    ...     run_minus_ci=(-0.174, -0.0039)))
+    >>> f.run, f.base, f.diff, f.diff_ci
+    ('+1.031', '+1.120', '-0.089', '[-0.174, -0.004]')
+    """
+    if None in (s.value, s.run_value, s.ci, s.run_ci, s.run_minus, s.run_minus_ci):
+        return None
+    from decimal import Decimal
+
+    run, base, diff = float(s.run_value), float(s.value), float(s.run_minus)  # type: ignore[arg-type]
+    d = max(_decimals(max(abs(run), abs(base)), 3), _decimals(diff, 2))
+
+    def fix(v: float) -> str:
+        text = f"{v:+.{d}f}"
+        return "+" + text[1:] if text.startswith("-") and float(text) == 0 else text
+
+    def ci(pair: tuple[float, float] | None) -> str:
+        lo, hi = pair  # type: ignore[misc]
+        return f"[{fix(lo)}, {fix(hi)}]"
+
+    printed = Decimal(fix(run)) - Decimal(fix(base))
+    return VersusFigures(
+        fix(run), ci(s.run_ci), fix(base), ci(s.ci), fix(float(printed)), ci(s.run_minus_ci)
+    )
 
 
 # --- milestones -------------------------------------------------------------------------
@@ -264,33 +318,52 @@ def _whose(names: Sequence[str]) -> str:
     return f"the baselines' ({', '.join(names)})"
 
 
-def _where(step: int, progress: float | None, phases: Phases) -> str:
+def _where(step: int, progress: float | None, phases: Phases, unit: str = "step") -> str:
+    """Where a step lies: ``15% of warmup``, ``121 steps past the end of warmup (step
+    2379)``: a position, never a duration.  ``unit``: ``logging event`` when the steps
+    are line numbers."""
     if progress is not None and math.isfinite(progress) and progress < 1.0:
         return f"{_pct(max(progress, 0.0))} of warmup"
-    if phases.warmup_end_step is not None and step >= phases.warmup_end_step:
-        return f"{step - phases.warmup_end_step} steps after warmup"
-    return f"step {step}"
+    end = phases.warmup_end_step
+    if end is not None and step > end:
+        return f"{step - end} {unit}s past the end of warmup ({unit} {end})"
+    if end is not None and step == end:
+        return f"the end of warmup ({unit} {end})"
+    return f"{unit} {step}"
 
 
 #: Per metric kind, the side of the band that is ahead and the side that is behind.
 _AHEAD_BEHIND = {"acc": ("above", "below"), "loss": ("below", "above")}
 
 
-def point_phrase(p: PointAnswer, kind: str, names: Sequence[str], phases: Phases) -> str:
-    """The sentence of a point answer, e.g. ``At step 349 it is 0.05 against v1's ...``."""
+def point_phrase(
+    p: PointAnswer,
+    kind: str,
+    names: Sequence[str],
+    phases: Phases,
+    failed: int | None = None,
+    unit: str = "step",
+) -> str:
+    """The sentence of a point answer, e.g. ``At step 349 it is 0.05 against v1's ...:
+    normal at 15% of warmup.``; ``failed``: the logged step whose nan/inf stands there;
+    ``unit``: ``logging event`` when the steps are line numbers."""
+    at = f"At {unit} {p.step}"
+    if p.verdict == "non-finite":
+        near = "" if failed == p.step else f" (its logged neighbour {unit} {failed})"
+        return f"{at}{near} the run logged {p.metric} as nan/inf: a numerical failure."
     if p.verdict == "not logged":
-        return f"At step {p.step} the run has no {p.metric} value."
+        return f"{at} the run has no {p.metric} value."
     if p.verdict == "not enough data" or p.band is None:
-        return f"At step {p.step} it is {_fmt(p.value)}; the baselines do not cover that point."
-    where = _where(p.step, p.warmup_progress, phases)
+        return f"{at} it is {_fmt(p.value)}; the baselines do not cover that point."
+    where = _where(p.step, p.warmup_progress, phases, unit)
     if p.verdict == "within":
-        tail = f"normal for {where}"
+        tail = f"normal at {where}"
     else:
         ahead, behind = _AHEAD_BEHIND.get(kind, (None, None))
-        lead = " (behind)" if p.verdict == behind else " (ahead)" if p.verdict == ahead else ""
-        tail = f"{p.verdict} the band for {where}{lead}"
+        lead = ": behind" if p.verdict == behind else ": ahead" if p.verdict == ahead else ""
+        tail = f"{p.verdict} the band at {where}{lead}"
     return (
-        f"At step {p.step} it is {_fmt(p.value)} against {_whose(names)} "
+        f"{at} it is {_fmt(p.value)} against {_whose(names)} "
         f"{_fmt(p.baseline_median)} [{_fmt(p.band[0])}, {_fmt(p.band[1])}]: {tail}."
     )
 
@@ -313,7 +386,7 @@ def metric_sentence(
     point: str,
 ) -> str:
     """The metric's plain answer: verdict and shares per phase, then ``point``."""
-    parts = []
+    parts = [] if phases else ["no finite value to compare"]
     for ph in phases:
         words = _PHASE_WORDS[ph.phase]
         if ph.inside is None:
@@ -330,25 +403,44 @@ def metric_sentence(
     return f"{text} {point}" if point else text
 
 
+def failure_phrase(name: str, bad: NonFinite) -> str:
+    """The run's logged nan/inf values of ``name``, in words ("" when none)."""
+    if not bad.count:
+        return ""
+    steps = "step" if bad.count == 1 else "steps"
+    return (
+        f"The run logged {name} as nan/inf at {bad.count} {steps} (first at step "
+        f"{bad.first_step}): a numerical failure, left out of the shares above."
+    )
+
+
+def span_text(span: tuple[float, float] | None) -> str:
+    """``2379-2500``: an aligned range as printed ("" when unknown)."""
+    return "" if span is None else f"{span[0]:.6g}-{span[1]:.6g}"
+
+
 def slope_phrase(slopes: Sequence[Slope]) -> str:
-    """How the run's slope after warmup compares with each baseline's ("" if unknown)."""
+    """How the run's slope after warmup compares with each baseline's ("" if unknown).
+    Each comparison names its span and prints both slopes over it and their difference
+    (:func:`versus_figures`): what is printed adds up."""
     run, *bases = slopes
     if run.value is None:
         return ""
     parts = []
     for b in bases:
-        if b.run_minus is None or b.run_minus_ci is None:
+        f = versus_figures(b)
+        if f is None or b.run_minus_ci is None:
             continue
         lo, hi = b.run_minus_ci
         if lo <= 0 <= hi:
-            pace = "no clear difference from"
+            pace = "no clear difference"
         else:
-            pace = "faster than" if lo > 0 else "slower than"
-        where = f" over {b.span[0]:.6g}-{b.span[1]:.6g}" if b.span else ""
+            pace = "faster" if lo > 0 else "slower"
         parts.append(
-            f"{pace} {short_name(b.file)}{where} ({_sign(b.value)}, difference "
-            f"{_sign(b.run_minus)} [{_sign(lo)}, {_sign(hi)}])"
+            f"over {span_text(b.span)}, after warmup in both, it moves {f.run} against "
+            f"{short_name(b.file)}'s {f.base}: {pace} (difference {f.diff} {f.diff_ci})"
         )
     if not parts:
         return ""
-    return f"After warmup it moves {_sign(run.value)} per {run.per}: {'; '.join(parts)}."
+    over = f" over {span_text(run.span)}" if run.span else ""
+    return f"After warmup it moves {_sign(run.value)} per {run.per}{over}; {'; '.join(parts)}."

@@ -67,17 +67,22 @@ def _metric_json(m: MetricComparison) -> dict[str, Any]:
         "phases": to_jsonable(m.phases),
         "milestones": to_jsonable(m.milestones),
         "slope_after_warmup": to_jsonable(m.slopes),
+        "nonfinite": to_jsonable(m.nonfinite),
         "notes": list(m.notes),
     }
 
 
 def comparison_json(c: Comparison) -> dict[str, Any]:
-    """The ``--json`` document: baselines, run, align, band, warmup, metrics, at, notes."""
+    """The ``--json`` document: baselines, run, align, axis, step_source (per file:
+    ``line order`` = logging events, not optimizer steps), align_anchors (``warmup``
+    alignment: each log's warmup end step), band, warmup, metrics, at, notes."""
     return {
         "baselines": list(c.baselines),
         "run": c.run,
         "align": c.align,
         "axis": c.axis,
+        "step_source": dict(c.step_sources),
+        "align_anchors": dict(c.anchors),
         "band": {"method": c.band_method, "k": c.band_k, "window": c.window},
         "warmup": {path: phases_json(p) for path, p in c.warmup.items()},
         "metrics": {name: _metric_json(m) for name, m in c.metrics.items()},
@@ -104,7 +109,13 @@ def render_text(c: Comparison, console: Any) -> None:
     from rich.table import Table
 
     names = ", ".join(_name(b) for b in c.baselines)
-    console.print(f"[bold]{_name(c.run)}[/bold] against {names}  (align: {c.axis})")
+    console.print(f"[bold]{_name(c.run)}[/bold] against {names}  (align: {_align_words(c)})")
+    if c.step_sources and all(v == "line order" for v in c.step_sources.values()):
+        console.print(
+            "steps: logging events numbered in line order (the records carry no step), "
+            "not optimizer steps",
+            markup=False,
+        )
     console.print(f"band: {c.band_method}", markup=False)
     console.print()
 
@@ -160,6 +171,21 @@ def render_text(c: Comparison, console: Any) -> None:
             console.print(f"  - {n}", markup=False)
 
 
+def _align_words(c: Comparison) -> str:
+    """What the alignment did: ``step``, ``tokens``, or for ``warmup`` the warmup ends
+    it lined up (``warmup end, run step 1200 <-> v1 step 600``)."""
+    unit = "logging event" if c.step_sources.get(c.run) == "line order" else "step"
+    if c.align == "step":
+        return unit
+    if c.align == "tokens":
+        return "cumulative tokens"
+    run = c.anchors.get(c.run)
+    pairs = [f"{_name(p)} {unit} {s}" for p, s in c.anchors.items() if p != c.run]
+    if run is None or not pairs:
+        return "warmup end"
+    return f"warmup end, {_name(c.run)} {unit} {run} <-> {', '.join(pairs)}"
+
+
 def _reached(path: str, step: int | None, x: float | None, align: str) -> str:
     if step is None:
         return f"{_name(path)} not reached"
@@ -172,7 +198,15 @@ def _reached(path: str, step: int | None, x: float | None, align: str) -> str:
 def _metric_block(m: MetricComparison, c: Comparison, console: Any) -> None:
     from rich.table import Table
 
-    console.print(f"[bold]{m.name}[/bold]: {m.verdict}")
+    failed = m.nonfinite.get(c.run)
+    if failed is not None and failed.count:
+        steps = "step" if failed.count == 1 else "steps"
+        console.print(
+            f"[bold]{m.name}[/bold]: {m.verdict} on its finite values; logged as nan/inf at "
+            f"{failed.count} {steps} from step {failed.first_step}"
+        )
+    else:
+        console.print(f"[bold]{m.name}[/bold]: {m.verdict}")
     t = Table(show_edge=False)
     for col in ("phase", "points", "compared", "inside", "above", "below", "verdict"):
         t.add_column(col, justify="left" if col in ("phase", "verdict") else "right")
@@ -201,22 +235,59 @@ def _metric_block(m: MetricComparison, c: Comparison, console: Any) -> None:
         sign = ">=" if ms.direction == "up" else "<="
         who = ", ".join(_reached(f, s, ms.aligned.get(f), c.align) for f, s in ms.steps.items())
         console.print(f"  first {m.name} {sign} {ms.level:g}: {who}", markup=False)
-    slopes = m.slopes if m.slopes and m.slopes[0].value is not None else m.slopes[:1]
-    for s in slopes:
-        if s.value is None or s.ci is None:
-            console.print(f"  slope after warmup, {_name(s.file)}: {s.reason}", markup=False)
-        else:
-            diff = ""
-            if s.run_minus is not None and s.run_minus_ci is not None:
-                lo, hi = s.run_minus_ci
-                diff = f"; run minus it {s.run_minus:+.3g} [{lo:+.3g}, {hi:+.3g}]"
-            over = f" over {s.span[0]:.6g}-{s.span[1]:.6g}" if s.span else ""
+    for f, bad in m.nonfinite.items():
+        if bad.count:
+            steps = "step" if bad.count == 1 else "steps"
             console.print(
-                f"  slope after warmup, {_name(s.file)}{over}: {s.value:+.3g} per {s.per} "
-                f"[{s.ci[0]:+.3g}, {s.ci[1]:+.3g}] (95%, n={s.n}){diff}",
+                f"  logged as nan/inf: {_name(f)}, {bad.count} {steps}, first at step "
+                f"{bad.first_step} (numerical failure; left out of the band and shares)",
                 markup=False,
             )
+    _slope_lines(m, console)
     console.print(f"  {m.sentence}", markup=False)
+
+
+def _slope_lines(m: MetricComparison, console: Any) -> None:
+    """The run's slope over its span after warmup; per baseline, both slopes over the
+    span they share and the difference of those two printed numbers."""
+    from ..compare import span_text, versus_figures
+
+    run, *bases = m.slopes
+    name = _name(run.file)
+    if run.value is None or run.ci is None:
+        console.print(f"  slope after warmup, {name}: {run.reason}", markup=False)
+        return
+    console.print(
+        f"  slope after warmup, {name} over {span_text(run.span)}: {run.value:+.3g} per "
+        f"{run.per} [{run.ci[0]:+.3g}, {run.ci[1]:+.3g}] (95%, n={run.n})",
+        markup=False,
+    )
+    for b in bases:
+        base = _name(b.file)
+        if b.span is None or b.value is None or b.ci is None:
+            console.print(f"  slope after warmup, {base}: {b.reason}", markup=False)
+            continue
+        console.print(
+            f"  slope over {span_text(b.span)} (after warmup in {name} and {base}), "
+            f"per {b.per}, 95%:",
+            markup=False,
+        )
+        f = versus_figures(b)
+        if f is None:
+            why = f"{name}: not enough data over this span (n={b.run_n})"
+            console.print(
+                f"    {base} {b.value:+.3g} [{b.ci[0]:+.3g}, {b.ci[1]:+.3g}] (n={b.n}); {why}",
+                markup=False,
+            )
+            continue
+        diff = f"difference, {name} - {base}"
+        width = max(len(name), len(base), len(diff))
+        for label, value in (
+            (name, f"{f.run} {f.run_ci} (n={b.run_n})"),
+            (base, f"{f.base} {f.base_ci} (n={b.n})"),
+            (diff, f"{f.diff} {f.diff_ci}"),
+        ):
+            console.print(f"    {label:<{width}}  {value}", markup=False)
 
 
 def plot_comparison(c: Comparison, path: str | Path) -> Path:
