@@ -270,6 +270,10 @@ def test_logged_nan_and_inf_are_failures_counted_from_their_first_step():
     rows = [30, 31, 200]
     run.table.loc[rows[:2], "acc"] = np.nan
     run.table.loc[rows[2], "acc"] = np.inf
+    # the reader marks a printed nan (RunLog.logged_nan); an unmarked NaN is absent
+    printed = np.zeros(len(run.table), dtype=bool)
+    printed[rows[:2]] = True
+    run = replace(run, logged_nan={"acc": printed})
     c = compare_runs([make_run("v1.log", seed=1)], run, metrics=["acc"], at=[int(steps[31])])
     m = c.metrics["acc"]
     assert m.nonfinite["run.log"] == NonFinite(3, int(steps[30]))
@@ -590,3 +594,23 @@ def test_a_point_after_warmup_is_a_position_past_its_end():
         ": below the band at 301 steps past the end of warmup (step 600): behind."
     )
     assert end.sentence.endswith(": normal at the end of warmup (step 600).")
+
+
+def test_a_printed_nan_read_from_a_log_is_a_failure_and_an_absent_eval_is_not(tmp_path):
+    # end to end through the reader's marks: loss=nan printed at step 120 of the run
+    def write(name: str, nan_at: int) -> str:
+        lines = []
+        for s in range(1, 401):
+            loss = "nan" if s == nan_at else f"{3.0 - s / 400:.4f}"
+            lines.append(f"step={s} loss={loss} lr={min(s, 100) * 1e-6:.2e}")
+            if s % 50 == 0:
+                lines.append(f"step={s} eval_loss={3.1 - s / 400:.4f}")
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+        return str(tmp_path / name)
+
+    from dflash_diag.logs import read_log
+
+    base, run = read_log(write("v1.log", 0)), read_log(write("run.log", 120))
+    c = compare_runs([base], run, metrics=["loss", "eval_loss"])
+    assert c.metrics["loss"].nonfinite[run.path] == NonFinite(1, 120)
+    assert c.metrics["eval_loss"].nonfinite[run.path] == NonFinite(0, None)

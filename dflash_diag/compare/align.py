@@ -57,6 +57,10 @@ class AlignedLog:
     steps: np.ndarray
     x: np.ndarray
     phases: Phases
+    #: per column, bool per table row: the log printed the value as NaN (the reader's
+    #: :attr:`RunLog.logged_nan <dflash_diag.records.RunLog.logged_nan>`), or None when
+    #: the table did not come from a reader (then it is guessed from the table).
+    printed_nan: dict[str, np.ndarray] | None = None
 
 
 def short_name(path: str) -> str:
@@ -119,16 +123,23 @@ def interp(xp: np.ndarray, fp: np.ndarray, x: np.ndarray, max_gap: float) -> np.
     return out
 
 
-def _table(log: RunLog, notes: list[str]) -> pd.DataFrame:
-    """One row per step, by step, last value of a repeated step kept; one rank only."""
-    t = log.table
+def _table(log: RunLog, notes: list[str]) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+    """One row per step, by step, last value of a repeated step kept; one rank only;
+    with the reader's printed-NaN marks for the rows kept."""
+    t = log.table.assign(**{_ROW: np.arange(len(log.table))})
     if "rank" in t.columns and t["rank"].nunique() > 1:
         lowest = t["rank"].min()
         notes.append(f"{short_name(log.path)}: several ranks logged; rank {lowest} used")
         t = t[t["rank"] == lowest]
     t = t[np.isfinite(t["step"].to_numpy(dtype=float))]
     t = t.drop_duplicates("step", keep="last").sort_values("step", kind="stable")
-    return t.reset_index(drop=True)
+    rows = t.pop(_ROW).to_numpy()
+    marks = {c: np.asarray(m, dtype=bool)[rows] for c, m in log.logged_nan.items()}
+    return t.reset_index(drop=True), marks
+
+
+#: A helper column that follows the rows through :func:`_table`.
+_ROW = "\0row"
 
 
 def _phases(table: pd.DataFrame, warmup_steps: int | None, peak_lr: float | None) -> Phases:
@@ -186,8 +197,10 @@ def prepare(
     :raises InputError: ``tokens`` alignment without tokens, ``warmup`` alignment
         without the run's warmup or any baseline's.
     """
-    tables = [_table(b, notes) for b in baselines]
-    run_table = _table(run, notes)
+    read = [_table(b, notes) for b in baselines]
+    tables = [t for t, _ in read]
+    run_table, run_marks = _table(run, notes)
+    marks = {b.path: m for b, (_, m) in zip(baselines, read, strict=True)} | {run.path: run_marks}
     base_phases = [_phases(t, warmup_steps, None) for t in tables]
     peaks = [p.peak_lr for p in base_phases if p.found and p.warmup_complete and p.peak_lr]
     run_phases = _phases(run_table, warmup_steps, max(peaks) if peaks else None)
@@ -208,7 +221,7 @@ def prepare(
             x = _warmup_axis(steps, phases, run_phases)
         else:
             x = steps
-        return AlignedLog(path, short_name(path), table, steps, x, phases)
+        return AlignedLog(path, short_name(path), table, steps, x, phases, marks[path])
 
     if align == "warmup" and not run_phases.warmup_steps:
         why = _why_no_warmup(run_phases, "its warmup length is unknown")

@@ -181,9 +181,14 @@ def _has(table: pd.DataFrame, name: str) -> bool:
     return name in table.columns and bool(np.isfinite(column(table, name)).any())
 
 
-def _logged(table: pd.DataFrame, name: str) -> bool:
+def _logged(log: AlignedLog, name: str) -> bool:
     """``name`` was logged somewhere: a value, or nan/inf (a failure is not an absence)."""
-    return _has(table, name) or bool(logged_nonfinite(table, name).any())
+    return _has(log.table, name) or bool(_failed(log, name).any())
+
+
+def _failed(log: AlignedLog, name: str) -> np.ndarray:
+    """Per row of the log's table: ``name`` logged as nan/inf (the reader's marks)."""
+    return logged_nonfinite(log.table, name, log.printed_nan)
 
 
 def _position_key(name: str) -> tuple[str, int]:
@@ -204,10 +209,10 @@ def _choose_metrics(
     out: dict[str, tuple[AlignedLog, ...]] = {}
     for name in candidates:
         used = tuple(b for b in logs if _has(b.table, name))
-        if not _logged(run.table, name) and not used:
+        if not _logged(run, name) and not used:
             if wanted:  # a default metric nobody logs is not worth a note
                 notes.append(f"{name}: not logged in any file; skipped")
-        elif not _logged(run.table, name):
+        elif not _logged(run, name):
             notes.append(f"{name}: not logged in {run.name}; skipped")
         elif not used:
             notes.append(f"{name}: not logged in any baseline; skipped")
@@ -221,7 +226,7 @@ def _choose_metrics(
                 )
     if not out:
         found = sorted(
-            c for c in run.table.columns if c not in _NOT_METRICS and _logged(run.table, c)
+            c for c in run.table.columns if c not in _NOT_METRICS and _logged(run, c)
         )
         raise InputError(
             run.path,
@@ -259,7 +264,7 @@ def _compare_metric(
             bands.append(band)
     raw = column(run.table, name)
     v = np.where(np.isfinite(raw), raw, np.nan)  # nan/inf are reported, not compared
-    bad = logged_nonfinite(run.table, name)
+    bad = _failed(run, name)
     nonfinite = {log.path: _nonfinite(log, name) for log in (run, *used)}
     none = np.full(v.shape, np.nan)
     here = band_at(bands, run.x) if bands else BandAt(none, none, none)
@@ -303,7 +308,7 @@ def _compare_metric(
 
 
 def _nonfinite(log: AlignedLog, name: str) -> NonFinite:
-    return nonfinite_summary(log.steps, logged_nonfinite(log.table, name))
+    return nonfinite_summary(log.steps, _failed(log, name))
 
 
 def _present(x: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

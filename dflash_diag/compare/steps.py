@@ -11,7 +11,6 @@ compares different points of training.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..errors import InputError
@@ -48,15 +47,11 @@ def check_step_sources(logs: Sequence[RunLog]) -> None:
 
 
 def renumber_events(run: RunLog, step_every: int) -> RunLog:
-    """A line-numbered log's event ``i`` as step ``i x step_every`` (as
-    ``read_log(..., step_every=N)`` reads it); ``step_source`` becomes "given interval".
-    Other logs are returned as they are."""
-    if run.step_source != LINE_ORDER:
-        return run
-    table = run.table.copy()
-    table["step"] = table["step"] * step_every
-    restarts = tuple(r * step_every for r in run.restarts)
-    return replace(run, table=table, restarts=restarts, step_source="given interval")
+    """A line-numbered log's event ``i`` as step ``i x step_every``
+    (:func:`~dflash_diag.logs.with_interval`); other logs are returned as they are."""
+    from ..logs import with_interval
+
+    return with_interval(run, step_every) if run.step_source == LINE_ORDER else run
 
 
 def apply_step_every(logs: Sequence[RunLog], step_every: int | None) -> list[RunLog]:

@@ -3,9 +3,9 @@
 A metric not logged at a step is absent (``eval_loss`` on the steps between
 evaluations): it is neither a value nor a failure.  A value logged as ``nan`` or
 ``inf`` is a numerical failure, and is reported (count, first step), never dropped
-silently.  The reader does not yet mark the two apart (a logged ``nan`` is a NaN cell,
-like an absent value), so :func:`logged_nonfinite` tells them apart from the table
-alone; it is the one place to switch to a reader's marker when there is one.
+silently.  The reader marks the two apart (:attr:`RunLog.logged_nan
+<dflash_diag.records.RunLog.logged_nan>`); :func:`logged_nonfinite` uses those marks, and
+guesses from the table alone only for a table that did not come from a reader.
 """
 
 from __future__ import annotations
@@ -41,8 +41,14 @@ def _every_training_row(present: np.ndarray) -> bool:
     return idx.size >= 2 and float(np.mean(np.diff(idx) == 1)) >= 0.5
 
 
-def logged_nonfinite(table: pd.DataFrame, name: str) -> np.ndarray:
+def logged_nonfinite(
+    table: pd.DataFrame, name: str, printed_nan: dict[str, np.ndarray] | None = None
+) -> np.ndarray:
     """Per row of ``table``: True where ``name`` was logged as ``nan``/``inf``.
+
+    With ``printed_nan`` (the reader's marks, per column a bool per row: see
+    :attr:`RunLog.logged_nan <dflash_diag.records.RunLog.logged_nan>`) that is exact:
+    ``+-inf`` or a printed NaN.  Without it (a table from elsewhere) it is guessed:
 
     - ``+-inf``: logged non-finite.
     - NaN: absent, unless ``name`` is a training metric (not an eval/val/test metric)
@@ -67,6 +73,9 @@ def logged_nonfinite(table: pd.DataFrame, name: str) -> np.ndarray:
         return np.zeros(len(table), dtype=bool)
     v = _cells(table, name)
     bad = np.isinf(v)
+    if printed_nan is not None:
+        marked = printed_nan.get(name)
+        return bad if marked is None else bad | (np.asarray(marked, dtype=bool) & np.isnan(v))
     missing = np.isnan(v)
     if not (_is_training(name) and missing.any()):
         return bad

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from ..records import RunLog
 from .detect import FORMAT_HELP, FORMATS, check_format, detect_format
 
-__all__ = ["FORMATS", "FORMAT_HELP", "detect_format", "read_log"]
+__all__ = ["FORMATS", "FORMAT_HELP", "detect_format", "read_log", "with_interval"]
 
 
 def read_log(
@@ -52,14 +52,18 @@ def read_log(
     ('text', [2.5, 2.25], [0.5, 0.55])
     """
     run = _read(path, format, rank, progress)
-    return run if step_every is None else _with_interval(run, step_every)
+    return run if step_every is None else with_interval(run, step_every)
 
 
 _SOURCES = {"field": "a step field", "progress": "a progress-bar counter"}
 
 
-def _with_interval(run: RunLog, step_every: int) -> RunLog:
-    """Renumber line-order steps as ``i * step_every`` (see :func:`read_log`)."""
+def with_interval(run: RunLog, step_every: int) -> RunLog:
+    """A line-numbered log (``step_source`` "line order") renumbered: record ``i`` is
+    optimizer step ``i x step_every``; ``step_source`` becomes "given interval".
+
+    :raises InputError: ``step_every`` below 1, or a log that numbers its own steps.
+    """
     from dataclasses import replace
 
     from ..errors import InputError
