@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import InputError
+from ..logs import with_interval
 from .align import short_name
 
 if TYPE_CHECKING:
@@ -49,8 +50,6 @@ def check_step_sources(logs: Sequence[RunLog]) -> None:
 def renumber_events(run: RunLog, step_every: int) -> RunLog:
     """A line-numbered log's event ``i`` as step ``i x step_every``
     (:func:`~dflash_diag.logs.with_interval`); other logs are returned as they are."""
-    from ..logs import with_interval
-
     return with_interval(run, step_every) if run.step_source == LINE_ORDER else run
 
 
