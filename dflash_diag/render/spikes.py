@@ -131,6 +131,8 @@ def to_json(
         "threshold": d.threshold,
         "min_rise": d.min_rise if d.detector == "robust" else None,
         "n_points": d.n_points,
+        "expected_false_events": _num(d.expected_false_events),
+        "false_events_basis": d.false_events_basis or None,
         "log_interval": d.log_interval,
         "covers": d.covers,
         "schedule_check": check,
@@ -301,6 +303,16 @@ def render_text(
                 f"({MAX_ROWS} shown: those not explained by their batch, then the highest z; "
                 f"--json has all {len(spikes)})"
             )
+    chance = d.expected_false_events  # robust only: what this log's own noise would flag
+    if math.isfinite(chance) and chance >= 1 and spikes:
+        console.print(
+            f"about {min(round(chance), len(spikes))} of these could be noise: the log's noise "
+            f"is heavy-tailed ({chance:.3g} chance flags expected: {d.false_events_basis})",
+            soft_wrap=True,
+            markup=False,
+        )
+    elif math.isfinite(chance):
+        console.print(f"chance flags expected from this log's noise: {chance:.2g}")
     for s in sorted(ranked[:MAX_ROWS], key=lambda s: s.event.peak_step):
         console.print(
             f"step {s.event.peak_step} ({s.verdict}): " + "; ".join(s.reasons),

@@ -15,14 +15,61 @@ Four detectors, same output (:class:`Detection`), so a user sees what each would
     ``z_i = (x_i - m_i) / s_i`` with ``s_i = 1.4826 * max(MAD_i, MAD_FLOOR * |m_i|, q)``,
     ``q`` the print resolution of the values (their smallest gap): a flat, noiseless
     curve has MAD 0, and the floor keeps its z finite and its last-digit wiggles
-    unflagged.  A point is flagged when ``z_i >= threshold`` (3.5) AND
+    unflagged.  A point is flagged when ``z_i >= c_i``, its critical z (below), AND
     ``x_i / m_i >= 1 + min_rise`` (5%: a real departure, not only a statistically odd
     one), and a run of flagged points is kept only if its first point jumps at least
     ``min_rise / 2`` over the median of the :data:`ONSET_POINTS` points before it (a
     curve bending at the end of a fast descent departs from a straight baseline without
-    a jump).  Tuned on the real logs in ``tests/data/real_logs`` and constructed runs:
-    no spike on the smooth Whisper fine-tune, about 0.4% of llm.c's and 1.5% of a LoRA
-    run's per-step points, and 10-40% spikes on 1%-noise curves found.
+    a jump).
+
+    **The critical z** (z units: multiples of the robust noise scale ``s_i``).  Of the
+    ``N`` points tested (finite z, at least :data:`MIN_HISTORY` before them):
+
+    1. The MAD's own error.  ``s_i`` comes from the ``k_i`` points of the window (50 when
+       full).  The MAD estimates a normal scale with efficiency 0.3675 (Rousseeuw &
+       Croux 1993, JASA 88), so ``s_i`` carries the information of a sample standard
+       deviation on ``nu_i = 0.3675 k_i`` degrees of freedom (18.4 for 50 points), and a
+       held-out point over it is Student-t like: ``z_i ~ mu + lambda T(nu_i)`` under
+       noise.
+    2. The log's own spread.  ``mu = max(median z, 0)`` (the lower of two baselines puts
+       it at about +0.13 on Gaussian noise) and ``lambda = max(1, IQR(z) / (2 t_0.75(nu)))``
+       with ``nu`` of a full window: how much wider the held-out z's are than the t law,
+       which takes in the baseline's own error, the trend line's extrapolation and the
+       MAD's underestimate of an autocorrelated series' spread (a window of an AR(1)
+       wanders together: ``lambda`` is about 1.06 on Gaussian noise, 1.11 at phi 0.5,
+       1.28 at phi 0.9).
+    3. The number of points tested (Bonferroni): ``c_i = mu + lambda t_{1-p}(nu_i)``
+       with ``p = B / N``, ``B`` = :data:`FALSE_EVENT_BUDGET` = 0.5, so pure noise makes
+       about ``B`` false events per log, whatever its length (5.4 on 10,000 points
+       with full windows; higher at the ends of the log, where windows are cut).
+    4. Logs with many real spikes (Benjamini & Hochberg 1995, JRSS B 57): when the
+       Benjamini-Hochberg cut at false-discovery rate :data:`FDR_LEVEL` (10%) over the
+       p-values ``max(P(mu + lambda T(nu_i) >= z_i), P(med z + sigma_e T(df_e) >=
+       z_i))`` is above ``B / N``, it is used instead.  The second p-value is the
+       empirical null (Efron 2004, JASA 99) of step 5: on noise heavier-tailed than the
+       t, the cut stays at Bonferroni's instead of sliding down the tail.
+
+    The lag-1 autocorrelation ``rho`` of the z's (Gnanadesikan-Kettenring, robust to
+    spikes) is reported in :class:`Calibration`, not used: shrinking ``nu`` to an
+    effective window ``k (1 - rho²) / (1 + rho²)`` left AR(1) noise at phi 0.9 with a
+    critical z of ~25 and no spike of 5 noise scales found, while ``lambda`` alone keeps
+    its false events under one per 10,000 points (``benchmarks/bench_noise.py``).
+
+    **Chance flags of this log's noise** (:attr:`Detection.expected_false_events`,
+    points).  Heavy-tailed noise (Student t, Laplace) beats any threshold set from the
+    body of the law, so the log says how many flags its own noise would make: a Student
+    t (df from 1 to inf, scale ``sigma_e``, maximum likelihood) is fitted to the
+    lower half of the z's, ``median z - z_i`` for ``z_i < median z`` (spikes are rises,
+    so the lower half is noise), and ``E = sum_i P(sigma_e T(df_e) >= max(c_i,
+    r_i) - median z)``, ``r_i`` the z of a ``min_rise`` rise.  About 0.5 on Gaussian or
+    AR(1) noise; on Student t(3) noise at 2% about 60 per 10,000 points (63 flagged), on
+    Laplace about 65 (44 flagged).  ``--threshold Z`` sets ``c_i = Z`` instead (the
+    rule before calibration is ``Z = 3.5``, :data:`LEGACY_THRESHOLD`); ``E`` is then
+    computed for that ``Z``.
+
+    Tuned on the real logs in ``tests/data/real_logs`` and constructed runs: no spike
+    on the smooth Whisper fine-tune; the sharp spikes of gpt-lab found first; 10-40%
+    spikes on 1%-noise curves found.
 ``olmo``
     OLMo-core's ``SkipStepOptimizer`` rule: ``z = (x - mean) / std`` over the ``window``
     (default 128) points before ``x``, flagged when ``z > threshold`` (default 6);
@@ -43,12 +90,20 @@ which runs the same rules on ``-x`` (ratio rules on ``1/x``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
-from .windows import print_resolution, rolling, row_mad, row_median, trend_baseline
+from .windows import (
+    print_resolution,
+    rolling,
+    row_mad,
+    row_median,
+    trend_baseline,
+    window_sizes,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -59,8 +114,12 @@ Progress = Callable[[int, int], None]
 DETECTORS: tuple[str, ...] = ("robust", "olmo", "foundry", "megatron")
 #: Default ``window`` (logged points) per detector.
 DEFAULT_WINDOW: dict[str, int] = {"robust": 50, "olmo": 128, "foundry": 100, "megatron": 100}
-#: Default ``threshold`` per detector (a z for robust/olmo, a multiple for the others).
-DEFAULT_THRESHOLD: dict[str, float] = {"robust": 3.5, "olmo": 6.0, "foundry": 2.0, "megatron": 10.0}
+#: Default ``threshold`` of the production rules (olmo: a z; foundry, megatron: a
+#: multiple).  The robust detector has none: its critical z is calibrated per log.
+DEFAULT_THRESHOLD: dict[str, float] = {"olmo": 6.0, "foundry": 2.0, "megatron": 10.0}
+#: The robust detector's fixed critical z before calibration:
+#: ``detect_spikes(table, threshold=LEGACY_THRESHOLD)`` is that rule, unchanged.
+LEGACY_THRESHOLD = 3.5
 #: Robust detector: the rise over the baseline a point needs besides its z (5%).
 DEFAULT_MIN_RISE = 0.05
 #: MAD floor as a share of |baseline|, so a noiseless curve has a finite z.
@@ -71,6 +130,14 @@ FOUNDRY_PATIENCE = 4
 ONSET_POINTS = 3
 #: Points of history the robust detector needs before it flags anything.
 MIN_HISTORY = 5
+#: Expected false spike events the calibrated threshold allows in a whole log.
+FALSE_EVENT_BUDGET = 0.5
+#: Asymptotic efficiency of the MAD as an estimate of a normal scale (Rousseeuw & Croux 1993).
+MAD_EFFICIENCY = 0.3675
+#: False discovery rate of the Benjamini-Hochberg cut.
+FDR_LEVEL = 0.1
+#: Smallest degrees of freedom given to a window's MAD.
+DF_MIN = 1.0
 
 
 @dataclass(frozen=True)
@@ -133,6 +200,12 @@ class Detection:
         olmo: the window std); NaN for foundry/megatron.
     :param flagged: bool, the point belongs to a spike event (non-finite included).
     :param events: the events, by start step.
+    :param critical: robust: the critical z of every point (NaN where untested); NaN
+        for the other detectors.
+    :param calibration: robust: how ``critical`` was set (:class:`Calibration`).
+    :param expected_false_events: robust: how many points this log's own noise would
+        flag by chance (see the module docstring); NaN for the other detectors.
+    :param false_events_basis: how that number was computed, in words.
     """
 
     metric: str
@@ -151,6 +224,10 @@ class Detection:
     scale: np.ndarray
     flagged: np.ndarray
     events: tuple[SpikeEvent, ...]
+    critical: np.ndarray
+    calibration: Calibration | None
+    expected_false_events: float
+    false_events_basis: str
 
 
 def log_interval(steps: np.ndarray) -> int:
@@ -179,7 +256,8 @@ def describe_interval(interval: int) -> str:
     )
 
 
-def _robust(x: np.ndarray, window: int, threshold: float, min_rise: float) -> tuple:
+def _robust_z(x: np.ndarray, window: int) -> tuple:
+    """Baseline, robust z, scale and window size (points) of every point."""
     import numpy as np
 
     # Two baselines, the lower wins: the trailing median lags high on a falling curve
@@ -190,14 +268,25 @@ def _robust(x: np.ndarray, window: int, threshold: float, min_rise: float) -> tu
     use_c = np.isnan(med_t) | (med_c < med_t)
     med = np.where(use_c, med_c, med_t)
     mad = np.where(use_c, mad_c, mad_t)
+    n = x.shape[0]
+    k = np.where(use_c, window_sizes(n, window, True), window_sizes(n, window, False))
     scale = 1.4826 * np.maximum(np.maximum(mad, MAD_FLOOR * np.abs(med)), print_resolution(x))
     scale = np.where(scale > 0, scale, np.finfo(float).tiny)
     z = (x - med) / scale
+    return med, z, scale, k
+
+
+def _robust_flags(
+    x: np.ndarray, med: np.ndarray, z: np.ndarray, critical: np.ndarray, min_rise: float
+) -> np.ndarray:
+    """``z >= critical``, ``min_rise`` over the baseline, and the onset jump."""
+    import numpy as np
+
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = x / med
     history = np.arange(x.shape[0]) >= MIN_HISTORY
     rise = np.where(med > 0, ratio >= 1 + min_rise, x - med >= min_rise * np.abs(med))
-    flag = np.nan_to_num(history & (z >= threshold) & rise, nan=False).astype(bool)
+    flag = np.nan_to_num(history & (z >= critical) & rise, nan=False).astype(bool)
     # A spike starts with a jump: the first point of a run must rise min_rise / 2 over
     # the median of the ONSET_POINTS before it.  A curve bending (the end of a fast
     # warmup descent) departs from a straight-line baseline without any jump.
@@ -205,7 +294,137 @@ def _robust(x: np.ndarray, window: int, threshold: float, min_rise: float) -> tu
         before = x[max(0, a - ONSET_POINTS) : a]
         if before.size and x[a] - np.median(before) < 0.5 * min_rise * abs(np.median(before)):
             flag[a:b] = False
-    return med, z, scale, flag
+    return flag
+
+
+@dataclass(frozen=True, eq=False)
+class Calibration:
+    """How the robust detector's critical z was set, and the chance flags to expect.
+
+    :param critical: the critical z of every point (NaN where nothing is tested).
+    :param threshold: the critical z of a full window (rounded up to 0.1), or the
+        user's ``--threshold`` (then ``critical`` is that number everywhere).
+    :param budget: expected false events the calibration allows in the whole log.
+    :param n_tested: points tested (finite z, at least :data:`MIN_HISTORY` before them).
+    :param autocorrelation: robust lag-1 autocorrelation of the z's, ``rho``.
+    :param df: ``nu`` of a full window.
+    :param centre: ``mu``, the median z (at least 0).
+    :param spread: ``lambda``, the z's spread over ``t_nu``'s (at least 1).
+    :param tail_df: degrees of freedom of the t fitted to the z's lower half (inf: normal).
+    :param tail_scale: its scale.
+    :param expected_false_events: ``E``, points this log's noise would flag by chance.
+    """
+
+    critical: np.ndarray
+    threshold: float
+    budget: float
+    n_tested: int
+    autocorrelation: float
+    df: float
+    centre: float
+    spread: float
+    tail_df: float
+    tail_scale: float
+    expected_false_events: float
+
+
+def calibrate(
+    z: np.ndarray,
+    k: np.ndarray,
+    rise_z: np.ndarray,
+    window: int,
+    budget: float = FALSE_EVENT_BUDGET,
+    threshold: float | None = None,
+) -> Calibration:
+    """The critical z of every point and the expected chance flags (module docstring).
+
+    :param z: robust z per point (NaN: none).
+    :param k: points in each point's baseline window.
+    :param rise_z: the z a point needs to rise ``min_rise`` over its baseline.
+    :param window: the full window (points).
+    :param budget: expected false events allowed in the whole log.
+    :param threshold: a fixed critical z instead (the user's ``--threshold``).
+    """
+    import numpy as np
+
+    from ..stattests import fit_half_t, robust_lag1, t_quantiles, t_sf
+
+    tested = np.isfinite(z) & (np.arange(z.shape[0]) >= MIN_HISTORY)
+    zt = z[tested]
+    n = int(zt.size)
+    nan = float("nan")
+    if n < 2:
+        crit = np.full(z.shape[0], nan if threshold is None else threshold)
+        thr = nan if threshold is None else threshold
+        return Calibration(crit, thr, budget, n, nan, nan, nan, nan, nan, nan, 0.0)
+    rho = robust_lag1(np.where(tested, z, np.nan))
+    nu = np.maximum(MAD_EFFICIENCY * k, DF_MIN)
+    nu_full = max(MAD_EFFICIENCY * window, DF_MIN)
+    mid = float(np.median(zt))
+    centre = max(mid, 0.0)
+    q25, q75 = np.quantile(zt, [0.25, 0.75])
+    spread = max(float(q75 - q25) / (2 * float(t_quantiles(0.75, nu_full))), 1.0)
+    ok = zt < mid
+    tail_df, tail_scale = fit_half_t(mid - zt[ok]) if ok.sum() >= 10 else (nan, nan)
+    if threshold is None:
+        model = (centre, spread, nu, nu_full)
+        crit, thr = _critical(zt, tested, model, (mid, tail_df, tail_scale), budget)
+    else:
+        thr = float(threshold)
+        crit = np.full(z.shape[0], thr)
+    crit = np.where(tested, crit, nan)
+    expected = 0.0
+    if np.isfinite(tail_scale) and tail_scale > 0:
+        need = np.maximum(crit, np.nan_to_num(rise_z, nan=0.0))[tested]
+        expected = float(np.sum(t_sf((need - mid) / tail_scale, tail_df)))
+    return Calibration(
+        crit, thr, budget, n, rho, nu_full, centre, spread, tail_df, tail_scale, expected
+    )
+
+
+def _critical(
+    zt: np.ndarray, tested: np.ndarray, model: tuple, tail: tuple, budget: float
+) -> tuple[np.ndarray, float]:
+    """Critical z per point and of a full window (module docstring, steps 3-4).
+
+    ``model`` is ``(mu, lambda, nu per point, nu of a full window)``; ``tail`` is the
+    empirical null ``(median z, df, scale)`` of the z's lower half."""
+    import numpy as np
+
+    from ..stattests import t_quantiles, t_sf
+
+    centre, spread, nu, nu_full = model
+    mid, tail_df, tail_scale = tail
+    n = zt.shape[0]
+    # Bonferroni: a tail probability of budget / n under the model.
+    bonf = centre + spread * t_quantiles(1.0 - budget / n, nu)
+    bonf_full = centre + spread * float(t_quantiles(1.0 - budget / n, nu_full))
+    if not (np.isfinite(tail_scale) and tail_scale > 0):
+        return bonf, round(bonf_full, 2)
+    # Benjamini-Hochberg at FDR_LEVEL on the larger of the model's and the empirical
+    # null's p-values: lower than Bonferroni's only when the log holds more high z's
+    # than either null makes, never on noise heavier-tailed than the model.
+    p_model = t_sf((zt - centre) / spread, nu[tested])
+    p_tail = t_sf((zt - mid) / tail_scale, tail_df)
+    cut = _bh_cut(np.maximum(p_model, p_tail), FDR_LEVEL)
+    if cut <= budget / n:
+        return bonf, round(bonf_full, 2)
+    tail_z = mid + tail_scale * float(t_quantiles(1.0 - cut, tail_df))
+    bh = np.maximum(centre + spread * t_quantiles(1.0 - cut, nu), tail_z)
+    bh_full = max(centre + spread * float(t_quantiles(1.0 - cut, nu_full)), tail_z)
+    return np.minimum(bonf, bh), round(min(bonf_full, bh_full), 2)
+
+
+def _bh_cut(pvals: np.ndarray, level: float) -> float:
+    """The Benjamini-Hochberg cut: ``level k* / m`` with ``k*`` the largest ``k`` whose
+    ``k``-th smallest p-value is at most ``level k / m`` (``m`` p-values); 0 when there
+    is none."""
+    import numpy as np
+
+    m = pvals.shape[0]
+    ranked = np.sort(pvals)
+    ok = np.flatnonzero(ranked <= level * np.arange(1, m + 1) / m)
+    return level * (int(ok[-1]) + 1) / m if ok.size else 0.0
 
 
 def _olmo(x: np.ndarray, window: int, threshold: float) -> tuple:
@@ -337,16 +556,11 @@ def detect_spikes(
     win = DEFAULT_WINDOW[detector] if window is None else int(window)
     if win < 2:
         raise InputError("--window", f"must be at least 2 logged points, got {win}", "")
-    thr = DEFAULT_THRESHOLD[detector] if threshold is None else float(threshold)
-    if not np.isfinite(thr) or thr <= 0:
+    thr = DEFAULT_THRESHOLD.get(detector) if threshold is None else float(threshold)
+    if thr is not None and (not np.isfinite(thr) or thr <= 0):
         raise InputError("--threshold", f"must be a positive number, got {thr}", "")
 
-    table = table.reset_index(drop=True)  # an index named "step" would be ambiguous
-    table = table[_logged_here(table, metric)].reset_index(drop=True)
-    if "rank" in table.columns and table["rank"].nunique() > 1:
-        # Several ranks' rows: one value per step, the mean over ranks (as an all-reduce).
-        table = table.groupby("step", as_index=False).mean(numeric_only=True)
-    t = table.drop_duplicates("step", keep="last").sort_values("step", kind="stable")
+    t = _one_row_per_step(table, metric)
     steps = t["step"].to_numpy(dtype=np.int64)
     values = t[metric].to_numpy(dtype=np.float64)
     finite = np.isfinite(values)
@@ -356,27 +570,15 @@ def detect_spikes(
 
     # Rules run on the finite points only; non-finite points become events of their own.
     xf = values[finite] if direction == "up" else -values[finite]
-    scale_f = np.full(xf.shape[0], np.nan)
-    if detector == "robust":
-        base_f, z_f, scale_f, flag_f = _robust(xf, win, thr, min_rise)
-    else:
-        med = rolling(xf, DEFAULT_WINDOW["robust"], row_median)
-        mad = rolling(xf, DEFAULT_WINDOW["robust"], row_mad)
-        z_f = (xf - med) / np.maximum(1.4826 * np.maximum(mad, MAD_FLOOR * np.abs(med)), 1e-300)
-        if detector == "olmo":
-            base_f, z_f, scale_f, flag_f = _olmo(xf, win, thr)
-        elif detector == "foundry":
-            base_f, flag_f = _foundry(xf, win, thr)
-        else:
-            base_f, flag_f = _megatron(xf, thr)
+    base_f, z_f, scale_f, flag_f, cal = _apply(detector, xf, win, thr, min_rise)
     if direction == "down":
         base_f = -base_f
-    baseline = np.full(values.shape[0], np.nan)
-    z = np.full(values.shape[0], np.nan)
-    scale = np.full(values.shape[0], np.nan)
+    baseline, z, scale, critical = (np.full(values.shape[0], np.nan) for _ in range(4))
     flagged = ~finite
     baseline[finite], z[finite], scale[finite] = base_f, z_f, scale_f
     flagged[finite] = flag_f
+    if cal is not None:
+        critical[finite] = cal.critical
 
     lr = _column(t, "lr")
     grad = _column(t, "grad_norm")
@@ -386,7 +588,7 @@ def detect_spikes(
         metric=metric,
         detector=detector,
         window=win,
-        threshold=thr,
+        threshold=cal.threshold if cal is not None else float(thr or 0.0),
         min_rise=float(min_rise),
         direction=direction,
         n_points=int(finite.sum()),
@@ -399,6 +601,58 @@ def detect_spikes(
         scale=scale,
         flagged=flagged,
         events=tuple(events),
+        critical=critical,
+        calibration=cal,
+        expected_false_events=cal.expected_false_events if cal is not None else float("nan"),
+        false_events_basis=_basis(cal),
+    )
+
+
+def _one_row_per_step(table: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The rows where ``metric`` was logged, one per step (ranks averaged, the last row
+    of a repeated step kept), sorted by step."""
+    table = table.reset_index(drop=True)  # an index named "step" would be ambiguous
+    table = table[_logged_here(table, metric)].reset_index(drop=True)
+    if "rank" in table.columns and table["rank"].nunique() > 1:
+        # Several ranks' rows: one value per step, the mean over ranks (as an all-reduce).
+        table = table.groupby("step", as_index=False).mean(numeric_only=True)
+    return table.drop_duplicates("step", keep="last").sort_values("step", kind="stable")
+
+
+def _apply(
+    detector: str, x: np.ndarray, window: int, threshold: float | None, min_rise: float
+) -> tuple:
+    """``(baseline, z, scale, flagged, calibration or None)`` of one detector on ``x``."""
+    import numpy as np
+
+    if detector == "robust":
+        med, z, scale, k = _robust_z(x, window)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rise_z = min_rise * np.abs(med) / scale
+        cal = calibrate(z, k, rise_z, window, threshold=threshold)
+        return med, z, scale, _robust_flags(x, med, z, cal.critical, min_rise), cal
+    thr = DEFAULT_THRESHOLD[detector] if threshold is None else threshold
+    med = rolling(x, DEFAULT_WINDOW["robust"], row_median)
+    mad = rolling(x, DEFAULT_WINDOW["robust"], row_mad)
+    z = (x - med) / np.maximum(1.4826 * np.maximum(mad, MAD_FLOOR * np.abs(med)), 1e-300)
+    scale = np.full(x.shape[0], np.nan)
+    if detector == "olmo":
+        base, z, scale, flag = _olmo(x, window, thr)
+    elif detector == "foundry":
+        base, flag = _foundry(x, window, thr)
+    else:
+        base, flag = _megatron(x, thr)
+    return base, z, scale, flag, None
+
+
+def _basis(cal: Calibration | None) -> str:
+    """How :attr:`Detection.expected_false_events` was computed, in one phrase."""
+    if cal is None or not math.isfinite(cal.tail_scale):
+        return ""
+    df = "a normal" if math.isinf(cal.tail_df) else f"a Student t with {cal.tail_df:g} df"
+    return (
+        f"{df} fitted to the lower half of the log's {cal.n_tested} held-out robust z's, "
+        f"summed over the points above their critical z"
     )
 
 
