@@ -306,8 +306,8 @@ def render_text(
     chance = d.expected_false_events  # robust only: what this log's own noise would flag
     if math.isfinite(chance) and chance >= 1 and spikes:
         console.print(
-            f"about {min(round(chance), len(spikes))} of these could be noise: the log's noise "
-            f"is heavy-tailed ({chance:.3g} chance flags expected: {d.false_events_basis})",
+            f"about {min(round(chance), len(spikes))} of these could be noise: "
+            f"{d.chance_reason} ({chance:.3g} chance flags expected)",
             soft_wrap=True,
             markup=False,
         )

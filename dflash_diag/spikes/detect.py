@@ -134,6 +134,8 @@ MIN_HISTORY = 5
 FALSE_EVENT_BUDGET = 0.5
 #: Asymptotic efficiency of the MAD as an estimate of a normal scale (Rousseeuw & Croux 1993).
 MAD_EFFICIENCY = 0.3675
+#: Degrees of freedom at or below which a fitted tail is called heavy.
+HEAVY_TAIL_DF = 10.0
 #: False discovery rate of the Benjamini-Hochberg cut.
 FDR_LEVEL = 0.1
 #: Smallest degrees of freedom given to a window's MAD.
@@ -206,6 +208,9 @@ class Detection:
     :param expected_false_events: robust: how many points this log's own noise would
         flag by chance (see the module docstring); NaN for the other detectors.
     :param false_events_basis: how that number was computed, in words.
+    :param chance_reason: why ``expected_false_events`` is 1 or more, in words ("" when
+        it is not): heavy-tailed noise (the fitted t has at most :data:`HEAVY_TAIL_DF`
+        df), else the Benjamini-Hochberg cut lowered among many high points.
     """
 
     metric: str
@@ -228,6 +233,7 @@ class Detection:
     calibration: Calibration | None
     expected_false_events: float
     false_events_basis: str
+    chance_reason: str
 
 
 def log_interval(steps: np.ndarray) -> int:
@@ -605,6 +611,7 @@ def detect_spikes(
         calibration=cal,
         expected_false_events=cal.expected_false_events if cal is not None else float("nan"),
         false_events_basis=_basis(cal),
+        chance_reason=_chance_reason(cal),
     )
 
 
@@ -643,6 +650,18 @@ def _apply(
     else:
         base, flag = _megatron(x, thr)
     return base, z, scale, flag, None
+
+
+def _chance_reason(cal: Calibration | None) -> str:
+    """Why a log expects one chance flag or more (see :attr:`Detection.chance_reason`)."""
+    if cal is None or not cal.expected_false_events >= 1:
+        return ""
+    if cal.tail_df <= HEAVY_TAIL_DF:
+        return "the log's noise is heavy-tailed"
+    return (
+        f"the critical z is lowered to {cal.threshold:g} among this log's many high points "
+        f"(a {FDR_LEVEL:.0%} false-discovery rate)"
+    )
 
 
 def _basis(cal: Calibration | None) -> str:
