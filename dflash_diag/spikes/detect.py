@@ -44,28 +44,32 @@ Four detectors, same output (:class:`Detection`), so a user sees what each would
        with full windows; higher at the ends of the log, where windows are cut).
     4. Logs with many real spikes (Benjamini & Hochberg 1995, JRSS B 57): when the
        Benjamini-Hochberg cut at false-discovery rate :data:`FDR_LEVEL` (10%) over the
-       p-values ``max(P(mu + lambda T(nu_i) >= z_i), P(med z + sigma_e T(df_e) >=
-       z_i))`` is above ``B / N``, it is used instead.  The second p-value is the
-       empirical null (Efron 2004, JASA 99) of step 5: on noise heavier-tailed than the
-       t, the cut stays at Bonferroni's instead of sliding down the tail.
+       p-values ``max(P(mu + lambda T(nu_i) >= z_i), P_null(z >= z_i))`` is above
+       ``B / N``, it is used instead.  ``P_null`` is the empirical null below (Efron
+       2004, JASA 99): on noise heavier-tailed than the t, the cut stays at
+       Bonferroni's instead of sliding down the tail.
 
     The lag-1 autocorrelation ``rho`` of the z's (Gnanadesikan-Kettenring, robust to
-    spikes) is reported in :class:`Calibration`, not used: shrinking ``nu`` to an
-    effective window ``k (1 - rho²) / (1 + rho²)`` left AR(1) noise at phi 0.9 with a
-    critical z of ~25 and no spike of 5 noise scales found, while ``lambda`` alone keeps
-    its false events under one per 10,000 points (``benchmarks/bench_noise.py``).
+    spikes) is not in ``c_i``: shrinking ``nu`` to an effective window
+    ``k (1 - rho²) / (1 + rho²)`` left AR(1) noise at phi 0.9 with a critical z of ~25
+    and no spike of 5 noise scales found, while ``lambda`` alone keeps its false events
+    under one per 10,000 points (``benchmarks/bench_noise.py``).  It names the cause of
+    chance flags (:attr:`Detection.chance_reason`).
 
-    **Chance flags of this log's noise** (:attr:`Detection.expected_false_events`,
-    points).  Heavy-tailed noise (Student t, Laplace) beats any threshold set from the
-    body of the law, so the log says how many flags its own noise would make: a Student
-    t (df from 1 to inf, scale ``sigma_e``, maximum likelihood) is fitted to the
-    lower half of the z's, ``median z - z_i`` for ``z_i < median z`` (spikes are rises,
-    so the lower half is noise), and ``E = sum_i P(sigma_e T(df_e) >= max(c_i,
-    r_i) - median z)``, ``r_i`` the z of a ``min_rise`` rise.  About 0.5 on Gaussian or
-    AR(1) noise; on Student t(3) noise at 2% about 60 per 10,000 points (63 flagged), on
-    Laplace about 65 (44 flagged).  ``--threshold Z`` sets ``c_i = Z`` instead (the
-    rule before calibration is ``Z = 3.5``, :data:`LEGACY_THRESHOLD`); ``E`` is then
-    computed for that ``Z``.
+    **The empirical null and the chance flags** (:class:`NullTail`,
+    :attr:`Detection.expected_false_events`, in points).  The mirror z of a point is
+    its value against the *higher* of its two baselines, over that window's scale.
+    Under noise symmetric about a locally straight trend (Gaussian, AR(1), t, Laplace
+    alike), minus the mirror z has the law of z (the lower-baseline choice included:
+    flipping the noise's sign swaps the two), and rises
+    never reach the mirror's lower tail: its lower tail is the upper tail of z's noise.
+    A Student t (df 1 to inf, maximum likelihood on the exceedances) is fitted to the
+    outer :data:`TAIL_SHARE` of the mirror's lower half, and the points this log's
+    noise would flag by chance are ``E = sum_i P_null(z >= max(c_i, r_i))``, ``r_i``
+    the z of a ``min_rise`` rise (the onset rule is left out: on autocorrelated noise
+    most such points are not flagged; ``docs/detection.md`` has measured figures).
+    ``--threshold Z`` sets ``c_i = Z`` instead (the rule before calibration is ``Z =
+    3.5``, :data:`LEGACY_THRESHOLD`); ``E`` is then computed for that ``Z``.
 
     Tuned on the real logs in ``tests/data/real_logs`` and constructed runs: no spike
     on the smooth Whisper fine-tune; the sharp spikes of gpt-lab found first; 10-40%
@@ -134,10 +138,14 @@ MIN_HISTORY = 5
 FALSE_EVENT_BUDGET = 0.5
 #: Asymptotic efficiency of the MAD as an estimate of a normal scale (Rousseeuw & Croux 1993).
 MAD_EFFICIENCY = 0.3675
+#: Lag-1 autocorrelation of the z's from which the chance line calls noise autocorrelated.
+AUTOCORRELATED = 0.5
 #: Degrees of freedom at or below which a fitted tail is called heavy.
 HEAVY_TAIL_DF = 10.0
 #: False discovery rate of the Benjamini-Hochberg cut.
 FDR_LEVEL = 0.1
+#: Share of the mirror z's lower half whose tail :class:`NullTail` fits.
+TAIL_SHARE = 0.2
 #: Smallest degrees of freedom given to a window's MAD.
 DF_MIN = 1.0
 
@@ -209,8 +217,9 @@ class Detection:
         flag by chance (see the module docstring); NaN for the other detectors.
     :param false_events_basis: how that number was computed, in words.
     :param chance_reason: why ``expected_false_events`` is 1 or more, in words ("" when
-        it is not): heavy-tailed noise (the fitted t has at most :data:`HEAVY_TAIL_DF`
-        df), else the Benjamini-Hochberg cut lowered among many high points.
+        it is not): autocorrelated noise (``rho >= AUTOCORRELATED``), heavy-tailed noise
+        (the fitted t has at most :data:`HEAVY_TAIL_DF` df), else the Benjamini-Hochberg
+        cut lowered among many high points.
     """
 
     metric: str
@@ -263,7 +272,8 @@ def describe_interval(interval: int) -> str:
 
 
 def _robust_z(x: np.ndarray, window: int) -> tuple:
-    """Baseline, robust z, scale and window size (points) of every point."""
+    """Baseline, robust z, scale and window size (points) of every point, and the
+    mirror z: ``x`` against the higher baseline, over that window's scale."""
     import numpy as np
 
     # Two baselines, the lower wins: the trailing median lags high on a falling curve
@@ -272,14 +282,19 @@ def _robust_z(x: np.ndarray, window: int) -> tuple:
     med_t, mad_t = trend_baseline(x, window, centred=False)
     med_c, mad_c = trend_baseline(x, window, centred=True)
     use_c = np.isnan(med_t) | (med_c < med_t)
-    med = np.where(use_c, med_c, med_t)
-    mad = np.where(use_c, mad_c, mad_t)
     n = x.shape[0]
     k = np.where(use_c, window_sizes(n, window, True), window_sizes(n, window, False))
-    scale = 1.4826 * np.maximum(np.maximum(mad, MAD_FLOOR * np.abs(med)), print_resolution(x))
-    scale = np.where(scale > 0, scale, np.finfo(float).tiny)
-    z = (x - med) / scale
-    return med, z, scale, k
+    res = print_resolution(x)
+
+    def over(level: np.ndarray, mad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        scale = 1.4826 * np.maximum(np.maximum(mad, MAD_FLOOR * np.abs(level)), res)
+        scale = np.where(scale > 0, scale, np.finfo(float).tiny)
+        return (x - level) / scale, scale
+
+    med = np.where(use_c, med_c, med_t)
+    z, scale = over(med, np.where(use_c, mad_c, mad_t))
+    mirror, _ = over(np.where(use_c, med_t, med_c), np.where(use_c, mad_t, mad_c))
+    return med, z, scale, k, mirror
 
 
 def _robust_flags(
@@ -303,6 +318,49 @@ def _robust_flags(
     return flag
 
 
+@dataclass(frozen=True)
+class NullTail:
+    """The upper tail of the z's of noise, read from the mirror z's lower tail.
+
+    Under noise symmetric about the trend, ``-mirror`` has the law of ``z`` (the lower
+    baseline of two against the higher one, reflected), and rises do not reach the
+    mirror's lower tail.  With ``D = median(mirror) - mirror`` over its lower half, a
+    Student t is fitted to the outer :data:`TAIL_SHARE` of ``D``
+    (:func:`~dflash_diag.stattests.fit_t_tail`), and
+
+        ``P(noise z >= c) = 0.5 p_u sf((c - centre) / scale) / sf(u / scale)``
+
+    :param centre: ``-median(mirror)``.
+    :param df: the t's degrees of freedom (inf: normal).
+    :param scale: the t's scale.
+    :param u: where the fitted tail starts, in ``D``.
+    :param p_u: the share of ``D`` at or above ``u``.
+    """
+
+    centre: float
+    df: float
+    scale: float
+    u: float
+    p_u: float
+
+    def sf(self, c: Any) -> Any:
+        """``P(noise z >= c)`` (arrays welcome)."""
+        import numpy as np
+
+        from ..stattests import t_sf
+
+        ratio = t_sf((np.asarray(c) - self.centre) / self.scale, self.df)
+        ratio = ratio / t_sf(self.u / self.scale, self.df)
+        return np.minimum(0.5 * self.p_u * ratio, 1.0)
+
+    def isf(self, p: float) -> float:
+        """The ``c`` with ``P(noise z >= c) = p`` (``p`` below ``0.5 p_u``)."""
+        from ..stattests import t_quantiles, t_sf
+
+        q = 2 * p * float(t_sf(self.u / self.scale, self.df)) / self.p_u
+        return self.centre + self.scale * float(t_quantiles(1.0 - q, self.df))
+
+
 @dataclass(frozen=True, eq=False)
 class Calibration:
     """How the robust detector's critical z was set, and the chance flags to expect.
@@ -316,8 +374,8 @@ class Calibration:
     :param df: ``nu`` of a full window.
     :param centre: ``mu``, the median z (at least 0).
     :param spread: ``lambda``, the z's spread over ``t_nu``'s (at least 1).
-    :param tail_df: degrees of freedom of the t fitted to the z's lower half (inf: normal).
-    :param tail_scale: its scale.
+    :param tail: the empirical null of the z's upper tail (:class:`NullTail`), None
+        when the log is too short to fit one.
     :param expected_false_events: ``E``, points this log's noise would flag by chance.
     """
 
@@ -329,13 +387,13 @@ class Calibration:
     df: float
     centre: float
     spread: float
-    tail_df: float
-    tail_scale: float
+    tail: NullTail | None
     expected_false_events: float
 
 
 def calibrate(
     z: np.ndarray,
+    mirror: np.ndarray,
     k: np.ndarray,
     rise_z: np.ndarray,
     window: int,
@@ -345,6 +403,7 @@ def calibrate(
     """The critical z of every point and the expected chance flags (module docstring).
 
     :param z: robust z per point (NaN: none).
+    :param mirror: the mirror z per point: ``(x - the higher baseline) / its scale``.
     :param k: points in each point's baseline window.
     :param rise_z: the z a point needs to rise ``min_rise`` over its baseline.
     :param window: the full window (points).
@@ -353,7 +412,7 @@ def calibrate(
     """
     import numpy as np
 
-    from ..stattests import fit_half_t, robust_lag1, t_quantiles, t_sf
+    from ..stattests import robust_lag1, t_quantiles
 
     tested = np.isfinite(z) & (np.arange(z.shape[0]) >= MIN_HISTORY)
     zt = z[tested]
@@ -362,7 +421,7 @@ def calibrate(
     if n < 2:
         crit = np.full(z.shape[0], nan if threshold is None else threshold)
         thr = nan if threshold is None else threshold
-        return Calibration(crit, thr, budget, n, nan, nan, nan, nan, nan, nan, 0.0)
+        return Calibration(crit, thr, budget, n, nan, nan, nan, nan, None, 0.0)
     rho = robust_lag1(np.where(tested, z, np.nan))
     nu = np.maximum(MAD_EFFICIENCY * k, DF_MIN)
     nu_full = max(MAD_EFFICIENCY * window, DF_MIN)
@@ -370,52 +429,60 @@ def calibrate(
     centre = max(mid, 0.0)
     q25, q75 = np.quantile(zt, [0.25, 0.75])
     spread = max(float(q75 - q25) / (2 * float(t_quantiles(0.75, nu_full))), 1.0)
-    ok = zt < mid
-    tail_df, tail_scale = fit_half_t(mid - zt[ok]) if ok.sum() >= 10 else (nan, nan)
+    tail = _null_tail(mirror[tested & np.isfinite(mirror)])
     if threshold is None:
-        model = (centre, spread, nu, nu_full)
-        crit, thr = _critical(zt, tested, model, (mid, tail_df, tail_scale), budget)
+        crit, thr = _critical(zt, tested, (centre, spread, nu, nu_full), tail, budget)
     else:
         thr = float(threshold)
         crit = np.full(z.shape[0], thr)
     crit = np.where(tested, crit, nan)
     expected = 0.0
-    if np.isfinite(tail_scale) and tail_scale > 0:
+    if tail is not None:
         need = np.maximum(crit, np.nan_to_num(rise_z, nan=0.0))[tested]
-        expected = float(np.sum(t_sf((need - mid) / tail_scale, tail_df)))
-    return Calibration(
-        crit, thr, budget, n, rho, nu_full, centre, spread, tail_df, tail_scale, expected
-    )
+        expected = float(np.sum(tail.sf(need)))
+    return Calibration(crit, thr, budget, n, rho, nu_full, centre, spread, tail, expected)
+
+
+def _null_tail(mirror: np.ndarray) -> NullTail | None:
+    """:class:`NullTail` from the tested points' mirror z's (None: too few)."""
+    import numpy as np
+
+    from ..stattests import fit_t_tail
+
+    if mirror.size < 2:
+        return None
+    mid = float(np.median(mirror))
+    df, scale, u, p_u = fit_t_tail(mid - mirror[mirror < mid], TAIL_SHARE)
+    if not (np.isfinite(scale) and scale > 0):
+        return None
+    return NullTail(-mid, df, scale, u, p_u)
 
 
 def _critical(
-    zt: np.ndarray, tested: np.ndarray, model: tuple, tail: tuple, budget: float
+    zt: np.ndarray, tested: np.ndarray, model: tuple, tail: NullTail | None, budget: float
 ) -> tuple[np.ndarray, float]:
     """Critical z per point and of a full window (module docstring, steps 3-4).
 
-    ``model`` is ``(mu, lambda, nu per point, nu of a full window)``; ``tail`` is the
-    empirical null ``(median z, df, scale)`` of the z's lower half."""
+    ``model`` is ``(mu, lambda, nu per point, nu of a full window)``."""
     import numpy as np
 
     from ..stattests import t_quantiles, t_sf
 
     centre, spread, nu, nu_full = model
-    mid, tail_df, tail_scale = tail
     n = zt.shape[0]
     # Bonferroni: a tail probability of budget / n under the model.
     bonf = centre + spread * t_quantiles(1.0 - budget / n, nu)
     bonf_full = centre + spread * float(t_quantiles(1.0 - budget / n, nu_full))
-    if not (np.isfinite(tail_scale) and tail_scale > 0):
+    if tail is None:
         return bonf, round(bonf_full, 2)
     # Benjamini-Hochberg at FDR_LEVEL on the larger of the model's and the empirical
     # null's p-values: lower than Bonferroni's only when the log holds more high z's
     # than either null makes, never on noise heavier-tailed than the model.
     p_model = t_sf((zt - centre) / spread, nu[tested])
-    p_tail = t_sf((zt - mid) / tail_scale, tail_df)
-    cut = _bh_cut(np.maximum(p_model, p_tail), FDR_LEVEL)
+    cut = _bh_cut(np.maximum(p_model, tail.sf(zt)), FDR_LEVEL)
     if cut <= budget / n:
         return bonf, round(bonf_full, 2)
-    tail_z = mid + tail_scale * float(t_quantiles(1.0 - cut, tail_df))
+    tail_z = tail.isf(cut)
     bh = np.maximum(centre + spread * t_quantiles(1.0 - cut, nu), tail_z)
     bh_full = max(centre + spread * float(t_quantiles(1.0 - cut, nu_full)), tail_z)
     return np.minimum(bonf, bh), round(min(bonf_full, bh_full), 2)
@@ -633,10 +700,10 @@ def _apply(
     import numpy as np
 
     if detector == "robust":
-        med, z, scale, k = _robust_z(x, window)
+        med, z, scale, k, mirror = _robust_z(x, window)
         with np.errstate(divide="ignore", invalid="ignore"):
             rise_z = min_rise * np.abs(med) / scale
-        cal = calibrate(z, k, rise_z, window, threshold=threshold)
+        cal = calibrate(z, mirror, k, rise_z, window, threshold=threshold)
         return med, z, scale, _robust_flags(x, med, z, cal.critical, min_rise), cal
     thr = DEFAULT_THRESHOLD[detector] if threshold is None else threshold
     med = rolling(x, DEFAULT_WINDOW["robust"], row_median)
@@ -656,7 +723,12 @@ def _chance_reason(cal: Calibration | None) -> str:
     """Why a log expects one chance flag or more (see :attr:`Detection.chance_reason`)."""
     if cal is None or not cal.expected_false_events >= 1:
         return ""
-    if cal.tail_df <= HEAVY_TAIL_DF:
+    if cal.autocorrelation >= AUTOCORRELATED:
+        return (
+            f"the log's noise is autocorrelated (lag-1 {cal.autocorrelation:.2f}): its slow "
+            "wanders cross the critical z in runs"
+        )
+    if cal.tail is not None and cal.tail.df <= HEAVY_TAIL_DF:
         return "the log's noise is heavy-tailed"
     return (
         f"the critical z is lowered to {cal.threshold:g} among this log's many high points "
@@ -666,12 +738,14 @@ def _chance_reason(cal: Calibration | None) -> str:
 
 def _basis(cal: Calibration | None) -> str:
     """How :attr:`Detection.expected_false_events` was computed, in one phrase."""
-    if cal is None or not math.isfinite(cal.tail_scale):
+    if cal is None or cal.tail is None:
         return ""
-    df = "a normal" if math.isinf(cal.tail_df) else f"a Student t with {cal.tail_df:g} df"
+    df = "a normal" if math.isinf(cal.tail.df) else f"a Student t with {cal.tail.df:g} df"
     return (
-        f"{df} fitted to the lower half of the log's {cal.n_tested} held-out robust z's, "
-        f"summed over the points above their critical z"
+        f"{df} fitted to the outer {TAIL_SHARE:.0%} of the lower half of the log's "
+        f"{cal.n_tested} mirror z's (the value against the higher of the two baselines: "
+        "under symmetric noise their lower tail is the z's upper tail), summed over every "
+        "point's critical z"
     )
 
 

@@ -96,10 +96,17 @@ def test_heavy_tailed_noise_says_how_many_flags_are_chance() -> None:
     n_false = len(d.events)
     assert n_false >= 20
     assert 0.5 * n_false <= d.expected_false_events <= 2 * n_false
-    assert "Student t with 3 df" in d.false_events_basis
-    # Gaussian noise: less than one chance flag expected
+    assert d.calibration.tail.df <= 4  # the fitted tail is the t(3)'s, give or take
+    assert d.false_events_basis.startswith(f"a Student t with {d.calibration.tail.df:g} df")
+    assert d.chance_reason == "the log's noise is heavy-tailed"
+    # Gaussian noise: less than one chance flag expected; AR(1) noise at phi 0.9: a few
+    # points above the critical z (its wanders cross it in runs, which the onset rule
+    # mostly drops), said to be autocorrelation, not heavy tails
     for seed in range(3):
         assert detect_spikes(loss("gaussian", seed)).expected_false_events < 1
+    ar = detect_spikes(loss("ar0.9", 0))
+    assert ar.expected_false_events < 10
+    assert ar.calibration.autocorrelation > 0.8
 
 
 def test_the_text_and_json_say_how_many_could_be_noise(tmp_path) -> None:
@@ -111,7 +118,7 @@ def test_the_text_and_json_say_how_many_could_be_noise(tmp_path) -> None:
     assert "of these could be noise: the log's noise is heavy-tailed" in text.stdout
     doc = json.loads(runner.invoke(app, ["spikes", str(path), "--json"]).stdout)
     assert doc["expected_false_events"] >= 10
-    assert "lower half" in doc["false_events_basis"]
+    assert "mirror z's" in doc["false_events_basis"]
     path = tmp_path / "gaussian.tsv"
     loss("gaussian", 1, n=5000).to_csv(path, sep="\t", index=False)
     text = runner.invoke(app, ["spikes", str(path)])
