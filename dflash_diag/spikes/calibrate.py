@@ -142,6 +142,8 @@ class Calibration:
     :param tail: the empirical null of the z's upper tail (:class:`NullTail`), None
         when the log is too short to fit one.
     :param expected_false_events: ``E``, points this log's noise would flag by chance.
+    :param method: ``bonferroni``, ``benjamini-hochberg`` (the cut was lowered) or
+        ``fixed`` (the user's threshold).
     """
 
     critical: np.ndarray
@@ -154,6 +156,7 @@ class Calibration:
     spread: float
     tail: NullTail | None
     expected_false_events: float
+    method: str
 
 
 def calibrate(
@@ -188,7 +191,8 @@ def calibrate(
     if n < 2:
         crit = np.full(z.shape[0], nan if threshold is None else threshold)
         thr = nan if threshold is None else threshold
-        return Calibration(crit, thr, budget, n, nan, nan, nan, nan, None, 0.0)
+        method = "bonferroni" if threshold is None else "fixed"
+        return Calibration(crit, thr, budget, n, nan, nan, nan, nan, None, 0.0, method)
     rho = robust_lag1(np.where(tested, z, np.nan))
     nu = np.maximum(MAD_EFFICIENCY * k, DF_MIN)
     nu_full = max(MAD_EFFICIENCY * window, DF_MIN)
@@ -198,16 +202,16 @@ def calibrate(
     spread = max(float(q75 - q25) / (2 * float(t_quantiles(0.75, nu_full))), 1.0)
     tail = null_tail(mirror[tested & np.isfinite(mirror)])
     if threshold is None:
-        crit, thr = _critical(zt, tested, (centre, spread, nu, nu_full), tail, budget)
+        crit, thr, method = _critical(zt, tested, (centre, spread, nu, nu_full), tail, budget)
     else:
-        thr = float(threshold)
+        thr, method = float(threshold), "fixed"
         crit = np.full(z.shape[0], thr)
     crit = np.where(tested, crit, nan)
     expected = 0.0
     if tail is not None:
         need = np.maximum(crit, np.nan_to_num(rise_z, nan=0.0))[tested]
         expected = float(np.sum(tail.sf(need)))
-    return Calibration(crit, thr, budget, n, rho, nu_full, centre, spread, tail, expected)
+    return Calibration(crit, thr, budget, n, rho, nu_full, centre, spread, tail, expected, method)
 
 
 def null_tail(mirror: np.ndarray) -> NullTail | None:
@@ -227,8 +231,9 @@ def null_tail(mirror: np.ndarray) -> NullTail | None:
 
 def _critical(
     zt: np.ndarray, tested: np.ndarray, model: tuple, tail: NullTail | None, budget: float
-) -> tuple[np.ndarray, float]:
-    """Critical z per point and of a full window (module docstring, steps 3-4).
+) -> tuple[np.ndarray, float, str]:
+    """Critical z per point and of a full window, and which rule set them (module
+    docstring, steps 3-4).
 
     ``model`` is ``(mu, lambda, nu per point, nu of a full window)``."""
     import numpy as np
@@ -241,18 +246,18 @@ def _critical(
     bonf = centre + spread * t_quantiles(1.0 - budget / n, nu)
     bonf_full = centre + spread * float(t_quantiles(1.0 - budget / n, nu_full))
     if tail is None:
-        return bonf, round(bonf_full, 2)
+        return bonf, round(bonf_full, 2), "bonferroni"
     # Benjamini-Hochberg at FDR_LEVEL on the larger of the model's and the empirical
     # null's p-values: lower than Bonferroni's only when the log holds more high z's
     # than either null makes, never on noise heavier-tailed than the model.
     p_model = t_sf((zt - centre) / spread, nu[tested])
     cut = _bh_cut(np.maximum(p_model, tail.sf(zt)), FDR_LEVEL)
     if cut <= budget / n:
-        return bonf, round(bonf_full, 2)
+        return bonf, round(bonf_full, 2), "bonferroni"
     tail_z = tail.isf(cut)
     bh = np.maximum(centre + spread * t_quantiles(1.0 - cut, nu), tail_z)
     bh_full = max(centre + spread * float(t_quantiles(1.0 - cut, nu_full)), tail_z)
-    return np.minimum(bonf, bh), round(min(bonf_full, bh_full), 2)
+    return np.minimum(bonf, bh), round(min(bonf_full, bh_full), 2), "benjamini-hochberg"
 
 
 def _bh_cut(pvals: np.ndarray, level: float) -> float:
@@ -278,10 +283,14 @@ def chance_reason(cal: Calibration | None) -> str:
         )
     if cal.tail is not None and cal.tail.df <= HEAVY_TAIL_DF:
         return "the log's noise is heavy-tailed"
-    return (
-        f"the critical z is lowered to {cal.threshold:g} among this log's many high points "
-        f"(a {FDR_LEVEL:.0%} false-discovery rate)"
-    )
+    if cal.method == "benjamini-hochberg":
+        return (
+            f"the critical z is lowered to {cal.threshold:g} among this log's many high "
+            f"points (a {FDR_LEVEL:.0%} false-discovery rate)"
+        )
+    if cal.method == "fixed":
+        return f"the fixed critical z {cal.threshold:g} is within this log's noise"
+    return "the log's noise has more high points than a normal law"
 
 
 def basis(cal: Calibration | None) -> str:
