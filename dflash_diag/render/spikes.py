@@ -139,6 +139,8 @@ def to_json(
         "threshold": d.threshold,
         "min_rise": d.min_rise if d.detector == "robust" else None,
         "n_points": d.n_points,
+        "expected_false_events": _num(d.expected_false_events),
+        "false_events_basis": d.false_events_basis or None,
         "log_interval": d.log_interval,
         "covers": d.covers,
         "step_source": ctx.step_source,
@@ -386,6 +388,16 @@ def render_text(
                 f"({MAX_ROWS} shown: unexplained first, then inconclusive, then composition, "
                 f"each by highest z; --json has all {len(spikes)})"
             )
+    chance = d.expected_false_events  # robust only: what this log's own noise would flag
+    if math.isfinite(chance) and chance >= 1 and spikes:
+        console.print(
+            f"about {min(round(chance), len(spikes))} of these could be noise: "
+            f"{d.chance_reason} ({chance:.3g} chance flags expected)",
+            soft_wrap=True,
+            markup=False,
+        )
+    elif math.isfinite(chance):
+        console.print(f"chance flags expected from this log's noise: {chance:.2g}")
     on = {"given": ", on the given schedule", "refuted": ", forced onto a refuted schedule"}
     for s in sorted(ranked[:MAX_ROWS], key=lambda s: s.event.peak_step):
         console.print(

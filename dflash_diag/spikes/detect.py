@@ -15,14 +15,28 @@ Four detectors, same output (:class:`Detection`), so a user sees what each would
     ``z_i = (x_i - m_i) / s_i`` with ``s_i = 1.4826 * max(MAD_i, MAD_FLOOR * |m_i|, q)``,
     ``q`` the print resolution of the values (their smallest gap): a flat, noiseless
     curve has MAD 0, and the floor keeps its z finite and its last-digit wiggles
-    unflagged.  A point is flagged when ``z_i >= threshold`` (3.5) AND
+    unflagged.  A point is flagged when ``z_i >= c_i``, its critical z (below), AND
     ``x_i / m_i >= 1 + min_rise`` (5%: a real departure, not only a statistically odd
     one), and a run of flagged points is kept only if its first point jumps at least
     ``min_rise / 2`` over the median of the :data:`ONSET_POINTS` points before it (a
     curve bending at the end of a fast descent departs from a straight baseline without
-    a jump).  Tuned on the real logs in ``tests/data/real_logs`` and constructed runs:
-    no spike on the smooth Whisper fine-tune, about 0.4% of llm.c's and 1.5% of a LoRA
-    run's per-step points, and 10-40% spikes on 1%-noise curves found.
+    a jump).
+
+    **The critical z** ``c_i`` (:mod:`.calibrate` has the derivation and references):
+    ``c_i = mu + lambda t_{1 - 0.5/N}(0.3675 k_i)``, a Student t quantile for the error
+    of a MAD over the ``k_i`` points of the window, scaled by the spread ``lambda`` and
+    shifted by the median ``mu`` of the log's own z's, at a tail probability of 0.5
+    over the ``N`` points tested (about 0.5 false events per log); lowered to the
+    Benjamini-Hochberg cut at a 10% false-discovery rate when the log holds more high
+    z's than noise makes, judged against an empirical null read from the "mirror" z's
+    (the value against the higher baseline).  ``--threshold Z`` sets ``c_i = Z``
+    (:data:`LEGACY_THRESHOLD`, 3.5, is the rule before calibration).
+    :attr:`Detection.expected_false_events` is how many points this log's own noise
+    would flag by chance, from that empirical null.
+
+    Tuned on the real logs in ``tests/data/real_logs`` and constructed runs: no spike
+    on the smooth Whisper fine-tune; the sharp spikes of gpt-lab found first; 10-40%
+    spikes on 1%-noise curves found.
 ``olmo``
     OLMo-core's ``SkipStepOptimizer`` rule: ``z = (x - mean) / std`` over the ``window``
     (default 128) points before ``x``, flagged when ``z > threshold`` (default 6);
@@ -48,7 +62,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
-from .windows import print_resolution, rolling, row_mad, row_median, trend_baseline
+from .calibrate import Calibration, basis, calibrate, chance_reason
+from .windows import (
+    print_resolution,
+    rolling,
+    row_mad,
+    row_median,
+    trend_baseline,
+    window_sizes,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -59,8 +81,12 @@ Progress = Callable[[int, int], None]
 DETECTORS: tuple[str, ...] = ("robust", "olmo", "foundry", "megatron")
 #: Default ``window`` (logged points) per detector.
 DEFAULT_WINDOW: dict[str, int] = {"robust": 50, "olmo": 128, "foundry": 100, "megatron": 100}
-#: Default ``threshold`` per detector (a z for robust/olmo, a multiple for the others).
-DEFAULT_THRESHOLD: dict[str, float] = {"robust": 3.5, "olmo": 6.0, "foundry": 2.0, "megatron": 10.0}
+#: Default ``threshold`` of the production rules (olmo: a z; foundry, megatron: a
+#: multiple).  The robust detector has none: its critical z is calibrated per log.
+DEFAULT_THRESHOLD: dict[str, float] = {"olmo": 6.0, "foundry": 2.0, "megatron": 10.0}
+#: The robust detector's fixed critical z before calibration:
+#: ``detect_spikes(table, threshold=LEGACY_THRESHOLD)`` is that rule, unchanged.
+LEGACY_THRESHOLD = 3.5
 #: Robust detector: the rise over the baseline a point needs besides its z (5%).
 DEFAULT_MIN_RISE = 0.05
 #: MAD floor as a share of |baseline|, so a noiseless curve has a finite z.
@@ -119,7 +145,8 @@ class Detection:
     :param metric: the column examined.
     :param detector: one of :data:`DETECTORS`.
     :param window: logged points in the baseline window.
-    :param threshold: the detector's threshold (see the module docstring).
+    :param threshold: the detector's threshold: robust, the calibrated critical z of a
+        full window (:attr:`critical` has every point's), or the user's fixed z.
     :param min_rise: robust detector's minimum ``x / baseline - 1``.
     :param direction: ``up`` (rises are spikes) or ``down``.
     :param n_points: logged points with a finite value.
@@ -133,6 +160,16 @@ class Detection:
         olmo: the window std); NaN for foundry/megatron.
     :param flagged: bool, the point belongs to a spike event (non-finite included).
     :param events: the events, by start step.
+    :param critical: robust: the critical z of every point (NaN where untested); NaN
+        for the other detectors.
+    :param calibration: robust: how ``critical`` was set (:class:`Calibration`).
+    :param expected_false_events: robust: how many points this log's own noise would
+        flag by chance (see the module docstring); NaN for the other detectors.
+    :param false_events_basis: how that number was computed, in words.
+    :param chance_reason: why ``expected_false_events`` is 1 or more, in words ("" when
+        it is not): autocorrelated noise (``rho >= calibrate.AUTOCORRELATED``), heavy-tailed noise
+        (the fitted t has at most ``calibrate.HEAVY_TAIL_DF`` df), else the Benjamini-Hochberg
+        cut lowered among many high points.
     """
 
     metric: str
@@ -151,6 +188,11 @@ class Detection:
     scale: np.ndarray
     flagged: np.ndarray
     events: tuple[SpikeEvent, ...]
+    critical: np.ndarray
+    calibration: Calibration | None
+    expected_false_events: float
+    false_events_basis: str
+    chance_reason: str
 
 
 def log_interval(steps: np.ndarray) -> int:
@@ -179,7 +221,9 @@ def describe_interval(interval: int) -> str:
     )
 
 
-def _robust(x: np.ndarray, window: int, threshold: float, min_rise: float) -> tuple:
+def _robust_z(x: np.ndarray, window: int) -> tuple:
+    """Baseline, robust z, scale and window size (points) of every point, and the
+    mirror z: ``x`` against the higher baseline, over that window's scale."""
     import numpy as np
 
     # Two baselines, the lower wins: the trailing median lags high on a falling curve
@@ -188,16 +232,32 @@ def _robust(x: np.ndarray, window: int, threshold: float, min_rise: float) -> tu
     med_t, mad_t = trend_baseline(x, window, centred=False)
     med_c, mad_c = trend_baseline(x, window, centred=True)
     use_c = np.isnan(med_t) | (med_c < med_t)
+    n = x.shape[0]
+    k = np.where(use_c, window_sizes(n, window, True), window_sizes(n, window, False))
+    res = print_resolution(x)
+
+    def over(level: np.ndarray, mad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        scale = 1.4826 * np.maximum(np.maximum(mad, MAD_FLOOR * np.abs(level)), res)
+        scale = np.where(scale > 0, scale, np.finfo(float).tiny)
+        return (x - level) / scale, scale
+
     med = np.where(use_c, med_c, med_t)
-    mad = np.where(use_c, mad_c, mad_t)
-    scale = 1.4826 * np.maximum(np.maximum(mad, MAD_FLOOR * np.abs(med)), print_resolution(x))
-    scale = np.where(scale > 0, scale, np.finfo(float).tiny)
-    z = (x - med) / scale
+    z, scale = over(med, np.where(use_c, mad_c, mad_t))
+    mirror, _ = over(np.where(use_c, med_t, med_c), np.where(use_c, mad_t, mad_c))
+    return med, z, scale, k, mirror
+
+
+def _robust_flags(
+    x: np.ndarray, med: np.ndarray, z: np.ndarray, critical: np.ndarray, min_rise: float
+) -> np.ndarray:
+    """``z >= critical``, ``min_rise`` over the baseline, and the onset jump."""
+    import numpy as np
+
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = x / med
     history = np.arange(x.shape[0]) >= MIN_HISTORY
     rise = np.where(med > 0, ratio >= 1 + min_rise, x - med >= min_rise * np.abs(med))
-    flag = np.nan_to_num(history & (z >= threshold) & rise, nan=False).astype(bool)
+    flag = np.nan_to_num(history & (z >= critical) & rise, nan=False).astype(bool)
     # A spike starts with a jump: the first point of a run must rise min_rise / 2 over
     # the median of the ONSET_POINTS before it.  A curve bending (the end of a fast
     # warmup descent) departs from a straight-line baseline without any jump.
@@ -205,7 +265,7 @@ def _robust(x: np.ndarray, window: int, threshold: float, min_rise: float) -> tu
         before = x[max(0, a - ONSET_POINTS) : a]
         if before.size and x[a] - np.median(before) < 0.5 * min_rise * abs(np.median(before)):
             flag[a:b] = False
-    return med, z, scale, flag
+    return flag
 
 
 def _olmo(x: np.ndarray, window: int, threshold: float) -> tuple:
@@ -306,7 +366,9 @@ def detect_spikes(
     :param metric: the column to examine.
     :param detector: one of :data:`DETECTORS`, see the module docstring.
     :param window: baseline window in logged points (default :data:`DEFAULT_WINDOW`).
-    :param threshold: default :data:`DEFAULT_THRESHOLD` for the detector.
+    :param threshold: robust: None calibrates the critical z on the log (module
+        docstring), a number is a fixed z instead (:data:`LEGACY_THRESHOLD` is the rule
+        before calibration); the others: default :data:`DEFAULT_THRESHOLD`.
     :param min_rise: robust detector only: a flagged point is at least this share above
         its baseline (default 5%).
     :param direction: ``up`` or ``down`` (spikes are drops); None: ``down`` for a metric
@@ -342,17 +404,11 @@ def detect_spikes(
     win = DEFAULT_WINDOW[detector] if window is None else int(window)
     if win < 2:
         raise InputError("--window", f"must be at least 2 logged points, got {win}", "")
-    thr = DEFAULT_THRESHOLD[detector] if threshold is None else float(threshold)
-    if not np.isfinite(thr) or thr <= 0:
+    thr = DEFAULT_THRESHOLD.get(detector) if threshold is None else float(threshold)
+    if thr is not None and (not np.isfinite(thr) or thr <= 0):
         raise InputError("--threshold", f"must be a positive number, got {thr}", "")
 
-    table = table.reset_index(drop=True)  # an index named "step" would be ambiguous
-    here = _logged_here(table, metric) if logged is None else np.asarray(logged, dtype=bool)
-    table = table[here].reset_index(drop=True)
-    if "rank" in table.columns and table["rank"].nunique() > 1:
-        # Several ranks' rows: one value per step, the mean over ranks (as an all-reduce).
-        table = table.groupby("step", as_index=False).mean(numeric_only=True)
-    t = table.drop_duplicates("step", keep="last").sort_values("step", kind="stable")
+    t = _one_row_per_step(table, metric, logged)
     steps = t["step"].to_numpy(dtype=np.int64)
     values = t[metric].to_numpy(dtype=np.float64)
     finite = np.isfinite(values)
@@ -362,27 +418,15 @@ def detect_spikes(
 
     # Rules run on the finite points only; non-finite points become events of their own.
     xf = values[finite] if direction == "up" else -values[finite]
-    scale_f = np.full(xf.shape[0], np.nan)
-    if detector == "robust":
-        base_f, z_f, scale_f, flag_f = _robust(xf, win, thr, min_rise)
-    else:
-        med = rolling(xf, DEFAULT_WINDOW["robust"], row_median)
-        mad = rolling(xf, DEFAULT_WINDOW["robust"], row_mad)
-        z_f = (xf - med) / np.maximum(1.4826 * np.maximum(mad, MAD_FLOOR * np.abs(med)), 1e-300)
-        if detector == "olmo":
-            base_f, z_f, scale_f, flag_f = _olmo(xf, win, thr)
-        elif detector == "foundry":
-            base_f, flag_f = _foundry(xf, win, thr)
-        else:
-            base_f, flag_f = _megatron(xf, thr)
+    base_f, z_f, scale_f, flag_f, cal = _apply(detector, xf, win, thr, min_rise)
     if direction == "down":
         base_f = -base_f
-    baseline = np.full(values.shape[0], np.nan)
-    z = np.full(values.shape[0], np.nan)
-    scale = np.full(values.shape[0], np.nan)
+    baseline, z, scale, critical = (np.full(values.shape[0], np.nan) for _ in range(4))
     flagged = ~finite
     baseline[finite], z[finite], scale[finite] = base_f, z_f, scale_f
     flagged[finite] = flag_f
+    if cal is not None:
+        critical[finite] = cal.critical
 
     lr = _column(t, "lr")
     grad = _column(t, "grad_norm")
@@ -392,7 +436,7 @@ def detect_spikes(
         metric=metric,
         detector=detector,
         window=win,
-        threshold=thr,
+        threshold=cal.threshold if cal is not None else float(thr or 0.0),
         min_rise=float(min_rise),
         direction=direction,
         n_points=int(finite.sum()),
@@ -405,7 +449,52 @@ def detect_spikes(
         scale=scale,
         flagged=flagged,
         events=tuple(events),
+        critical=critical,
+        calibration=cal,
+        expected_false_events=cal.expected_false_events if cal is not None else float("nan"),
+        false_events_basis=basis(cal),
+        chance_reason=chance_reason(cal),
     )
+
+
+def _one_row_per_step(table: pd.DataFrame, metric: str, logged: Any = None) -> pd.DataFrame:
+    """The rows where ``metric`` was logged (``logged``, or guessed: :func:`_logged_here`),
+    one per step (ranks averaged, the last row of a repeated step kept), sorted by step."""
+    import numpy as np
+
+    table = table.reset_index(drop=True)  # an index named "step" would be ambiguous
+    here = _logged_here(table, metric) if logged is None else np.asarray(logged, dtype=bool)
+    table = table[here].reset_index(drop=True)
+    if "rank" in table.columns and table["rank"].nunique() > 1:
+        # Several ranks' rows: one value per step, the mean over ranks (as an all-reduce).
+        table = table.groupby("step", as_index=False).mean(numeric_only=True)
+    return table.drop_duplicates("step", keep="last").sort_values("step", kind="stable")
+
+
+def _apply(
+    detector: str, x: np.ndarray, window: int, threshold: float | None, min_rise: float
+) -> tuple:
+    """``(baseline, z, scale, flagged, calibration or None)`` of one detector on ``x``."""
+    import numpy as np
+
+    if detector == "robust":
+        med, z, scale, k, mirror = _robust_z(x, window)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rise_z = min_rise * np.abs(med) / scale
+        cal = calibrate(z, mirror, k, rise_z, window, MIN_HISTORY, threshold=threshold)
+        return med, z, scale, _robust_flags(x, med, z, cal.critical, min_rise), cal
+    thr = DEFAULT_THRESHOLD[detector] if threshold is None else threshold
+    med = rolling(x, DEFAULT_WINDOW["robust"], row_median)
+    mad = rolling(x, DEFAULT_WINDOW["robust"], row_mad)
+    z = (x - med) / np.maximum(1.4826 * np.maximum(mad, MAD_FLOOR * np.abs(med)), 1e-300)
+    scale = np.full(x.shape[0], np.nan)
+    if detector == "olmo":
+        base, z, scale, flag = _olmo(x, window, thr)
+    elif detector == "foundry":
+        base, flag = _foundry(x, window, thr)
+    else:
+        base, flag = _megatron(x, thr)
+    return base, z, scale, flag, None
 
 
 def _runs(mask: np.ndarray) -> list[tuple[int, int]]:

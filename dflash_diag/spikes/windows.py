@@ -142,3 +142,21 @@ def print_resolution(x: np.ndarray) -> float:
 
     gaps = np.diff(np.unique(x))
     return float(gaps.min()) if gaps.size else 0.0
+
+
+def window_sizes(n: int, window: int, centred: bool) -> np.ndarray:
+    """Points in the window of each of ``n`` points, as :func:`trend_baseline` cuts them:
+    trailing ``min(i, window)``; centred ``min(i, h) + min(n - 1 - i, h)``, ``h = window // 2``.
+
+    >>> window_sizes(6, 4, centred=False).tolist()
+    [0, 1, 2, 3, 4, 4]
+    >>> window_sizes(6, 4, centred=True).tolist()
+    [2, 3, 4, 4, 3, 2]
+    """
+    import numpy as np
+
+    i = np.arange(n)
+    if not centred:
+        return np.minimum(i, window)
+    h = max(1, window // 2)
+    return np.minimum(i, h) + np.minimum(n - 1 - i, h)

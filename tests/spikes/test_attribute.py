@@ -14,7 +14,7 @@ from dflash_diag.schedule import replay
 from dflash_diag.spikes.attribute import attribute_spikes, log_only_evidence
 from dflash_diag.spikes.correlate import correlations
 from dflash_diag.spikes.coverage import check_schedule, epochs_to_cover
-from dflash_diag.spikes.detect import detect_spikes
+from dflash_diag.spikes.detect import LEGACY_THRESHOLD, detect_spikes
 from dflash_diag.spikes.model import NEIGHBOURS
 
 from .constructed import run
@@ -169,7 +169,13 @@ def test_real_run_composition_explains_a_substantial_share(real) -> None:
 
 
 def test_real_run_short_batch_spikes_are_composition_and_recur(real) -> None:
-    _, _, _, att = real
+    log, rep, d, _ = real
+    # Steps 241 and 253 rise 16% at a robust z of 3.7: on 488 points, noise alone puts
+    # about 1.7 points that high, so the calibrated detector does not claim them; the
+    # fixed z >= 3.5 rule does, and attribution then calls them composition.
+    assert not {241, 253} & {e.peak_step for e in d.events}
+    legacy = detect_spikes(log, threshold=LEGACY_THRESHOLD)
+    att = attribute_spikes(legacy, rep, schedule_check=check_schedule(rep, log))
     by_step = {s.event.peak_step: s for s in att.spikes}
     # Steps 241 (epoch 0) and 253 (epoch 1) are the same batch of one-line samples.
     for step, other in ((241, 253), (253, 241)):

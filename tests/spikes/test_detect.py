@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from dflash_diag.errors import InputError
 from dflash_diag.spikes.detect import (
-    DEFAULT_THRESHOLD,
     DEFAULT_WINDOW,
     detect_spikes,
     log_interval,
@@ -63,7 +62,7 @@ def test_a_modest_spike_on_noisy_loss_is_found_where_it_is(at: int, rise: float,
     # the ratio is the point (with its own noise) over the level 2.0, up to the error of
     # the robust baseline (at most 0.03 in 20,000 random cases)
     assert e.ratio == pytest.approx(t.loc[at, "loss"] / 2.0, abs=0.04)
-    assert e.z >= DEFAULT_THRESHOLD["robust"]
+    assert e.z >= d.critical[at] >= d.threshold - 0.01
 
 
 def test_noise_alone_is_not_flagged_and_wiggles_below_min_rise_are_not_spikes() -> None:
