@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..spikes.detect import NearMiss, near_misses
 from ..spikes.model import NEIGHBOURS
 
 if TYPE_CHECKING:
@@ -146,6 +147,7 @@ def to_json(
         "step_source": ctx.step_source,
         "schedule_check": check,
         "spikes": [_spike_json(s) | {"ground": ground_of(attribution)} for s in spikes],
+        "below_cut": [asdict(m) for m in near_misses(d)],
         "attribution": att,
         "variance": asdict(variance) if variance is not None else None,
         "summary": summary(d, spikes, attribution, variance, ctx.line_order),
@@ -167,6 +169,24 @@ def ranked_spikes(spikes: tuple[SpikeEvidence, ...]) -> list[SpikeEvidence]:
             _VERDICT_ORDER.get(s.verdict, 1),
             -(s.event.z if math.isfinite(s.event.z) else 1e300),
         ),
+    )
+
+
+def _near_miss_line(misses: tuple[NearMiss, ...], word: str) -> str:
+    """One line on the rises under the calibrated cut (not called spikes)."""
+    rises = [m.rise for m in misses]
+    zs = [m.z for m in misses]
+    where = ", ".join(str(m.step) for m in misses[:6]) + (
+        f" and {len(misses) - 6} more" if len(misses) > 6 else ""
+    )
+    span = f"{min(rises):+.0%}" if len(misses) == 1 else f"{min(rises):+.0%} to {max(rises):+.0%}"
+    zspan = f"{min(zs):.1f}" if len(misses) == 1 else f"{min(zs):.1f}-{max(zs):.1f}"
+    crit = min(m.critical for m in misses)
+    return (
+        f"not called spikes: {len(misses)} rise{'s' if len(misses) > 1 else ''} of {span} "
+        f"at {word}{'s' if len(misses) > 1 else ''} {where} (z {zspan}) stay under this "
+        f"log's critical z ({crit:.2f}+), as high as its own noise reaches by chance; "
+        "--threshold 3.5 would call them spikes"
     )
 
 
@@ -398,6 +418,13 @@ def render_text(
         )
     elif math.isfinite(chance):
         console.print(f"chance flags expected from this log's noise: {chance:.2g}")
+    misses = near_misses(d)
+    if misses:
+        console.print(
+            _near_miss_line(misses, "event" if ctx.line_order else "step"),
+            soft_wrap=True,
+            markup=False,
+        )
     on = {"given": ", on the given schedule", "refuted": ", forced onto a refuted schedule"}
     for s in sorted(ranked[:MAX_ROWS], key=lambda s: s.event.peak_step):
         console.print(

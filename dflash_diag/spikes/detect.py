@@ -561,3 +561,57 @@ def _events(
             )
         )
     return out
+
+
+@dataclass(frozen=True)
+class NearMiss:
+    """A rise the fixed rule (z >= :data:`LEGACY_THRESHOLD` and ``min_rise``) would call
+    a spike but that stays under the log's calibrated critical z: as high as its own
+    noise reaches by chance.  Shown apart, never called a spike.
+
+    :param rise: ``value / baseline - 1`` (``baseline / value - 1`` for drops).
+    """
+
+    step: int
+    value: float
+    baseline: float
+    z: float
+    critical: float
+    rise: float
+
+
+def near_misses(d: Detection) -> tuple[NearMiss, ...]:
+    """The robust detector's near misses (:class:`NearMiss`): one per run of consecutive
+    such points, at its highest z.  Empty for the other detectors and for a fixed
+    ``--threshold``."""
+    import numpy as np
+
+    cal = d.calibration
+    if d.detector != "robust" or cal is None or cal.method.startswith("fixed"):
+        return ()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = d.values / d.baseline if d.direction == "up" else d.baseline / d.values
+        near = (
+            np.isfinite(d.z)
+            & (d.z >= LEGACY_THRESHOLD)
+            & (ratio >= 1 + d.min_rise)
+            & ~d.flagged
+            & (d.baseline > 0)
+        )
+    idx = np.flatnonzero(near)
+    if not idx.size:
+        return ()
+    out = []
+    for run in np.split(idx, np.flatnonzero(np.diff(idx) > 1) + 1):
+        i = int(run[np.argmax(d.z[run])])
+        out.append(
+            NearMiss(
+                step=int(d.steps[i]),
+                value=float(d.values[i]),
+                baseline=float(d.baseline[i]),
+                z=float(d.z[i]),
+                critical=float(d.critical[i]),
+                rise=float(ratio[i] - 1),
+            )
+        )
+    return tuple(out)
