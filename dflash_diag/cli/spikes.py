@@ -79,7 +79,8 @@ def register(app: typer.Typer) -> None:
             float | None,
             typer.Option(
                 "--threshold",
-                help="robust: a fixed critical z instead of the calibrated one (3.5 is the old rule); "
+                help="robust: a fixed critical z instead of the calibrated one (3.5: the old "
+                "rule); "
                 "olmo: sigmas (6); foundry/megatron: multiple (2 / 10).",
             ),
         ] = None,
