@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..spikes.detect import NearMiss, near_misses
+from ..spikes.detect import NearMiss, near_misses, noise_reach
 from ..spikes.model import NEIGHBOURS
 
 if TYPE_CHECKING:
@@ -172,6 +172,25 @@ def ranked_spikes(spikes: tuple[SpikeEvidence, ...]) -> list[SpikeEvidence]:
     )
 
 
+def _chance_line(d: Detection, spikes: tuple[SpikeEvidence, ...]) -> str:
+    """How many of the spikes this log's own noise could have made, and which."""
+    chance = d.expected_false_events
+    reach = noise_reach(d)
+    head = f"chance flags expected from this log's noise: {chance:.2g}"
+    if reach is None or not spikes:
+        return head
+    weak = sorted(s.event.peak_step for s in spikes if s.event.z < reach)
+    if chance >= 1 and d.chance_reason:
+        head += f", because {d.chance_reason}"
+    if not weak:
+        return head + f"; noise reaches z {reach:.1f} here, and every spike is above that"
+    word = "step" if len(weak) == 1 else "steps"
+    return head + (
+        f"; noise reaches z {reach:.1f} here: {word} {_steps(weak)} (below that) could be "
+        "noise, the rest are above it"
+    )
+
+
 def _near_miss_line(misses: tuple[NearMiss, ...], word: str) -> str:
     """One line on the rises under the calibrated cut (not called spikes)."""
     rises = [m.rise for m in misses]
@@ -179,14 +198,16 @@ def _near_miss_line(misses: tuple[NearMiss, ...], word: str) -> str:
     where = ", ".join(str(m.step) for m in misses[:6]) + (
         f" and {len(misses) - 6} more" if len(misses) > 6 else ""
     )
-    span = f"{min(rises):+.0%}" if len(misses) == 1 else f"{min(rises):+.0%} to {max(rises):+.0%}"
+    lo, hi = f"{min(rises):+.0%}", f"{max(rises):+.0%}"
+    span = lo if lo == hi else f"{lo} to {hi}"
     zspan = f"{min(zs):.1f}" if len(misses) == 1 else f"{min(zs):.1f}-{max(zs):.1f}"
     crit = min(m.critical for m in misses)
     return (
         f"not called spikes: {len(misses)} rise{'s' if len(misses) > 1 else ''} of {span} "
-        f"at {word}{'s' if len(misses) > 1 else ''} {where} (z {zspan}) stay under this "
-        f"log's critical z ({crit:.2f}+), as high as its own noise reaches by chance; "
-        "--threshold 3.5 would call them spikes"
+        f"at {word}{'s' if len(misses) > 1 else ''} {where} (z {zspan}) "
+        f"{'stay' if len(misses) > 1 else 'stays'} under this log's critical z "
+        f"({crit:.2f}+), as high as its own noise reaches by chance; --threshold 3.5 would "
+        f"call {'them spikes' if len(misses) > 1 else 'it a spike'}"
     )
 
 
@@ -409,15 +430,8 @@ def render_text(
                 f"each by highest z; --json has all {len(spikes)})"
             )
     chance = d.expected_false_events  # robust only: what this log's own noise would flag
-    if math.isfinite(chance) and chance >= 1 and spikes:
-        console.print(
-            f"about {min(round(chance), len(spikes))} of these could be noise: "
-            f"{d.chance_reason} ({chance:.3g} chance flags expected)",
-            soft_wrap=True,
-            markup=False,
-        )
-    elif math.isfinite(chance):
-        console.print(f"chance flags expected from this log's noise: {chance:.2g}")
+    if math.isfinite(chance):
+        console.print(_chance_line(d, spikes), soft_wrap=True, markup=False)
     misses = near_misses(d)
     if misses:
         console.print(

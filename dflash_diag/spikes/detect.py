@@ -615,3 +615,17 @@ def near_misses(d: Detection) -> tuple[NearMiss, ...]:
             )
         )
     return tuple(out)
+
+
+def noise_reach(d: Detection) -> float | None:
+    """The z this log's own noise reaches by chance: above it, the empirical null
+    (:class:`~.calibrate.NullTail`) expects less than half a point over the points
+    tested (``P_null(z >= c) N = 0.5``).  A spike above it is not noise; one below may
+    be.  None without a fitted null (other detectors, too few points)."""
+    cal = d.calibration
+    if cal is None or cal.tail is None or cal.n_tested < 1:
+        return None
+    p = 0.5 / cal.n_tested
+    if p >= 0.5 * cal.tail.p_u:  # (isf is defined inside the fitted tail only)
+        return None
+    return float(cal.tail.isf(p))

@@ -115,7 +115,8 @@ def test_the_text_and_json_say_how_many_could_be_noise(tmp_path) -> None:
     runner = CliRunner()
     text = runner.invoke(app, ["spikes", str(path)])
     assert text.exit_code == 0, text.stderr
-    assert "of these could be noise: the log's noise is heavy-tailed" in text.stdout
+    assert "because the log's noise is heavy-tailed; noise reaches z" in text.stdout
+    assert "(below that) could be noise, the rest are above it" in text.stdout
     doc = json.loads(runner.invoke(app, ["spikes", str(path), "--json"]).stdout)
     assert doc["expected_false_events"] >= 10
     assert "mirror z's" in doc["false_events_basis"]

@@ -117,3 +117,12 @@ def test_the_summary_names_only_spikes_the_table_shows(which, request):
             named |= {int(x) for x in re.findall(r"\d+", head)}
     assert named, "the summary names some spikes"
     assert named <= table_steps
+
+
+def test_the_chance_line_names_only_spikes_within_the_noise_reach(run_log):
+    doc, text = run_log
+    line = next(x for x in text.splitlines() if x.startswith("chance flags expected"))
+    reach = float(re.search(r"noise reaches z ([\d.]+) here", line).group(1))
+    named = {int(x) for x in re.findall(r"\d+", line.split("here:")[1].split("(below")[0])}
+    weak = {s["step"] for s in doc["spikes"] if s["z"] < reach}
+    assert named == weak and 254 not in named and 258 not in named
