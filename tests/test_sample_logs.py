@@ -240,3 +240,12 @@ def test_the_bucketed_run_has_no_spike_of_4_to_6_and_no_recurring_batch() -> Non
     assert (epochs_per_batch > 1).mean() < 0.01
     sorted_rows = last_per_step(train_rows("run.log"))
     assert sum(r[3] > 4 for r in sorted_rows.values()) >= 2
+
+
+def test_the_readme_recall_table_is_what_recall_py_prints() -> None:
+    # sample_logs/README.md states the verdicts' recall against the truth; it must not drift
+    out = subprocess.run(
+        [sys.executable, str(SAMPLE / "recall.py")], capture_output=True, text=True, check=True
+    )
+    readme = (SAMPLE / "README.md").read_text()
+    assert out.stdout.strip() in readme
