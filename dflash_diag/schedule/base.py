@@ -168,6 +168,7 @@ STRATEGY_CLASSES: dict[str, str] = {
     "length-grouped": "length_grouped:LengthGrouped",
     "fairseq": "fairseq:Fairseq",
     "random": "random_batches:RandomBatches",
+    "distributed": "distributed:Distributed",
 }
 
 
