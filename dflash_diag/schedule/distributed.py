@@ -71,6 +71,7 @@ class Distributed:
     """``DistributedSampler`` on every rank, each rank's samples cut into batches."""
 
     name = "distributed"
+    sized = True
 
     def prepare(self, lengths: np.ndarray, params: ScheduleParams) -> tuple:
         batch_size = need_batch_size(params)

@@ -54,6 +54,7 @@ class LengthGrouped:
     """Random megabatches sorted by length, longest first, then fixed-size batches."""
 
     name = "length-grouped"
+    sized = True
 
     def prepare(self, lengths: np.ndarray, params: ScheduleParams) -> tuple:
         batch_size = need_batch_size(params)

@@ -48,6 +48,7 @@ class RandomBatches:
     """Shuffle all samples every epoch, then cut fixed-size batches."""
 
     name = "random"
+    sized = True
 
     def prepare(self, lengths: np.ndarray, params: ScheduleParams) -> tuple[int, int, bool, bool]:
         own_seed = params.seeding == "global"

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InputError
 from ..records import BATCH_FEATURES, Manifest, Replay, ScheduleParams
 from .accelerate import even_batches, step_positions
-from .base import Batches, EpochPlan, Strategy, gather_segments, get_strategy, need_batch_size
+from .base import Batches, EpochPlan, Strategy, gather_segments, get_strategy
 from .rng import EpochShufflers
 
 if TYPE_CHECKING:
@@ -94,8 +94,9 @@ def _categories(
 
 
 def micro_positions(m: int, params: ScheduleParams) -> tuple[np.ndarray, ...]:
-    """``(pos, step, rank, micro)`` for an epoch of ``m`` micro-batches: positions in the epoch's order of the micro-batches used, in row order (step,
-    rank, micro), with each row's step (from 0 in the epoch), rank and micro."""
+    """``(pos, step, rank, micro)`` for an epoch of ``m`` micro-batches: the positions
+    in the epoch's order of the micro-batches used, in row order (step, rank, micro),
+    with each row's step (from 0 in the epoch), rank and micro."""
     import numpy as np
 
     w, g = params.world_size, params.grad_accum
@@ -339,6 +340,28 @@ def determined_epochs(params: ScheduleParams) -> int | None:
     return None
 
 
+def undetermined_notes(rep: Replay | None) -> tuple[str, ...]:
+    """A note for a replay that holds fewer epochs than asked because the seed does not
+    decide the later ones (:attr:`Replay.determined_epochs`), else nothing.
+
+    >>> import numpy as np
+    >>> p = ScheduleParams(strategy="random", batch_size=2, rng="torch", seeding="global")
+    >>> undetermined_notes(replay(np.ones(4), p, epochs=2))[0][:40]
+    'epochs from 1 on are not determined by t'
+    """
+    if rep is None or rep.determined_epochs is None:
+        return ()
+    n = rep.determined_epochs
+    last = int(rep.steps["step"].max()) if len(rep.steps) else rep.params.first_step
+    return (
+        f"epochs from {n} on are not determined by the seed: the sampler draws from torch's "
+        f"global generator, which dropout (or other training code) draws from too; only "
+        f"steps up to {last} are replayed. To cover the rest, record each step's sample ids "
+        f"during training (e.g. in the collator); give --no-dropout (dropout = false) only "
+        f"if nothing else draws from that generator",
+    )
+
+
 def accelerate_shards(plan: EpochPlan, params: ScheduleParams) -> EpochPlan:
     """Under ``--shard accelerate``, the epoch as accelerate's processes see it
     (:func:`even_batches`), counting the samples added to even the processes out; else
@@ -347,8 +370,10 @@ def accelerate_shards(plan: EpochPlan, params: ScheduleParams) -> EpochPlan:
 
     if params.shard != "accelerate" or params.world_size == 1 or not len(plan.order):
         return plan
+    if params.batch_size is None:  # a budgeted batch sampler: no fixed size to even out
+        return plan
     batches = plan.pool.take(plan.order)
-    shards = even_batches(batches, params.world_size, need_batch_size(params), params.drop_last)
+    shards = even_batches(batches, params.world_size, params.batch_size, params.drop_last)
     dropped = dict(plan.dropped)
     extra = len(shards.ids) - len(batches.ids)
     if extra > 0:  # counted negative: samples added, not left out
