@@ -317,8 +317,12 @@ class Replay:
     :param category_names: category names behind the ``cat_<name>`` columns.
     :param dropped: what was left out by a documented rule, summed over epochs:
         ``incomplete_last_step_micro_batches`` and ``incomplete_last_step_samples`` (an
-        epoch's last step with fewer than world_size x grad_accum micro-batches), and for
-        fairseq ``samples_over_budget`` and ``batch_size_multiple_tail_samples``.
+        epoch's last step with fewer than world_size x grad_accum micro-batches), for
+        fairseq ``samples_over_budget`` and ``batch_size_multiple_tail_samples``, for
+        ``--drop-last`` ``drop_last_samples``, for ``distributed``
+        ``sampler_drop_last_samples``; samples added are counted negative:
+        ``distributed_padding_samples`` (DistributedSampler's padding) and
+        ``even_batches_samples`` (accelerate's even batches).
     :param determined_epochs: None when every epoch asked for is determined by the
         schedule; else how many are (the replay holds only those): with ``--seeding
         global`` and ``dropout`` not ``False``, training drew from the sampler's generator

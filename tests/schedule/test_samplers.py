@@ -14,9 +14,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from dflash_diag.errors import InputError
 from dflash_diag.records import ScheduleParams
-from dflash_diag.schedule import replay, verify_tokens
+from dflash_diag.schedule import STRATEGIES, replay, verify_tokens
 from dflash_diag.schedule.accelerate import even_batches, step_positions
 from dflash_diag.schedule.base import Batches
 from dflash_diag.schedule.config import resolve_schedule
@@ -269,3 +272,66 @@ def test_trainer_with_grad_accum_steps_on_what_an_epoch_leaves():
     assert r.steps["step"].tolist() == [1, 2, 3, 4, 5, 6]
     assert r.steps["n_micro"].tolist() == [4, 4, 2, 4, 4, 2]
     assert (r.steps.groupby("epoch")["n_samples"].sum() == 80).all()
+
+
+# ---- invariants ------------------------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 5), min_size=1, max_size=12),
+    world=st.integers(1, 4),
+    drop_last=st.booleans(),
+)
+def test_even_batches_invariants(sizes, world, drop_last):
+    batch_size = 5
+    sizes = [batch_size] * (len(sizes) - 1) + [sizes[-1]]  # only the last may be short
+    b = Batches.from_lists(
+        [list(range(sum(sizes[:i]), sum(sizes[: i + 1]))) for i in range(len(sizes))]
+    )
+    out = even_batches(b, world, batch_size, drop_last).tolist()
+    original = b.tolist()
+    if world == 1:
+        assert out == original  # one process: accelerate does not shard
+        return
+    # every process gets as many batches
+    assert len(out) % world == 0
+    if drop_last:
+        assert out == original[: len(original) // world * world]
+        return
+    # the epoch's batches come first, unchanged but for the short last one, completed
+    assert out[: len(original) - 1] == original[:-1]
+    assert out[len(original) - 1][: sizes[-1]] == original[-1]
+    assert all(len(x) == batch_size for x in out)
+    # what was added comes from the first `world` batches
+    head = {i for x in original[:world] for i in x}
+    added = [i for x in out[len(original) - 1 :] for i in x][sizes[-1] :]
+    assert set(added) <= head
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 60), world=st.integers(1, 5), drop=st.booleans(), seed=st.integers(0, 99))
+def test_distributed_ranks_are_equal_and_cover_the_epoch(n, world, drop, seed):
+    perm = make_shuffler("torch", seed).permutation(n)
+    ranks = distributed_indices(perm, world, drop)
+    assert ranks.shape[0] == world
+    seen = set(ranks.ravel().tolist())
+    if drop:
+        assert ranks.size == n // world * world and len(seen) == ranks.size
+    else:
+        assert seen == set(range(n)) and ranks.size == -(-n // world) * world
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_every_strategy_declares_whether_it_is_sized(name):
+    cls = STRATEGIES[name]
+    assert isinstance(cls.sized, bool)
+    lengths = np.random.default_rng(3).integers(1, 900, 300)
+    params = ScheduleParams(strategy=name, batch_size=6, rng="torch", seed=5, epochs=2)
+    a = replay(lengths, params.replace(token_budget=2000))
+    b = replay(lengths, params.replace(token_budget=9000))
+    # a sized strategy never reads the budget; a packer does
+    assert np.array_equal(a.sample_ids, b.sample_ids) == cls.sized
+    if cls.sized:
+        with pytest.raises(InputError, match="needs a batch size"):
+            replay(lengths, params.replace(batch_size=None))
