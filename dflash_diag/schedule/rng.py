@@ -29,7 +29,10 @@ global generator: one generator seeded by ``torch.manual_seed(seed)`` (the HF Tr
 ``num_workers=0``) before the sampler draws.  A sampler without a generator of its own
 draws from it: transformers' ``LengthGroupedSampler`` one ``randperm(n)``, torch's
 ``RandomSampler`` (and ``DataLoader(shuffle=True)``) a 64-bit seed for a fresh generator
-(:meth:`TorchShuffler.random64`).  Checked against torch 2.13 (``tests/data/samplers``).
+(:meth:`TorchShuffler.random64`).  Checked against torch 2.13 (``tests/data/samplers``,
+``num_workers=0``; worker processes seed from the base seed and do not draw from the main
+process's generator).  Not modelled: ``persistent_workers=True``, whose iterator is made
+once, so later epochs draw no base seed.
 """
 
 from __future__ import annotations
