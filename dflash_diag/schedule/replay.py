@@ -449,7 +449,7 @@ def epoch_batches(
 ) -> Batches:
     """All micro-batches of one epoch in the epoch's order (before ranks and steps).
 
-    Under ``--seeding once`` the shuffles of epochs ``0..epoch-1`` are drawn first, so
+    Under ``--seeding once`` or ``global`` the draws of epochs ``0..epoch-1`` come first, so
     the result is what the run saw in that epoch.
 
     >>> import numpy as np
@@ -463,7 +463,14 @@ def epoch_batches(
     strategy: Strategy = get_strategy(params.strategy)
     prepared = strategy.prepare(lengths, params)
     shufflers = EpochShufflers(params.rng, params.seed, params.seeding)
-    first = 0 if params.seeding == "once" else epoch
+    kept = determined_epochs(params)
+    if kept is not None and epoch >= kept:
+        raise InputError(
+            "--epochs",
+            f"epoch {epoch} is not determined by the seed (--seeding global, dropout possible)",
+            "give --no-dropout if nothing else draws from torch's generator",
+        )
+    first = epoch if params.seeding == "per-epoch" else 0
     plan = None
     for e in range(first, epoch + 1):
         plan = strategy.epoch(prepared, e, shufflers.for_epoch(e))

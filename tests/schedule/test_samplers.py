@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from dflash_diag.errors import InputError
 from dflash_diag.records import ScheduleParams
-from dflash_diag.schedule import STRATEGIES, replay, verify_tokens
+from dflash_diag.schedule import STRATEGIES, epoch_batches, replay, verify_tokens
 from dflash_diag.schedule.accelerate import even_batches, step_positions
 from dflash_diag.schedule.base import Batches
 from dflash_diag.schedule.config import resolve_schedule
@@ -335,3 +335,22 @@ def test_every_strategy_declares_whether_it_is_sized(name):
     if cls.sized:
         with pytest.raises(InputError, match="needs a batch size"):
             replay(lengths, params.replace(batch_size=None))
+
+
+@pytest.mark.parametrize("case", cases("random_sampler")[:3] + cases("length_grouped")[-2:])
+def test_one_epoch_of_the_global_generator_is_what_the_run_drew(case):
+    # epoch_batches(epoch=2) draws epochs 0 and 1 first: the generator carries
+    name = "length-grouped" if "lengths" in case else "random"
+    params = ScheduleParams(
+        strategy=name,
+        rng="torch",
+        seeding="global",
+        batch_size=case["batch_size"],
+        seed=case["seed"],
+    )
+    lengths = np.array(case.get("lengths", [1] * case["n"]))
+    # not ruled out that training drew from the generator: epoch 2 is refused ...
+    with pytest.raises(InputError, match="epoch 2 is not determined by the seed"):
+        epoch_batches(lengths, params, 2)
+    # ... ruled out, it is the run's
+    assert epoch_batches(lengths, params.replace(dropout=False), 2).tolist() == case["epochs"][2]
