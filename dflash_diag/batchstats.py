@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import InputError
 from .records import STRATEGY_NAMES, Replay, ScheduleParams
+from .schedule.base import is_sized
 from .schedule.replay import batch_chunks
 
 if TYPE_CHECKING:
@@ -392,8 +393,6 @@ OVER_BUDGET = {
     "fairseq": "fairseq leaves them out of the schedule "
     "(as --skip-invalid-size-inputs-valid-test would)",
 }
-#: Strategies that take a batch size and never read the token budget.
-SIZED = ("random", "length-grouped")
 
 
 def _share(k: int, n: int) -> str:
@@ -451,7 +450,7 @@ def schedule_warnings(
             )
         )
     over = int(np.count_nonzero(capped > params.token_budget))
-    if over and params.strategy not in SIZED:
+    if over and not is_sized(params.strategy):
         what = OVER_BUDGET.get(params.strategy, "the custom strategy decides what to do with them")
         after = f", even truncated to max_seq_len {cap:,}" if cap is not None else ""
         out.append(
@@ -502,7 +501,7 @@ def default_batch_size(lengths: np.ndarray, params: ScheduleParams) -> int:
 def params_for(strategy: str, params: ScheduleParams, lengths: np.ndarray) -> ScheduleParams:
     """``params`` with ``strategy`` set, and a batch size where the strategy needs one."""
     changes: dict[str, Any] = {"strategy": strategy}
-    if strategy in ("random", "length-grouped") and params.batch_size is None:
+    if is_sized(strategy) and params.batch_size is None:
         changes["batch_size"] = default_batch_size(lengths, params)
     return params.replace(**changes)
 

@@ -50,11 +50,12 @@ STRATEGY_NAMES: tuple[str, ...] = (
     "length-grouped",
     "fairseq",
     "random",
+    "distributed",
 )
 BUDGET_MODES: tuple[str, ...] = ("padded", "tokens")
 RNG_NAMES: tuple[str, ...] = ("python", "numpy", "numpy-legacy", "torch")
-SEEDINGS: tuple[str, ...] = ("once", "per-epoch")
-SHARDS: tuple[str, ...] = ("strided", "contiguous")
+SEEDINGS: tuple[str, ...] = ("once", "per-epoch", "global")
+SHARDS: tuple[str, ...] = ("strided", "contiguous", "accelerate")
 
 
 @dataclass(frozen=True, eq=False)
@@ -167,6 +168,13 @@ def _positive(option: str, value: int | None, allow_none: bool = False) -> None:
         raise InputError(option, f"must be a positive whole number, got {value!r}", "")
 
 
+def _flag(option: str, value: object, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if not isinstance(value, bool):
+        raise InputError(option, f"must be true or false, got {value!r}", "")
+
+
 @dataclass(frozen=True)
 class ScheduleParams:
     """Everything needed to replay a batch schedule exactly.
@@ -187,17 +195,32 @@ class ScheduleParams:
     :param rng: shuffle convention: ``python`` (``random.Random``), ``numpy``
         (``numpy.random.default_rng``), ``numpy-legacy`` (``RandomState``, as fairseq),
         ``torch`` (``torch.randperm`` on a CPU generator, replicated without torch).
-    :param seeding: ``once`` (seed once, state carries across epochs) or ``per-epoch``
-        (seed + epoch, as ``DistributedSampler.set_epoch``).
+    :param seeding: ``once`` (seed once, state carries across epochs), ``per-epoch``
+        (seed + epoch, as ``DistributedSampler.set_epoch``) or ``global`` (``--rng torch``
+        only: torch's global generator seeded once by ``torch.manual_seed(seed)``, each
+        epoch's DataLoader iterator drawing its 64-bit base seed from it before the
+        sampler draws; see :mod:`dflash_diag.schedule.rng`).
     :param world_size: data-parallel ranks.
     :param grad_accum: micro-batches per rank per optimizer step.
-    :param shard: ``strided`` (rank r takes micro-batches r, r+W, ...) or ``contiguous``
-        (rank r takes the r-th contiguous block of the epoch's order).
+    :param shard: ``strided`` (rank r takes micro-batches r, r+W, ...), ``contiguous``
+        (rank r takes the r-th contiguous block of the epoch's order) or ``accelerate``
+        (strided, as accelerate's ``BatchSamplerShard``: without ``drop_last`` the epoch's
+        batches are padded to a multiple of world_size from its first samples, and an
+        epoch's last optimizer step takes the micro-batches left, as the HF Trainer does).
     :param first_step: number of the first optimizer step (0 or 1, as the log counts).
     :param epochs: epochs to replay.
     :param required_batch_size_multiple: fairseq's ``required_batch_size_multiple``.
     :param mega_batch_mult: HF ``get_length_grouped_indices`` megabatch multiplier
         (None: its default ``min(n // (4 * batch_size), 50)``).
+    :param drop_last: the DataLoader's ``drop_last`` (the HF Trainer's
+        ``dataloader_drop_last``): fixed-size strategies drop each epoch's (each rank's,
+        for ``distributed``) last, short batch.
+    :param sampler_drop_last: ``DistributedSampler(drop_last=...)`` for ``distributed``:
+        cut the epoch to a multiple of world_size instead of padding it.
+    :param dropout: whether training draws from the same global torch generator as the
+        sampler (dropout on the CPU, a random collator): ``True``, ``False`` or ``None``
+        (not known, taken as possibly).  With ``--seeding global`` and anything but
+        ``False``, only epoch 0 is determined by the seed.
     """
 
     strategy: str = "sorted-greedy"
@@ -217,6 +240,9 @@ class ScheduleParams:
     epochs: int = 1
     required_batch_size_multiple: int = 1
     mega_batch_mult: int | None = None
+    drop_last: bool = False
+    sampler_drop_last: bool = False
+    dropout: bool | None = None
 
     def __post_init__(self) -> None:
         if ":" not in self.strategy:
@@ -234,6 +260,15 @@ class ScheduleParams:
         _positive("--epochs", self.epochs)
         _positive("--required-batch-size-multiple", self.required_batch_size_multiple)
         _positive("--mega-batch-mult", self.mega_batch_mult, allow_none=True)
+        _flag("--drop-last", self.drop_last)
+        _flag("--sampler-drop-last", self.sampler_drop_last)
+        _flag("--dropout", self.dropout, allow_none=True)
+        if self.seeding == "global" and self.rng != "torch":
+            raise InputError(
+                "--seeding",
+                f"'global' is torch's global generator, got --rng {self.rng}",
+                "give --rng torch",
+            )
         if self.first_step < 0:
             raise InputError("--first-step", f"must be 0 or more, got {self.first_step}", "")
         edges = tuple(int(b) for b in self.buckets)
@@ -282,8 +317,16 @@ class Replay:
     :param category_names: category names behind the ``cat_<name>`` columns.
     :param dropped: what was left out by a documented rule, summed over epochs:
         ``incomplete_last_step_micro_batches`` and ``incomplete_last_step_samples`` (an
-        epoch's last step with fewer than world_size x grad_accum micro-batches), and for
-        fairseq ``samples_over_budget`` and ``batch_size_multiple_tail_samples``.
+        epoch's last step with fewer than world_size x grad_accum micro-batches), for
+        fairseq ``samples_over_budget`` and ``batch_size_multiple_tail_samples``, for
+        ``--drop-last`` ``drop_last_samples``, for ``distributed``
+        ``sampler_drop_last_samples``; samples added are counted negative:
+        ``distributed_padding_samples`` (DistributedSampler's padding) and
+        ``even_batches_samples`` (accelerate's even batches).
+    :param determined_epochs: None when every epoch asked for is determined by the
+        schedule; else how many are (the replay holds only those): with ``--seeding
+        global`` and ``dropout`` not ``False``, training drew from the sampler's generator
+        during epoch 0, so epochs 1, 2, ... cannot be derived from the seed.
     """
 
     params: ScheduleParams
@@ -294,6 +337,7 @@ class Replay:
     steps: pd.DataFrame
     category_names: tuple[str, ...] = ()
     dropped: dict[str, int] = field(default_factory=dict)
+    determined_epochs: int | None = None
 
     def batch(self, i: int) -> np.ndarray:
         """Dataset indices of micro-batch ``i`` (row ``i`` of ``micro``)."""

@@ -315,7 +315,9 @@ def counterfactual(
         try:
             # Any shuffle stream of the strategy is as representative as the run's own, so
             # numpy's vectorised shuffle stands in for a slow per-element convention.
-            params = params_for(name, replay.params, replay.lengths).replace(rng="numpy")
+            params = params_for(name, replay.params, replay.lengths)
+            seeding = "once" if params.seeding == "global" else params.seeding
+            params = params.replace(rng="numpy", seeding=seeding)
             alt = run_replay(source, params, epochs=int(replay.steps["epoch"].max()) + 1)
         except InputError as e:
             out.append(Counterfactual(name, None, None, f"cannot replay: {e.what}"))

@@ -302,7 +302,7 @@ def test_unknown_strategy_names_are_named():
         check_strategy_names(["random", "sorted", "nope"])
     assert str(e.value) == (
         "--compare: unknown strategy 'sorted', 'nope'; choose from sorted-greedy, bucketed, "
-        "length-grouped, fairseq, random or FILE.py:FUNC"
+        "length-grouped, fairseq, random, distributed or FILE.py:FUNC"
     )
 
 

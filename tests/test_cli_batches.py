@@ -270,7 +270,7 @@ def test_plot_writes_a_png(work):
         (
             ["manifest.csv", "--compare", "sorted-greedy,nope"],
             "error: --compare: unknown strategy 'nope'; choose from sorted-greedy, bucketed, "
-            "length-grouped, fairseq, random or FILE.py:FUNC",
+            "length-grouped, fairseq, random, distributed or FILE.py:FUNC",
         ),
         (
             ["manifest.csv", "--optimize-buckets", "0"],

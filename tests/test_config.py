@@ -80,3 +80,74 @@ def test_parse_buckets_accepts_text_and_lists():
     assert parse_buckets([0, 10]) == (0, 10)
     with pytest.raises(InputError, match="not a list of numbers"):
         parse_buckets("0,a")
+
+
+# ---- presets: a trainer's own words -----------------------------------------------------
+
+
+HF_TOML = """[schedule]
+manifest = "lengths.parquet"
+preset = "hf-trainer"
+per_device_train_batch_size = 8
+gradient_accumulation_steps = 2
+world_size = 4
+seed = 42
+train_sampling_strategy = "group_by_length"
+dataloader_drop_last = true
+dropout = false
+"""
+
+
+def test_hf_trainer_preset_from_toml_keys(tmp_path):
+    r = resolve_schedule({}, config=write(tmp_path / "s.toml", HF_TOML))
+    p = r.params
+    decided = (p.strategy, p.rng, p.seeding, p.shard)
+    assert decided == ("length-grouped", "torch", "global", "accelerate")
+    assert (p.batch_size, p.grad_accum, p.world_size, p.seed) == (8, 2, 4, 42)
+    assert (p.drop_last, p.dropout, p.first_step) == (True, False, 1)
+    assert r.manifest == tmp_path / "lengths.parquet"
+    # what the preset decided counts as named: spikes attributes on it
+    assert {"strategy", "seed", "batch_size"} <= r.given
+
+
+def test_hf_trainer_default_sampler_uses_data_seed_and_flags_win(tmp_path):
+    cfg = write(tmp_path / "s.toml", '[schedule]\npreset = "hf-trainer"\nseed = 1\ndata_seed = 7\n')
+    p = resolve_schedule({"batch_size": 16}, config=cfg).params
+    # accelerate's SeedableRandomSampler: randperm seeded data_seed + epoch
+    assert (p.strategy, p.rng, p.seeding, p.seed, p.batch_size) == (
+        "random",
+        "torch",
+        "per-epoch",
+        7,
+        16,
+    )
+    p = resolve_schedule({"preset": "hf-trainer", "group_by_length": True, "seed": 3}).params
+    assert (p.strategy, p.seed, p.dropout) == ("length-grouped", 3, None)
+
+
+@pytest.mark.parametrize(
+    ("flags", "what"),
+    [
+        ({"preset": "lightning"}, "unknown preset 'lightning'"),
+        ({"preset": "hf-trainer", "strategy": "random"}, "preset 'hf-trainer' decides strategy"),
+        ({"train_sampling_strategy": "random"}, "are the Hugging Face Trainer's words"),
+        ({"preset": "hf-trainer", "train_sampling_strategy": "sequential"}, "is not replayed"),
+        (
+            {"preset": "hf-trainer", "per_device_train_batch_size": 8, "batch_size": 4},
+            "per_device_train_batch_size = 8 and batch_size = 4 disagree",
+        ),
+        ({"preset": "hf-trainer", "dropout": "yes"}, "must be true or false"),
+        ({"rng": "numpy", "seeding": "global"}, "'global' is torch's global generator"),
+    ],
+)
+def test_bad_preset_settings_are_input_errors(flags, what):
+    with pytest.raises(InputError) as info:
+        resolve_schedule(flags)
+    assert what in info.value.what
+    assert len(str(info.value)) < 300
+
+
+def test_preset_keys_in_the_file_are_known(tmp_path):
+    cfg = write(tmp_path / "s.toml", "[schedule]\ngroup-by-length = true\n")
+    with pytest.raises(InputError, match="Hugging Face Trainer's words"):
+        resolve_schedule({}, config=cfg)

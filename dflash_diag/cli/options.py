@@ -2,7 +2,8 @@
 
 The schedule group (``--strategy --seed --token-budget ...``) is added to a command by
 :func:`schedule_options`: the decorated function receives one ``schedule`` argument, a
-dict of the ScheduleParams fields the user gave (``None`` = not given), plus ``config``;
+dict of the ScheduleParams fields and preset keys the user gave (``None`` = not given),
+plus ``config``;
 :func:`dflash_diag.schedule.config.resolve_schedule` merges them with the TOML file
 (flags win).
 """
@@ -51,14 +52,24 @@ def _choices(values: tuple[str, ...]) -> str:
     return "|".join(values)
 
 
-# name, type, flag, help
-_SCHEDULE_FLAGS: list[tuple[str, Any, str, str]] = [
+# name, type, flag (or flags), help
+_SCHEDULE_FLAGS: list[tuple[str, Any, str | tuple[str, ...], str]] = [
+    (
+        "preset",
+        str,
+        "--preset",
+        "hf-trainer: the Hugging Face Trainer's schedule from its own settings "
+        "(--per-device-train-batch-size --gradient-accumulation-steps --world-size --seed "
+        "--data-seed --train-sampling-strategy / --group-by-length --drop-last --dropout). "
+        "Checked against transformers 5.24, accelerate 1.15, torch 2.13.",
+    ),
     (
         "strategy",
         str,
         "--strategy",
-        "sorted-greedy | bucketed | length-grouped | fairseq | random | FILE.py:FUNC | module:FUNC "
-        "(runs that code). Default sorted-greedy.",
+        "sorted-greedy | bucketed | length-grouped | fairseq | random | distributed "
+        "(DistributedSampler) | FILE.py:FUNC | module:FUNC (runs that code). "
+        "Default sorted-greedy.",
     ),
     ("seed", int, "--seed", "Shuffle seed. Default 0."),
     (
@@ -75,7 +86,12 @@ _SCHEDULE_FLAGS: list[tuple[str, Any, str, str]] = [
     ),
     ("max_seq_len", int, "--max-seq-len", "Cap lengths at this before batching."),
     ("max_batch_size", int, "--max-batch-size", "At most this many samples per micro-batch."),
-    ("batch_size", int, "--batch-size", "Samples per micro-batch (length-grouped, random)."),
+    (
+        "batch_size",
+        int,
+        ("--batch-size", "--per-device-train-batch-size"),
+        "Samples per micro-batch per rank (length-grouped, random, distributed).",
+    ),
     (
         "buckets",
         str,
@@ -83,17 +99,62 @@ _SCHEDULE_FLAGS: list[tuple[str, Any, str, str]] = [
         "Bucket edges for 'bucketed'. Default 0,770,1216,1728,2432,3296,8192.",
     ),
     ("rng", str, "--rng", f"Shuffle convention: {_choices(RNG_NAMES)}. Default python."),
-    ("seeding", str, "--seeding", f"{_choices(SEEDINGS)}: seed once, or seed+epoch. Default once."),
+    (
+        "seeding",
+        str,
+        "--seeding",
+        f"{_choices(SEEDINGS)}: seed once, seed+epoch, or torch's global generator "
+        "(torch.manual_seed, a DataLoader base-seed draw each epoch). Default once.",
+    ),
     ("world_size", int, "--world-size", "Data-parallel ranks. Default 1."),
-    ("grad_accum", int, "--grad-accum", "Micro-batches per rank per optimizer step. Default 1."),
+    (
+        "grad_accum",
+        int,
+        ("--grad-accum", "--gradient-accumulation-steps"),
+        "Micro-batches per rank per optimizer step. Default 1.",
+    ),
     (
         "shard",
         str,
         "--shard",
-        f"{_choices(SHARDS)}: how ranks split an epoch's batches. Default strided.",
+        f"{_choices(SHARDS)}: how ranks split an epoch's batches (accelerate: strided, "
+        "even batches, a short last step per epoch). Default strided.",
     ),
     ("first_step", int, "--first-step", "Number of the first optimizer step. Default 0."),
     ("epochs", int, "--epochs", "Epochs to replay. Default 1 (spikes: as many as the log needs)."),
+    (
+        "drop_last",
+        bool,
+        "--drop-last",
+        "Drop each epoch's short last batch (DataLoader drop_last, dataloader_drop_last).",
+    ),
+    (
+        "sampler_drop_last",
+        bool,
+        "--sampler-drop-last",
+        "distributed: cut the epoch to a multiple of --world-size instead of padding it.",
+    ),
+    (
+        "dropout",
+        bool,
+        "--dropout/--no-dropout",
+        "Training draws from the global torch generator (dropout on CPU, a random "
+        "collator). Not given: possibly; with --seeding global only epoch 0 is then "
+        "determined.",
+    ),
+    ("data_seed", int, "--data-seed", "hf-trainer: the Trainer's data_seed (default: --seed)."),
+    (
+        "train_sampling_strategy",
+        str,
+        "--train-sampling-strategy",
+        "hf-trainer: random (default) | group_by_length.",
+    ),
+    (
+        "group_by_length",
+        bool,
+        "--group-by-length",
+        "hf-trainer: the same as --train-sampling-strategy group_by_length.",
+    ),
 ]
 
 
@@ -126,6 +187,7 @@ def schedule_options(func: Callable[..., Any]) -> Callable[..., Any]:
             )
         )
     for name, typ, flag, help_text in _SCHEDULE_FLAGS:
+        flags = (flag,) if isinstance(flag, str) else flag
         extra.append(
             inspect.Parameter(
                 f"sched_{name}",
@@ -133,7 +195,7 @@ def schedule_options(func: Callable[..., Any]) -> Callable[..., Any]:
                 default=None,
                 annotation=Annotated[
                     typ | None,
-                    typer.Option(flag, help=help_text, rich_help_panel=SCHEDULE_PANEL),
+                    typer.Option(*flags, help=help_text, rich_help_panel=SCHEDULE_PANEL),
                 ],
             )
         )

@@ -167,6 +167,7 @@ def register(app: typer.Typer) -> None:
             evidence = attribution.spikes
         else:
             m = None
+        from ..schedule.replay import undetermined_notes
         from ..variance import variance_proxies
 
         with progress("variance proxies", enabled=not json) as bar:
@@ -181,6 +182,7 @@ def register(app: typer.Typer) -> None:
             schedule=_params(resolved.params) if resolved.manifest else None,
             epochs=epochs,
             step_source=run.step_source,
+            notes=undetermined_notes(replayed),
         )
         if plot is not None:
             plot_spikes(plot, detection, evidence, attribution)

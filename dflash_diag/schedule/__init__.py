@@ -2,7 +2,7 @@
 
 >>> from dflash_diag.schedule import replay, STRATEGIES
 >>> sorted(STRATEGIES)[:2]
-['bucketed', 'fairseq']
+['bucketed', 'distributed']
 
 Names load lazily so that importing :mod:`dflash_diag.schedule.config` (the CLI does, at
 start-up) pulls in neither numpy nor pandas.

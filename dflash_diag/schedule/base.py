@@ -133,7 +133,9 @@ class EpochPlan:
 
 
 class Strategy(Protocol):
-    """One batching scheme.  ``name`` is its ``--strategy`` value.
+    """One batching scheme.  ``name`` is its ``--strategy`` value; ``sized`` is its
+    declared trait: True when it cuts batches of ``--batch-size`` samples and never reads
+    the token budget (False: it packs under the budget).
 
     ``epoch`` is called for epochs 0, 1, 2, ... in order with the shuffler of that epoch
     (the same object every epoch under ``--seeding once``), and must draw from it exactly
@@ -141,6 +143,7 @@ class Strategy(Protocol):
     """
 
     name: str
+    sized: bool
 
     def prepare(self, lengths: np.ndarray, params: ScheduleParams) -> Any: ...
 
@@ -168,6 +171,7 @@ STRATEGY_CLASSES: dict[str, str] = {
     "length-grouped": "length_grouped:LengthGrouped",
     "fairseq": "fairseq:Fairseq",
     "random": "random_batches:RandomBatches",
+    "distributed": "distributed:Distributed",
 }
 
 
@@ -176,6 +180,15 @@ def strategy_class(name: str) -> type:
     module, cls = STRATEGY_CLASSES[name].split(":")
     found: type = getattr(importlib.import_module(f"{__package__}.{module}"), cls)
     return found
+
+
+def is_sized(name: str) -> bool:
+    """The ``sized`` trait of a registered strategy (False for a user's function).
+
+    >>> is_sized("length-grouped"), is_sized("bucketed"), is_sized("train.py:build")
+    (True, False, False)
+    """
+    return name in STRATEGY_CLASSES and bool(getattr(strategy_class(name), "sized", False))
 
 
 def load_strategies() -> dict[str, type]:

@@ -44,6 +44,7 @@ class Bucketed:
     """Shuffle within buckets, pack each bucket, shuffle the pooled batches (every epoch)."""
 
     name = "bucketed"
+    sized = False
 
     def prepare(self, lengths: np.ndarray, params: ScheduleParams) -> tuple:
         buckets = bucket_of(lengths, params.buckets)

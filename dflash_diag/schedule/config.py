@@ -16,6 +16,17 @@ Example ``dflash-diag.toml``::
     world_size = 8
     first_step = 1
     epochs = 6
+
+A preset names a trainer and takes its own settings (:mod:`dflash_diag.schedule.presets`)::
+
+    [schedule]
+    manifest = "lengths.parquet"
+    preset = "hf-trainer"
+    per_device_train_batch_size = 8
+    gradient_accumulation_steps = 1
+    seed = 42
+    train_sampling_strategy = "group_by_length"
+    dropout = false
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..records import ScheduleParams
+from .presets import PRESET_KEYS, apply_preset
 
 CONFIG_NAME = "dflash-diag.toml"
 
@@ -95,7 +107,7 @@ def read_config(path: Path) -> dict[str, Any]:
     if not isinstance(section, dict):
         raise InputError(str(path), "[schedule] is not a table", "write it as a TOML table")
     out = {str(k).replace("-", "_"): v for k, v in section.items()}
-    allowed = set(ScheduleParams.field_names()) | set(EXTRA_KEYS)
+    allowed = set(ScheduleParams.field_names()) | set(EXTRA_KEYS) | set(PRESET_KEYS)
     unknown = sorted(set(out) - allowed)
     if unknown:
         raise InputError(
@@ -129,7 +141,8 @@ def resolve_schedule(
 ) -> ResolvedSchedule:
     """Merge a config file and flags (flags win) into a :class:`ResolvedSchedule`.
 
-    :param flags: ScheduleParams fields given on the command line; ``None`` = not given.
+    :param flags: ScheduleParams fields (and preset keys, :data:`PRESET_KEYS`) given on
+        the command line; ``None`` = not given.
     :param config: ``--config`` path, or None to look for ``dflash-diag.toml``.
     :param near: the log file whose folder may hold ``dflash-diag.toml``.
     :param manifest: ``--manifest`` path given on the command line, if any.
@@ -148,9 +161,12 @@ def resolve_schedule(
             f"metric_rank must be a rank number, 'all' or 'auto', got {metric_rank!r}",
             "fix [schedule] metric_rank",
         )
+    in_file = "preset" in values
     for k, v in flags.items():
         if v is not None:
             values[k] = v
+    where = str(path) if in_file and flags.get("preset") is None else "--preset"
+    values = apply_preset(values, where)
     if "buckets" in values:
         values["buckets"] = parse_buckets(values["buckets"])
     fields = set(ScheduleParams.field_names())

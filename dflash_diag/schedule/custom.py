@@ -129,6 +129,7 @@ class Custom:
     """A user's ``build_batches(lengths, epoch, seed)`` called every epoch."""
 
     name = "custom"
+    sized = False
     #: the function receives the seed itself
     prepare_uses_seed = True
 

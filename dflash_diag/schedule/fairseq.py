@@ -90,6 +90,7 @@ class Fairseq:
     ``np.random.shuffle`` of the batch list under ``numpy_seed(seed + epoch)``."""
 
     name = "fairseq"
+    sized = False
     #: the batches themselves depend on the seed (the tie order of the sort)
     prepare_uses_seed = True
 

@@ -12,11 +12,13 @@
     order = concatenate(megabatches)       # then cut into --batch-size micro-batches
 
 Python's ``sorted(reverse=True)`` keeps ties in permutation order, as here.  The last
-micro-batch may be short (``dataloader_drop_last`` is False by default).  There is no
-token budget.  Reproducing a real Trainer run needs ``--rng torch`` and the state of its
-generator: the Trainer's ``LengthGroupedSampler`` draws from the global torch generator,
-which a seed alone does not pin down (``DistributedLengthGroupedSampler`` seeds
-``seed + epoch``: ``--rng torch --seeding per-epoch``).
+micro-batch may be short (``dataloader_drop_last`` is False by default; ``--drop-last``
+drops it).  There is no token budget.  The Trainer's ``LengthGroupedSampler`` (transformers
+5.24, no generator) draws its ``randperm`` from the global torch generator after the
+DataLoader's base-seed draw: ``--rng torch --seeding global`` (or ``--preset hf-trainer``),
+exact for every epoch when nothing else draws from that generator during training, else
+for epoch 0 only (``dropout``).  ``DistributedLengthGroupedSampler`` seeds ``seed + epoch``:
+``--rng torch --seeding per-epoch``.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class LengthGrouped:
     """Random megabatches sorted by length, longest first, then fixed-size batches."""
 
     name = "length-grouped"
+    sized = True
 
     def prepare(self, lengths: np.ndarray, params: ScheduleParams) -> tuple:
         batch_size = need_batch_size(params)
@@ -59,10 +62,12 @@ class LengthGrouped:
         mult = params.mega_batch_mult
         if mult is None:
             mult = min(len(lengths) // (sampler_batch * 4), 50) or 1
-        return lengths, batch_size, mult * sampler_batch
+        return lengths, batch_size, mult * sampler_batch, params.drop_last
 
     def epoch(self, prepared: tuple, epoch: int, shuffler: Shuffler) -> EpochPlan:
-        lengths, batch_size, megabatch_size = prepared
+        lengths, batch_size, megabatch_size, drop_last = prepared
         order = length_grouped_order(lengths, shuffler.permutation(len(lengths)), megabatch_size)
-        pool = fixed_size_batches(order, batch_size)
-        return EpochPlan(pool, np.arange(len(pool), dtype=np.int64))
+        pool = fixed_size_batches(order, batch_size, drop_last)
+        left = len(order) - len(pool.ids)
+        dropped = {"drop_last_samples": left} if left else {}
+        return EpochPlan(pool, np.arange(len(pool), dtype=np.int64), dropped)

@@ -11,7 +11,13 @@ strategy:
   fairseq's ``batches[r::W]`` then ``update_freq`` grouping);
 - ``--shard contiguous``: rank ``r`` takes the ``r``-th block of ``M // W`` micro-batches
   (``M`` in the epoch) and its step ``k``, micro ``m`` is ``order[r*(M//W) + k*G + m]``;
-- what does not fill a last step is dropped, every epoch (counted in ``Replay.dropped``);
+- ``--shard accelerate``: strided, over the epoch as accelerate's ``BatchSamplerShard``
+  evens it out across processes (:mod:`dflash_diag.schedule.accelerate`), and an epoch's
+  last step takes the micro-batches left, fewer than ``grad_accum`` (the HF Trainer);
+- otherwise what does not fill a last step is dropped, every epoch (counted in
+  ``Replay.dropped``);
+- with ``--seeding global`` and ``dropout`` not ``False`` only epoch 0 is replayed
+  (``Replay.determined_epochs``: later epochs do not follow from the seed);
 - steps are numbered from ``first_step`` and keep counting across epochs.
 """
 
@@ -22,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from ..records import BATCH_FEATURES, Manifest, Replay, ScheduleParams
+from .accelerate import even_batches, step_positions
 from .base import Batches, EpochPlan, Strategy, gather_segments, get_strategy
 from .rng import EpochShufflers
 
@@ -86,26 +93,25 @@ def _categories(
     return codes.astype(np.int64), tuple(str(x) for x in names)
 
 
-def _positions(m: int, params: ScheduleParams) -> tuple[np.ndarray, int]:
-    """Positions in the epoch's order of the micro-batches used, in row order (step,
-    rank, micro), and the number of steps."""
+def micro_positions(m: int, params: ScheduleParams) -> tuple[np.ndarray, ...]:
+    """``(pos, step, rank, micro)`` for an epoch of ``m`` micro-batches: the positions
+    in the epoch's order of the micro-batches used, in row order (step, rank, micro),
+    with each row's step (from 0 in the epoch), rank and micro."""
     import numpy as np
 
     w, g = params.world_size, params.grad_accum
-    if params.shard == "strided":
-        n_steps = m // (w * g)
-        k, r, j = np.meshgrid(
-            np.arange(n_steps), np.arange(w), np.arange(g), indexing="ij", sparse=True
-        )
-        pos = k * (w * g) + j * w + r
-    else:
-        block = m // w
-        n_steps = block // g
-        k, r, j = np.meshgrid(
-            np.arange(n_steps), np.arange(w), np.arange(g), indexing="ij", sparse=True
-        )
-        pos = r * block + k * g + j
-    return np.broadcast_to(pos, (n_steps, w, g)).reshape(-1).astype(np.int64, copy=False), n_steps
+    if params.shard != "contiguous":
+        return step_positions(m, w, g, keep_partial=params.shard == "accelerate")
+    block = m // w
+    n_steps = block // g
+    k, r, j = np.meshgrid(
+        np.arange(n_steps), np.arange(w), np.arange(g), indexing="ij", sparse=True
+    )
+    shape = (n_steps, w, g)
+    return tuple(
+        np.broadcast_to(a, shape).reshape(-1).astype(np.int64, copy=False)
+        for a in (r * block + k * g + j, k, r, j)
+    )
 
 
 #: samples handled at once when gathering or summing over batches: bounds the
@@ -193,15 +199,14 @@ def _epoch_rows(
     the pool batches they use, and the pool batches dropped with the incomplete step."""
     import numpy as np
 
-    pos, n_steps = _positions(len(plan.order), params)
+    pos, step, rank, micro = micro_positions(len(plan.order), params)
     chosen = plan.order[pos]
     unused = np.setdiff1d(np.arange(len(plan.order)), pos, assume_unique=True)
-    w, g = params.world_size, params.grad_accum
     part = {k: v[chosen] for k, v in feats.items()}
     part["epoch"] = np.full(len(chosen), epoch, dtype=np.int64)
-    part["step"] = step0 + np.repeat(np.arange(n_steps, dtype=np.int64), w * g)
-    part["rank"] = np.tile(np.repeat(np.arange(w, dtype=np.int64), g), n_steps)
-    part["micro"] = np.tile(np.arange(g, dtype=np.int64), n_steps * w)
+    part["step"] = step0 + step
+    part["rank"] = rank
+    part["micro"] = micro
     return part, chosen, plan.order[unused]
 
 
@@ -255,6 +260,11 @@ def replay(
     n_epochs = params.epochs if epochs is None else int(epochs)
     if n_epochs < 1:
         raise InputError("--epochs", f"must be a positive whole number, got {n_epochs}", "")
+    determined = determined_epochs(params)
+    if determined is not None and determined < n_epochs:
+        n_epochs = determined
+    else:
+        determined = None
     raw = as_lengths(source)
     lengths = raw if params.max_seq_len is None else np.minimum(raw, params.max_seq_len)
     n = len(lengths)
@@ -275,11 +285,11 @@ def replay(
     }
     cache: tuple[Batches | None, dict[str, np.ndarray]] = (None, {})
     step0 = params.first_step
-    per_step = params.world_size * params.grad_accum
     if progress is not None:
         progress(0, n_epochs)
     for e in range(n_epochs):
         plan: EpochPlan = strategy.epoch(prepared, e, shufflers.for_epoch(e))
+        plan = accelerate_shards(plan, params)
         for key, value in plan.dropped.items():
             dropped[key] = dropped.get(key, 0) + int(value)
         if cache[0] is not plan.pool:
@@ -290,8 +300,8 @@ def replay(
         dropped["incomplete_last_step_samples"] += int(feats["n"][dropped_micro].sum())
         flat, used = _gather_into(flat, used, plan.pool, chosen, part["n"])
         parts.append(part)
-        n_steps = len(chosen) // per_step
-        step0 += n_steps
+        if len(chosen):
+            step0 = int(part["step"][-1]) + 1
         if progress is not None:
             progress(e + 1, n_epochs)
 
@@ -301,7 +311,7 @@ def replay(
     offsets = np.zeros(len(cols["n"]) + 1, dtype=np.int64)
     np.cumsum(cols["n"], out=offsets[1:])
     cols["padded_tokens"] = cols["n"] * cols["max"]
-    steps = _step_table(cols, per_step, cat_names)
+    steps = _step_table(cols, cat_names)
     micro = _micro_table(cols, cat_names)
     return Replay(
         params=params,
@@ -312,7 +322,65 @@ def replay(
         steps=steps,
         category_names=cat_names,
         dropped=dropped,
+        determined_epochs=determined,
     )
+
+
+def determined_epochs(params: ScheduleParams) -> int | None:
+    """How many epochs the seed determines: None (all), or 1 with ``--seeding global``
+    unless ``dropout`` is ``False`` (training draws from the sampler's generator between
+    epochs, so only the first epoch's draw follows from the seed).
+
+    >>> determined_epochs(ScheduleParams(rng="torch", seeding="global"))
+    1
+    >>> determined_epochs(ScheduleParams(rng="torch", seeding="global", dropout=False))
+    """
+    if params.seeding == "global" and params.dropout is not False:
+        return 1
+    return None
+
+
+def undetermined_notes(rep: Replay | None) -> tuple[str, ...]:
+    """A note for a replay that holds fewer epochs than asked because the seed does not
+    decide the later ones (:attr:`Replay.determined_epochs`), else nothing.
+
+    >>> import numpy as np
+    >>> p = ScheduleParams(strategy="random", batch_size=2, rng="torch", seeding="global")
+    >>> undetermined_notes(replay(np.ones(4), p, epochs=2))[0][:40]
+    'epochs from 1 on are not determined by t'
+    """
+    if rep is None or rep.determined_epochs is None:
+        return ()
+    n = rep.determined_epochs
+    last = int(rep.steps["step"].max()) if len(rep.steps) else rep.params.first_step
+    return (
+        f"epochs from {n} on are not determined by the seed: the sampler draws from torch's "
+        f"global generator, which dropout (or other training code) draws from too; only "
+        f"steps up to {last} are replayed. To cover the rest, record each step's sample ids "
+        f"during training (e.g. in the collator); give --no-dropout (dropout = false) only "
+        f"if nothing else draws from that generator",
+    )
+
+
+def accelerate_shards(plan: EpochPlan, params: ScheduleParams) -> EpochPlan:
+    """Under ``--shard accelerate``, the epoch as accelerate's processes see it
+    (:func:`even_batches`), counting the samples added to even the processes out; else
+    ``plan`` itself."""
+    import numpy as np
+
+    if params.shard != "accelerate" or params.world_size == 1 or not len(plan.order):
+        return plan
+    if params.batch_size is None:  # a budgeted batch sampler: no fixed size to even out
+        return plan
+    batches = plan.pool.take(plan.order)
+    shards = even_batches(batches, params.world_size, params.batch_size, params.drop_last)
+    dropped = dict(plan.dropped)
+    extra = len(shards.ids) - len(batches.ids)
+    if extra > 0:  # counted negative: samples added, not left out
+        dropped["even_batches_samples"] = dropped.get("even_batches_samples", 0) - extra
+    elif extra < 0:
+        dropped["drop_last_samples"] = dropped.get("drop_last_samples", 0) - extra
+    return EpochPlan(shards, np.arange(len(shards), dtype=np.int64), dropped)
 
 
 def batch_ids(keys: np.ndarray) -> np.ndarray:
@@ -339,28 +407,40 @@ _MICRO_ORDER = ["epoch", "step", "rank", "micro", "batch_id", *BATCH_FEATURES]
 _STEP_ORDER = ["step", "epoch", "n_micro", *BATCH_FEATURES]
 
 
-def _step_table(cols: dict[str, np.ndarray], per_step: int, cat_names: tuple[str, ...]) -> Any:
-    # Rows are in (step, rank, micro) order and every step has exactly per_step rows,
-    # so a step's aggregates are reductions over rows of a (n_steps, per_step) reshape.
+def step_starts(step: np.ndarray) -> np.ndarray:
+    """Indices where a new step begins in rows sorted by step."""
     import numpy as np
 
-    def grid(a: np.ndarray) -> np.ndarray:
-        return a.reshape(-1, per_step)
+    if not len(step):
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(np.r_[True, step[1:] != step[:-1]])
 
-    n_col = grid(cols["n"]).sum(axis=1)
+
+def _step_table(cols: dict[str, np.ndarray], cat_names: tuple[str, ...]) -> Any:
+    # Rows are in (step, rank, micro) order, so a step's aggregates are reductions over
+    # its run of rows (an epoch's last step may have fewer, under --shard accelerate).
+    import numpy as np
+
+    step = cols["step"]
+    starts = step_starts(step)
+
+    def total(a: np.ndarray) -> np.ndarray:
+        return np.add.reduceat(a, starts) if len(starts) else a[:0]
+
+    n_col = total(cols["n"])
     base = {
-        "step": grid(cols["step"])[:, 0].copy(),
-        "epoch": grid(cols["epoch"])[:, 0].copy(),
-        "n_micro": np.full(len(n_col), per_step, dtype=np.int64),
+        "step": step[starts].copy(),
+        "epoch": cols["epoch"][starts].copy(),
+        "n_micro": np.diff(np.r_[starts, len(step)]).astype(np.int64),
         "n_samples": n_col,
-        "tokens": grid(cols["tokens"]).sum(axis=1),
-        "padded_tokens": grid(cols["padded_tokens"]).sum(axis=1),
-        "min_len": grid(cols["min"]).min(axis=1) if len(n_col) else n_col.copy(),
-        "max_len": grid(cols["max"]).max(axis=1) if len(n_col) else n_col.copy(),
-        "sumsq": grid(cols["sumsq"]).sum(axis=1),
+        "tokens": total(cols["tokens"]),
+        "padded_tokens": total(cols["padded_tokens"]),
+        "min_len": np.minimum.reduceat(cols["min"], starts) if len(starts) else n_col.copy(),
+        "max_len": np.maximum.reduceat(cols["max"], starts) if len(starts) else n_col.copy(),
+        "sumsq": total(cols["sumsq"]),
     }
     for k in range(len(cat_names)):
-        base[f"cat{k}"] = grid(cols[f"cat{k}"]).sum(axis=1)
+        base[f"cat{k}"] = total(cols[f"cat{k}"])
     return _frame(base, cat_names, n_col, _STEP_ORDER)
 
 
@@ -369,7 +449,7 @@ def epoch_batches(
 ) -> Batches:
     """All micro-batches of one epoch in the epoch's order (before ranks and steps).
 
-    Under ``--seeding once`` the shuffles of epochs ``0..epoch-1`` are drawn first, so
+    Under ``--seeding once`` or ``global`` the draws of epochs ``0..epoch-1`` come first, so
     the result is what the run saw in that epoch.
 
     >>> import numpy as np
@@ -383,7 +463,14 @@ def epoch_batches(
     strategy: Strategy = get_strategy(params.strategy)
     prepared = strategy.prepare(lengths, params)
     shufflers = EpochShufflers(params.rng, params.seed, params.seeding)
-    first = 0 if params.seeding == "once" else epoch
+    kept = determined_epochs(params)
+    if kept is not None and epoch >= kept:
+        raise InputError(
+            "--epochs",
+            f"epoch {epoch} is not determined by the seed (--seeding global, dropout possible)",
+            "give --no-dropout if nothing else draws from torch's generator",
+        )
+    first = epoch if params.seeding == "per-epoch" else 0
     plan = None
     for e in range(first, epoch + 1):
         plan = strategy.epoch(prepared, e, shufflers.for_epoch(e))

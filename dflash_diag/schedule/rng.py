@@ -22,7 +22,17 @@ because those shuffles move positions without looking at the values:
 Seeding (``--seeding``): ``once`` makes one shuffler for the whole run (its state carries
 from one epoch's shuffles to the next, like ``random.seed(seed)`` before the epoch loop);
 ``per-epoch`` makes a fresh one seeded with ``seed + epoch`` every epoch (epochs counted
-from 0, like ``DistributedSampler.set_epoch``).
+from 0, like ``DistributedSampler.set_epoch``); ``global`` (``--rng torch`` only) is torch's
+global generator: one generator seeded by ``torch.manual_seed(seed)`` (the HF Trainer's
+``set_seed``) for the whole run, from which each epoch's DataLoader iterator first draws its
+64-bit base seed (``_BaseDataLoaderIter.__init__``, two 32-bit outputs; also with
+``num_workers=0``) before the sampler draws.  A sampler without a generator of its own
+draws from it: transformers' ``LengthGroupedSampler`` one ``randperm(n)``, torch's
+``RandomSampler`` (and ``DataLoader(shuffle=True)``) a 64-bit seed for a fresh generator
+(:meth:`TorchShuffler.random64`).  Checked against torch 2.13 (``tests/data/samplers``,
+``num_workers=0``; worker processes seed from the base seed and do not draw from the main
+process's generator).  Not modelled: ``persistent_workers=True``, whose iterator is made
+once, so later epochs draw no base seed.
 """
 
 from __future__ import annotations
@@ -144,6 +154,16 @@ class TorchShuffler:
             "state": {"key": np.array(mt19937_init_genrand(seed), dtype=np.uint32), "pos": 624},
         }
 
+    def random64(self) -> int:
+        """``torch.empty((), dtype=torch.int64).random_()`` on this generator: two 32-bit
+        outputs ``hi, lo`` (``random64``, high word first), ``((hi << 32) | lo) % 2**63``.
+
+        >>> TorchShuffler(0).random64()
+        900450186894289455
+        """
+        hi, lo = (int(x) for x in self.bitgen.random_raw(2))
+        return ((hi << 32) | lo) % (1 << 63)
+
     def permutation(self, n: int) -> np.ndarray:
         import numpy as np
 
@@ -190,7 +210,8 @@ class EpochShufflers:
 
     ``once``: one shuffler seeded with ``seed``; ``for_epoch`` must then be asked for
     epochs 0, 1, 2, ... in order (the state carries).  ``per-epoch``: a new shuffler
-    seeded with ``seed + epoch`` for each epoch, any order.
+    seeded with ``seed + epoch`` for each epoch, any order.  ``global``: as ``once`` with
+    torch's generator, after the DataLoader's base-seed draw of each epoch.
 
     >>> s = EpochShufflers("python", 0, "per-epoch")
     >>> s.for_epoch(1).permutation(4).tolist() == make_shuffler("python", 1).permutation(4).tolist()
@@ -198,14 +219,16 @@ class EpochShufflers:
     """
 
     def __init__(self, rng: str, seed: int, seeding: str) -> None:
-        if seeding not in ("once", "per-epoch"):
+        if seeding not in ("once", "per-epoch", "global"):
             raise InputError(
-                "--seeding", f"unknown value {seeding!r}", "choose from once, per-epoch"
+                "--seeding", f"unknown value {seeding!r}", "choose from once, per-epoch, global"
             )
+        if seeding == "global" and rng != "torch":
+            raise InputError("--seeding", "'global' is torch's global generator", "use --rng torch")
         self.rng = rng
         self.seed = seed
         self.seeding = seeding
-        self._once: Shuffler | None = make_shuffler(rng, seed) if seeding == "once" else None
+        self._once: Shuffler | None = make_shuffler(rng, seed) if seeding != "per-epoch" else None
         self._next_epoch = 0
 
     def for_epoch(self, epoch: int) -> Shuffler:
@@ -215,4 +238,6 @@ class EpochShufflers:
             # With one seed for the run, epoch e's order depends on every earlier shuffle.
             raise ValueError(f"seeding 'once' needs epochs in order; got {epoch}")
         self._next_epoch += 1
+        if self.seeding == "global" and isinstance(self._once, TorchShuffler):
+            self._once.random64()  # the epoch's DataLoader iterator draws its base seed
         return self._once

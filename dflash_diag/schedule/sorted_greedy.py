@@ -46,6 +46,7 @@ class SortedGreedy:
     shuffled, with one ``permutation(n_batches)`` draw from the epoch's shuffler."""
 
     name = "sorted-greedy"
+    sized = False
 
     def prepare(self, lengths: np.ndarray, params: ScheduleParams) -> Batches:
         return build_sorted_batches(lengths, Budget.from_params(params))

@@ -31,7 +31,7 @@ import numpy as np
 from ..errors import InputError
 from ..records import Manifest, Replay, RunLog, ScheduleParams
 from .base import Batches, get_strategy
-from .replay import _positions, as_lengths
+from .replay import accelerate_shards, as_lengths, determined_epochs, micro_positions, step_starts
 from .rng import EpochShufflers
 
 if TYPE_CHECKING:
@@ -254,22 +254,25 @@ def step_token_table(
     if prepared is None:
         prepared = strategy.prepare(lengths, params)
     shufflers = EpochShufflers(params.rng, params.seed, params.seeding)
-    w, g = params.world_size, params.grad_accum
+    n_epochs = min(params.epochs, determined_epochs(params) or params.epochs)
     totals: list[np.ndarray] = []
     firsts: list[np.ndarray] = []
     got = 0
     cache: tuple[Batches | None, np.ndarray] = (None, np.zeros(0))
-    for e in range(params.epochs):
+    for e in range(n_epochs):
         if max_steps is not None and got >= max_steps:
             break
-        plan = strategy.epoch(prepared, e, shufflers.for_epoch(e))
+        plan = accelerate_shards(strategy.epoch(prepared, e, shufflers.for_epoch(e)), params)
         if cache[0] is not plan.pool:
             cache = (plan.pool, _pool_tokens(plan.pool, lengths))
-        pos, n_steps = _positions(len(plan.order), params)
-        grid = cache[1][plan.order[pos]].reshape(n_steps, w, g)
-        totals.append(grid.sum(axis=(1, 2)))
-        firsts.append(grid[:, 0, :].sum(axis=1))
-        got += n_steps
+        pos, step, rank, _ = micro_positions(len(plan.order), params)
+        tokens = cache[1][plan.order[pos]]
+        starts = step_starts(step)
+        if not len(starts):
+            continue
+        totals.append(np.add.reduceat(tokens, starts))
+        firsts.append(np.add.reduceat(np.where(rank == 0, tokens, 0), starts))
+        got += len(starts)
     total = np.concatenate(totals) if totals else np.zeros(0, dtype=np.int64)
     first = np.concatenate(firsts) if firsts else np.zeros(0, dtype=np.int64)
     if max_steps is not None:
