@@ -155,7 +155,7 @@ def _as_float(value: Any) -> float:
     if isinstance(value, bool) or value is None:
         return math.nan
     if isinstance(value, int):
-        return float(value) if abs(value) < 2**1000 else math.copysign(math.inf, value)
+        return float(value) if abs(value) < 2**1000 else (math.inf if value > 0 else -math.inf)
     if isinstance(value, (str, bytes)):
         try:
             return float(value)

@@ -143,9 +143,21 @@ def structure_edit(data: bytes, rnd: random.Random) -> bytes:
     return b"\n".join(lines)
 
 
+def deep_json_lines(rnd: random.Random, n: int = 1500) -> bytes:
+    """``n`` JSON lines of step and loss (over 20 kB: the Arrow path), one of them
+    holding a value nested thousands deep."""
+    lines = [b'{"step": %d, "loss": %.3f}' % (i, 2 + rnd.random()) for i in range(1, n + 1)]
+    k = rnd.randrange(n)
+    depth = rnd.choice([65, 1000, 5000, 100_000])
+    lines[k] = b'{"step": %d, "loss": 1.5, "x": ' % (k + 1) + nested(depth, rnd) + b"}"
+    return b"\n".join(lines) + b"\n"
+
+
 def log_case(rnd: random.Random, seeds: list[Path] | None = None) -> Case:
     """A seed log's head with one to three edits; sometimes a JSON document built whole."""
     seeds = seeds if seeds is not None else seed_logs()
+    if rnd.random() < 0.05:  # JSON lines long enough for Arrow's reader, one line deep
+        return Case("log", "metrics.jsonl", deep_json_lines(rnd))
     if rnd.random() < 0.05:  # a whole file that is one deep value (detect, hf_state)
         name = rnd.choice(["trainer_state.json", "run.log", "metrics.jsonl"])
         depth = rnd.choice([1000, 50_000])
