@@ -175,7 +175,9 @@ def _numbers(s: pd.Series) -> Any:
 
     if s.dtype.kind in "iuf":
         return s.to_numpy()
-    if s.dtype.kind == "O" or pd.api.types.is_string_dtype(s.dtype):
+    if s.dtype.kind == "O":  # (cells of any type, lists from JSON too: one by one)
+        return np.fromiter((_as_float(v) for v in s), np.float64, len(s))
+    if pd.api.types.is_string_dtype(s.dtype):
         # each distinct cell once (a text column of a few repeated values is common)
         codes, uniques = pd.factorize(s, use_na_sentinel=True)
         table = np.array([_as_float(u) for u in uniques] + [np.nan], dtype=np.float64)
@@ -212,7 +214,7 @@ def _whole_numbers(
                 f"({shown(not_number)})",
                 f"{what} must be whole numbers",
             )
-        frac = np.flatnonzero(~np.isfinite(arr) | (arr != np.floor(arr)))
+        frac = np.flatnonzero(np.isfinite(arr) & (arr != np.floor(arr)))  # (inf: too big)
         if frac.size:
             raise InputError(
                 str(path),

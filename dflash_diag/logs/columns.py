@@ -299,10 +299,11 @@ def read_numbers(col: Any, off: Any, seg: Segment, v: ValueToken, ok: Any) -> An
     if not finite.all():  # Arrow reads `Infinity`, `Nan`, `infK`...: keep the parser's
         odd = ok & ~finite
         ok &= ~odd | syntax(odd, number)
-    if scale is not None:
-        return vals * scale
-    if v.factor != 1.0:
-        return vals * v.factor
+    with np.errstate(over="ignore"):  # (1e308K is inf, as float() * 1e3 makes it)
+        if scale is not None:
+            return vals * scale
+        if v.factor != 1.0:
+            return vals * v.factor
     return vals  # a strided view of Arrow's result
 
 

@@ -106,7 +106,7 @@ def read_config(path: Path) -> dict[str, Any]:
     allowed = set(ScheduleParams.field_names()) | set(EXTRA_KEYS)
     unknown = sorted(set(out) - allowed)
     if unknown:
-        close = difflib.get_close_matches(unknown[0], sorted(allowed), n=1)
+        close = [c for k in unknown for c in difflib.get_close_matches(k, sorted(allowed), n=1)]
         hint = f"did you mean {close[0]}?" if close else "the keys are the schedule flags' names"
         names = ", ".join(unknown)
         names = names if len(names) <= 80 else names[:77] + "..."

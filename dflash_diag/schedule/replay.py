@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
-from ..records import BATCH_FEATURES, Manifest, Replay, ScheduleParams
+from ..records import BATCH_FEATURES, Manifest, Replay, ScheduleParams, value_problem
 from .base import Batches, EpochPlan, Strategy, gather_segments, get_strategy
 from .rng import EpochShufflers
 
@@ -252,9 +252,10 @@ def replay(
     """
     import numpy as np
 
-    n_epochs = params.epochs if epochs is None else int(epochs)
-    if n_epochs < 1:
-        raise InputError("--epochs", f"must be a positive whole number, got {n_epochs}", "")
+    n_epochs = params.epochs if epochs is None else epochs
+    problem = value_problem("epochs", n_epochs)
+    if problem is not None:  # (before the buffer of n x epochs sample ids is asked for)
+        raise InputError("--epochs", problem, "")
     raw = as_lengths(source)
     lengths = raw if params.max_seq_len is None else np.minimum(raw, params.max_seq_len)
     n = len(lengths)
