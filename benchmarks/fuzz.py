@@ -196,6 +196,8 @@ def library_pass(args: argparse.Namespace, out: Path) -> int:
             path.write_bytes(case.data)
             status, detail = w.run(case.kind, path)
             counts[case.kind][status] += 1
+            if i and i % 1000 == 0:
+                print(f"  ... {i} cases, {time.perf_counter() - start:.0f} s", file=sys.stderr)
             if only is not None:
                 print(f"{case.kind}:{i} {case.name}: {status} {detail}")
             if status in ("ok", "error"):
@@ -223,13 +225,18 @@ def library_pass(args: argparse.Namespace, out: Path) -> int:
 
 def _table(counts: dict[str, Counter[str]], title: str) -> int:
     print(title)
-    print(f"{'kind':<10}" + "".join(f"{s:>10}" for s in STATUSES) + f"{'total':>10}")
+    w = max(10, *(len(k) + 2 for k in counts))
+    print(f"{'kind':<{w}}" + "".join(f"{s:>10}" for s in STATUSES) + f"{'total':>10}")
     total: Counter[str] = Counter()
     for kind in sorted(counts):
         c = counts[kind]
         total.update(c)
-        print(f"{kind:<10}" + "".join(f"{c[s]:>10}" for s in STATUSES) + f"{sum(c.values()):>10}")
-    print(f"{'all':<10}" + "".join(f"{total[s]:>10}" for s in STATUSES) + f"{sum(total.values()):>10}")
+        print(f"{kind:<{w}}" + "".join(f"{c[s]:>10}" for s in STATUSES) + f"{sum(c.values()):>10}")
+    print(
+        f"{'all':<{w}}"
+        + "".join(f"{total[s]:>10}" for s in STATUSES)
+        + f"{sum(total.values()):>10}"
+    )
     return total["crash"] + total["contract"] + total["hang"]
 
 
@@ -251,9 +258,8 @@ def cli_inputs(rnd: random.Random, folder: Path, seeds: list[Path]) -> tuple[lis
     from tests.fuzz.mutate import byte_edit, config_case, log_case, manifest_case, number_edit
 
     command = rnd.choice(["parse", "spikes", "spikes", "batches", "compare"])
-    target = rnd.choice(["log", "manifest", "config"]) if command != "parse" else "log"
-    if command == "compare":
-        target = "log"
+    targets = {"parse": ["log"], "compare": ["log"], "batches": ["manifest", "config"]}
+    target = rnd.choice(targets.get(command, ["log", "manifest", "config"]))
     log = folder / "run.log"
     base_log = _head(BASE_LOG, LOG_HEAD)
     if target == "log":
@@ -322,58 +328,64 @@ def check_cli(cmd: list[str], proc: subprocess.CompletedProcess[str]) -> str | N
     return f"exit {proc.returncode}: {err.strip().splitlines()[-1:] if err.strip() else ''}"
 
 
-def cli_pass(args: argparse.Namespace, out: Path) -> int:
+def cli_case(args: argparse.Namespace, i: int, seeds: list[Path], out: Path) -> tuple[str, str]:
+    """Run CLI case ``i``: its key (command and what was mutated) and its status."""
     from tests.fuzz.target import digest
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="100")
+    rnd = random.Random(f"cli:{args.seed}:{i}")
+    with tempfile.TemporaryDirectory(prefix="dflash-fuzz-cli-") as tmp:
+        inputs, cwd = Path(tmp) / "in", Path(tmp) / "cwd"
+        inputs.mkdir()
+        cwd.mkdir()
+        cmd, target = cli_inputs(rnd, inputs, seeds)
+        before = {p.name: digest(p) for p in inputs.iterdir()}
+        stderr = ""
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "dflash_diag", *cmd],
+                cwd=cwd,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=args.cli_timeout,
+                stdin=subprocess.DEVNULL,
+            )
+            stderr = proc.stderr
+            problem = check_cli(cmd, proc)
+            status = "ok" if proc.returncode == 0 else "error"
+        except subprocess.TimeoutExpired:
+            problem, status = f"over {args.cli_timeout} s", "hang"
+        after = {p.name: digest(p) for p in inputs.iterdir()}
+        if problem is None and after != before:
+            problem = f"files beside the inputs changed: {sorted(set(after) ^ set(before))}"
+        if problem is None and any(cwd.iterdir()):
+            problem = f"wrote {[p.name for p in cwd.iterdir()]} in the working folder"
+        key = f"{cmd[0]} ({target})"
+        if problem is None:
+            return key, status
+        if status != "hang":
+            status = "crash" if problem.startswith("exit 1") else "contract"
+        dest = out / f"cli-{i:04d}"
+        shutil.copytree(inputs, dest)
+        (dest / "CASE.txt").write_text(
+            f"python -m dflash_diag {' '.join(cmd)}\n{problem}\nstderr:\n{stderr[-3000:]}\n"
+        )
+        print(f"  cli-{i:04d}: {cmd[0]} {target}: {problem[:160]}", flush=True)
+        return key, status
+
+
+def cli_pass(args: argparse.Namespace, out: Path) -> int:
+    from concurrent.futures import ThreadPoolExecutor
 
     seeds = seed_logs()
     counts: dict[str, Counter[str]] = defaultdict(Counter)
-    broken = 0
     start = time.perf_counter()
-    env = dict(os.environ, PYTHONPATH=str(ROOT), COLUMNS="100")
-    for i in range(args.cli):
-        rnd = random.Random(f"cli:{args.seed}:{i}")
-        with tempfile.TemporaryDirectory(prefix="dflash-fuzz-cli-") as tmp:
-            inputs, cwd = Path(tmp) / "in", Path(tmp) / "cwd"
-            inputs.mkdir()
-            cwd.mkdir()
-            cmd, target = cli_inputs(rnd, inputs, seeds)
-            before = {p.name: digest(p) for p in inputs.iterdir()}
-            try:
-                proc = subprocess.run(
-                    [sys.executable, "-m", "dflash_diag", *cmd],
-                    cwd=cwd,
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    timeout=args.cli_timeout,
-                    stdin=subprocess.DEVNULL,
-                )
-                problem = check_cli(cmd, proc)
-                status = "ok" if proc.returncode == 0 else "error"
-            except subprocess.TimeoutExpired:
-                problem, status = f"over {args.cli_timeout} s", "hang"
-            after = {p.name: digest(p) for p in inputs.iterdir()}
-            if problem is None and after != before:
-                problem = f"files beside the inputs changed: {sorted(set(after) ^ set(before))}"
-            if problem is None and any(cwd.iterdir()):
-                problem = f"wrote {[p.name for p in cwd.iterdir()]} in the working folder"
-            key = f"{cmd[0]} ({target})"
-            if problem is not None:
-                status = "hang" if status == "hang" else "contract"
-                if problem.startswith("exit ") and not problem.startswith(("exit 0", "exit 2")):
-                    status = "crash"
-                broken += 1
-                dest = out / f"cli-{i:04d}"
-                shutil.copytree(inputs, dest)
-                (dest / "CASE.txt").write_text(
-                    f"python -m dflash_diag {' '.join(cmd)}\n{problem}\n"
-                    f"stderr:\n{getattr(proc, 'stderr', '')[-3000:]}\n"
-                )
-                print(f"  cli-{i:04d}: {' '.join(cmd[:1])} {target}: {problem[:160]}", flush=True)
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        for key, status in pool.map(lambda i: cli_case(args, i, seeds, out), range(args.cli)):
             counts[key][status] += 1
     secs = time.perf_counter() - start
-    _table(counts, f"CLI runs, seed {args.seed}, {secs:.0f} s")
-    return broken
+    return _table(counts, f"CLI runs, seed {args.seed}, {secs:.0f} s")
 
 
 def main() -> int:
@@ -383,6 +395,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=20.0, help="seconds per library case")
     ap.add_argument("--cli-timeout", type=float, default=120.0, help="seconds per CLI run")
+    ap.add_argument("--jobs", type=int, default=2, help="CLI runs at once")
     ap.add_argument("--out", type=Path, help="folder for reproducers (default: a temp folder)")
     ap.add_argument("--only", help="run one case again, as KIND:INDEX from a report")
     ap.add_argument("--no-shrink", action="store_true", help="save failures as found")

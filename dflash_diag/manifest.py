@@ -218,8 +218,7 @@ def _whole_numbers(
         if frac.size:
             raise InputError(
                 str(path),
-                f"column {column!r} has non-integer values at rows {_rows(frac)} "
-                f"({shown(frac)})",
+                f"column {column!r} has non-integer values at rows {_rows(frac)} ({shown(frac)})",
                 f"{what} must be whole numbers",
             )
     lo, hi = bounds

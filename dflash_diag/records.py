@@ -154,7 +154,12 @@ INT_BOUNDS: dict[str, tuple[int, int]] = {
     "mega_batch_mult": (1, 2**20),
 }
 #: Fields that may be None (not given).
-OPTIONAL_FIELDS: tuple[str, ...] = ("max_seq_len", "max_batch_size", "batch_size", "mega_batch_mult")
+OPTIONAL_FIELDS: tuple[str, ...] = (
+    "max_seq_len",
+    "max_batch_size",
+    "batch_size",
+    "mega_batch_mult",
+)
 #: Text fields and the names each accepts (``strategy`` also takes ``FILE.py:FUNC``).
 CHOICES: dict[str, tuple[str, ...]] = {
     "strategy": STRATEGY_NAMES,

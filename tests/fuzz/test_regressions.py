@@ -207,8 +207,10 @@ def test_a_structured_npy_with_text_that_is_not_unicode_reads(tmp_path):
 def test_a_parquet_file_with_a_damaged_schema_reads_its_columns(tmp_path):
     # pandas metadata naming a dtype numpy does not know: TypeError in to_pandas
     table = pa.table({"length": [3, 4]}).replace_schema_metadata(
-        {b"pandas": b'{"columns": [{"name": "length", "numpy_type": "zz", "pandas_type":'
-         b' "int64", "metadata": null, "field_name": "length"}], "index_columns": []}'}
+        {
+            b"pandas": b'{"columns": [{"name": "length", "numpy_type": "zz", "pandas_type":'
+            b' "int64", "metadata": null, "field_name": "length"}], "index_columns": []}'
+        }
     )
     p = tmp_path / "m.parquet"
     pq.write_table(table, p)
@@ -235,7 +237,9 @@ def test_a_csv_log_with_an_integer_too_large_for_a_float(tmp_path):
 
 def test_a_json_integer_too_large_for_a_float_is_inf(tmp_path):
     p = tmp_path / "trainer_state.json"
-    p.write_text('{"log_history": [{"step": 1, "loss": 1' + "0" * 400 + '}, {"step": 2, "loss": 2}]}')
+    p.write_text(
+        '{"log_history": [{"step": 1, "loss": 1' + "0" * 400 + '}, {"step": 2, "loss": 2}]}'
+    )
     assert read_log(p).table["loss"].tolist() == [float("inf"), 2.0]
 
 
@@ -243,9 +247,7 @@ def test_a_rank_prefix_or_bar_counter_past_any_real_one(tmp_path):
     # an int() of 300 digits reached float() (OverflowError) in the text reader
     p = tmp_path / "run.log"
     big = "1" + "0" * 300
-    p.write_text(
-        f"[default{big}]:step=3 loss=2.7\n 10%|#  | {big}/{big} [00:01<00:09, loss=2.5]\n"
-    )
+    p.write_text(f"[default{big}]:step=3 loss=2.7\n 10%|#  | {big}/{big} [00:01<00:09, loss=2.5]\n")
     t = read_log(p, rank="all").table
     assert t["step"].tolist() == [3] and t["rank"].tolist() == [0]
 
