@@ -273,6 +273,8 @@ def _category_spread(
     if not cols:
         return None, None
     keep = n > 0
+    if not keep.any():  # (no micro-batch: a manifest too small for one step)
+        return None, None
     weights = n[keep].astype(np.float64)
     stds: dict[str, float] = {}
     observed = 0.0

@@ -267,3 +267,14 @@ def test_the_cli_error_for_a_wrapped_length_is_one_line(tmp_path, monkeypatch):
     p.write_text("length\n18446744073709551616\n")
     result = runner.invoke(app, ["batches", str(p)])
     assert result.exit_code == 2 and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_no_degrees_of_freedom_warning_for_a_schedule_with_no_step():
+    # batchstats._category_spread took np.std of no micro-batch: "Degrees of freedom <= 0"
+    # on stderr under exit 0 (pyproject makes the warning an error here)
+    from dflash_diag.batchstats import schedule_stats
+
+    r = replay(np.array([308, 2479]), ScheduleParams(world_size=8), categories=["a", "b"])
+    assert len(r.steps) == 0
+    stats = schedule_stats(r)
+    assert stats is not None
