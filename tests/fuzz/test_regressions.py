@@ -9,9 +9,11 @@ for a config) or a read that keeps RunLog's promises.
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -278,3 +280,25 @@ def test_no_degrees_of_freedom_warning_for_a_schedule_with_no_step():
     assert len(r.steps) == 0
     stats = schedule_stats(r)
     assert stats is not None
+
+
+def test_a_value_times_its_magnitude_past_a_float_is_inf_quietly(tmp_path):
+    # logs/columns.py scaled `1e308K` by 1e3: "overflow encountered in multiply" on stderr
+    text = (ROOT / "sample_logs/run.log").read_text()
+    first = re.search(r"tok/s=[0-9.]+K", text)
+    assert first is not None
+    p = tmp_path / "run.log"
+    p.write_text(text[: first.start()] + "tok/s=1e308K" + text[first.end() :])
+    # recorded, not raised: raised, it would send the read down another path
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        t = read_log(p).table
+    assert [str(w.message) for w in seen] == []
+    assert np.isinf(t["tok_per_s"]).sum() == 1 and t["tok_per_s"].notna().all()
+
+
+def test_a_manifest_cell_holding_a_list(tmp_path):
+    # manifest.py factorised the cells: "unhashable type: 'list'"
+    p = tmp_path / "m.jsonl"
+    p.write_text('{"length": 3}\n{"length": [1, 2]}\n')
+    assert "non-numbers at rows 1 ([1, 2])" in one_line_error(p, lambda: read_manifest(p))
