@@ -224,6 +224,8 @@ def _whole_numbers(
     lo, hi = bounds
     if arr.dtype.kind == "u":
         out = np.flatnonzero(arr > hi)
+    elif arr.dtype.kind == "f":  # (hi + 1 as a float is exact: 2**63 rounds no value in)
+        out = np.flatnonzero((arr < lo) | (arr >= float(hi + 1)))
     else:
         out = np.flatnonzero((arr < lo) | (arr > hi))
     if out.size:

@@ -214,6 +214,8 @@ def value_problem(name: str, value: Any) -> str | None:
             return None
         return f"unknown value {_shown(value)}; choose from {', '.join(CHOICES[name])}"
     if name == "buckets":
+        if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+            value = value.tolist()  # (a numpy array of edges)
         edges = list(value) if isinstance(value, (list, tuple)) else None
         if edges is None or not all(_is_whole(e) and 0 <= e <= MAX_EDGE for e in edges):
             return f"must be whole numbers in 0..{MAX_EDGE}, got {_shown(value)}"

@@ -185,6 +185,7 @@ MANIFESTS = [
     ("big.csv", b"length\n5\n" + b"9" * 400 + b"\n", "lengths outside 0..1099511627776"),
     ("neg.jsonl", b'{"length": 5}\n{"length": -3}\n', "negative lengths at rows 1 (-3)"),
     ("ids.csv", b"sample_id,length\n1,5\n9223372036854775808,5\n", "sample ids outside"),
+    ("fids.csv", b"sample_id,length\n1,5\n9.223372036854775807e18,6\n", "sample ids outside"),
 ]
 
 
