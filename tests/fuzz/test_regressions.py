@@ -20,6 +20,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from dflash_diag.cli import app
@@ -303,3 +305,25 @@ def test_a_manifest_cell_holding_a_list(tmp_path):
     p = tmp_path / "m.jsonl"
     p.write_text('{"length": 3}\n{"length": [1, 2]}\n')
     assert "non-numbers at rows 1 ([1, 2])" in one_line_error(p, lambda: read_manifest(p))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    data=st.lists(st.sampled_from([b"{", b"[", b"}", b"\n", b"a", b'"']), max_size=80).map(
+        b"".join
+    ),
+    chunk=st.integers(1, 20),
+    limit=st.integers(0, 6),
+)
+def test_too_nested_counts_brackets_per_line_across_chunks(data, chunk, limit):
+    # the guard in front of Arrow's JSON reader: any line with more than `limit`
+    # openers, whatever the chunk boundaries
+    from dflash_diag.logs import jsonlines
+
+    expected = any(line.count(b"{") + line.count(b"[") > limit for line in data.split(b"\n"))
+    old = jsonlines.SCAN_CHUNK
+    jsonlines.SCAN_CHUNK = chunk
+    try:
+        assert jsonlines.too_nested(data, limit) == expected
+    finally:
+        jsonlines.SCAN_CHUNK = old
