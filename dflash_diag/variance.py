@@ -365,7 +365,8 @@ def variance_proxies(
     out: dict[str, Any] = {"metric_var": None}
     if attribution is not None:
         res = attribution.points["residual"].to_numpy(dtype=np.float64)
-        out["metric_var"] = float(np.nanvar(res))
+        res = res[~np.isnan(res)]  # (a log of one point has no residual)
+        out["metric_var"] = float(np.var(res)) if res.size else None
         if attribution.model is not None:
             out["composition_r2"] = attribution.model.r2
             out["composition_r2_cv"] = attribution.model.r2_cv

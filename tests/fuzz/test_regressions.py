@@ -9,6 +9,8 @@ for a config) or a read that keeps RunLog's promises.
 from __future__ import annotations
 
 import io
+import json
+import os
 import re
 import subprocess
 import sys
@@ -327,3 +329,20 @@ def test_too_nested_counts_brackets_per_line_across_chunks(data, chunk, limit):
         assert jsonlines.too_nested(data, limit) == expected
     finally:
         jsonlines.SCAN_CHUNK = old
+
+
+def test_spikes_on_a_log_of_one_step_prints_no_warning(tmp_path):
+    # variance.py took np.nanvar of no residual: "Degrees of freedom <= 0" on stderr
+    # under exit 0 (a child process: the warning as a user would see it)
+    (tmp_path / "run.log").write_text("epoch=0 step=100 loss=2.4000 acc=0.4100 lr=0.0006\n")
+    for name in ("dflash-diag.toml", "manifest.parquet"):
+        (tmp_path / name).write_bytes((ROOT / "sample_logs" / name).read_bytes())
+    child = subprocess.run(
+        [sys.executable, "-m", "dflash_diag", "spikes", "run.log", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert child.returncode == 0 and child.stderr == "", child.stderr[-1500:]
+    assert json.loads(child.stdout)["variance"]["metric_var"] is None
