@@ -255,7 +255,14 @@ def _head(path: Path, n: int) -> bytes:
 
 def cli_inputs(rnd: random.Random, folder: Path, seeds: list[Path]) -> tuple[list[str], str]:
     """Write one CLI case's files into ``folder``; its arguments and what was mutated."""
-    from tests.fuzz.mutate import byte_edit, config_case, log_case, manifest_case, number_edit
+    from tests.fuzz.mutate import (
+        BAD_VALUES,
+        byte_edit,
+        config_case,
+        log_case,
+        manifest_case,
+        number_edit,
+    )
 
     command = rnd.choice(["parse", "spikes", "spikes", "batches", "compare"])
     targets = {"parse": ["log"], "compare": ["log"], "batches": ["manifest", "config"]}
@@ -275,17 +282,26 @@ def cli_inputs(rnd: random.Random, folder: Path, seeds: list[Path]) -> tuple[lis
     manifest = folder / "manifest.parquet"
     base_m = rnd.choice(BASE_MANIFESTS)
     manifest = folder / base_m.name
-    if target == "manifest":
+    if target == "manifest" and rnd.random() < 0.5:
         case = manifest_case(rnd)
         manifest = folder / case.name
         manifest.write_bytes(case.data)
+    elif target == "manifest":  # the 2,000-sample CSV with a number or a byte changed
+        manifest = folder / "manifest.csv"
+        edit = rnd.choice([byte_edit, number_edit, number_edit])
+        manifest.write_bytes(edit(BASE_MANIFESTS[1].read_bytes(), rnd))
     else:
         shutil.copyfile(base_m, manifest)
     config = folder / "schedule.toml"
     base_cfg = BASE_CONFIG.read_text().replace("manifest.parquet", manifest.name)
-    if target == "config":
-        case = config_case(rnd)
-        config.write_bytes(case.data if rnd.random() < 0.5 else base_cfg.encode() + case.data)
+    if target == "config" and rnd.random() < 0.4:
+        config.write_bytes(config_case(rnd).data)
+    elif target == "config":  # the run's own config with one value changed
+        lines = base_cfg.splitlines()
+        keyed = [i for i, line in enumerate(lines) if " = " in line and line[0] != "#"]
+        k = rnd.choice(keyed)
+        lines[k] = lines[k].split(" = ")[0] + " = " + rnd.choice(BAD_VALUES + ("2", "1"))
+        config.write_text("\n".join(lines) + "\n")
     else:
         config.write_text(base_cfg)
     cmd = [command]
