@@ -179,7 +179,8 @@ def noise_scale(
     """
     import numpy as np
 
-    g2 = np.asarray(grad, dtype=np.float64) ** 2
+    with np.errstate(over="ignore"):  # (a norm past 1e154 squares to inf: left out below)
+        g2 = np.asarray(grad, dtype=np.float64) ** 2
     b = np.asarray(tokens, dtype=np.float64)
     ok = np.isfinite(g2) & np.isfinite(b) & (b > 0)
     med_b = float(np.median(b[ok])) if ok.any() else None

@@ -346,3 +346,16 @@ def test_spikes_on_a_log_of_one_step_prints_no_warning(tmp_path):
     )
     assert child.returncode == 0 and child.stderr == "", child.stderr[-1500:]
     assert json.loads(child.stdout)["variance"]["metric_var"] is None
+
+
+def test_a_grad_norm_whose_square_overflows_is_left_out_quietly():
+    # variance.noise_scale squared 1e200: "overflow encountered in square" on stderr
+    from dflash_diag.variance import noise_scale
+
+    rng = np.random.default_rng(0)
+    b = rng.uniform(1000, 4000, 400)
+    g = np.sqrt(2.0 + 6000.0 / b)
+    g[7] = 1e200
+    assert round(noise_scale(g, b).b_simple) == round(
+        noise_scale(np.delete(g, 7), np.delete(b, 7)).b_simple
+    )
