@@ -16,7 +16,9 @@ Where Arrow keeps less than the line parser sees, the log is left to the line pa
 counts as present there, and Arrow does not tell it from a missing key), a line with
 values under two keys of one column (which wins depends on the order of its keys), blank
 lines, carriage returns, a last line without a newline, warning text (the line parser
-skips such lines), or anything Arrow refuses (``NaN``, a value whose type changes).
+skips such lines), a line with more than 64 brackets (:func:`too_nested`: Arrow's reader
+recurses in C per level of nesting and a deep record would overflow the stack), or
+anything Arrow refuses (``NaN``, a value whose type changes).
 The tests check that both give the same table on constructed, random and byte-mutated
 logs.  :func:`dict_line_records` reads the HF Trainer's dict lines the same way, among a
 log's other lines.
