@@ -12,6 +12,7 @@ is fine).  Only these columns are read from a Parquet file.
 from __future__ import annotations
 
 import os
+import tokenize
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,9 @@ LENGTH_COLUMNS: tuple[str, ...] = (
     "seq_len",
     "input_len",
 )
+#: Lengths are token counts in ``0..MAX_LENGTH`` (2**40: a trillion tokens), so sums and
+#: products of them (padded tokens = samples x longest) stay inside int64.
+MAX_LENGTH = 2**40
 #: Category column names looked for when none is named.
 CATEGORY_COLUMNS: tuple[str, ...] = ("source", "category")
 ID_COLUMN = "sample_id"
@@ -118,7 +122,9 @@ def _read_table(path: Path, fmt: str, wanted: list[str] | None, progress: Progre
             if progress is not None:
                 progress(g + 1, n)
         table = pa.concat_tables(tables) if tables else pf.schema_arrow.empty_table()
-        return table.to_pandas()
+        # (the pandas metadata in a file's schema is not needed for a few columns, and a
+        # damaged one would stop the conversion)
+        return table.to_pandas(ignore_metadata=True)
     if fmt in ("csv", "tsv"):
         sep = "\t" if fmt == "tsv" else ","
         size = max(os.path.getsize(path), 1)
@@ -135,15 +141,61 @@ def _read_table(path: Path, fmt: str, wanted: list[str] | None, progress: Progre
     raise AssertionError(fmt)  # pragma: no cover
 
 
-def _whole_numbers(path: Path, column: str, values: Any, what: str) -> np.ndarray:
-    """int64 array of ``values`` or an InputError naming the rows that are not."""
+def _read_errors() -> tuple[type[BaseException], ...]:
+    """What the format readers raise on a damaged file (Arrow's own errors included)."""
+    import pyarrow as pa
+
+    return (OSError, ValueError, EOFError, pa.ArrowException)
+
+
+def _as_float(value: Any) -> float:
+    """A cell as a float (NaN: not a number); ints too large for a float are +-inf."""
+    import math
+
+    if isinstance(value, bool) or value is None:
+        return math.nan
+    if isinstance(value, int):
+        return float(value) if abs(value) < 2**1000 else (math.inf if value > 0 else -math.inf)
+    if isinstance(value, (str, bytes)):
+        try:
+            return float(value)
+        except ValueError:
+            return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        return math.nan
+
+
+def _numbers(s: pd.Series) -> Any:
+    """The numbers of a column of cells (NaN where a cell holds none), exact for
+    integer columns."""
+    import numpy as np
+    import pandas as pd
+
+    if s.dtype.kind in "iuf":
+        return s.to_numpy()
+    if s.dtype.kind == "O":  # (cells of any type, lists from JSON too: one by one)
+        return np.fromiter((_as_float(v) for v in s), np.float64, len(s))
+    if pd.api.types.is_string_dtype(s.dtype):
+        # each distinct cell once (a text column of a few repeated values is common)
+        codes, uniques = pd.factorize(s, use_na_sentinel=True)
+        table = np.array([_as_float(u) for u in uniques] + [np.nan], dtype=np.float64)
+        return table[codes]
+    return pd.to_numeric(s, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def _whole_numbers(
+    path: Path, column: str, values: Any, what: str, bounds: tuple[int, int]
+) -> np.ndarray:
+    """int64 array of ``values``, or an InputError naming the rows that are missing, not
+    numbers, not whole or outside ``bounds`` (inclusive), checked before the cast."""
     import numpy as np
     import pandas as pd
 
     s = pd.Series(values)
     if s.dtype == bool:
         raise InputError(str(path), f"column {column!r} holds true/false, not {what}", "")
-    numeric = pd.to_numeric(s, errors="coerce")
     missing = np.flatnonzero(s.isna().to_numpy())
     if missing.size:
         raise InputError(
@@ -151,25 +203,80 @@ def _whole_numbers(path: Path, column: str, values: Any, what: str) -> np.ndarra
             f"column {column!r} has missing values at rows {_rows(missing)}",
             f"every sample needs its {what}",
         )
-    not_number = np.flatnonzero(numeric.isna().to_numpy())
-    if not_number.size:
-        shown = ", ".join(repr(s.iloc[i]) for i in not_number[:3])
-        raise InputError(
-            str(path),
-            f"column {column!r} has non-numbers at rows {_rows(not_number)} ({shown})",
-            f"{what} must be whole numbers",
-        )
-    arr = numeric.to_numpy()
+    arr = _numbers(s)
+    shown = lambda rows: ", ".join(_cell(s.iloc[int(i)]) for i in rows[:3])  # noqa: E731
     if arr.dtype.kind == "f":
-        frac = np.flatnonzero(~np.isfinite(arr) | (arr != np.floor(arr)))
-        if frac.size:
-            shown = ", ".join(repr(float(arr[i])) for i in frac[:3])
+        not_number = np.flatnonzero(np.isnan(arr))
+        if not_number.size:
             raise InputError(
                 str(path),
-                f"column {column!r} has non-integer values at rows {_rows(frac)} ({shown})",
+                f"column {column!r} has non-numbers at rows {_rows(not_number)} "
+                f"({shown(not_number)})",
                 f"{what} must be whole numbers",
             )
+        frac = np.flatnonzero(np.isfinite(arr) & (arr != np.floor(arr)))  # (inf: too big)
+        if frac.size:
+            raise InputError(
+                str(path),
+                f"column {column!r} has non-integer values at rows {_rows(frac)} ({shown(frac)})",
+                f"{what} must be whole numbers",
+            )
+    lo, hi = bounds
+    if arr.dtype.kind == "u":
+        out = np.flatnonzero(arr > hi)
+    elif arr.dtype.kind == "f":  # (hi + 1 as a float is exact: 2**63 rounds no value in)
+        out = np.flatnonzero((arr < lo) | (arr >= float(hi + 1)))
+    else:
+        out = np.flatnonzero((arr < lo) | (arr > hi))
+    if out.size:
+        low = lo == 0 and arr.dtype.kind != "u" and bool((arr[out] < 0).any())
+        kind = "negative lengths" if low and what == "lengths" else f"{what} outside {lo}..{hi}"
+        hint = "lengths are token counts, 0 or more" if low else f"{what} must be in {lo}..{hi}"
+        raise InputError(
+            str(path), f"column {column!r} has {kind} at rows {_rows(out)} ({shown(out)})", hint
+        )
     return np.asarray(arr, dtype=np.int64)
+
+
+def _cell(value: Any) -> str:
+    """A cell as shown in a message: text quoted, numbers plain, at most 24 characters."""
+    text = repr(value) if isinstance(value, (str, bytes)) else str(value)
+    return text if len(text) <= 24 else text[:21] + "..."
+
+
+def _npy_header(path: Path) -> tuple[tuple[int, ...], Any]:
+    """Shape and dtype of a .npy file, from its header alone, checked against the file's
+    size before any memory is asked for."""
+    import numpy as np
+
+    fmt = np.lib.format
+    size = path.stat().st_size
+    try:
+        with open(path, "rb") as fh:
+            version = fmt.read_magic(fh)
+            read = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+            shape, _, dtype = read(fh)
+            offset = fh.tell()
+    except (ValueError, SyntaxError, EOFError, OverflowError, TypeError, tokenize.TokenError):
+        raise InputError(
+            str(path), "not a readable .npy file (its header is damaged)", "save it again"
+        ) from None
+    count = 1
+    for d in shape:
+        count *= d
+    if count * dtype.itemsize > size - offset:
+        raise InputError(
+            str(path),
+            f"the .npy header says shape {_short(shape)} ({count} items) but the file holds "
+            f"{size - offset} bytes of data",
+            "the file is cut short or damaged; save it again",
+        )
+    return shape, dtype
+
+
+def _short(shape: tuple[int, ...]) -> str:
+    text = str(shape)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _npy(path: Path, length_column: str | None) -> tuple[Any, list[str]]:
@@ -178,18 +285,45 @@ def _npy(path: Path, length_column: str | None) -> tuple[Any, list[str]]:
     import numpy as np
     import pandas as pd
 
+    shape, dtype = _npy_header(path)
+    if dtype.names is None and dtype.kind not in "iuf":
+        raise InputError(
+            str(path),
+            f"holds {_kind_name(dtype)} (dtype {dtype.str}), not lengths",
+            "save the lengths as an integer array",
+        )
+    if len(shape) != 1:
+        raise InputError(str(path), f"expected a 1-D array of lengths, got shape {shape}", "")
     try:
         arr = np.load(path, allow_pickle=False)
-    except ValueError as e:
+    except (ValueError, EOFError, OSError) as e:
         raise InputError(
             str(path), f"cannot read .npy ({e})", "save a plain numeric array"
         ) from None
     if arr.dtype.names:
-        return pd.DataFrame({name: arr[name] for name in arr.dtype.names}), list(arr.dtype.names)
-    if arr.ndim != 1:
-        raise InputError(str(path), f"expected a 1-D array of lengths, got shape {arr.shape}", "")
+        names = list(arr.dtype.names)
+        return pd.DataFrame({name: _column(arr[name]) for name in names}), names
     name = length_column or "length"
     return pd.DataFrame({name: arr}), [name]
+
+
+def _kind_name(dtype: Any) -> str:
+    return {"U": "text", "S": "bytes", "O": "Python objects", "b": "true/false"}.get(
+        dtype.kind, f"values of kind {dtype.kind!r}"
+    )
+
+
+def _column(values: np.ndarray) -> Any:
+    """A structured array's field as a column; text that is not valid Unicode (lone
+    surrogates, which Arrow-backed text refuses) has those characters replaced."""
+    import pandas as pd
+
+    if values.dtype.kind != "U":
+        return values
+    try:
+        return pd.Series(values)
+    except UnicodeEncodeError:
+        return pd.Series([v.encode("utf-8", "replace").decode("utf-8") for v in values.tolist()])
 
 
 def read_manifest(
@@ -219,6 +353,12 @@ def read_manifest(
     import numpy as np
 
     p = Path(path)
+    if p.is_dir():
+        raise InputError(
+            str(p),
+            "is a folder, not a manifest file",
+            "give one .parquet, .csv, .tsv, .jsonl or .npy file of per-sample lengths",
+        )
     fmt = _format(p)
     if not p.is_file():
         raise InputError(str(p), "manifest not found", "check the path")
@@ -233,7 +373,7 @@ def read_manifest(
             df = None
     except InputError:
         raise
-    except (OSError, ValueError) as e:
+    except _read_errors() as e:
         raise InputError(str(p), f"cannot read as {fmt} ({e})", "check the file") from None
     length_col = _pick(p, columns, length_column, LENGTH_COLUMNS, "length")
     if length_col is None:
@@ -249,20 +389,12 @@ def read_manifest(
         wanted = [length_col] + ([cat_col] if cat_col else []) + ([ID_COLUMN] if has_id else [])
         try:
             df = _read_table(p, fmt, wanted, progress)
-        except (OSError, ValueError) as e:
+        except _read_errors() as e:
             raise InputError(str(p), f"cannot read as {fmt} ({e})", "check the file") from None
 
-    lengths = _whole_numbers(p, length_col, df[length_col], "lengths")
-    negative = np.flatnonzero(lengths < 0)
-    if negative.size:
-        shown = ", ".join(str(int(lengths[i])) for i in negative[:3])
-        raise InputError(
-            str(p),
-            f"column {length_col!r} has negative lengths at rows {_rows(negative)} ({shown})",
-            "lengths are token counts, 0 or more",
-        )
+    lengths = _whole_numbers(p, length_col, df[length_col], "lengths", (0, MAX_LENGTH))
     if has_id:
-        ids = _whole_numbers(p, ID_COLUMN, df[ID_COLUMN], "sample ids")
+        ids = _whole_numbers(p, ID_COLUMN, df[ID_COLUMN], "sample ids", (-(2**63), 2**63 - 1))
         _check_unique(p, ids)
     else:
         ids = np.arange(len(lengths), dtype=np.int64)

@@ -156,23 +156,108 @@ class Manifest:
         return int(self.lengths.shape[0])
 
 
-def _choice(option: str, value: str, allowed: tuple[str, ...]) -> None:
-    if value not in allowed:
-        raise InputError(option, f"unknown value {value!r}", f"choose from {', '.join(allowed)}")
+#: Whole-number ScheduleParams fields and their bounds ``(least, most)``, inclusive.
+#: The upper bounds keep every size computed from them (micro-batches per step =
+#: world_size x grad_accum, sample ids replayed = samples x epochs, padded tokens =
+#: samples x longest) far inside int64 and keep memory from being asked for a size
+#: nobody trains with: 2**40 tokens is a trillion, 2**20 ranks or accumulation steps a
+#: million, 100,000 epochs.
+INT_BOUNDS: dict[str, tuple[int, int]] = {
+    "seed": (-(2**63), 2**64 - 1),
+    "token_budget": (1, 2**40),
+    "max_seq_len": (1, 2**40),
+    "max_batch_size": (1, 2**40),
+    "batch_size": (1, 2**40),
+    "world_size": (1, 2**20),
+    "grad_accum": (1, 2**20),
+    "first_step": (0, 2**53),
+    "epochs": (1, 100_000),
+    "required_batch_size_multiple": (1, 2**20),
+    "mega_batch_mult": (1, 2**20),
+}
+#: Fields that may be None (not given).
+OPTIONAL_FIELDS: tuple[str, ...] = (
+    "max_seq_len",
+    "max_batch_size",
+    "batch_size",
+    "mega_batch_mult",
+    "dropout",
+)
+#: True/false fields (``dropout`` may also be None: not known).
+FLAGS: tuple[str, ...] = ("drop_last", "sampler_drop_last", "dropout")
+#: Text fields and the names each accepts (``strategy`` also takes ``FILE.py:FUNC``).
+CHOICES: dict[str, tuple[str, ...]] = {
+    "strategy": STRATEGY_NAMES,
+    "budget_mode": BUDGET_MODES,
+    "rng": RNG_NAMES,
+    "seeding": SEEDINGS,
+    "shard": SHARDS,
+}
+#: Bucket edges are token counts in ``0..MAX_EDGE``.
+MAX_EDGE = 2**40
 
 
-def _positive(option: str, value: int | None, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if value is None or int(value) < 1:
-        raise InputError(option, f"must be a positive whole number, got {value!r}", "")
+def _is_whole(value: Any) -> bool:
+    import numbers
+
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def _flag(option: str, value: object, allow_none: bool = False) -> None:
-    if value is None and allow_none:
-        return
-    if not isinstance(value, bool):
-        raise InputError(option, f"must be true or false, got {value!r}", "")
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def value_problem(name: str, value: Any) -> str | None:
+    """What is wrong with ``value`` for the ScheduleParams field ``name``, or None.
+
+    Whole-number fields take integers within :data:`INT_BOUNDS` (not ``"8"``, ``8.0``,
+    ``true`` or ``1e308``); text fields a name from :data:`CHOICES`; ``buckets`` at least
+    two increasing whole numbers in ``0..MAX_EDGE``.
+
+    >>> value_problem("epochs", "8")
+    "must be a whole number, got '8'"
+    >>> value_problem("grad_accum", 2**63 - 1)
+    'must be at most 1048576, got 9223372036854775807'
+    """
+    if value is None and name in OPTIONAL_FIELDS:
+        return None
+    if name in INT_BOUNDS:
+        lo, hi = INT_BOUNDS[name]
+        if not _is_whole(value):
+            return f"must be a whole number, got {_shown(value)}"
+        if int(value) < lo:
+            least = {1: "a positive whole number", 0: "0 or more"}.get(lo, f"at least {lo}")
+            return f"must be {least}, got {_shown(value)}"
+        if int(value) > hi:
+            return f"must be at most {hi}, got {_shown(value)}"
+        return None
+    if name in FLAGS:
+        if value is None and name in OPTIONAL_FIELDS:
+            return None
+        return None if isinstance(value, bool) else f"must be true or false, got {_shown(value)}"
+    if name in CHOICES:
+        if not isinstance(value, str):
+            return f"must be text, got {_shown(value)}"
+        if value in CHOICES[name] or (name == "strategy" and ":" in value):
+            return None
+        return f"unknown value {_shown(value)}; choose from {', '.join(CHOICES[name])}"
+    if name == "buckets":
+        if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+            value = value.tolist()  # (a numpy array of edges)
+        edges = list(value) if isinstance(value, (list, tuple)) else None
+        if edges is None or not all(_is_whole(e) and 0 <= e <= MAX_EDGE for e in edges):
+            return f"must be whole numbers in 0..{MAX_EDGE}, got {_shown(value)}"
+        if len(edges) < 2 or any(a >= b for a, b in zip(edges, edges[1:], strict=False)):
+            return f"bucket edges must be at least two increasing numbers, got {_shown(edges)}"
+    return None
+
+
+def _check(name: str, value: Any) -> None:
+    problem = value_problem(name, value)
+    if problem is not None:
+        hint = "give them like 0,770,1216,1728,2432,3296,8192" if name == "buckets" else ""
+        raise InputError("--" + name.replace("_", "-"), problem, hint)
 
 
 @dataclass(frozen=True)
@@ -245,40 +330,19 @@ class ScheduleParams:
     dropout: bool | None = None
 
     def __post_init__(self) -> None:
-        if ":" not in self.strategy:
-            _choice("--strategy", self.strategy, STRATEGY_NAMES)
-        _choice("--budget-mode", self.budget_mode, BUDGET_MODES)
-        _choice("--rng", self.rng, RNG_NAMES)
-        _choice("--seeding", self.seeding, SEEDINGS)
-        _choice("--shard", self.shard, SHARDS)
-        _positive("--token-budget", self.token_budget)
-        _positive("--max-seq-len", self.max_seq_len, allow_none=True)
-        _positive("--max-batch-size", self.max_batch_size, allow_none=True)
-        _positive("--batch-size", self.batch_size, allow_none=True)
-        _positive("--world-size", self.world_size)
-        _positive("--grad-accum", self.grad_accum)
-        _positive("--epochs", self.epochs)
-        _positive("--required-batch-size-multiple", self.required_batch_size_multiple)
-        _positive("--mega-batch-mult", self.mega_batch_mult, allow_none=True)
-        _flag("--drop-last", self.drop_last)
-        _flag("--sampler-drop-last", self.sampler_drop_last)
-        _flag("--dropout", self.dropout, allow_none=True)
+        for f in fields(self):
+            _check(f.name, getattr(self, f.name))
+        for name in INT_BOUNDS:  # (numpy integers become ints)
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, int(value))
+        object.__setattr__(self, "buckets", tuple(int(b) for b in self.buckets))
         if self.seeding == "global" and self.rng != "torch":
             raise InputError(
                 "--seeding",
                 f"'global' is torch's global generator, got --rng {self.rng}",
                 "give --rng torch",
             )
-        if self.first_step < 0:
-            raise InputError("--first-step", f"must be 0 or more, got {self.first_step}", "")
-        edges = tuple(int(b) for b in self.buckets)
-        if len(edges) < 2 or any(a >= b for a, b in zip(edges, edges[1:], strict=False)):
-            raise InputError(
-                "--buckets",
-                f"bucket edges must be at least two increasing numbers, got {list(edges)}",
-                "give them like 0,770,1216,1728,2432,3296,8192",
-            )
-        object.__setattr__(self, "buckets", edges)
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:

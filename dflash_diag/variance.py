@@ -179,7 +179,8 @@ def noise_scale(
     """
     import numpy as np
 
-    g2 = np.asarray(grad, dtype=np.float64) ** 2
+    with np.errstate(over="ignore"):  # (a norm past 1e154 squares to inf: left out below)
+        g2 = np.asarray(grad, dtype=np.float64) ** 2
     b = np.asarray(tokens, dtype=np.float64)
     ok = np.isfinite(g2) & np.isfinite(b) & (b > 0)
     med_b = float(np.median(b[ok])) if ok.any() else None
@@ -367,7 +368,8 @@ def variance_proxies(
     out: dict[str, Any] = {"metric_var": None}
     if attribution is not None:
         res = attribution.points["residual"].to_numpy(dtype=np.float64)
-        out["metric_var"] = float(np.nanvar(res))
+        res = res[~np.isnan(res)]  # (a log of one point has no residual)
+        out["metric_var"] = float(np.var(res)) if res.size else None
         if attribution.model is not None:
             out["composition_r2"] = attribution.model.r2
             out["composition_r2_cv"] = attribution.model.r2_cv

@@ -299,10 +299,11 @@ def read_numbers(col: Any, off: Any, seg: Segment, v: ValueToken, ok: Any) -> An
     if not finite.all():  # Arrow reads `Infinity`, `Nan`, `infK`...: keep the parser's
         odd = ok & ~finite
         ok &= ~odd | syntax(odd, number)
-    if scale is not None:
-        vals = vals * scale
-    elif v.factor != 1.0:
-        vals = vals * v.factor
+    with np.errstate(over="ignore"):  # (1e308K is inf, as float() * 1e3 makes it)
+        if scale is not None:
+            vals = vals * scale
+        elif v.factor != 1.0:
+            vals = vals * v.factor
     if not finite.all():  # a printed nan is a logged one (names.LOGGED_NAN)
         vals = np.where(np.isnan(vals), LOGGED_NAN, vals)
     return vals  # (in the common case a strided view of Arrow's result)

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import io
+import math
 import re
 from typing import Any
 
@@ -77,6 +78,33 @@ def _rename(columns: list[str], path: str) -> dict[str, str]:
     return out
 
 
+def _cell_float(value: Any) -> float:
+    """One cell as a float, NaN for no number.  pandas keeps an integer too large for
+    int64 as a Python int (an object column), which ``float()`` refuses beyond ~1e308:
+    such an int is +-inf, as the same digits in a float's spelling would be."""
+    if isinstance(value, bool) or value is None:
+        return math.nan
+    if isinstance(value, int):
+        return float(value) if abs(value) < 2**1000 else (math.inf if value > 0 else -math.inf)
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def numeric_column(column: Any) -> Any:
+    """A column's values as float64 (NaN where a cell holds no number); columns of
+    cells pandas left as objects are read one distinct cell at a time."""
+    import numpy as np
+    import pandas as pd
+
+    if column.dtype != object:
+        return pd.to_numeric(column, errors="coerce")
+    codes, uniques = pd.factorize(column, use_na_sentinel=True)
+    table = np.array([_cell_float(u) for u in uniques] + [np.nan], dtype=np.float64)
+    return pd.Series(table[codes], index=column.index, name=column.name)
+
+
 def read_csv(raw: RawLog, rank: int | str = 0) -> RunLog:
     """Read a CSV/TSV metrics table into a RunLog.
 
@@ -113,7 +141,7 @@ def read_csv(raw: RawLog, rank: int | str = 0) -> RunLog:
     printed = _printed_nan(text, sep, df) if _NAN_CELL.search(text) else {}
     cols: dict[str, Any] = {}
     for c in df.columns:
-        values = pd.to_numeric(df[c], errors="coerce")
+        values = numeric_column(df[c])
         if c in printed:
             # (np.where: pandas' mask would store its own NaN, not this one)
             values = pd.Series(np.where(printed[c], LOGGED_NAN, values), index=values.index)

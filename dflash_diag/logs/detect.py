@@ -73,7 +73,7 @@ def detect_format(path: str | os.PathLike[str], data: bytes | None = None) -> st
         try:
             json.loads(data.decode("utf-8", "replace"))
             return "jsonl"  # a single JSON object (one record) reads as JSON lines
-        except ValueError:
+        except (ValueError, RecursionError):  # (not JSON, or nested past ~1000 levels)
             pass
     lines = [x.rstrip("\r") for x in stripped.split("\n")[:200] if x.strip()]
     if not lines:

@@ -164,14 +164,38 @@ def _is_eval_text(message: str, matches: list[re.Match[str]]) -> bool:
 
 
 def _flat_items(obj: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """``(key path, value)`` of a JSON object's leaves, nested objects flattened with
+    ``/``; a loop over a stack, not recursion (``json.loads`` takes deeper objects than
+    Python's recursion limit leaves room for)."""
     items: list[tuple[str, Any]] = []
-    for k, v in obj.items():
-        key = f"{prefix}/{k}" if prefix else str(k)
-        if isinstance(v, dict):
-            items.extend(_flat_items(v, key))
-        else:
+    stack = [(prefix, iter(obj.items()))]  # depth first, keys in their order
+    while stack:
+        here, rest = stack[-1]
+        for k, v in rest:
+            key = f"{here}/{k}" if here else str(k)
+            if isinstance(v, dict):
+                stack.append((key, iter(v.items())))
+                break
             items.append((key, v))
+        else:
+            stack.pop()
     return items
+
+
+def _json_int(text: str) -> int | float:
+    """A JSON integer literal: an int, or a float when it has more digits than a float
+    can hold (``float("1" + "0" * 400)`` is inf, as ``1e400`` would be; ``int()`` of it
+    would only fail later, converting to float)."""
+    return int(text) if len(text) <= 300 else float(text)
+
+
+def load_json(text: str) -> Any:
+    """``json.loads`` with integers beyond a float's range read as +-inf.
+
+    :raises ValueError: not JSON.  :raises RecursionError: nested deeper than the
+        interpreter's recursion limit (about 1000 levels).
+    """
+    return json.loads(text, parse_int=_json_int)
 
 
 def fields_from_mapping(items: list[tuple[str, Any]]) -> Message:
@@ -233,7 +257,7 @@ def parse_json_object(message: str) -> Message | None:
     """Fields of a JSON object line, nested objects flattened (``{"train": {"loss": 1}}``
     -> ``train/loss`` -> ``loss``).  None if the text is not a JSON object."""
     try:
-        obj = json.loads(message)
+        obj = load_json(message)
     except (ValueError, RecursionError):
         return None
     if not isinstance(obj, dict):

@@ -8,12 +8,11 @@ entries (``loss``, ``grad_norm``, ``learning_rate``, ``epoch``), evaluation entr
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ..errors import InputError
 from ..records import RunLog
-from .fields import fields_from_mapping
+from .fields import fields_from_mapping, load_json
 from .io import RawLog, decode
 from .normalise import build_table
 
@@ -30,7 +29,13 @@ def read_hf_state(raw: RawLog, rank: int | str = 0) -> RunLog:
     """
     text, _ = decode(raw.data)
     try:
-        obj = json.loads(text)
+        obj = load_json(text)
+    except RecursionError:
+        raise InputError(
+            raw.path,
+            "JSON nested too deep to read (over about 1000 levels)",
+            "give the trainer_state.json the Trainer wrote",
+        ) from None
     except ValueError as e:
         line = getattr(e, "lineno", None)
         raise InputError(

@@ -16,7 +16,9 @@ Where Arrow keeps less than the line parser sees, the log is left to the line pa
 counts as present there, and Arrow does not tell it from a missing key), a line with
 values under two keys of one column (which wins depends on the order of its keys), blank
 lines, carriage returns, a last line without a newline, warning text (the line parser
-skips such lines), or anything Arrow refuses (``NaN``, a value whose type changes).
+skips such lines), a line with more than 64 brackets (:func:`too_nested`: Arrow's reader
+recurses in C per level of nesting and a deep record would overflow the stack), or
+anything Arrow refuses (``NaN``, a value whose type changes).
 The tests check that both give the same table on constructed, random and byte-mutated
 logs.  :func:`dict_line_records` reads the HF Trainer's dict lines the same way, among a
 log's other lines.
@@ -34,6 +36,33 @@ if TYPE_CHECKING:
 
 #: Smaller logs are read line by line (a few milliseconds either way).
 MIN_BYTES = 20_000
+#: A line with more ``{`` and ``[`` than this is left to the line parser: Arrow's JSON
+#: reader recurses in C once per level and a record nested ~100,000 deep overflows the
+#: stack (SIGSEGV), and :func:`_columns` recurses once per level of objects.
+MAX_OPENERS = 64
+#: Bytes scanned at once by :func:`too_nested` (bounds its temporaries).
+SCAN_CHUNK = 1 << 24
+
+
+def too_nested(data: Any, limit: int = MAX_OPENERS) -> bool:
+    """Whether a line of ``data`` has more than ``limit`` opening brackets (``{`` or
+    ``[``, in strings too: a bound on its nesting depth).  Counted chunk by chunk, at the
+    newlines' positions; a log with no more brackets than ``limit`` is not scanned."""
+    if data.count(b"{") + data.count(b"[") <= limit:
+        return False
+    import numpy as np
+
+    carry = 0  # brackets on the line running into this chunk, before it
+    for lo in range(0, len(data), SCAN_CHUNK):
+        buf = np.frombuffer(data[lo : lo + SCAN_CHUNK], np.uint8)
+        # brackets since the start of the line the chunk begins in, at each byte
+        opens = np.cumsum((buf == ord("{")) | (buf == ord("[")), dtype=np.int64) + carry
+        at_ends = opens[buf == ord("\n")]
+        tail = int(opens[-1] - (at_ends[-1] if len(at_ends) else 0))
+        if tail > limit or (np.diff(at_ends, prepend=0) > limit).any():
+            return True
+        carry = tail
+    return False
 
 
 def _columns(table: Any) -> list[tuple[str, Any, Any]]:
@@ -191,6 +220,8 @@ def json_records(data: Any, dicts: bool = False) -> tuple[Any, dict[str, int]] |
     n_lines = data.count(b"\n")
     if data.count(b"\n{") != n_lines - 1:
         return None  # a line that is not an object (a blank line, a banner)
+    if too_nested(data):
+        return None  # (the line parser reads what it can of such a line: see MAX_OPENERS)
     import numpy as np
     import pandas as pd
     import pyarrow as pa

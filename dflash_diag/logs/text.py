@@ -103,6 +103,13 @@ def _rank_of(field: float | None, default: int) -> int:
     return int(field)
 
 
+def _prefix_rank(m: re.Match[str]) -> int:
+    """The rank of a rank prefix's match; digits no rank has (2**31 or more) are rank
+    0, as a ``rank`` field of 1e30 is."""
+    digits = m.group("a") or m.group("b") or m.group("c")
+    return int(digits) if len(digits) < 10 or int(digits) < 2**31 else 0
+
+
 def _count(skipped: dict[str, int], reason: str, n: int = 1) -> None:
     skipped[reason] = skipped.get(reason, 0) + n
 
@@ -200,6 +207,8 @@ def _bar(
     steps number on from the previous bar's total.
     """
     n, total = int(match.group("n")), int(match.group("total"))
+    if max(n, total) > 2**53:  # (digits no counter reaches; a float step could not hold them)
+        return None
     if total >= st.bar_last_total:
         if n < st.bar_last_n:
             st.bar_offset += st.bar_last_total
@@ -241,7 +250,7 @@ def parse_line(
             if not m:
                 break
             pm = _RANK_PREFIX.match(rest)
-            rank = int(pm.group("a") or pm.group("b") or pm.group("c")) if pm else 0
+            rank = _prefix_rank(pm) if pm else 0
             rec = _bar(m, rest[: m.start()], st, rank, line_no)
             if rec is None:
                 _count(skipped, "progress_bar")
@@ -266,7 +275,7 @@ def _parse_plain(
     rank = 0
     m = _RANK_PREFIX.match(text)
     if m:
-        rank = int(m.group("a") or m.group("b") or m.group("c"))
+        rank = _prefix_rank(m)
         text = text[m.end() :]
     if not text.strip():
         _count(skipped, "blank")

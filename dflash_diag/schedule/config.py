@@ -31,13 +31,15 @@ A preset names a trainer and takes its own settings (:mod:`dflash_diag.schedule.
 
 from __future__ import annotations
 
+import difflib
+import math
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..records import ScheduleParams
+from ..records import ScheduleParams, value_problem
 from .presets import PRESET_KEYS, apply_preset
 
 CONFIG_NAME = "dflash-diag.toml"
@@ -91,12 +93,18 @@ def find_config(config: str | Path | None, near: str | Path | None) -> Path | No
 
 
 def read_config(path: Path) -> dict[str, Any]:
-    """The ``[schedule]`` table of ``path`` with keys in snake_case."""
+    """The ``[schedule]`` table of ``path`` with keys in snake_case, every value checked
+    (:func:`check_value`): a value of the wrong type or size is an InputError naming the
+    file and the key, before anything is computed from it."""
     try:
         with open(path, "rb") as fh:
             doc = tomllib.load(fh)
     except tomllib.TOMLDecodeError as e:
         raise InputError(str(path), f"not valid TOML ({e})", "fix the file") from None
+    except UnicodeDecodeError as e:
+        raise InputError(
+            str(path), f"not UTF-8 text (byte {e.start})", "save the file as UTF-8"
+        ) from None
     except OSError as e:
         raise InputError(str(path), f"cannot read ({e.strerror})", "check the path") from None
     section = doc.get("schedule")
@@ -110,27 +118,89 @@ def read_config(path: Path) -> dict[str, Any]:
     allowed = set(ScheduleParams.field_names()) | set(EXTRA_KEYS) | set(PRESET_KEYS)
     unknown = sorted(set(out) - allowed)
     if unknown:
-        raise InputError(
-            str(path),
-            f"unknown keys in [schedule]: {', '.join(unknown)}",
-            f"choose from {', '.join(sorted(allowed))}",
-        )
-    return out
+        close = [c for k in unknown for c in difflib.get_close_matches(k, sorted(allowed), n=1)]
+        hint = f"did you mean {close[0]}?" if close else "the keys are the schedule flags' names"
+        names = ", ".join(unknown)
+        names = names if len(names) <= 80 else names[:77] + "..."
+        raise InputError(str(path), f"unknown keys in [schedule]: {names}", hint)
+    return {key: check_value(path, key, value) for key, value in out.items()}
 
 
-def parse_buckets(text: str | list[int] | tuple[int, ...]) -> tuple[int, ...]:
-    """``"0,770,1216"`` (or a list) -> ``(0, 770, 1216)``."""
-    items: list[int | str]
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def check_value(path: Path, key: str, value: Any) -> Any:
+    """``value`` of ``[schedule] key`` as ScheduleParams takes it, or an InputError
+    naming ``path`` and ``key`` (``epochs = "8"``, ``grad_accum = 9223372036854775807``,
+    ``seed = {a = 1}``).
+
+    >>> try:
+    ...     check_value(Path("c.toml"), "epochs", "8")
+    ... except InputError as e:
+    ...     print(e.what)
+    [schedule] epochs must be a whole number, got '8'
+    """
+    if key == "buckets":
+        value = parse_buckets(value, f"{path}: [schedule] buckets")
+    if key == "metric_rank":
+        problem = _rank_problem(value)
+    elif key in EXTRA_KEYS:
+        problem = None if isinstance(value, str) and value else f"must be text, got {_shown(value)}"
+    else:
+        problem = value_problem(key, value)
+    if problem is not None:
+        raise InputError(str(path), f"[schedule] {key} {problem}", "fix it in the file")
+    return value
+
+
+def _rank_problem(value: Any) -> str | None:
+    if value in ("all", "auto"):
+        return None
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 2**20:
+        return None
+    return f"must be a rank number, 'all' or 'auto', got {_shown(value)}"
+
+
+def parse_buckets(text: Any, where: str = "--buckets") -> tuple[int, ...]:
+    """``"0,770,1216"`` (or a list) -> ``(0, 770, 1216)``; ``1e3`` and ``1_000`` are
+    1000.  An InputError (from ``where``) for anything but whole numbers."""
+    items: list[Any]
     if isinstance(text, (list, tuple)):
         items = list(text)
+    elif isinstance(text, str):
+        items = [t for t in text.replace(" ", "").split(",") if t]
     else:
-        items = [t for t in str(text).replace(" ", "").split(",") if t]
+        items = [text]
+    out = []
+    for t in items:
+        number = _whole(t)
+        if number is None:
+            raise InputError(
+                where,
+                f"not a list of numbers: {_shown(text)}",
+                "give edges like 0,770,1216,8192",
+            )
+        out.append(number)
+    return tuple(out)
+
+
+def _whole(item: Any) -> int | None:
+    """``item`` as an int if it is a whole number (``770``, ``"770"``, ``"1e3"``)."""
+    if isinstance(item, bool):
+        return None
+    if isinstance(item, int):
+        return item
+    if not isinstance(item, (str, float)):
+        return None
     try:
-        return tuple(int(float(str(t).replace("_", ""))) for t in items)
+        number = float(str(item).replace("_", ""))
     except ValueError:
-        raise InputError(
-            "--buckets", f"not a list of numbers: {text!r}", "give edges like 0,770,1216,8192"
-        ) from None
+        return None
+    if not math.isfinite(number) or number != int(number) or abs(number) > 2**53:
+        return None
+    return int(number)
 
 
 def resolve_schedule(
@@ -153,14 +223,6 @@ def resolve_schedule(
     length_column = values.pop("length_column", None)
     category_column = values.pop("category_column", None)
     metric_rank = values.pop("metric_rank", None)
-    if metric_rank is not None and not (
-        metric_rank in ("all", "auto") or (isinstance(metric_rank, int) and metric_rank >= 0)
-    ):
-        raise InputError(
-            str(path),
-            f"metric_rank must be a rank number, 'all' or 'auto', got {metric_rank!r}",
-            "fix [schedule] metric_rank",
-        )
     in_file = "preset" in values
     for k, v in flags.items():
         if v is not None:

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
-from ..records import BATCH_FEATURES, Manifest, Replay, ScheduleParams
+from ..records import BATCH_FEATURES, Manifest, Replay, ScheduleParams, value_problem
 from .accelerate import even_batches, step_positions
 from .base import Batches, EpochPlan, Strategy, gather_segments, get_strategy
 from .rng import EpochShufflers
@@ -257,9 +257,11 @@ def replay(
     """
     import numpy as np
 
-    n_epochs = params.epochs if epochs is None else int(epochs)
-    if n_epochs < 1:
-        raise InputError("--epochs", f"must be a positive whole number, got {n_epochs}", "")
+    n_epochs = params.epochs if epochs is None else epochs
+    problem = value_problem("epochs", n_epochs)
+    if problem is not None:  # (before the buffer of n x epochs sample ids is asked for)
+        raise InputError("--epochs", problem, "")
+    n_epochs = int(n_epochs)
     determined = determined_epochs(params)
     if determined is not None and determined < n_epochs:
         n_epochs = determined
