@@ -111,8 +111,8 @@ def check_schedule(
             f"{_subject(named_by)} matches the logged tokens at only "
             f"{check.tokens_match:.0%} of {check.n_compared} steps (first mismatch at step "
             f"{check.first_mismatch})",
-            "find the run's with dflash-diag batches MANIFEST --log LOG --search-seed "
-            "0..1000, give it with --config, or pass --force",
+            "find the run's seed with dflash-diag batches MANIFEST --log LOG --search-seed "
+            "0..1000, or pass --force",
         )
     detail = (
         f"replayed tokens match the log at only {match}: the schedule is not the run's, "
