@@ -35,20 +35,25 @@ def sniff_delimiter(header: str) -> str:
 _NAN_CELL = re.compile(r"(?:^|[,;\t])[ \t]*[-+]?(?:nan|NaN|NAN)[ \t]*(?=[,;\t\r]|$)", re.M)
 
 
+def _frame(text: str, sep: str, **options: Any) -> Any:
+    """The CSV text as pandas reads it here: BOM dropped, bad and blank lines skipped."""
+    import pandas as pd
+
+    return pd.read_csv(
+        io.StringIO(text.lstrip("\ufeff")),
+        sep=sep,
+        on_bad_lines="skip",
+        skip_blank_lines=True,
+        **options,
+    )
+
+
 def _printed_nan(text: str, sep: str, df: Any) -> dict[Any, Any]:
     """Column -> bool per row of ``df``: the cell was printed as ``nan`` (a logged
     NaN), not left empty (not logged there).  Read again as text, the same rows."""
     import pandas as pd
 
-    cells = pd.read_csv(
-        io.StringIO(text.lstrip("\ufeff")),
-        sep=sep,
-        on_bad_lines="skip",
-        skip_blank_lines=True,
-        dtype=str,
-        keep_default_na=False,
-        na_filter=False,
-    )
+    cells = _frame(text, sep, dtype=str, keep_default_na=False, na_filter=False)
     if cells.shape != df.shape:
         return {}  # (cannot line the two reads up: every NaN stays "not logged")
     out = {}
@@ -117,13 +122,7 @@ def read_csv(raw: RawLog, rank: int | str = 0) -> RunLog:
     header = text.lstrip("\ufeff").split("\n", 1)[0]
     sep = sniff_delimiter(header)
     try:
-        df = pd.read_csv(
-            io.StringIO(text.lstrip("\ufeff")),
-            sep=sep,
-            on_bad_lines="skip",
-            skip_blank_lines=True,
-            low_memory=False,
-        )
+        df = _frame(text, sep, low_memory=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
         raise InputError(
             raw.path, f"cannot read as CSV ({e})", "check the delimiter and header"
