@@ -51,7 +51,6 @@ def _frame(text: str, sep: str, **options: Any) -> Any:
 def _printed_nan(text: str, sep: str, df: Any) -> dict[Any, Any]:
     """Column -> bool per row of ``df``: the cell was printed as ``nan`` (a logged
     NaN), not left empty (not logged there).  Read again as text, the same rows."""
-    import pandas as pd
 
     cells = _frame(text, sep, dtype=str, keep_default_na=False, na_filter=False)
     if cells.shape != df.shape:
