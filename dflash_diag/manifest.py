@@ -437,7 +437,8 @@ def _factorize(values: pd.Series) -> tuple[np.ndarray, tuple[str, ...]]:
     import pandas as pd
 
     codes, uniques = pd.factorize(values, use_na_sentinel=True)
-    labels = [str(u) for u in uniques]
+    # (bytes, from a .npy of dtype S, are read as UTF-8 with bad bytes replaced)
+    labels = [u.decode("utf-8", "replace") if isinstance(u, bytes) else str(u) for u in uniques]
     if (codes < 0).any():
         labels.append(MISSING_CATEGORY)
         codes = np.where(codes < 0, len(labels) - 1, codes)
