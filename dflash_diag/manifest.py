@@ -313,17 +313,19 @@ def _kind_name(dtype: Any) -> str:
     )
 
 
-def _column(values: np.ndarray) -> Any:
-    """A structured array's field as a column; text that is not valid Unicode (lone
-    surrogates, which Arrow-backed text refuses) has those characters replaced."""
-    import pandas as pd
+def _column(values: np.ndarray) -> np.ndarray:
+    """A structured array's field as a column.  A text field may hold 32-bit values that
+    are no character (surrogates, or past U+10FFFF: a .npy does not check); Arrow-backed
+    text would refuse them or keep bytes it cannot decode, so they become U+FFFD."""
+    import numpy as np
 
     if values.dtype.kind != "U":
         return values
-    try:
-        return pd.Series(values)
-    except UnicodeEncodeError:
-        return pd.Series([v.encode("utf-8", "replace").decode("utf-8") for v in values.tolist()])
+    points = np.ascontiguousarray(values).view(np.uint32).copy()
+    bad = (points > 0x10FFFF) | ((points >= 0xD800) & (points < 0xE000))
+    if bad.any():
+        points[bad] = 0xFFFD
+    return points.view(values.dtype)
 
 
 def read_manifest(
@@ -437,7 +439,8 @@ def _factorize(values: pd.Series) -> tuple[np.ndarray, tuple[str, ...]]:
     import pandas as pd
 
     codes, uniques = pd.factorize(values, use_na_sentinel=True)
-    labels = [str(u) for u in uniques]
+    # (bytes, from a .npy of dtype S, are read as UTF-8 with bad bytes replaced)
+    labels = [u.decode("utf-8", "replace") if isinstance(u, bytes) else str(u) for u in uniques]
     if (codes < 0).any():
         labels.append(MISSING_CATEGORY)
         codes = np.where(codes < 0, len(labels) - 1, codes)

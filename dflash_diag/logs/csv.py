@@ -69,10 +69,9 @@ def _rename(columns: list[str], path: str) -> dict[str, str]:
     """Column -> canonical name; W&B ``run - metric`` columns lose the run name."""
     runs = {m.group("run") for c in columns if (m := _WANDB_COL.match(c))}
     if len(runs) > 1:
+        shown = ", ".join(r if len(r) <= 30 else r[:27] + "..." for r in sorted(runs)[:3])
         raise InputError(
-            path,
-            f"{len(runs)} runs in one export ({', '.join(sorted(runs)[:3])}...)",
-            "export one run per file",
+            path, f"{len(runs)} runs in one export ({shown}...)", "export one run per file"
         )
     out = {}
     for c in columns:

@@ -359,3 +359,33 @@ def test_a_grad_norm_whose_square_overflows_is_left_out_quietly():
     assert round(noise_scale(g, b).b_simple) == round(
         noise_scale(np.delete(g, 7), np.delete(b, 7)).b_simple
     )
+
+
+def test_category_bytes_that_are_not_utf8(tmp_path):
+    # manifest._factorize: str() of numpy bytes raised UnicodeDecodeError
+    arr = np.zeros(2, dtype=[("length", "<i8"), ("source", "S3")])
+    arr["length"], arr["source"] = [3, 4], [b"ok", b"\xff\xfe"]
+    p = tmp_path / "m.npy"
+    p.write_bytes(npy_bytes(arr))
+    assert read_manifest(p).category_names == ("ok", "\ufffd\ufffd")
+
+
+def test_a_wandb_export_of_two_long_run_names_is_a_short_line(tmp_path):
+    # logs/csv.py named the runs whole: a 400-character error line
+    long = "drafter-v1" + "0" * 300
+    p = tmp_path / "wandb_export.csv"
+    p.write_text(f'"Step","{long} - train/loss","other - train/loss"\n1,2.5,2.4\n2,2.4,2.3\n')
+    assert "2 runs in one export" in one_line_error(p, lambda: read_log(p))
+
+
+def test_category_text_past_unicode(tmp_path):
+    # a .npy text field holding U+BE0000: pandas kept it, Arrow could not decode it later
+    arr = np.zeros(2, dtype=[("length", "<i8"), ("source", "<U4")])
+    arr["length"] = [3, 4]
+    raw = arr.view(np.uint8).copy()
+    p = tmp_path / "m.npy"
+    source = raw.reshape(2, -1)[:, 8:].copy().view(np.uint32)
+    source[1, 0] = 0x00BE0000
+    raw.reshape(2, -1)[:, 8:] = source.view(np.uint8)
+    p.write_bytes(npy_bytes(raw.view(arr.dtype)))
+    assert read_manifest(p).category_names == ("", "\ufffd")
