@@ -226,13 +226,19 @@ def _choose_metrics(
                 )
     if not out:
         found = sorted(c for c in run.table.columns if c not in _NOT_METRICS and _logged(run, c))
+        asked = f" (asked for {_few(candidates)})" if wanted else ""
         raise InputError(
             run.path,
-            "no metric is logged by both the run and a baseline"
-            + (f" (asked for {', '.join(candidates)})" if wanted else ""),
-            f"choose with --metric from: {', '.join(found) or 'none logged'}",
+            f"no metric is logged by both the run and a baseline{asked}",
+            f"choose with --metric from: {_few(found) or 'none logged'}",
         )
     return out
+
+
+def _few(names: Sequence[str], most: int = 6) -> str:
+    """Up to ``most`` names, then how many more: an error line stays one short line."""
+    shown = ", ".join(names[:most])
+    return shown + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
 # --- one metric -------------------------------------------------------------------------

@@ -95,6 +95,9 @@ MAD_FLOOR = 1e-3
 FOUNDRY_PATIENCE = 4
 #: Points before an event's first one that its onset jump is measured against.
 ONSET_POINTS = 3
+#: A value beyond this magnitude is read as inf: no loss, accuracy or norm is that large,
+#: and squaring it (a variance, a regression) would overflow float64.
+HUGE = 1e150
 #: Points of history the robust detector needs before it flags anything.
 MIN_HISTORY = 5
 
@@ -411,6 +414,8 @@ def detect_spikes(
     t = _one_row_per_step(table, metric, logged)
     steps = t["step"].to_numpy(dtype=np.int64)
     values = t[metric].to_numpy(dtype=np.float64)
+    with np.errstate(invalid="ignore"):  # a value past HUGE is what arithmetic makes of it
+        values = np.where(np.abs(values) > HUGE, np.copysign(np.inf, values), values)
     finite = np.isfinite(values)
     if not finite.any():
         raise InputError(path, f"no finite {metric!r} value in the log", "check --metric")

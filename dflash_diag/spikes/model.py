@@ -77,9 +77,11 @@ def design_matrix(features: pd.DataFrame) -> tuple[np.ndarray, tuple[str, ...]]:
 
     with np.errstate(divide="ignore", invalid="ignore"):
         log_mean = np.log(features["mean_len"].to_numpy(dtype=np.float64))
+        known = log_mean[np.isfinite(log_mean)]  # (none: no point has a batch)
+        centre = float(known.mean()) if known.size else float("nan")
         cols = {
             "log_mean_len": log_mean,
-            "log_mean_len_sq": (log_mean - np.nanmean(log_mean)) ** 2,
+            "log_mean_len_sq": (log_mean - centre) ** 2,
             "len_cv": features["len_std"].to_numpy(dtype=np.float64)
             / features["mean_len"].to_numpy(dtype=np.float64),
             "log_n_samples": np.log(features["n_samples"].to_numpy(dtype=np.float64)),
