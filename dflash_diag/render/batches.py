@@ -8,64 +8,17 @@ them out (and formats durations).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..reports import BatchesReport
+
 if TYPE_CHECKING:
-    import numpy as np
     from rich.console import Console
 
-    from ..batchstats import ScheduleStats, ScheduleWarning
+    from ..batchstats import ScheduleStats
     from ..buckets import BucketPlan
-    from ..schedule.verify import SeedSearch
-
-
-@dataclass(frozen=True)
-class BatchesReport:
-    """Everything ``batches`` shows, gathered by the CLI from the library's results.
-
-    :param manifest: the manifest read; ``config``: the TOML file used, if any.
-    :param stats: the chosen strategy's statistics.
-    :param strategies: ``--compare``'s statistics, in the order asked.
-    :param plan: ``--optimize-buckets``'s options.
-    :param verification: ``--log``'s check (a ``Verification``), if asked; with
-        ``--search-seed``, the best candidate's (``search.best``).
-    :param training_seconds: per strategy name, the training time at ``--throughput``.
-    :param throughput: padded tokens per second, if given.
-    :param export: the file written by ``--export``, if any.
-    :param search: ``--search-seed``'s outcome, if asked.
-    :param seed: the seed of the schedule that ``stats`` (and every table) describes: the
-        found one after a successful search, else the one given.
-    :param warnings: what the schedule does to samples that do not fit it
-        (:func:`dflash_diag.batchstats.schedule_warnings`).
-    :param given_check: after a search that found no seed, the ``Verification`` of the
-        schedule as given (the one the tables describe).
-    """
-
-    manifest: str
-    config: str | None
-    stats: ScheduleStats
-    strategies: tuple[ScheduleStats, ...] = ()
-    plan: BucketPlan | None = None
-    verification: Any = None
-    training_seconds: dict[str, float] = field(default_factory=dict)
-    throughput: float | None = None
-    export: str | None = None
-    search: SeedSearch | None = None
-    seed: int | None = None
-    warnings: tuple[ScheduleWarning, ...] = ()
-    given_check: Any = None
-
-
-def display_path(path: str | Path) -> str:
-    """``path`` relative to the working directory when it lies inside it, else as given."""
-    p = Path(path)
-    try:
-        return str(p.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
 
 
 def duration(seconds: float | None) -> str:
@@ -388,19 +341,23 @@ def _verification_json(report: BatchesReport) -> dict[str, Any]:
     return out
 
 
-def plot_batches(
-    strip: np.ndarray,
-    steps: np.ndarray,
-    strategies: Sequence[ScheduleStats],
-    path: str | Path,
-) -> Path:
+def plot_batches(report: BatchesReport, path: str | Path) -> Path:
+    """Save :func:`batches_figure` as PNG, SVG or PDF by ``path``'s extension."""
+    from .plots import save_figure
+
+    return save_figure(batches_figure(report), path)
+
+
+def batches_figure(report: BatchesReport) -> Any:
     """The heat strip of each step's sample lengths, and padding efficiency against
     diversity (1 - length ICC) for the strategies given."""
     import numpy as np
 
-    from .plots import pyplot, save_figure
+    from .plots import pyplot
 
     plt = pyplot()
+    strip, steps = report.strip if report.strip is not None else (np.zeros((0, 0)), np.zeros(0))
+    strategies = report.strategies or (report.stats,)
     fig, axes = plt.subplots(
         1, 2, figsize=(13, 4.5), gridspec_kw={"width_ratios": [2.2, 1]}, squeeze=False
     )
@@ -444,4 +401,4 @@ def plot_batches(
     ax.set_title("padding against batch diversity")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    return save_figure(fig, path)
+    return fig

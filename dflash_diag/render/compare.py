@@ -291,8 +291,15 @@ def _slope_lines(m: MetricComparison, console: Any) -> None:
 
 
 def plot_comparison(c: Comparison, path: str | Path) -> Path:
+    """Save :func:`comparison_figure` as PNG, SVG or PDF by ``path``'s extension."""
+    from .plots import save_figure
+
+    return save_figure(comparison_figure(c), path)
+
+
+def comparison_figure(c: Comparison) -> Any:
     """The run over the baselines per metric, the band shaded and warmup ends marked."""
-    from .plots import pyplot, save_figure
+    from .plots import pyplot
 
     plt = pyplot()
     n = max(len(c.metrics), 1)
@@ -318,4 +325,4 @@ def plot_comparison(c: Comparison, path: str | Path) -> Path:
         ax.legend(fontsize=7, loc="best")
     axes[-1, 0].set_xlabel(c.axis)
     fig.tight_layout()
-    return save_figure(fig, path)
+    return fig

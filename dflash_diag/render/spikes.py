@@ -8,16 +8,18 @@ lays them out.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..reports import Context
 from ..spikes.detect import NearMiss, near_misses, noise_reach
 from ..spikes.model import NEIGHBOURS
 
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from ..reports import MicroBatch, SpikesReport
     from ..spikes.attribute import Attribution, SpikeEvidence
     from ..spikes.detect import Detection
     from ..variance import VarianceReport
@@ -26,31 +28,6 @@ if TYPE_CHECKING:
 MAX_ROWS = 20
 #: Fewer logged points than this: say "not enough data" rather than "no spikes".
 FEW_POINTS = 20
-
-
-@dataclass(frozen=True)
-class Context:
-    """Where the inputs came from, for the header and the JSON.
-
-    :param schedule: the replayed schedule's parameters (None: no manifest).
-    :param epochs: epochs replayed.
-    :param step_source: ``RunLog.step_source``: with ``line order`` the "steps" are the
-        log's records numbered 1, 2, ..., not optimizer steps, and are labelled so.
-    """
-
-    log: str
-    log_format: str
-    config: str | None = None
-    manifest: str | None = None
-    schedule: dict[str, Any] | None = None
-    epochs: int | None = None
-    notes: tuple[str, ...] = field(default_factory=tuple)
-    step_source: str = "field"
-
-    @property
-    def line_order(self) -> bool:
-        """The log's records carry no step: its "steps" are logging events, numbered."""
-        return self.step_source == "line order"
 
 
 def _num(x: float | None) -> float | None:
@@ -87,14 +64,23 @@ def _spike_json(s: SpikeEvidence) -> dict[str, Any]:
     }
 
 
+def _batches_json(
+    samples: dict[int, tuple[MicroBatch, ...]], s: SpikeEvidence
+) -> list[dict[str, Any]]:
+    return [asdict(b) for b in samples.get(s.event.peak_step, ())]
+
+
 def to_json(
     ctx: Context,
     detection: Detection,
     spikes: tuple[SpikeEvidence, ...],
     attribution: Attribution | None,
     variance: VarianceReport | None,
+    samples: dict[int, tuple[MicroBatch, ...]] | None = None,
 ) -> dict[str, Any]:
-    """The ``--json`` document (snake_case keys; NaN becomes null in ``dumps``)."""
+    """The ``--json`` document (snake_case keys; NaN becomes null in ``dumps``).  With
+    ``samples``, each spike has ``batches``: its micro-batches (``step, rank, micro,
+    sample_ids``)."""
     d = detection
     att: dict[str, Any] | None = None
     check = None
@@ -146,13 +132,106 @@ def to_json(
         "covers": d.covers,
         "step_source": ctx.step_source,
         "schedule_check": check,
-        "spikes": [_spike_json(s) | {"ground": ground_of(attribution)} for s in spikes],
+        "spikes": [
+            _spike_json(s)
+            | {"ground": ground_of(attribution)}
+            | (
+                {"batches": [asdict(b) for b in samples.get(s.event.peak_step, ())]}
+                if samples is not None
+                else {}
+            )
+            for s in spikes
+        ],
         "below_cut": [asdict(m) for m in near_misses(d)],
         "attribution": att,
         "variance": asdict(variance) if variance is not None else None,
         "summary": summary(d, spikes, attribution, variance, ctx.line_order),
         "notes": [*ctx.notes, *(attribution.notes if attribution is not None else ())],
     }
+
+
+#: Sample ids shown per micro-batch in the text (all are in the JSON and the HTML).
+FIRST_IDS = 5
+#: Micro-batches listed per spike in the text.
+FIRST_MICRO = 3
+
+
+def samples_line(batches: tuple[MicroBatch, ...]) -> str:
+    """``  samples: rank 0 micro 0: 17, 4, 9 (+5 more); ...`` -- the first
+    :data:`FIRST_IDS` ids of the first :data:`FIRST_MICRO` micro-batches."""
+    parts = []
+    for b in batches[:FIRST_MICRO]:
+        ids = ", ".join(str(i) for i in b.sample_ids[:FIRST_IDS])
+        more = len(b.sample_ids) - FIRST_IDS
+        where = f"step {b.step} " if len({x.step for x in batches}) > 1 else ""
+        parts.append(
+            f"{where}rank {b.rank} micro {b.micro}: {ids}"
+            + (f" (+{more} more)" if more > 0 else "")
+        )
+    rest = len(batches) - FIRST_MICRO
+    tail = f"; {rest} more micro-batches (--json, --html)" if rest > 0 else ""
+    return "  sample ids: " + "; ".join(parts) + tail
+
+
+#: The spike table's columns (the first is "event" for logs numbered by line).
+SPIKE_COLUMNS = ("step", "value", "baseline", "z", "rise", "phase", "lr", "gn x", "verdict")
+
+
+def spike_row(s: SpikeEvidence, marked: str = "") -> tuple[str, ...]:
+    """One spike's cells of the table (:data:`SPIKE_COLUMNS`); ``marked`` follows the
+    verdict (e.g. `` (given)``)."""
+    e = s.event
+    step = str(e.peak_step) if e.n_points == 1 else f"{e.peak_step} ({e.start_step}-{e.end_step})"
+    return (
+        step,
+        _f(e.value, ".4g"),
+        _f(e.baseline, ".4g"),
+        _f(e.z, ".1f"),
+        _f(e.ratio - 1, "+.0%") if math.isfinite(e.ratio) else "-",
+        e.phase,
+        _f(e.lr),
+        _f(e.grad_norm_ratio, ".1f"),
+        s.verdict + marked,
+    )
+
+
+def batch_line(s: SpikeEvidence) -> str:
+    """``  batch: 8 samples; mean length 8192 (percentile 100); ...``: the spike's batch,
+    the composition model's prediction and where the batch came back ("" without one)."""
+    if not s.batch:
+        return ""
+    p = s.percentiles
+    parts = [
+        f"{int(s.batch['n_samples'])} sample{'' if s.batch['n_samples'] == 1 else 's'}",
+        f"mean length {s.batch['mean_len']:.0f} (percentile {p.get('mean_len', float('nan')):.0f})",
+        f"longest {s.batch['max_len']:.0f}",
+    ]
+    cats = {k[4:]: v for k, v in s.batch.items() if k.startswith("cat_") and v > 0.05}
+    if cats:
+        parts.append(", ".join(f"{k} {v:.0%}" for k, v in sorted(cats.items())))
+    line = "  batch: " + "; ".join(parts)
+    if s.predicted is not None:
+        line += f"; rise {_f(s.rise)}: the composition model predicts {_f(s.predicted, '+.3g')}"
+    if s.similar is not None:
+        line += f", the {NEIGHBOURS} batches closest in length sit at {_f(s.similar, '+.3g')}"
+    if s.recurrences:
+        back = ", ".join(
+            f"{r.step} (epoch {r.epoch}, {_f(r.residual, '+.3g')})" for r in s.recurrences[:4]
+        )
+        line += f"; came back at step {back}"
+    return line
+
+
+def spikes_json(report: SpikesReport) -> dict[str, Any]:
+    """:func:`to_json` of a :class:`~dflash_diag.reports.SpikesReport`."""
+    r = report
+    return to_json(r.context, r.detection, r.spikes, r.attribution, r.variance, r.samples or None)
+
+
+def spikes_text(console: Console, report: SpikesReport) -> None:
+    """:func:`render_text` of a :class:`~dflash_diag.reports.SpikesReport`."""
+    r = report
+    render_text(console, r.context, r.detection, r.spikes, r.attribution, r.variance, r.samples)
 
 
 #: Table order: the spikes to act on first.
@@ -366,8 +445,10 @@ def render_text(
     spikes: tuple[SpikeEvidence, ...],
     attribution: Attribution | None,
     variance: VarianceReport | None,
+    samples: dict[int, tuple[MicroBatch, ...]] | None = None,
 ) -> None:
-    """Header, spike table, per-spike batches, correlations, variance panel, summary."""
+    """Header, spike table, per-spike batches (with the first sample ids of each
+    micro-batch), correlations, variance panel, summary."""
     from rich.table import Table
 
     d = detection
@@ -407,21 +488,7 @@ def render_text(
     marked = f" ({ground})" if ground in ("given", "refuted") else ""
     ranked = ranked_spikes(spikes)
     for s in sorted(ranked[:MAX_ROWS], key=lambda s: s.event.peak_step):
-        e = s.event
-        step = (
-            str(e.peak_step) if e.n_points == 1 else f"{e.peak_step} ({e.start_step}-{e.end_step})"
-        )
-        table.add_row(
-            step,
-            _f(e.value, ".4g"),
-            _f(e.baseline, ".4g"),
-            _f(e.z, ".1f"),
-            _f(e.ratio - 1, "+.0%") if math.isfinite(e.ratio) else "-",
-            e.phase,
-            _f(e.lr),
-            _f(e.grad_norm_ratio, ".1f"),
-            s.verdict + marked,
-        )
+        table.add_row(*spike_row(s, marked))
     if spikes:
         console.print(table)
         if len(spikes) > MAX_ROWS:
@@ -449,27 +516,10 @@ def render_text(
         )
         if not s.batch:
             continue
-        p = s.percentiles
-        parts = [
-            f"{int(s.batch['n_samples'])} sample{'' if s.batch['n_samples'] == 1 else 's'}",
-            f"mean length {s.batch['mean_len']:.0f} "
-            f"(percentile {p.get('mean_len', float('nan')):.0f})",
-            f"longest {s.batch['max_len']:.0f}",
-        ]
-        cats = {k[4:]: v for k, v in s.batch.items() if k.startswith("cat_") and v > 0.05}
-        if cats:
-            parts.append(", ".join(f"{k} {v:.0%}" for k, v in sorted(cats.items())))
-        line = "  batch: " + "; ".join(parts)
-        if s.predicted is not None:
-            line += f"; rise {_f(s.rise)}: the composition model predicts {_f(s.predicted, '+.3g')}"
-        if s.similar is not None:
-            line += f", the {NEIGHBOURS} batches closest in length sit at {_f(s.similar, '+.3g')}"
-        if s.recurrences:
-            back = ", ".join(
-                f"{r.step} (epoch {r.epoch}, {_f(r.residual, '+.3g')})" for r in s.recurrences[:4]
-            )
-            line += f"; came back at step {back}"
+        line = batch_line(s)
         console.print(line, soft_wrap=True, markup=False)
+        if samples and samples.get(s.event.peak_step):
+            console.print(samples_line(samples[s.event.peak_step]), soft_wrap=True, markup=False)
 
     if attribution is not None and attribution.correlations:
         ct = Table(title=f"detrended {d.metric} vs batch features")
@@ -543,20 +593,24 @@ def _variance_panel(console: Console, v: VarianceReport) -> None:
         )
 
 
-def plot_spikes(
-    path: str | Path,
-    detection: Detection,
-    spikes: tuple[SpikeEvidence, ...],
-    attribution: Attribution | None,
-) -> Path:
+def plot_spikes(path: str | Path, report: SpikesReport) -> Path:
+    """Save :func:`spikes_figure` as PNG, SVG or PDF by ``path``'s extension."""
+    from .plots import save_figure
+
+    return save_figure(spikes_figure(report), path)
+
+
+def spikes_figure(report: SpikesReport) -> Any:
     """Metric with its baseline and flag line, spike markers, points coloured by batch
     mean length; with attribution, a second panel of detrended metric vs mean length."""
     import numpy as np
 
-    from .plots import pyplot, save_figure
+    from .plots import pyplot
 
     plt = pyplot()
-    d = detection
+    d = report.detection
+    spikes = report.spikes
+    attribution = report.attribution
     panels = 2 if attribution is not None else 1
     fig, axes = plt.subplots(panels, 1, figsize=(10, 4 * panels), squeeze=False)
     ax = axes[0][0]
@@ -596,4 +650,4 @@ def plot_spikes(
         bx.set_ylabel(f"detrended {d.metric}")
         bx.legend(loc="best")
     fig.tight_layout()
-    return save_figure(fig, path)
+    return fig
