@@ -601,53 +601,7 @@ def plot_spikes(path: str | Path, report: SpikesReport) -> Path:
 
 
 def spikes_figure(report: SpikesReport) -> Any:
-    """Metric with its baseline and flag line, spike markers, points coloured by batch
-    mean length; with attribution, a second panel of detrended metric vs mean length."""
-    import numpy as np
+    """The ``spikes`` figure (:mod:`dflash_diag.render.spikes_plot`)."""
+    from .spikes_plot import spikes_figure as figure
 
-    from .plots import pyplot
-
-    plt = pyplot()
-    d = report.detection
-    spikes = report.spikes
-    attribution = report.attribution
-    panels = 2 if attribution is not None else 1
-    fig, axes = plt.subplots(panels, 1, figsize=(10, 4 * panels), squeeze=False)
-    ax = axes[0][0]
-    colour = None
-    if attribution is not None:
-        colour = attribution.points["mean_len"].to_numpy(dtype=float)
-    ax.plot(d.steps, d.values, color="0.75", lw=0.6, zorder=1)
-    if colour is not None and np.isfinite(colour).any():
-        sc = ax.scatter(d.steps, d.values, c=colour, s=6, cmap="viridis", norm="log", zorder=2)
-        fig.colorbar(sc, ax=ax, label="batch mean length (tokens)")
-    ax.plot(d.steps, d.baseline, color="C1", lw=1, label="baseline")
-    if np.isfinite(d.scale).any():
-        ax.fill_between(
-            d.steps,
-            d.baseline,
-            d.baseline + d.threshold * d.scale,
-            color="C1",
-            alpha=0.15,
-            label=f"baseline + {d.threshold:g} x scale",
-        )
-    for s in spikes:
-        mark = {"composition": "C2", "unexplained": "C3"}.get(s.verdict, "C7")
-        if math.isfinite(s.event.value):
-            ax.scatter([s.event.peak_step], [s.event.value], marker="v", s=50, color=mark)
-    ax.set_xlabel("step")
-    ax.set_ylabel(d.metric)
-    ax.set_title(f"{d.metric}: spikes marked (green composition, red unexplained)")
-    ax.legend(loc="best")
-    if attribution is not None:
-        bx = axes[1][0]
-        pts = attribution.points
-        bx.scatter(pts["mean_len"], pts["residual"], s=6, color="0.4")
-        flagged = pts[pts["flagged"]]
-        bx.scatter(flagged["mean_len"], flagged["residual"], s=20, color="C3", label="spikes")
-        bx.set_xscale("log")
-        bx.set_xlabel("batch mean length (tokens)")
-        bx.set_ylabel(f"detrended {d.metric}")
-        bx.legend(loc="best")
-    fig.tight_layout()
-    return fig
+    return figure(report)
