@@ -308,8 +308,6 @@ class BatchesReport:
         (:func:`~dflash_diag.batchstats.schedule_warnings`).
     :param given_check: after a search that found no seed, the ``Verification`` of the
         schedule as given (what ``spikes`` would check).
-    :param strip: the chosen schedule's length heat strip ``(image, steps)``
-        (:func:`~dflash_diag.batchstats.length_strip`), when plots were asked for.
     :param micro: rank 0's micro-batch lengths per strategy drawn (each ``--compare``d
         one, else the chosen one), when plots were asked for.
     """
@@ -327,7 +325,6 @@ class BatchesReport:
     seed: int | None = None
     warnings: tuple[ScheduleWarning, ...] = ()
     given_check: Any = None
-    strip: tuple[Any, Any] | None = None
     micro: tuple[MicroLengths, ...] = ()
 
 
@@ -473,7 +470,7 @@ def _batches(
     plots: bool,
     stage: Stage,
 ) -> BatchesReport:
-    from .batchstats import length_strip, schedule_stats, schedule_warnings
+    from .batchstats import schedule_stats, schedule_warnings
     from .buckets import optimize_buckets, training_time
     from .manifest import read_manifest
     from .schedule import replay, verify_tokens
@@ -526,7 +523,6 @@ def _batches(
         seed=params.seed,
         warnings=tuple(schedule_warnings(manifest, params)),
         given_check=check if unfound else None,
-        strip=length_strip(schedule) if plots else None,
         micro=drawn,
     )
 
