@@ -9,6 +9,7 @@ the full text output (as the terminal shows it) in a fold.  Nothing is computed 
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,38 +61,40 @@ def figure_svg(fig: Any) -> str:
     return text[text.index("<svg") :]
 
 
-def table(header: tuple[str, ...], rows: list[tuple[str, ...]], left: tuple[str, ...] = ()) -> str:
+def table(
+    header: tuple[str, ...], rows: Sequence[Sequence[str]], left: tuple[str, ...] = ()
+) -> str:
     """An HTML table; columns named in ``left`` are left-aligned."""
     cls = [" class='l'" if h in left else "" for h in header]
     head = "".join(f"<th{c}>{_e(h)}</th>" for h, c in zip(header, cls, strict=True))
     body = "".join(
-        "<tr>" + "".join(f"<td{c}>{_e(v)}</td>" for v, c in zip(row, cls, strict=True)) + "</tr>"
+        "<tr>" + "".join(_cell(v, c) for v, c in zip(row, cls, strict=True)) + "</tr>"
         for row in rows
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _cell(value: str, cls: str) -> str:
+    """A ``<td>``; a verdict word also gets its colour (class ``composition`` etc.)."""
+    word = str(value).split(" ")[0]
+    if word in ("composition", "unexplained", "inconclusive"):
+        return f"<td class='l {word}'>{_e(value)}</td>"
+    return f"<td{cls}>{_e(value)}</td>"
+
+
 def text_output(render: Any) -> str:
     """What a text renderer prints, captured at 120 columns, as a folded ``<pre>``."""
+    import io
+
     from rich.console import Console
 
-    console = Console(record=True, width=120, color_system=None, file=_Null())
+    console = Console(record=True, width=120, color_system=None, file=io.StringIO())
     render(console)
     return (
         "<h2>Text output</h2><details><summary>as the terminal shows it</summary><pre>"
         + _e(console.export_text())
         + "</pre></details>"
     )
-
-
-class _Null:
-    """A file that discards what is written (the recording console keeps a copy)."""
-
-    def write(self, text: str) -> int:
-        return len(text)
-
-    def flush(self) -> None:
-        pass
 
 
 def write(path: str | Path, document: str) -> Path:
@@ -102,7 +105,7 @@ def write(path: str | Path, document: str) -> Path:
 
 
 def _micro_rows(batches: tuple[MicroBatch, ...]) -> list[tuple[str, ...]]:
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for b in batches:
         ids = ", ".join(str(i) for i in b.sample_ids[:HTML_IDS])
         more = len(b.sample_ids) - HTML_IDS
