@@ -26,6 +26,10 @@ if TYPE_CHECKING:
 
 #: Spikes shown in the text table (all are in the JSON).
 MAX_ROWS = 20
+#: Below this many columns the spike table is compact (see :func:`render_text`).
+COMPACT_WIDTH = 100
+#: The columns a compact table leaves out.
+NARROW_DROPS = ("phase", "baseline")
 #: Fewer logged points than this: say "not enough data" rather than "no spikes".
 FEW_POINTS = 20
 
@@ -449,6 +453,7 @@ def render_text(
 ) -> None:
     """Header, spike table, per-spike batches (with the first sample ids of each
     micro-batch), correlations, variance panel, summary."""
+    from rich.box import SIMPLE_HEAD
     from rich.table import Table
 
     d = detection
@@ -477,18 +482,29 @@ def render_text(
     rule = f"z >= {d.threshold:g}" + (
         f" and >= {d.min_rise:.0%} over baseline" if d.detector == "robust" else ""
     )
+    # A narrow terminal drops the columns a reader needs least (phase, baseline: the
+    # rise says how far over it) and the borders, and folds rather than cuts a cell.
+    compact = console.width < COMPACT_WIDTH
     table = Table(
         title=f"{len(spikes)} spikes ({d.detector}: {rule}, window {d.window}; "
-        "gn x: grad_norm over its baseline)"
+        "gn x: grad_norm over its baseline)",
+        **({"box": SIMPLE_HEAD, "pad_edge": False} if compact else {}),
     )
     step_word = "event" if ctx.line_order else "step"
-    for col in (step_word, "value", "baseline", "z", "rise", "phase", "lr", "gn x", "verdict"):
-        table.add_column(col, justify="left" if col in ("phase", "verdict") else "right")
+    keep = [i for i, c in enumerate(SPIKE_COLUMNS) if not (compact and c in NARROW_DROPS)]
+    for i in keep:
+        col = step_word if i == 0 else SPIKE_COLUMNS[i]
+        table.add_column(
+            col,
+            justify="left" if col in ("phase", "verdict") else "right",
+            overflow="fold" if compact else "ellipsis",
+        )
     ground = ground_of(attribution)
     marked = f" ({ground})" if ground in ("given", "refuted") else ""
     ranked = ranked_spikes(spikes)
     for s in sorted(ranked[:MAX_ROWS], key=lambda s: s.event.peak_step):
-        table.add_row(*spike_row(s, marked))
+        cells = spike_row(s, marked)
+        table.add_row(*(cells[i] for i in keep))
     if spikes:
         console.print(table)
         if len(spikes) > MAX_ROWS:
