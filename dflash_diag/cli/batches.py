@@ -34,7 +34,13 @@ def parse_seed_range(text: str) -> range:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("batches")
+    from typer.core import TyperCommand
+
+    from .outputs import plain_help_types
+
+    PLAIN = plain_help_types(TyperCommand)
+
+    @app.command("batches", cls=PLAIN)
     @schedule_options
     def batches(
         schedule: dict[str, Any],

@@ -49,7 +49,13 @@ def _split(values: list[str] | None) -> list[str] | None:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("compare", help=_HELP)
+    from typer.core import TyperCommand
+
+    from .outputs import plain_help_types
+
+    PLAIN = plain_help_types(TyperCommand)
+
+    @app.command("compare", help=_HELP, cls=PLAIN)
     def compare(
         files: Annotated[
             list[str],
@@ -67,7 +73,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--align",
                 help="step | tokens (cumulative) | warmup (fraction of warmup done, "
-                "for warmups of different lengths). Default step.",
+                "for warmups of different lengths).",
             ),
         ] = "step",
         metric: Annotated[

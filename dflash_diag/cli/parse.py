@@ -49,7 +49,13 @@ def write_table(table: object, to: Path) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("parse", help=_HELP)
+    from typer.core import TyperCommand
+
+    from .outputs import plain_help_types
+
+    PLAIN = plain_help_types(TyperCommand)
+
+    @app.command("parse", help=_HELP, cls=PLAIN)
     def parse(
         log: Annotated[str, typer.Argument(help="The log file ('-' for standard input).")],
         format: FormatOpt = None,

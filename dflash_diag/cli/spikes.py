@@ -61,7 +61,13 @@ class Covers(StrEnum):
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("spikes", help=_HELP)
+    from typer.core import TyperCommand
+
+    from .outputs import plain_help_types
+
+    PLAIN = plain_help_types(TyperCommand)
+
+    @app.command("spikes", help=_HELP, cls=PLAIN)
     @schedule_options
     def spikes(
         log: Annotated[str, typer.Argument(help="The training log ('-' for standard input).")],

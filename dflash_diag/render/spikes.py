@@ -487,9 +487,10 @@ def render_text(
     compact = console.width < COMPACT_WIDTH
     table = Table(
         title=f"{len(spikes)} spikes ({d.detector}: {rule}, window {d.window}; "
-        "gn x: grad_norm over its baseline)",
-        **({"box": SIMPLE_HEAD, "pad_edge": False} if compact else {}),
+        "gn x: grad_norm over its baseline)"
     )
+    if compact:
+        table.box, table.pad_edge = SIMPLE_HEAD, False
     step_word = "event" if ctx.line_order else "step"
     keep = [i for i, c in enumerate(SPIKE_COLUMNS) if not (compact and c in NARROW_DROPS)]
     for i in keep:
