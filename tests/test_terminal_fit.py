@@ -62,3 +62,17 @@ def test_every_shown_spike_keeps_its_step_numbers_and_verdict_at_80_columns():
         row = next(ln for ln in lines if re.match(rf"^\s*{s['step']}\b", ln))
         assert re.search(rf"\b{s['verdict']}\b", row), row
         assert f"{s['z']:.1f}" in row and f"{s['value']:.4g}" in row, row
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_help_reads_like_a_tool_people_know(name):
+    out = _out([name, "--help"], 100)
+    # no typer type labels; arguments by one name, without braces
+    assert not re.findall(r"<(?:bool|int|float|str|path|list\[\w+\])>", out)
+    usage = next(ln for ln in out.splitlines() if "Usage:" in ln)
+    assert re.search(rf"dflash-diag {name} \[OPTIONS\] (LOG|LOG\.\.\.|\[MANIFEST\])\s*$", usage)
+    # a flag shows no value to type after it
+    json_row = next(ln for ln in out.splitlines() if "--json" in ln)
+    assert re.search(r"--json\s+Print", json_row), json_row
+    if name == "compare":
+        assert out.count("[default: step]") == 1 and "Default step" not in out
