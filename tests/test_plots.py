@@ -87,17 +87,25 @@ def test_spike_markers_are_coloured_by_verdict(spikes):
 
 
 def test_the_labelled_spikes_include_the_largest_and_every_unexplained(spikes):
+    assert any(s.verdict == "unexplained" for s in spikes.spikes)
     named = labelled(spikes)
     biggest = max(spikes.spikes, key=lambda s: s.rise if math.isfinite(s.rise) else -1)
     assert biggest.event.peak_step in named
-    assert {s.event.peak_step for s in spikes.spikes if s.verdict != "composition"} <= named
+    assert {s.event.peak_step for s in spikes.spikes if s.verdict == "unexplained"} <= named
 
 
 def test_without_a_manifest_two_panels_and_no_verdict_legend(tmp_path):
     log = tmp_path / "run.log"
     log.write_text((ROOT / "sample_logs/run.log").read_text())
-    fig = spikes_figure(spikes_report(log))
+    report = spikes_report(log)
+    fig = spikes_figure(report)
     assert len([a for a in fig.axes if a.get_ylabel() != "lr"]) == 2
+    legend = _legend(fig.axes[0])
+    assert "spike (no manifest: --manifest attributes it)" in legend
+    assert not any(t.startswith("spike: ") for t in legend)
+    # only the largest rises are labelled, not all 39
+    steps = {str(s.event.peak_step) for s in report.spikes}
+    assert 0 < len([t for t in _texts(fig.axes[0]) if t in steps]) <= len(labelled(report))
 
 
 @pytest.fixture(scope="module")

@@ -82,8 +82,9 @@ def _cell(value: str, cls: str) -> str:
     return f"<td{cls}>{_e(value)}</td>"
 
 
-def text_output(render: Any) -> str:
-    """What a text renderer prints, captured at 120 columns, as a folded ``<pre>``."""
+def text_output(render: Any, folded: bool = True) -> str:
+    """What a text renderer prints, captured at 120 columns, as a ``<pre>`` (folded:
+    behind a click)."""
     import io
 
     from rich.console import Console
@@ -91,7 +92,9 @@ def text_output(render: Any) -> str:
     console = Console(record=True, width=120, color_system=None, file=io.StringIO())
     render(console)
     return (
-        "<h2>Text output</h2><details><summary>as the terminal shows it</summary><pre>"
+        "<h2>Text output</h2><details"
+        + ("" if folded else " open")
+        + "><summary>as the terminal shows it</summary><pre>"
         + _e(console.export_text())
         + "</pre></details>"
     )
@@ -200,7 +203,7 @@ def batches_html(report: BatchesReport, path: str | Path) -> Path:
         "<h2>Strategies</h2>",
         table(("strategy", "padding efficiency", "length ICC", "steps/epoch"), rows, ("strategy",)),
         "<h2>Plot</h2><div class='plot'>" + figure_svg(batches_figure(r)) + "</div>",
-        text_output(lambda c: render_text(r, c)),
+        text_output(lambda c: render_text(r, c), folded=False),
     ]
     return write(path, page(f"dflash-diag batches: {r.manifest}", body))
 
@@ -230,5 +233,5 @@ def compare_html(c: Comparison, path: str | Path) -> Path:
             table(("step", "metric", "value", "band", "verdict"), rows, ("metric", "verdict"))
         )
     body.append("<h2>Plot</h2><div class='plot'>" + figure_svg(comparison_figure(c)) + "</div>")
-    body.append(text_output(lambda con: render_text(c, con)))
+    body.append(text_output(lambda con: render_text(c, con), folded=False))
     return write(path, page(f"dflash-diag compare: {c.run}", body))

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 #: One colour per verdict (the same in every panel and in the HTML).
 VERDICT_COLOURS = {"composition": "#1a7f37", "unexplained": "#c0262d", "inconclusive": "#8a8a8a"}
-#: Spikes labelled by step: this many of the largest rises (and every non-composition one).
+#: Spikes labelled by step: this many of the largest rises (and every unexplained one).
 LABELLED = 8
 
 
@@ -110,10 +110,10 @@ def _mark_spikes(ax: Any, report: SpikesReport, top: float) -> None:
 
 def labelled(report: SpikesReport) -> set[int]:
     """Peak steps labelled in the plots: the :data:`LABELLED` largest rises, and every
-    spike composition does not explain."""
+    unexplained spike."""
     ranked = sorted(report.spikes, key=lambda s: -abs(s.rise) if math.isfinite(s.rise) else 0)
     named = {s.event.peak_step for s in ranked[:LABELLED]}
-    return named | {s.event.peak_step for s in report.spikes if s.verdict != "composition"}
+    return named | {s.event.peak_step for s in report.spikes if s.verdict == "unexplained"}
 
 
 def _legend(ax: Any, report: SpikesReport, clipped: bool) -> None:
@@ -124,14 +124,18 @@ def _legend(ax: Any, report: SpikesReport, clipped: bool) -> None:
     handles = [
         Line2D([], [], color="0.55", lw=0.8, label=d.metric),
         Line2D([], [], color="C1", lw=1.2, label="baseline"),
-        Patch(color="C1", alpha=0.18, label=f"flag line: baseline + {d.threshold:.3g} x scale"),
     ]
+    if math.isfinite(d.threshold):
+        label = f"flag line: baseline + {d.threshold:.3g} x scale"
+        handles.append(Patch(color="C1", alpha=0.18, label=label))
     present = {s.verdict for s in report.spikes}
     words = {
         "composition": "spike: composition (its batch explains it)",
         "unexplained": "spike: unexplained (look at the optimizer)",
-        "inconclusive": "spike: inconclusive",
+        "inconclusive": "spike: inconclusive (too little data, or in between)",
     }
+    if report.attribution is None:  # no manifest: nothing was attributed
+        words["inconclusive"] = "spike (no manifest: --manifest attributes it)"
     for verdict, colour in VERDICT_COLOURS.items():
         if verdict in present:
             handles.append(Line2D([], [], marker="o", ls="", color=colour, label=words[verdict]))
@@ -139,15 +143,9 @@ def _legend(ax: Any, report: SpikesReport, clipped: bool) -> None:
         handles.append(
             Line2D([], [], marker="^", ls="", color="0.3", label="above the axis (value in label)")
         )
-    handles.append(
-        Line2D(
-            [],
-            [],
-            ls="",
-            label=f"labels: the {LABELLED} largest rises and every\n"
-            "spike composition does not explain",
-        )
-    )
+    if report.spikes:
+        words_ = f"labels: the {LABELLED} largest rises and\nevery unexplained spike"
+        handles.append(Line2D([], [], ls="", label=words_))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
 
 
@@ -162,9 +160,10 @@ def _optimizer_strip(ax: Any, report: SpikesReport) -> None:
         ax.plot(table["step"], g, color="0.35", lw=0.6, label="grad_norm")
         pos = g[np.isfinite(g) & (g > 0)]
         if pos.size and pos.max() / pos.min() > 10:
-            from matplotlib.ticker import ScalarFormatter
+            from matplotlib.ticker import LogLocator, ScalarFormatter
 
             ax.set_yscale("log")
+            ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
             ax.yaxis.set_major_formatter(ScalarFormatter())
             ax.yaxis.set_minor_formatter("")
             ax.tick_params(axis="y", which="both", labelsize=7)
@@ -232,11 +231,12 @@ def _length_panel(ax: Any, report: SpikesReport) -> None:
                 textcoords="offset points",
                 color=colour,
             )
-    from matplotlib.ticker import ScalarFormatter
+    from matplotlib.ticker import LogLocator, ScalarFormatter
 
     ax.set_xscale("log")
+    ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
     ax.xaxis.set_major_formatter(ScalarFormatter())
-    ax.xaxis.set_minor_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_formatter("")
     ax.tick_params(axis="x", which="both", labelsize=7)
     ax.set_xlabel("batch mean length (tokens)")
     ax.set_ylabel(f"detrended {d.metric}")
