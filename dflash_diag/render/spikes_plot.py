@@ -121,7 +121,7 @@ def _legend(ax: Any, report: SpikesReport, clipped: bool) -> None:
     from matplotlib.patches import Patch
 
     d = report.detection
-    handles = [
+    handles: list[Any] = [
         Line2D([], [], color="0.55", lw=0.8, label=d.metric),
         Line2D([], [], color="C1", lw=1.2, label="baseline"),
     ]
