@@ -15,7 +15,8 @@ import typer
 
 from ..errors import InputError
 from ..spikes.coverage import MIN_TOKENS_MATCH
-from .options import SCHEDULE_PANEL, JsonOpt, PlotOpt, progress, schedule_options
+from .options import SCHEDULE_PANEL, JsonOpt, PlotOpt, schedule_options
+from .outputs import HtmlOpt, check_html_path, stages
 
 OUTPUT_PANEL = "Analyses and outputs"
 
@@ -33,7 +34,13 @@ def parse_seed_range(text: str) -> range:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("batches")
+    from typer.core import TyperCommand
+
+    from .outputs import plain_help_types
+
+    PLAIN = plain_help_types(TyperCommand)
+
+    @app.command("batches", cls=PLAIN)
     @schedule_options
     def batches(
         schedule: dict[str, Any],
@@ -113,6 +120,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
         json_out: JsonOpt = False,
         plot: PlotOpt = None,
+        html: HtmlOpt = None,
         config: Annotated[
             Path | None,
             typer.Option(
@@ -131,6 +139,8 @@ def register(app: typer.Typer) -> None:
         # Everything the user typed is checked before the slow work starts.
         if plot is not None:
             check_plot_path(plot)
+        if html is not None:
+            check_html_path(html)
         names = None
         if compare is not None:
             from ..batchstats import check_strategy_names
@@ -148,150 +158,39 @@ def register(app: typer.Typer) -> None:
 
             rate = parse_throughput(throughput)
         seeds = parse_seed_range(search_seed) if search_seed is not None else None
-        if seeds is not None and log is None:
-            raise InputError("--search-seed", "needs a log to match", "add --log RUN.log")
 
-        from ..schedule.config import resolve_schedule
+        from ..reports import batches_report
 
-        resolved = resolve_schedule(schedule, config, near=manifest, manifest=manifest)
-        if resolved.manifest is None:
-            raise InputError(
-                "MANIFEST",
-                "no manifest given",
-                'name one, or set manifest = "..." under [schedule] in dflash-diag.toml',
-            )
-        if not resolved.manifest.is_file():
-            raise InputError(str(resolved.manifest), "manifest not found", "check the path")
-        if log is not None and str(log) != "-" and not log.is_file():
-            raise InputError(str(log), "log not found", "check the --log path")
-        if export is not None:
-            from ..schedule.export import check_export_path
-
-            inputs = [resolved.manifest, *(x for x in (log, resolved.config_path) if x)]
-            check_export_path(export, protect=inputs)
-        params = resolved.params
-        _run(
-            resolved.manifest,
-            params,
-            config_path=resolved.config_path,
-            length_column=length_column or resolved.length_column,
-            category_column=category_column or resolved.category_column,
-            names=names,
-            k_max=optimize_buckets,
-            rate=rate,
+        report = batches_report(
+            manifest,
+            schedule=schedule,
+            config=config,
+            compare=names,
+            optimize_buckets=optimize_buckets,
+            throughput=rate,
             log=log,
-            seeds=seeds,
+            search_seed=seeds,
             export=export,
-            json_out=json_out,
-            plot=plot,
+            length_column=length_column,
+            category_column=category_column,
+            plots=plot is not None or html is not None,
+            stage=stages(not json_out),
         )
+        _show(report, json_out, plot, html)
 
 
-def _check_log(
-    manifest: Any, params: Any, log: Path, seeds: range | None, bar: bool
-) -> tuple[Any, Any, Any]:
-    """Read the log; with ``seeds``, search them.  Returns ``(params, run, search)``:
-    the params with the found seed and first step when the search found one (else as
-    given), the RunLog, and the SeedSearch (None without ``seeds``)."""
-    from ..logs import read_log
-    from ..schedule import search_seed
-
-    run = read_log(log)
-    if seeds is None:
-        return params, run, None
-    with progress("searching seeds", bar) as tick:
-        search = search_seed(
-            manifest, params, run.table, seeds, progress=tick, min_match=MIN_TOKENS_MATCH
-        )
-    if search.seed_found:
-        # every figure below is for the seed the log was run with
-        params = params.replace(seed=search.best.seed, first_step=search.best.first_step)
-    return params, run, search
-
-
-def _run(
-    manifest_path: Path,
-    params: Any,
-    *,
-    config_path: Path | None,
-    length_column: str | None,
-    category_column: str | None,
-    names: list[str] | None,
-    k_max: int | None,
-    rate: float | None,
-    log: Path | None,
-    seeds: range | None,
-    export: Path | None,
-    json_out: bool,
-    plot: Path | None,
-) -> None:
-    from ..batchstats import compare_strategies, length_strip, schedule_stats, schedule_warnings
-    from ..buckets import optimize_buckets, training_time
-    from ..manifest import read_manifest
-    from ..render.batches import (
-        BatchesReport,
-        display_path,
-        plot_batches,
-        render_text,
-        report_document,
-    )
+def _show(report: Any, json_out: bool, plot: Path | None, html: Path | None) -> None:
+    """Write the plot and the HTML, print the JSON or the text."""
+    from ..render.batches import plot_batches, render_text, report_document
     from ..render.jsonout import dumps
-    from ..schedule import replay, verify_tokens
-    from ..schedule.export import export_schedule
     from .consoles import out_console
 
-    bar = not json_out
-    with progress("reading manifest", bar) as tick:
-        manifest = read_manifest(manifest_path, length_column, category_column, progress=tick)
-    run = search = None
-    if log is not None:
-        params, run, search = _check_log(manifest, params, log, seeds, bar)
-    with progress("replaying", bar) as tick:
-        schedule = replay(manifest, params, progress=tick)
-    stats = schedule_stats(schedule)
-    compared: tuple[Any, ...] = ()
-    if names:
-        with progress("comparing strategies", bar) as tick:
-            compared = tuple(
-                compare_strategies(manifest, params, names, progress=tick, reuse=stats)
-            )
-    plan = None
-    if k_max is not None:
-        with progress("optimising buckets", bar) as tick:
-            plan = optimize_buckets(manifest, params, k_max, rate, progress=tick)
-    # the schedule the tables describe (the given one unless a seed was found), checked
-    check = verify_tokens(schedule, run.table) if run is not None else None
-    verification = search.best if search is not None else check
-    unfound = search is not None and not search.seed_found
-    seconds: dict[str, float] = {}
-    if rate is not None:
-        for st in (stats, *compared):
-            seconds[st.strategy] = training_time(
-                st.tokens_per_epoch, st.epochs, st.padding_efficiency, rate
-            )
-    written = None
-    if export is not None:
-        inputs = [manifest_path, *(x for x in (log, config_path) if x is not None)]
-        export_schedule(schedule, export, manifest.ids, protect=inputs)
-        written = display_path(export)
-    report = BatchesReport(
-        manifest=display_path(manifest_path),
-        config=display_path(config_path) if config_path is not None else None,
-        stats=stats,
-        strategies=compared,
-        plan=plan,
-        verification=verification,
-        training_seconds=seconds,
-        throughput=rate,
-        export=written,
-        search=search,
-        seed=params.seed,
-        warnings=tuple(schedule_warnings(manifest, params)),
-        given_check=check if unfound else None,
-    )
     if plot is not None:
-        strip, steps = length_strip(schedule)
-        plot_batches(strip, steps, compared or (stats,), plot)
+        plot_batches(report, plot)
+    if html is not None:
+        from ..render.html import batches_html
+
+        batches_html(report, html)
     if json_out:
         out_console.print(
             dumps(report_document(report)), markup=False, highlight=False, soft_wrap=True

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from .options import FormatOpt, JsonOpt, PlotOpt, RankOpt, parse_rank
+from .outputs import HtmlOpt, check_html_path, stages
 
 _HELP = """Compare a run with earlier runs at the same point of training.
 
@@ -48,7 +49,13 @@ def _split(values: list[str] | None) -> list[str] | None:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("compare", help=_HELP)
+    from typer.core import TyperCommand
+
+    from .outputs import plain_help_types
+
+    PLAIN = plain_help_types(TyperCommand)
+
+    @app.command("compare", help=_HELP, cls=PLAIN)
     def compare(
         files: Annotated[
             list[str],
@@ -66,7 +73,7 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--align",
                 help="step | tokens (cumulative) | warmup (fraction of warmup done, "
-                "for warmups of different lengths). Default step.",
+                "for warmups of different lengths).",
             ),
         ] = "step",
         metric: Annotated[
@@ -105,53 +112,43 @@ def register(app: typer.Typer) -> None:
         ] = 21,
         json: JsonOpt = False,
         plot: PlotOpt = None,
+        html: HtmlOpt = None,
         format: FormatOpt = None,
         rank: RankOpt = "0",
         step_every: CompareStepEveryOpt = None,
     ) -> None:
-        from ..compare import apply_step_every, compare_runs, parse_milestones
-        from ..errors import InputError
-        from ..logs import check_format, read_log
         from ..render.compare import comparison_json, plot_comparison, render_text
         from ..render.jsonout import dumps
         from ..render.plots import check_plot_path
+        from ..reports import compare_report
         from .consoles import out_console
-        from .options import progress
 
-        paths = list(files) + ([run] if run is not None else [])
-        if len(paths) < 2:
-            raise InputError(
-                "compare",
-                "needs at least one baseline and a run",
-                "give BASELINE.log RUN.log (or FILES... --run RUN.log)",
-            )
-        fmt = check_format(format)
         which = parse_rank(rank)
-        levels = parse_milestones(milestones or [])
         if plot is not None:
             check_plot_path(plot)
-        logs = []
-        with progress("reading logs", enabled=not json) as bar:
-            for i, path in enumerate(paths):
-                logs.append(read_log(path, format=fmt, rank=which))
-                if bar is not None:
-                    bar(i + 1, len(paths))
-        logs = apply_step_every(logs, step_every)
-        with progress("comparing", enabled=not json) as bar:
-            result = compare_runs(
-                logs[:-1],
-                logs[-1],
-                align=align,
-                metrics=_split(metric),
-                milestones=levels,
-                at=tuple(at or ()),
-                warmup_steps=warmup_steps,
-                band_k=band_k,
-                window=window,
-                progress=bar,
-            )
+        if html is not None:
+            check_html_path(html)
+        result = compare_report(
+            files,
+            run=run,
+            align=align,
+            metrics=_split(metric),
+            milestones=milestones,
+            at=tuple(at or ()),
+            warmup_steps=warmup_steps,
+            band_k=band_k,
+            window=window,
+            format=format,
+            rank=which,
+            step_every=step_every,
+            stage=stages(not json),
+        )
         if plot is not None:
             plot_comparison(result, plot)
+        if html is not None:
+            from ..render.html import compare_html
+
+            compare_html(result, html)
         if json:
             typer.echo(dumps(comparison_json(result)))
         else:

@@ -49,7 +49,13 @@ def write_table(table: object, to: Path) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("parse", help=_HELP)
+    from typer.core import TyperCommand
+
+    from .outputs import plain_help_types
+
+    PLAIN = plain_help_types(TyperCommand)
+
+    @app.command("parse", help=_HELP, cls=PLAIN)
     def parse(
         log: Annotated[str, typer.Argument(help="The log file ('-' for standard input).")],
         format: FormatOpt = None,
@@ -61,25 +67,22 @@ def register(app: typer.Typer) -> None:
         ] = None,
         json: JsonOpt = False,
     ) -> None:
-        from ..logs import check_format, read_log
         from ..render.jsonout import dumps
-        from ..render.parse import render_text, summarise
+        from ..render.parse import render_text
+        from ..reports import parse_report
         from .consoles import out_console
-        from .options import progress
+        from .outputs import stages
 
-        fmt = check_format(format)
         which = parse_rank(rank)
         if to is not None:
             check_to(to, log)
-        with progress("reading log", enabled=not json) as bar:
-            run = read_log(log, format=fmt, rank=which, progress=bar, step_every=step_every)
+        report = parse_report(log, format, which, step_every, stage=stages(not json))
         if to is not None:
-            write_table(run.table, to)
-        summary = summarise(run, which)
+            write_table(report.run.table, to)
         if json:
-            doc = dict(summary)
+            doc = dict(report.summary)
             if to is not None:
                 doc["written"] = str(to)
             typer.echo(dumps(doc))
         else:
-            render_text(summary, out_console, written=str(to) if to is not None else None)
+            render_text(report.summary, out_console, written=str(to) if to is not None else None)

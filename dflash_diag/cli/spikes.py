@@ -2,7 +2,6 @@
 
 # No `from __future__ import annotations`: schedule_options reads this signature with
 # inspect.signature, and typer needs the Annotated objects, not their strings.
-from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,6 +18,7 @@ from .options import (
     parse_rank,
     schedule_options,
 )
+from .outputs import HtmlOpt, check_html_path, stages
 
 _HELP = (
     "Find spikes in a logged metric and say, with evidence, whether batch composition "
@@ -61,7 +61,13 @@ class Covers(StrEnum):
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("spikes", help=_HELP)
+    from typer.core import TyperCommand
+
+    from .outputs import plain_help_types
+
+    PLAIN = plain_help_types(TyperCommand)
+
+    @app.command("spikes", help=_HELP, cls=PLAIN)
     @schedule_options
     def spikes(
         log: Annotated[str, typer.Argument(help="The training log ('-' for standard input).")],
@@ -115,6 +121,7 @@ def register(app: typer.Typer) -> None:
         ] = False,
         json: JsonOpt = False,
         plot: PlotOpt = None,
+        html: HtmlOpt = None,
         format: FormatOpt = None,
         rank: RankOpt = "0",
         step_every: StepEveryOpt = None,
@@ -130,68 +137,48 @@ def register(app: typer.Typer) -> None:
         *,
         schedule: dict[str, Any],
     ) -> None:
-        from ..logs import check_format, read_log
         from ..render.jsonout import dumps
         from ..render.plots import check_plot_path
-        from ..render.spikes import Context, plot_spikes, render_text, to_json
-        from ..schedule.config import resolve_schedule
-        from ..spikes.attribute import log_only_evidence
-        from ..spikes.detect import detect_spikes
+        from ..render.spikes import plot_spikes, spikes_json, spikes_text
+        from ..reports import spikes_report
         from .consoles import out_console
-        from .options import progress
 
-        fmt = check_format(format)
         which = parse_rank(rank)
         if plot is not None:
             check_plot_path(plot)
-        resolved = resolve_schedule(schedule, config, near=log, manifest=manifest)
-        if metric_rank is not None:
-            resolved = replace(resolved, metric_rank=_metric_rank(metric_rank))
-        with progress("reading log", enabled=not json) as bar:
-            run = read_log(log, format=fmt, rank=which, progress=bar, step_every=step_every)
-        logged = run.logged(metric) if metric in run.table.columns else None
-        detection = detect_spikes(
-            run.table, metric, detector.value, window, threshold, path=log, logged=logged
-        )
-        attribution = replayed = None
-        evidence = log_only_evidence(detection)
-        epochs = None
-        if resolved.manifest is not None:
-            from ..spikes.coverage import check_steps, schedule_source
-
-            check_steps(run.step_source, log, force)
-            source = schedule_source(resolved.config_path, config, bool(resolved.given), log)
-            attribution, replayed, m, epochs = _attribute(
-                log, run.table, detection, resolved, covers.value, force, not json, source
-            )
-            evidence = attribution.spikes
-        else:
-            m = None
-        from ..schedule.replay import undetermined_notes
-        from ..variance import variance_proxies
-
-        with progress("variance proxies", enabled=not json) as bar:
-            variance = variance_proxies(
-                detection, run.table, attribution, replayed, m, progress=bar
-            )
-        ctx = Context(
-            log=log,
-            log_format=run.format,
-            config=str(resolved.config_path) if resolved.config_path else None,
-            manifest=str(resolved.manifest) if resolved.manifest else None,
-            schedule=_params(resolved.params) if resolved.manifest else None,
-            epochs=epochs,
-            step_source=run.step_source,
-            notes=undetermined_notes(replayed),
+        if html is not None:
+            check_html_path(html)
+        report = spikes_report(
+            log,
+            metric=metric,
+            window=window,
+            threshold=threshold,
+            detector=detector.value,
+            manifest=manifest,
+            covers=covers.value,
+            metric_rank=_metric_rank(metric_rank) if metric_rank is not None else None,
+            force=force,
+            format=format,
+            rank=which,
+            step_every=step_every,
+            config=config,
+            schedule=schedule,
+            stage=stages(not json),
         )
         if plot is not None:
-            plot_spikes(plot, detection, evidence, attribution)
+            plot_spikes(plot, report)
+        if html is not None:
+            from ..render.html import spikes_html
+
+            spikes_html(report, html)
         if json:
-            typer.echo(dumps(to_json(ctx, detection, evidence, attribution, variance)))
+            typer.echo(dumps(spikes_json(report)))
         else:
-            render_text(out_console, ctx, detection, evidence, attribution, variance)
+            spikes_text(out_console, report)
             if plot is not None:
                 out_console.print(f"plot written to {plot}")
+            if html is not None:
+                out_console.print(f"report written to {html}")
 
 
 def _metric_rank(value: str) -> int | str:
@@ -205,46 +192,3 @@ def _metric_rank(value: str) -> int | str:
     raise InputError(
         "--metric-rank", f"not a rank: {value!r}", "give 'auto', 'all' or a rank number like 0"
     )
-
-
-def _params(params: Any) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    return asdict(params)
-
-
-def _attribute(
-    log: str,
-    table: Any,
-    detection: Any,
-    resolved: Any,
-    covers: str,
-    force: bool,
-    bar_on: bool,
-    source: str,
-) -> tuple[Any, Any, Any, int]:
-    """Read the manifest, replay once (enough epochs for the log), check, attribute."""
-    from ..manifest import read_manifest
-    from ..schedule import replay
-    from ..spikes.attribute import attribute_spikes
-    from ..spikes.coverage import check_schedule, epochs_to_cover
-    from ..spikes.optimizer import lr_at
-    from .options import progress
-
-    with progress("reading manifest", enabled=bar_on) as bar:
-        m = read_manifest(
-            resolved.manifest, resolved.length_column, resolved.category_column, progress=bar
-        )
-    params = resolved.params
-    last = int(detection.steps[-1])
-    epochs = params.epochs if "epochs" in resolved.given else epochs_to_cover(m, params, last, log)
-    with progress("replaying schedule", enabled=bar_on) as bar:
-        rep = replay(m, params, epochs=epochs, progress=bar)
-    named = "strategy" in resolved.given
-    check = check_schedule(rep, table, force=force, path=log, named_by=source, named=named)
-    lr = lr_at(table, detection.steps)
-    with progress("attributing spikes", enabled=bar_on) as bar:
-        att = attribute_spikes(
-            detection, rep, covers, check, resolved.metric_rank, progress=bar, lr=lr
-        )
-    return att, rep, m, epochs

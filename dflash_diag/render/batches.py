@@ -8,64 +8,17 @@ them out (and formats durations).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..reports import BatchesReport
+
 if TYPE_CHECKING:
-    import numpy as np
     from rich.console import Console
 
-    from ..batchstats import ScheduleStats, ScheduleWarning
+    from ..batchstats import ScheduleStats
     from ..buckets import BucketPlan
-    from ..schedule.verify import SeedSearch
-
-
-@dataclass(frozen=True)
-class BatchesReport:
-    """Everything ``batches`` shows, gathered by the CLI from the library's results.
-
-    :param manifest: the manifest read; ``config``: the TOML file used, if any.
-    :param stats: the chosen strategy's statistics.
-    :param strategies: ``--compare``'s statistics, in the order asked.
-    :param plan: ``--optimize-buckets``'s options.
-    :param verification: ``--log``'s check (a ``Verification``), if asked; with
-        ``--search-seed``, the best candidate's (``search.best``).
-    :param training_seconds: per strategy name, the training time at ``--throughput``.
-    :param throughput: padded tokens per second, if given.
-    :param export: the file written by ``--export``, if any.
-    :param search: ``--search-seed``'s outcome, if asked.
-    :param seed: the seed of the schedule that ``stats`` (and every table) describes: the
-        found one after a successful search, else the one given.
-    :param warnings: what the schedule does to samples that do not fit it
-        (:func:`dflash_diag.batchstats.schedule_warnings`).
-    :param given_check: after a search that found no seed, the ``Verification`` of the
-        schedule as given (the one the tables describe).
-    """
-
-    manifest: str
-    config: str | None
-    stats: ScheduleStats
-    strategies: tuple[ScheduleStats, ...] = ()
-    plan: BucketPlan | None = None
-    verification: Any = None
-    training_seconds: dict[str, float] = field(default_factory=dict)
-    throughput: float | None = None
-    export: str | None = None
-    search: SeedSearch | None = None
-    seed: int | None = None
-    warnings: tuple[ScheduleWarning, ...] = ()
-    given_check: Any = None
-
-
-def display_path(path: str | Path) -> str:
-    """``path`` relative to the working directory when it lies inside it, else as given."""
-    p = Path(path)
-    try:
-        return str(p.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
 
 
 def duration(seconds: float | None) -> str:
@@ -388,60 +341,80 @@ def _verification_json(report: BatchesReport) -> dict[str, Any]:
     return out
 
 
-def plot_batches(
-    strip: np.ndarray,
-    steps: np.ndarray,
-    strategies: Sequence[ScheduleStats],
-    path: str | Path,
-) -> Path:
-    """The heat strip of each step's sample lengths, and padding efficiency against
-    diversity (1 - length ICC) for the strategies given."""
-    import numpy as np
+def plot_batches(report: BatchesReport, path: str | Path) -> Path:
+    """Save :func:`batches_figure` as PNG, SVG or PDF by ``path``'s extension."""
+    from .plots import save_figure
 
-    from .plots import pyplot, save_figure
+    return save_figure(batches_figure(report), path)
+
+
+def batches_figure(report: BatchesReport) -> Any:
+    """Per strategy drawn (each ``--compare``d one, else the chosen one): rank 0's
+    micro-batches, mean sample length against step (log axis), titled with its padding
+    efficiency and length ICC; beside them, padding efficiency against diversity
+    (1 - length ICC) for every strategy, labelled with percentages."""
+    from .plots import pyplot
 
     plt = pyplot()
-    fig, axes = plt.subplots(
-        1, 2, figsize=(13, 4.5), gridspec_kw={"width_ratios": [2.2, 1]}, squeeze=False
-    )
-    ax = axes[0, 0]
-    if strip.size:
-        extent = (float(steps[0]), float(steps[-1]) + 1, 0.0, 1.0)
-        image = ax.imshow(
-            np.ma.masked_invalid(strip),
-            aspect="auto",
-            origin="lower",
-            interpolation="nearest",
-            extent=extent,
-            cmap="viridis",
-        )
-        fig.colorbar(image, ax=ax, label="sample length (tokens)")
-    ax.set_xlabel("optimizer step")
-    ax.set_ylabel("quantile within the step (shortest at 0)")
-    ax.set_title("lengths of each step's samples")
+    from matplotlib.ticker import LogLocator, ScalarFormatter
 
-    ax = axes[0, 1]
+    drawn = report.micro
+    stats = {st.strategy: st for st in (report.strategies or (report.stats,))}
+    rows = max(len(drawn), 1)
+    beside = len(stats) > 1  # one strategy: a lone dot says nothing, so no diversity panel
+    fig = plt.figure(figsize=(13 if beside else 10, 1.9 * rows + 1.6))
+    grid = fig.add_gridspec(rows, 2 if beside else 1, width_ratios=[2.4, 1] if beside else [1])
+    colours = {name: f"C{i}" for i, name in enumerate(stats)}
+    first = None
+    for i, ml in enumerate(drawn):
+        ax = fig.add_subplot(grid[i, 0], sharex=first, sharey=first)
+        first = first or ax
+        colour = colours.get(ml.strategy, "C0")
+        ax.scatter(ml.steps, ml.mean_len, s=2, color=colour, rasterized=True)
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter("")
+        st = stats.get(ml.strategy)
+        icc = f", length ICC {st.length_icc:.3f}" if st and st.length_icc is not None else ""
+        ax.set_title(
+            f"{ml.strategy}: padding efficiency {ml.padding_efficiency:.1%}{icc}",
+            fontsize=9,
+            loc="left",
+        )
+        ax.set_ylabel("mean length\n(tokens)", fontsize=8)
+        ax.grid(alpha=0.25)
+        if i == len(drawn) - 1:
+            ax.set_xlabel("optimizer step (rank 0's micro-batches, one dot each)")
+    if beside:
+        _diversity_panel(fig.add_subplot(grid[:, 1]), list(stats.values()), colours)
+    more = "" if beside else " (--compare A,B,... draws strategies side by side)"
+    fig.suptitle(f"{report.manifest}: what each schedule feeds one GPU{more}", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _diversity_panel(ax: Any, strategies: list[ScheduleStats], colours: dict[str, str]) -> None:
+    """Padding efficiency against diversity (1 - length ICC), one labelled dot each."""
     placed: dict[tuple[float, float], int] = {}
     for st in strategies:
         icc = st.length_icc
         if icc is None:
             continue
-        ax.scatter(1 - icc, st.padding_efficiency, s=40)
+        ax.scatter(1 - icc, st.padding_efficiency, s=60, color=colours.get(st.strategy, "C0"))
         # strategies at the same point (fairseq and sorted-greedy often are) stack labels
         spot = (round(1 - icc, 2), round(st.padding_efficiency, 2))
         placed[spot] = placed.get(spot, -1) + 1
         ax.annotate(
-            st.strategy,
+            f"{st.strategy}\n{st.padding_efficiency:.1%} padding eff., ICC {icc:.2f}",
             (1 - icc, st.padding_efficiency),
-            xytext=(4, 4 - 11 * placed[spot]),
+            xytext=(6, -4 - 22 * placed[spot]),
             textcoords="offset points",
-            fontsize=9,
+            fontsize=8,
         )
-    ax.set_xlim(-0.05, 1.05)
+    ax.set_xlim(-0.05, 1.25)
     ax.set_ylim(0.0, 1.05)
     ax.set_xlabel("diversity: 1 - length ICC")
     ax.set_ylabel("padding efficiency")
-    ax.set_title("padding against batch diversity")
+    ax.set_title("padding against batch diversity", fontsize=9)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    return save_figure(fig, path)

@@ -291,31 +291,133 @@ def _slope_lines(m: MetricComparison, console: Any) -> None:
 
 
 def plot_comparison(c: Comparison, path: str | Path) -> Path:
-    """The run over the baselines per metric, the band shaded and warmup ends marked."""
-    from .plots import pyplot, save_figure
+    """Save :func:`comparison_figure` as PNG, SVG or PDF by ``path``'s extension."""
+    from .plots import save_figure
+
+    return save_figure(comparison_figure(c), path)
+
+
+def run_labels(c: Comparison) -> dict[str, str]:
+    """A label per file: its short name, with its folder when two would read the same
+    (``a/train`` and ``b/train``, not "train against train"); the run marked ``(run)``."""
+    from collections import Counter
+    from pathlib import PurePath
+
+    files = [*c.baselines, c.run]
+    short = {f: _name(f) for f in files}
+    clash = Counter(short.values())
+    out = {}
+    for f in files:
+        p = PurePath(f)
+        name = short[f] if clash[short[f]] == 1 else f"{p.parent.name or '.'}/{short[f]}"
+        out[f] = f"{name} (run)" if f == c.run and name != "run" else name
+    return out
+
+
+def _robust_ylim(ax: Any, band: list[Any], run: Any) -> int:
+    """Set y-limits from the band's 1-99% range and the run's running median (21 points:
+    its course without its spikes), plus a margin; returns how many run points lie
+    outside (spikes), to say so on the panel."""
+    import numpy as np
+    import pandas as pd
+
+    run = np.asarray(run, dtype=float)
+    course = pd.Series(run).rolling(21, center=True, min_periods=1).median().to_numpy()
+    values = np.concatenate([*(np.asarray(b, dtype=float) for b in band), course])
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return 0
+    lo, hi = np.percentile(values, [0.5, 99.5])
+    pad = 0.12 * (hi - lo) if hi > lo else 0.5 * abs(hi) + 1e-9
+    ax.set_ylim(lo - pad, hi + pad)
+    return int(((run < lo - pad) | (run > hi + pad)).sum())
+
+
+def _at_marks(ax: Any, c: Comparison, metric: str) -> None:
+    """Each ``--at`` answer: the value, the band as an error bar, a label with verdict."""
+    mine = [a for a in c.at if a.metric == metric and a.x is not None and a.value is not None]
+    for k, a in enumerate(mine):
+        if a.x is None or a.value is None:  # (filtered above; says so to mypy)
+            continue
+        colour = {"within": "tab:green"}.get(a.verdict, "tab:purple")
+        if a.band is not None:
+            ax.vlines(a.x, a.band[0], a.band[1], color=colour, lw=3, alpha=0.5)
+        ax.plot([a.x], [a.value], "D", color=colour, ms=6, mec="black", mew=0.6, zorder=5)
+        band = f" in band [{a.band[0]:.3g}, {a.band[1]:.3g}]" if a.band is not None else ""
+        ax.annotate(
+            f"step {a.step}: {a.value:.3g}{band}: {a.verdict}",
+            (a.x, a.value),
+            xytext=(8, 14 + 16 * (k % 3)),
+            textcoords="offset points",
+            fontsize=8,
+            color=colour,
+            arrowprops={"arrowstyle": "-", "color": colour, "lw": 0.6},
+            bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": colour, "lw": 0.6},
+        )
+
+
+def comparison_figure(c: Comparison) -> Any:
+    """The run over the baselines per metric: the band shaded, robust y-limits, warmup
+    ends and the baselines' end marked, ``--at`` answers annotated, one legend."""
+    import numpy as np
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    from .plots import pyplot
 
     plt = pyplot()
+    labels = run_labels(c)
     n = max(len(c.metrics), 1)
-    fig, axes = plt.subplots(n, 1, figsize=(9, 2.8 * n), squeeze=False, sharex=True)
+    fig, axes = plt.subplots(n, 1, figsize=(11, 3.0 * n + 0.8), squeeze=False, sharex=True)
+    colours = {f: f"C{i + 1}" for i, f in enumerate(c.baselines)}
+    ends: list[float] = []
     for ax, m in zip(axes[:, 0], c.metrics.values(), strict=False):
         cv = m.curves
         gx, med, lo, hi = cv.band
         if len(gx):
-            ax.fill_between(gx, lo, hi, color="tab:blue", alpha=0.2, lw=0, label="baseline band")
-            ax.plot(gx, med, color="tab:blue", lw=1, ls="--", label="baseline median")
+            ax.fill_between(gx, lo, hi, color="tab:blue", alpha=0.2, lw=0)
+            ax.plot(gx, med, color="tab:blue", lw=1, ls="--")
+            ends.append(float(np.nanmax(gx)))
         for f, (bx, bv) in cv.baselines.items():
-            ax.plot(bx, bv, lw=0.6, alpha=0.6, label=_name(f))
+            ax.plot(bx, bv, lw=0.6, alpha=0.6, color=colours.get(f, "0.5"))
         rx, rv = cv.run
-        ax.plot(rx, rv, color="black", lw=1.2, label=_name(c.run))
+        ax.plot(rx, rv, color="black", lw=1.0)
         for f, x in cv.warmup_ends.items():
-            style = "-" if f == c.run else ":"
-            ax.axvline(x, color="tab:red", ls=style, lw=0.8, alpha=0.8)
-        for a in c.at:
-            if a.metric == m.name and a.x is not None and a.value is not None:
-                ax.plot([a.x], [a.value], "o", color="tab:red", ms=4)
+            ax.axvline(x, color="tab:red", ls="-" if f == c.run else ":", lw=0.9, alpha=0.8)
+        if len(gx) and len(rx) and np.nanmax(gx) < np.nanmax(rx):
+            ax.axvline(np.nanmax(gx), color="tab:blue", ls="-.", lw=1.0)
+            ax.annotate(
+                f"baselines end ({c.axis} {np.nanmax(gx):.0f}): no band after",
+                (np.nanmax(gx), 1.0),
+                xycoords=("data", "axes fraction"),
+                xytext=(4, -12),
+                textcoords="offset points",
+                fontsize=7,
+                color="tab:blue",
+            )
+        outside = _robust_ylim(ax, [lo, hi], rv)
+        _at_marks(ax, c, m.name)
         ax.set_ylabel(m.name)
-        ax.set_title(f"{m.name}: {m.verdict}  (red lines: warmup ends; solid = run)", fontsize=9)
-        ax.legend(fontsize=7, loc="best")
+        cut = f"; {outside} run points beyond the axis" if outside else ""
+        ax.set_title(f"{m.name}: {m.verdict}{cut}", fontsize=9)
+        ax.grid(alpha=0.25)
     axes[-1, 0].set_xlabel(c.axis)
-    fig.tight_layout()
-    return save_figure(fig, path)
+    handles = [
+        Patch(color="tab:blue", alpha=0.2, label="baseline band"),
+        Line2D([], [], color="tab:blue", ls="--", label="baseline median"),
+        *(Line2D([], [], color=colours[f], lw=0.8, label=labels[f]) for f in c.baselines),
+        Line2D([], [], color="black", label=labels[c.run]),
+        Line2D([], [], color="tab:red", label="warmup end: run"),
+        Line2D([], [], color="tab:red", ls=":", label="warmup end: baselines"),
+    ]
+    if c.at:
+        handles.append(Line2D([], [], marker="D", ls="", color="tab:green", label="--at answer"))
+    fig.legend(
+        handles=handles,
+        loc="upper center",
+        ncol=min(len(handles), 5),
+        fontsize=8,
+        title=f"{labels[c.run]} against {', '.join(labels[f] for f in c.baselines)}",
+    )
+    fig.tight_layout(rect=(0, 0, 1, 0.86 if n == 1 else 0.92))
+    return fig

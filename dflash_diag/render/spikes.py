@@ -8,49 +8,30 @@ lays them out.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..reports import Context
 from ..spikes.detect import NearMiss, near_misses, noise_reach
 from ..spikes.model import NEIGHBOURS
 
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from ..reports import MicroBatch, SpikesReport
     from ..spikes.attribute import Attribution, SpikeEvidence
     from ..spikes.detect import Detection
     from ..variance import VarianceReport
 
 #: Spikes shown in the text table (all are in the JSON).
 MAX_ROWS = 20
+#: Below this many columns the spike table is compact (see :func:`render_text`).
+COMPACT_WIDTH = 100
+#: The columns a compact table leaves out.
+NARROW_DROPS = ("phase", "baseline")
 #: Fewer logged points than this: say "not enough data" rather than "no spikes".
 FEW_POINTS = 20
-
-
-@dataclass(frozen=True)
-class Context:
-    """Where the inputs came from, for the header and the JSON.
-
-    :param schedule: the replayed schedule's parameters (None: no manifest).
-    :param epochs: epochs replayed.
-    :param step_source: ``RunLog.step_source``: with ``line order`` the "steps" are the
-        log's records numbered 1, 2, ..., not optimizer steps, and are labelled so.
-    """
-
-    log: str
-    log_format: str
-    config: str | None = None
-    manifest: str | None = None
-    schedule: dict[str, Any] | None = None
-    epochs: int | None = None
-    notes: tuple[str, ...] = field(default_factory=tuple)
-    step_source: str = "field"
-
-    @property
-    def line_order(self) -> bool:
-        """The log's records carry no step: its "steps" are logging events, numbered."""
-        return self.step_source == "line order"
 
 
 def _num(x: float | None) -> float | None:
@@ -87,14 +68,23 @@ def _spike_json(s: SpikeEvidence) -> dict[str, Any]:
     }
 
 
+def _batches_json(
+    samples: dict[int, tuple[MicroBatch, ...]], s: SpikeEvidence
+) -> list[dict[str, Any]]:
+    return [asdict(b) for b in samples.get(s.event.peak_step, ())]
+
+
 def to_json(
     ctx: Context,
     detection: Detection,
     spikes: tuple[SpikeEvidence, ...],
     attribution: Attribution | None,
     variance: VarianceReport | None,
+    samples: dict[int, tuple[MicroBatch, ...]] | None = None,
 ) -> dict[str, Any]:
-    """The ``--json`` document (snake_case keys; NaN becomes null in ``dumps``)."""
+    """The ``--json`` document (snake_case keys; NaN becomes null in ``dumps``).  With
+    ``samples``, each spike has ``batches``: its micro-batches (``step, rank, micro,
+    sample_ids``)."""
     d = detection
     att: dict[str, Any] | None = None
     check = None
@@ -146,13 +136,106 @@ def to_json(
         "covers": d.covers,
         "step_source": ctx.step_source,
         "schedule_check": check,
-        "spikes": [_spike_json(s) | {"ground": ground_of(attribution)} for s in spikes],
+        "spikes": [
+            _spike_json(s)
+            | {"ground": ground_of(attribution)}
+            | (
+                {"batches": [asdict(b) for b in samples.get(s.event.peak_step, ())]}
+                if samples is not None
+                else {}
+            )
+            for s in spikes
+        ],
         "below_cut": [asdict(m) for m in near_misses(d)],
         "attribution": att,
         "variance": asdict(variance) if variance is not None else None,
         "summary": summary(d, spikes, attribution, variance, ctx.line_order),
         "notes": [*ctx.notes, *(attribution.notes if attribution is not None else ())],
     }
+
+
+#: Sample ids shown per micro-batch in the text (all are in the JSON and the HTML).
+FIRST_IDS = 5
+#: Micro-batches listed per spike in the text.
+FIRST_MICRO = 3
+
+
+def samples_line(batches: tuple[MicroBatch, ...]) -> str:
+    """``  samples: rank 0 micro 0: 17, 4, 9 (+5 more); ...`` -- the first
+    :data:`FIRST_IDS` ids of the first :data:`FIRST_MICRO` micro-batches."""
+    parts = []
+    for b in batches[:FIRST_MICRO]:
+        ids = ", ".join(str(i) for i in b.sample_ids[:FIRST_IDS])
+        more = len(b.sample_ids) - FIRST_IDS
+        where = f"step {b.step} " if len({x.step for x in batches}) > 1 else ""
+        parts.append(
+            f"{where}rank {b.rank} micro {b.micro}: {ids}"
+            + (f" (+{more} more)" if more > 0 else "")
+        )
+    rest = len(batches) - FIRST_MICRO
+    tail = f"; {rest} more micro-batches (--json, --html)" if rest > 0 else ""
+    return "  sample ids: " + "; ".join(parts) + tail
+
+
+#: The spike table's columns (the first is "event" for logs numbered by line).
+SPIKE_COLUMNS = ("step", "value", "baseline", "z", "rise", "phase", "lr", "gn x", "verdict")
+
+
+def spike_row(s: SpikeEvidence, marked: str = "") -> tuple[str, ...]:
+    """One spike's cells of the table (:data:`SPIKE_COLUMNS`); ``marked`` follows the
+    verdict (e.g. `` (given)``)."""
+    e = s.event
+    step = str(e.peak_step) if e.n_points == 1 else f"{e.peak_step} ({e.start_step}-{e.end_step})"
+    return (
+        step,
+        _f(e.value, ".4g"),
+        _f(e.baseline, ".4g"),
+        _f(e.z, ".1f"),
+        _f(e.ratio - 1, "+.0%") if math.isfinite(e.ratio) else "-",
+        e.phase,
+        _f(e.lr),
+        _f(e.grad_norm_ratio, ".1f"),
+        s.verdict + marked,
+    )
+
+
+def batch_line(s: SpikeEvidence) -> str:
+    """``  batch: 8 samples; mean length 8192 (percentile 100); ...``: the spike's batch,
+    the composition model's prediction and where the batch came back ("" without one)."""
+    if not s.batch:
+        return ""
+    p = s.percentiles
+    parts = [
+        f"{int(s.batch['n_samples'])} sample{'' if s.batch['n_samples'] == 1 else 's'}",
+        f"mean length {s.batch['mean_len']:.0f} (percentile {p.get('mean_len', float('nan')):.0f})",
+        f"longest {s.batch['max_len']:.0f}",
+    ]
+    cats = {k[4:]: v for k, v in s.batch.items() if k.startswith("cat_") and v > 0.05}
+    if cats:
+        parts.append(", ".join(f"{k} {v:.0%}" for k, v in sorted(cats.items())))
+    line = "  batch: " + "; ".join(parts)
+    if s.predicted is not None:
+        line += f"; rise {_f(s.rise)}: the composition model predicts {_f(s.predicted, '+.3g')}"
+    if s.similar is not None:
+        line += f", the {NEIGHBOURS} batches closest in length sit at {_f(s.similar, '+.3g')}"
+    if s.recurrences:
+        back = ", ".join(
+            f"{r.step} (epoch {r.epoch}, {_f(r.residual, '+.3g')})" for r in s.recurrences[:4]
+        )
+        line += f"; came back at step {back}"
+    return line
+
+
+def spikes_json(report: SpikesReport) -> dict[str, Any]:
+    """:func:`to_json` of a :class:`~dflash_diag.reports.SpikesReport`."""
+    r = report
+    return to_json(r.context, r.detection, r.spikes, r.attribution, r.variance, r.samples or None)
+
+
+def spikes_text(console: Console, report: SpikesReport) -> None:
+    """:func:`render_text` of a :class:`~dflash_diag.reports.SpikesReport`."""
+    r = report
+    render_text(console, r.context, r.detection, r.spikes, r.attribution, r.variance, r.samples)
 
 
 #: Table order: the spikes to act on first.
@@ -366,8 +449,11 @@ def render_text(
     spikes: tuple[SpikeEvidence, ...],
     attribution: Attribution | None,
     variance: VarianceReport | None,
+    samples: dict[int, tuple[MicroBatch, ...]] | None = None,
 ) -> None:
-    """Header, spike table, per-spike batches, correlations, variance panel, summary."""
+    """Header, spike table, per-spike batches (with the first sample ids of each
+    micro-batch), correlations, variance panel, summary."""
+    from rich.box import SIMPLE_HEAD
     from rich.table import Table
 
     d = detection
@@ -396,32 +482,30 @@ def render_text(
     rule = f"z >= {d.threshold:g}" + (
         f" and >= {d.min_rise:.0%} over baseline" if d.detector == "robust" else ""
     )
+    # A narrow terminal drops the columns a reader needs least (phase, baseline: the
+    # rise says how far over it) and the borders, and folds rather than cuts a cell.
+    compact = console.width < COMPACT_WIDTH
     table = Table(
         title=f"{len(spikes)} spikes ({d.detector}: {rule}, window {d.window}; "
         "gn x: grad_norm over its baseline)"
     )
+    if compact:
+        table.box, table.pad_edge = SIMPLE_HEAD, False
     step_word = "event" if ctx.line_order else "step"
-    for col in (step_word, "value", "baseline", "z", "rise", "phase", "lr", "gn x", "verdict"):
-        table.add_column(col, justify="left" if col in ("phase", "verdict") else "right")
+    keep = [i for i, c in enumerate(SPIKE_COLUMNS) if not (compact and c in NARROW_DROPS)]
+    for i in keep:
+        col = step_word if i == 0 else SPIKE_COLUMNS[i]
+        table.add_column(
+            col,
+            justify="left" if col in ("phase", "verdict") else "right",
+            overflow="fold" if compact else "ellipsis",
+        )
     ground = ground_of(attribution)
     marked = f" ({ground})" if ground in ("given", "refuted") else ""
     ranked = ranked_spikes(spikes)
     for s in sorted(ranked[:MAX_ROWS], key=lambda s: s.event.peak_step):
-        e = s.event
-        step = (
-            str(e.peak_step) if e.n_points == 1 else f"{e.peak_step} ({e.start_step}-{e.end_step})"
-        )
-        table.add_row(
-            step,
-            _f(e.value, ".4g"),
-            _f(e.baseline, ".4g"),
-            _f(e.z, ".1f"),
-            _f(e.ratio - 1, "+.0%") if math.isfinite(e.ratio) else "-",
-            e.phase,
-            _f(e.lr),
-            _f(e.grad_norm_ratio, ".1f"),
-            s.verdict + marked,
-        )
+        cells = spike_row(s, marked)
+        table.add_row(*(cells[i] for i in keep))
     if spikes:
         console.print(table)
         if len(spikes) > MAX_ROWS:
@@ -449,27 +533,10 @@ def render_text(
         )
         if not s.batch:
             continue
-        p = s.percentiles
-        parts = [
-            f"{int(s.batch['n_samples'])} sample{'' if s.batch['n_samples'] == 1 else 's'}",
-            f"mean length {s.batch['mean_len']:.0f} "
-            f"(percentile {p.get('mean_len', float('nan')):.0f})",
-            f"longest {s.batch['max_len']:.0f}",
-        ]
-        cats = {k[4:]: v for k, v in s.batch.items() if k.startswith("cat_") and v > 0.05}
-        if cats:
-            parts.append(", ".join(f"{k} {v:.0%}" for k, v in sorted(cats.items())))
-        line = "  batch: " + "; ".join(parts)
-        if s.predicted is not None:
-            line += f"; rise {_f(s.rise)}: the composition model predicts {_f(s.predicted, '+.3g')}"
-        if s.similar is not None:
-            line += f", the {NEIGHBOURS} batches closest in length sit at {_f(s.similar, '+.3g')}"
-        if s.recurrences:
-            back = ", ".join(
-                f"{r.step} (epoch {r.epoch}, {_f(r.residual, '+.3g')})" for r in s.recurrences[:4]
-            )
-            line += f"; came back at step {back}"
+        line = batch_line(s)
         console.print(line, soft_wrap=True, markup=False)
+        if samples and samples.get(s.event.peak_step):
+            console.print(samples_line(samples[s.event.peak_step]), soft_wrap=True, markup=False)
 
     if attribution is not None and attribution.correlations:
         ct = Table(title=f"detrended {d.metric} vs batch features")
@@ -543,57 +610,15 @@ def _variance_panel(console: Console, v: VarianceReport) -> None:
         )
 
 
-def plot_spikes(
-    path: str | Path,
-    detection: Detection,
-    spikes: tuple[SpikeEvidence, ...],
-    attribution: Attribution | None,
-) -> Path:
-    """Metric with its baseline and flag line, spike markers, points coloured by batch
-    mean length; with attribution, a second panel of detrended metric vs mean length."""
-    import numpy as np
+def plot_spikes(path: str | Path, report: SpikesReport) -> Path:
+    """Save :func:`spikes_figure` as PNG, SVG or PDF by ``path``'s extension."""
+    from .plots import save_figure
 
-    from .plots import pyplot, save_figure
+    return save_figure(spikes_figure(report), path)
 
-    plt = pyplot()
-    d = detection
-    panels = 2 if attribution is not None else 1
-    fig, axes = plt.subplots(panels, 1, figsize=(10, 4 * panels), squeeze=False)
-    ax = axes[0][0]
-    colour = None
-    if attribution is not None:
-        colour = attribution.points["mean_len"].to_numpy(dtype=float)
-    ax.plot(d.steps, d.values, color="0.75", lw=0.6, zorder=1)
-    if colour is not None and np.isfinite(colour).any():
-        sc = ax.scatter(d.steps, d.values, c=colour, s=6, cmap="viridis", norm="log", zorder=2)
-        fig.colorbar(sc, ax=ax, label="batch mean length (tokens)")
-    ax.plot(d.steps, d.baseline, color="C1", lw=1, label="baseline")
-    if np.isfinite(d.scale).any():
-        ax.fill_between(
-            d.steps,
-            d.baseline,
-            d.baseline + d.threshold * d.scale,
-            color="C1",
-            alpha=0.15,
-            label=f"baseline + {d.threshold:g} x scale",
-        )
-    for s in spikes:
-        mark = {"composition": "C2", "unexplained": "C3"}.get(s.verdict, "C7")
-        if math.isfinite(s.event.value):
-            ax.scatter([s.event.peak_step], [s.event.value], marker="v", s=50, color=mark)
-    ax.set_xlabel("step")
-    ax.set_ylabel(d.metric)
-    ax.set_title(f"{d.metric}: spikes marked (green composition, red unexplained)")
-    ax.legend(loc="best")
-    if attribution is not None:
-        bx = axes[1][0]
-        pts = attribution.points
-        bx.scatter(pts["mean_len"], pts["residual"], s=6, color="0.4")
-        flagged = pts[pts["flagged"]]
-        bx.scatter(flagged["mean_len"], flagged["residual"], s=20, color="C3", label="spikes")
-        bx.set_xscale("log")
-        bx.set_xlabel("batch mean length (tokens)")
-        bx.set_ylabel(f"detrended {d.metric}")
-        bx.legend(loc="best")
-    fig.tight_layout()
-    return save_figure(fig, path)
+
+def spikes_figure(report: SpikesReport) -> Any:
+    """The ``spikes`` figure (:mod:`dflash_diag.render.spikes_plot`)."""
+    from .spikes_plot import spikes_figure as figure
+
+    return figure(report)

@@ -1,0 +1,97 @@
+"""Options and helpers the analysing commands share for their outputs: ``--html``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+HtmlOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--html",
+        help="Write one self-contained HTML report (summary, tables, every spike with its "
+        "samples, the plots; opens without a network).",
+        metavar="FILE",
+    ),
+]
+
+
+def check_html_path(path: str | Path, protect: tuple[str | Path, ...] = ()) -> Path:
+    """Validate ``--html FILE`` before any work is done: an ``.html`` file whose folder
+    exists and that is not an input."""
+    from ..outpath import check_output_path
+
+    return check_output_path(path, (".html", ".htm"), "report", protect=protect)
+
+
+def stages(enabled: bool) -> Any:
+    """A :data:`~dflash_diag.reports.Stage` drawing progress bars on stderr (off when
+    ``enabled`` is false, e.g. under ``--json``)."""
+    from .options import progress
+
+    def stage(description: str) -> AbstractContextManager[Any]:
+        return progress(description, enabled=enabled)
+
+    return stage
+
+
+#: typer's type labels -> the words ``--help`` shows, as tools people know show them.
+_TYPE_WORDS = {
+    "<bool>": "",
+    "<int>": "INTEGER",
+    "<list[int]>": "INTEGER",
+    "<float>": "NUMBER",
+    "<str>": "TEXT",
+    "<list[str]>": "TEXT",
+    "<path>": "FILE",
+    "<file>": "FILE",
+}
+
+
+def _shows(word: str) -> Callable[[Any], str]:
+    """A ``display_type_rich`` that shows ``word``."""
+
+    def display(ctx: Any) -> str:
+        return word
+
+    return display
+
+
+def plain_help_types(command: Any) -> Any:
+    """A typer command class whose ``--help`` shows flags without ``<bool>``, types as
+    words (``INTEGER``, ``FILE``) rather than ``<int>``, ``<list[str]>``, and arguments
+    by one upper-case name (``LOG``, ``LOG...``, ``[MANIFEST]``) in the usage line and the
+    table alike; an option's own ``metavar`` wins."""
+    from typer.core import TyperArgument, TyperOption
+
+    class PlainTypes(command):  # type: ignore[misc, valid-type]
+        def get_params(self, ctx: Any) -> list[Any]:
+            params = super().get_params(ctx)
+            for p in params:
+                if isinstance(p, TyperOption) and p.metavar is None:
+                    shown = str(p.display_type(ctx))
+                    word = _TYPE_WORDS.get(shown)
+                    if word is None and "|" in shown:  # choices: a|b|c, as click shows them
+                        word = shown.strip("<>")
+                    if word is not None:
+                        p.metavar = word
+                elif isinstance(p, TyperArgument):
+                    p.metavar = (p.metavar or p.name or "").upper()
+                    # the type column: every argument of these commands is a file
+                    kind = "FILE..." if p.nargs != 1 else "FILE"
+                    p.display_type_rich = _shows(kind)  # type: ignore[method-assign, assignment]
+            return params
+
+        def collect_usage_pieces(self, ctx: Any) -> list[str]:
+            pieces = ["[OPTIONS]"]
+            for p in self.get_params(ctx):
+                if isinstance(p, TyperArgument):
+                    name = str(p.metavar) + ("..." if p.nargs != 1 else "")
+                    pieces.append(name if p.required else f"[{name}]")
+            return pieces
+
+    return PlainTypes

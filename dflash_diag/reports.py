@@ -1,0 +1,610 @@
+"""One function per command that returns the whole report as plain data.
+
+:func:`spikes_report`, :func:`batches_report`, :func:`compare_report` and
+:func:`parse_report` take what the commands take (paths and option values) and return
+frozen dataclasses; the CLI, the JSON, the text, the plots and the HTML all render the
+same object, so a notebook gets exactly what the command shows:
+
+>>> from dflash_diag.reports import spikes_report
+>>> r = spikes_report("sample_logs/run.log")  # doctest: +SKIP
+>>> [(s.event.peak_step, s.verdict) for s in r.spikes][:2]  # doctest: +SKIP
+[(254, 'composition'), (258, 'composition')]
+>>> r.samples[254][0].sample_ids[:3]  # doctest: +SKIP
+
+Nothing here prints.  ``stage`` (optional in every function) is a context-manager
+factory ``stage(description) -> progress callback or None``; the CLI passes one that
+draws a progress bar on stderr.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .batchstats import ScheduleStats, ScheduleWarning
+    from .buckets import BucketPlan
+    from .compare import Comparison
+    from .records import Replay, RunLog
+    from .schedule.verify import SeedSearch
+    from .spikes.attribute import Attribution, SpikeEvidence
+    from .spikes.detect import Detection
+    from .variance import VarianceReport
+
+ProgressFn = Callable[[int, int], None]
+#: ``stage("replaying") -> context manager yielding a progress callback (or None)``.
+Stage = Callable[[str], AbstractContextManager[ProgressFn | None]]
+
+
+@contextmanager
+def quiet(description: str) -> Iterator[ProgressFn | None]:
+    """The default :data:`Stage`: no progress shown."""
+    yield None
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where the inputs came from, for the header and the JSON.
+
+    :param schedule: the replayed schedule's parameters (None: no manifest).
+    :param epochs: epochs replayed.
+    :param step_source: ``RunLog.step_source``: with ``line order`` the "steps" are the
+        log's records numbered 1, 2, ..., not optimizer steps, and are labelled so.
+    """
+
+    log: str
+    log_format: str
+    config: str | None = None
+    manifest: str | None = None
+    schedule: dict[str, Any] | None = None
+    epochs: int | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    step_source: str = "field"
+
+    @property
+    def line_order(self) -> bool:
+        """The log's records carry no step: its "steps" are logging events, numbered."""
+        return self.step_source == "line order"
+
+
+@dataclass(frozen=True)
+class MicroBatch:
+    """One replayed micro-batch behind a spiking point: where it ran and what it held.
+
+    :param step: optimizer step; ``rank``, ``micro``: data-parallel rank and grad-accum
+        index.
+    :param sample_ids: the manifest's sample ids (its ``sample_id`` column, else row
+        numbers), in batch order.
+    """
+
+    step: int
+    rank: int
+    micro: int
+    sample_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class SpikesReport:
+    """Everything ``spikes`` shows.
+
+    :param context: where the inputs came from.
+    :param detection: the detector's result (every logged point).
+    :param spikes: one :class:`~dflash_diag.spikes.attribute.SpikeEvidence` per event.
+    :param attribution: the composition analysis (None without a manifest).
+    :param variance: the gradient-variance proxies.
+    :param samples: per spike (by peak step), the micro-batches its logged point covers
+        (the metric's rank only, when it follows one rank), with their sample ids;
+        empty without a manifest.
+    :param run: the log read (its table has ``lr`` and ``grad_norm`` for the plots).
+    """
+
+    context: Context
+    detection: Detection
+    spikes: tuple[SpikeEvidence, ...]
+    attribution: Attribution | None
+    variance: VarianceReport | None
+    samples: dict[int, tuple[MicroBatch, ...]]
+    run: RunLog
+
+
+def spikes_report(
+    log: str | Path,
+    metric: str = "loss",
+    window: int | None = None,
+    threshold: float | None = None,
+    detector: str = "robust",
+    manifest: str | Path | None = None,
+    covers: str = "window",
+    metric_rank: int | str | None = None,
+    force: bool = False,
+    format: str | None = None,
+    rank: int | str = 0,
+    step_every: int | None = None,
+    config: str | Path | None = None,
+    schedule: dict[str, Any] | None = None,
+    stage: Stage = quiet,
+) -> SpikesReport:
+    """Detect spikes in ``log`` and, with a manifest, attribute them (``dflash-diag
+    spikes``).  Arguments are the command's options; ``schedule`` holds schedule flags
+    (ScheduleParams fields, None = not given) and ``config`` the TOML file (default:
+    ``dflash-diag.toml`` beside the log)."""
+    from .logs import check_format, read_log
+    from .schedule.config import resolve_schedule
+    from .schedule.replay import undetermined_notes
+    from .spikes.attribute import log_only_evidence
+    from .spikes.detect import detect_spikes
+    from .variance import variance_proxies
+
+    log = str(log)
+    fmt = check_format(format)
+    resolved = resolve_schedule(schedule or {}, config, near=log, manifest=manifest)
+    if metric_rank is not None:
+        resolved = replace(resolved, metric_rank=metric_rank)
+    with stage("reading log") as bar:
+        run = read_log(log, format=fmt, rank=rank, progress=bar, step_every=step_every)
+    logged = run.logged(metric) if metric in run.table.columns else None
+    detection = detect_spikes(
+        run.table, metric, detector, window, threshold, path=log, logged=logged
+    )
+    attribution = replayed = m = epochs = None
+    evidence = log_only_evidence(detection)
+    samples: dict[int, tuple[MicroBatch, ...]] = {}
+    if resolved.manifest is not None:
+        from .spikes.coverage import check_steps, schedule_source
+
+        check_steps(run.step_source, log, force)
+        source = schedule_source(resolved.config_path, config, bool(resolved.given), log)
+        attribution, replayed, m, epochs = _attribute(
+            log, run.table, detection, resolved, covers, force, stage, source
+        )
+        evidence = attribution.spikes
+        samples = spike_batches(replayed, m.ids, detection, evidence, covers, attribution)
+    with stage("variance proxies") as bar:
+        variance = variance_proxies(detection, run.table, attribution, replayed, m, progress=bar)
+    ctx = Context(
+        log=log,
+        log_format=run.format,
+        config=str(resolved.config_path) if resolved.config_path else None,
+        manifest=str(resolved.manifest) if resolved.manifest else None,
+        schedule=_params(resolved.params) if resolved.manifest else None,
+        epochs=epochs,
+        step_source=run.step_source,
+        notes=undetermined_notes(replayed),
+    )
+    return SpikesReport(ctx, detection, evidence, attribution, variance, samples, run)
+
+
+def _params(params: Any) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return asdict(params)
+
+
+def _attribute(
+    log: str,
+    table: Any,
+    detection: Any,
+    resolved: Any,
+    covers: str,
+    force: bool,
+    stage: Stage,
+    source: str,
+) -> tuple[Any, Any, Any, int]:
+    """Read the manifest, replay once (enough epochs for the log), check, attribute."""
+    from .manifest import read_manifest
+    from .schedule import replay
+    from .spikes.attribute import attribute_spikes
+    from .spikes.coverage import check_schedule, epochs_to_cover
+    from .spikes.optimizer import lr_at
+
+    with stage("reading manifest") as bar:
+        m = read_manifest(
+            resolved.manifest, resolved.length_column, resolved.category_column, progress=bar
+        )
+    params = resolved.params
+    last = int(detection.steps[-1])
+    epochs = params.epochs if "epochs" in resolved.given else epochs_to_cover(m, params, last, log)
+    with stage("replaying schedule") as bar:
+        rep = replay(m, params, epochs=epochs, progress=bar)
+    named = "strategy" in resolved.given
+    check = check_schedule(rep, table, force=force, path=log, named_by=source, named=named)
+    lr = lr_at(table, detection.steps)
+    with stage("attributing spikes") as bar:
+        att = attribute_spikes(
+            detection, rep, covers, check, resolved.metric_rank, progress=bar, lr=lr
+        )
+    return att, rep, m, epochs
+
+
+def spike_batches(
+    replay: Replay,
+    ids: np.ndarray,
+    detection: Detection,
+    spikes: tuple[SpikeEvidence, ...],
+    covers: str,
+    attribution: Attribution,
+) -> dict[int, tuple[MicroBatch, ...]]:
+    """The micro-batches behind each spike's peak point, with the manifest's sample ids.
+
+    A logged point covers the micro-batches :func:`~dflash_diag.spikes.features.
+    micro_points` assigns to it (its step, or its window of steps), of the rank whose
+    batches the metric follows (``attribution.metric_rank``; None: every rank).
+    """
+    import numpy as np
+
+    from .spikes.features import micro_points
+
+    d = detection
+    idx = micro_points(replay, d.steps, d.log_interval, covers, attribution.metric_rank)
+    where = {int(s): i for i, s in enumerate(d.steps)}
+    micro = replay.micro
+    step, rank, mb = (micro[c].to_numpy() for c in ("step", "rank", "micro"))
+    out: dict[int, tuple[MicroBatch, ...]] = {}
+    for s in spikes:
+        peak = int(s.event.peak_step)
+        if peak not in where:
+            continue
+        rows = np.flatnonzero(idx == where[peak])
+        out[peak] = tuple(
+            MicroBatch(
+                int(step[r]),
+                int(rank[r]),
+                int(mb[r]),
+                tuple(int(x) for x in ids[replay.batch(int(r))]),
+            )
+            for r in rows
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class MicroLengths:
+    """Rank 0's micro-batches of one strategy's schedule, for the batches plot.
+
+    :param strategy: the strategy's name.
+    :param steps: optimizer step of each of rank 0's micro-batches (schedule order).
+    :param mean_len: its mean sample length (tokens).
+    :param padding_efficiency: the whole schedule's real / padded tokens (0-1).
+    """
+
+    strategy: str
+    steps: np.ndarray
+    mean_len: np.ndarray
+    padding_efficiency: float
+
+
+def micro_lengths(replay: Replay, padding_efficiency: float) -> MicroLengths:
+    """:class:`MicroLengths` of ``replay`` (rank 0's micro-batches, in schedule order)."""
+    micro = replay.micro
+    mine = micro[micro["rank"] == 0]
+    return MicroLengths(
+        replay.params.strategy,
+        mine["step"].to_numpy(),
+        mine["mean_len"].to_numpy(dtype=float),
+        float(padding_efficiency),
+    )
+
+
+@dataclass(frozen=True)
+class BatchesReport:
+    """Everything ``batches`` shows.
+
+    :param manifest: the manifest read; ``config``: the TOML file used, if any.
+    :param stats: the chosen strategy's statistics.
+    :param strategies: ``--compare``'s statistics, in the order asked.
+    :param plan: ``--optimize-buckets``'s options.
+    :param verification: ``--log``'s check (a ``Verification``), if asked; with
+        ``--search-seed``, the best candidate's.
+    :param training_seconds: per strategy name, the training time at ``--throughput``.
+    :param throughput: padded tokens per second, if given.
+    :param export: the file written by ``--export``, if any.
+    :param search: ``--search-seed``'s outcome, if asked.
+    :param seed: the seed of the schedule that ``stats`` (and every table) describes: the
+        one found by the search, else the one given.
+    :param warnings: what the schedule does to samples that do not fit it
+        (:func:`~dflash_diag.batchstats.schedule_warnings`).
+    :param given_check: after a search that found no seed, the ``Verification`` of the
+        schedule as given (what ``spikes`` would check).
+    :param micro: rank 0's micro-batch lengths per strategy drawn (each ``--compare``d
+        one, else the chosen one), when plots were asked for.
+    """
+
+    manifest: str
+    config: str | None
+    stats: ScheduleStats
+    strategies: tuple[ScheduleStats, ...] = ()
+    plan: BucketPlan | None = None
+    verification: Any = None
+    training_seconds: dict[str, float] = field(default_factory=dict)
+    throughput: float | None = None
+    export: str | None = None
+    search: SeedSearch | None = None
+    seed: int | None = None
+    warnings: tuple[ScheduleWarning, ...] = ()
+    given_check: Any = None
+    micro: tuple[MicroLengths, ...] = ()
+
+
+def display_path(path: str | Path) -> str:
+    """``path`` relative to the working directory when it is under it, else as given."""
+    p = Path(path)
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def batches_report(
+    manifest: str | Path | None = None,
+    schedule: dict[str, Any] | None = None,
+    config: str | Path | None = None,
+    compare: list[str] | None = None,
+    optimize_buckets: int | None = None,
+    throughput: float | None = None,
+    log: str | Path | None = None,
+    search_seed: range | None = None,
+    export: str | Path | None = None,
+    length_column: str | None = None,
+    category_column: str | None = None,
+    plots: bool = False,
+    stage: Stage = quiet,
+) -> BatchesReport:
+    """Replay a schedule from a length manifest and measure it (``dflash-diag batches``).
+
+    :param compare: strategy names (checked); ``optimize_buckets``: the most buckets K;
+        ``throughput``: tokens/s at 100% padding efficiency; ``search_seed``: the seeds
+        to search (needs ``log``); ``export``: a .parquet/.csv file to write.
+    :param plots: also gather what the plots draw (``strip``, ``micro``).
+    """
+    from .errors import InputError
+    from .schedule.config import resolve_schedule
+
+    log = Path(log) if log is not None else None
+    manifest = Path(manifest) if manifest is not None else None
+    if search_seed is not None and log is None:
+        raise InputError("--search-seed", "needs a log to match", "add --log RUN.log")
+    resolved = resolve_schedule(schedule or {}, config, near=manifest, manifest=manifest)
+    if resolved.manifest is None:
+        raise InputError(
+            "MANIFEST",
+            "no manifest given",
+            'name one, or set manifest = "..." under [schedule] in dflash-diag.toml',
+        )
+    if not resolved.manifest.is_file():
+        raise InputError(str(resolved.manifest), "manifest not found", "check the path")
+    if log is not None and str(log) != "-" and not log.is_file():
+        raise InputError(str(log), "log not found", "check the --log path")
+    inputs = [resolved.manifest, *(x for x in (log, resolved.config_path) if x)]
+    if export is not None:
+        from .schedule.export import check_export_path
+
+        check_export_path(Path(export), protect=inputs)
+    return _batches(
+        resolved.manifest,
+        resolved.params,
+        config_path=resolved.config_path,
+        columns=(
+            length_column or resolved.length_column,
+            category_column or resolved.category_column,
+        ),
+        names=compare,
+        k_max=optimize_buckets,
+        rate=throughput,
+        log=log,
+        seeds=search_seed,
+        export=Path(export) if export is not None else None,
+        plots=plots,
+        stage=stage,
+    )
+
+
+def _check_log(
+    manifest: Any, params: Any, log: Path, seeds: range | None, stage: Stage
+) -> tuple[Any, Any, Any]:
+    """Read the log; with ``seeds``, search them.  Returns ``(params, run, search)``:
+    the params with the found seed and first step when the search found one (else as
+    given), the RunLog, and the SeedSearch (None without ``seeds``)."""
+    from .logs import read_log
+    from .schedule import search_seed
+    from .spikes.coverage import MIN_TOKENS_MATCH
+
+    run = read_log(log)
+    if seeds is None:
+        return params, run, None
+    with stage("searching seeds") as tick:
+        search = search_seed(
+            manifest, params, run.table, seeds, progress=tick, min_match=MIN_TOKENS_MATCH
+        )
+    if search.seed_found:
+        # every figure below is for the seed the log was run with
+        params = params.replace(seed=search.best.seed, first_step=search.best.first_step)
+    return params, run, search
+
+
+def _compare(
+    manifest: Any,
+    params: Any,
+    names: list[str],
+    stats: Any,
+    schedule: Any,
+    stage: Stage,
+    plots: bool,
+) -> tuple[tuple[Any, ...], tuple[MicroLengths, ...]]:
+    """Each named strategy's statistics (as :func:`~dflash_diag.batchstats.
+    compare_strategies`), and with ``plots`` its rank-0 micro-batch lengths."""
+    from .batchstats import check_strategy_names, params_for, schedule_stats
+    from .schedule import replay
+
+    names = check_strategy_names(names)
+    out, drawn = [], []
+    with stage("comparing strategies") as tick:
+        for i, name in enumerate(names):
+            if name == params.strategy == stats.strategy:
+                st, rep = stats, schedule
+            else:
+                rep = replay(manifest, params_for(name, params, manifest.lengths), None)
+                st = schedule_stats(rep)
+            out.append(st)
+            if plots:
+                drawn.append(micro_lengths(rep, st.padding_efficiency))
+            if tick is not None:
+                tick(i + 1, len(names))
+    return tuple(out), tuple(drawn)
+
+
+def _batches(
+    manifest_path: Path,
+    params: Any,
+    *,
+    config_path: Path | None,
+    columns: tuple[str | None, str | None],
+    names: list[str] | None,
+    k_max: int | None,
+    rate: float | None,
+    log: Path | None,
+    seeds: range | None,
+    export: Path | None,
+    plots: bool,
+    stage: Stage,
+) -> BatchesReport:
+    from .batchstats import schedule_stats, schedule_warnings
+    from .buckets import optimize_buckets, training_time
+    from .manifest import read_manifest
+    from .schedule import replay, verify_tokens
+    from .schedule.export import export_schedule
+
+    with stage("reading manifest") as tick:
+        manifest = read_manifest(manifest_path, *columns, progress=tick)
+    run = search = None
+    if log is not None:
+        params, run, search = _check_log(manifest, params, log, seeds, stage)
+    with stage("replaying") as tick:
+        schedule = replay(manifest, params, progress=tick)
+    stats = schedule_stats(schedule)
+    compared: tuple[Any, ...] = ()
+    drawn: tuple[MicroLengths, ...] = ()
+    if names:
+        compared, drawn = _compare(manifest, params, names, stats, schedule, stage, plots)
+    plan = None
+    if k_max is not None:
+        with stage("optimising buckets") as tick:
+            plan = optimize_buckets(manifest, params, k_max, rate, progress=tick)
+    # the schedule the tables describe (the given one unless a seed was found), checked
+    check = verify_tokens(schedule, run.table) if run is not None else None
+    verification = search.best if search is not None else check
+    unfound = search is not None and not search.seed_found
+    seconds: dict[str, float] = {}
+    if rate is not None:
+        for st in (stats, *compared):
+            seconds[st.strategy] = training_time(
+                st.tokens_per_epoch, st.epochs, st.padding_efficiency, rate
+            )
+    written = None
+    if export is not None:
+        inputs = [manifest_path, *(x for x in (log, config_path) if x is not None)]
+        export_schedule(schedule, export, manifest.ids, protect=inputs)
+        written = display_path(export)
+    if plots and not drawn:
+        drawn = (micro_lengths(schedule, stats.padding_efficiency),)
+    return BatchesReport(
+        manifest=display_path(manifest_path),
+        config=display_path(config_path) if config_path is not None else None,
+        stats=stats,
+        strategies=compared,
+        plan=plan,
+        verification=verification,
+        training_seconds=seconds,
+        throughput=rate,
+        export=written,
+        search=search,
+        seed=params.seed,
+        warnings=tuple(schedule_warnings(manifest, params)),
+        given_check=check if unfound else None,
+        micro=drawn,
+    )
+
+
+def compare_report(
+    files: list[str],
+    run: str | None = None,
+    align: str = "step",
+    metrics: list[str] | None = None,
+    milestones: list[str] | None = None,
+    at: tuple[int, ...] = (),
+    warmup_steps: int | None = None,
+    band_k: float = 3.0,
+    window: int = 21,
+    format: str | None = None,
+    rank: int | str = 0,
+    step_every: int | None = None,
+    stage: Stage = quiet,
+) -> Comparison:
+    """Compare the last of ``files`` (or ``run``) with the others (``dflash-diag
+    compare``): a :class:`~dflash_diag.compare.Comparison`.
+
+    :param metrics: metric names (None: the defaults); ``milestones``: ``--milestones``
+        texts (``0.1,0.3`` or ``loss=2,1.5``).
+    """
+    from .compare import apply_step_every, compare_runs, parse_milestones
+    from .errors import InputError
+    from .logs import check_format, read_log
+
+    paths = [str(f) for f in files] + ([str(run)] if run is not None else [])
+    if len(paths) < 2:
+        raise InputError(
+            "compare",
+            "needs at least one baseline and a run",
+            "give BASELINE.log RUN.log (or FILES... --run RUN.log)",
+        )
+    fmt = check_format(format)
+    levels = parse_milestones(milestones or [])
+    logs = []
+    with stage("reading logs") as bar:
+        for i, path in enumerate(paths):
+            logs.append(read_log(path, format=fmt, rank=rank))
+            if bar is not None:
+                bar(i + 1, len(paths))
+    logs = apply_step_every(logs, step_every)
+    with stage("comparing") as bar:
+        return compare_runs(
+            logs[:-1],
+            logs[-1],
+            align=align,
+            metrics=metrics,
+            milestones=levels,
+            at=tuple(at),
+            warmup_steps=warmup_steps,
+            band_k=band_k,
+            window=window,
+            progress=bar,
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class ParseReport:
+    """What ``parse`` shows: the log read and its summary (the ``--json`` document)."""
+
+    run: RunLog
+    summary: dict[str, Any]
+
+
+def parse_report(
+    log: str | Path,
+    format: str | None = None,
+    rank: int | str = 0,
+    step_every: int | None = None,
+    stage: Stage = quiet,
+) -> ParseReport:
+    """Read ``log`` and summarise it (``dflash-diag parse``)."""
+    from .logs import check_format, read_log
+    from .render.parse import summarise
+
+    fmt = check_format(format)
+    with stage("reading log") as bar:
+        run = read_log(str(log), format=fmt, rank=rank, progress=bar, step_every=step_every)
+    return ParseReport(run, summarise(run, rank))
