@@ -26,11 +26,23 @@ def parse_seed_range(text: str) -> range:
     m = re.fullmatch(r"\s*(\d+)\s*(?:\.\.\s*(\d+)\s*)?", text)
     if not m or (m.group(2) is not None and int(m.group(2)) < int(m.group(1))):
         raise InputError(
-            "--search-seed", f"not a seed range: {text!r}", "give it as A..B, e.g. 0..1000"
+            "--search-seed",
+            f"not a seed range: {text[:40]!r}",
+            "give it as A..B, e.g. 0..1000",
         )
     lo = int(m.group(1))
     hi = int(m.group(2)) if m.group(2) is not None else lo
+    if hi - lo + 1 > MAX_SEEDS:
+        raise InputError(
+            "--search-seed",
+            f"{hi - lo + 1} seeds is more than one search replays ({MAX_SEEDS:,})",
+            "search a narrower range, e.g. 0..1000",
+        )
     return range(lo, hi + 1)
+
+
+#: Most seeds one ``--search-seed`` replays (each is a replay of the first epoch).
+MAX_SEEDS = 1_000_000
 
 
 def register(app: typer.Typer) -> None:

@@ -389,3 +389,13 @@ def test_category_text_past_unicode(tmp_path):
     raw.reshape(2, -1)[:, 8:] = source.view(np.uint8)
     p.write_bytes(npy_bytes(raw.view(arr.dtype)))
     assert read_manifest(p).category_names == ("", "\ufffd")
+
+
+def test_a_seed_search_over_a_huge_range_is_refused_at_once():
+    # (it would replay every seed: a hang, not an answer)
+    result = CliRunner().invoke(
+        app,
+        ["batches", str(ROOT / "sample_logs/manifest.parquet"), "--search-seed", "0..99999999999"],
+    )
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: --search-seed: 100000000000 seeds is more than")
