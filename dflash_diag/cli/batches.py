@@ -160,7 +160,7 @@ def register(app: typer.Typer) -> None:
                 "no manifest given",
                 'name one, or set manifest = "..." under [schedule] in dflash-diag.toml',
             )
-        if not resolved.manifest.is_file():
+        if not resolved.manifest.exists():
             raise InputError(str(resolved.manifest), "manifest not found", "check the path")
         if log is not None and str(log) != "-" and not log.is_file():
             raise InputError(str(log), "log not found", "check the --log path")

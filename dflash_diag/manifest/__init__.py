@@ -335,6 +335,8 @@ def read_manifest(
     [3, 1, 2]
     """
     p = Path(path)
+    if not p.exists():
+        raise InputError(str(p), "manifest not found", "check the path")
     if p.is_dir():
         return _from_source(
             p, open_source(p, "folder", split), length_column, category_column, progress,
@@ -391,7 +393,7 @@ def read_manifest(
             df = _read_table(p, fmt, wanted, progress)
         except _read_errors() as e:
             raise InputError(str(p), f"cannot read as {fmt} ({clip(str(e))})", "check the file") from None
-    return _finish(p, df, length_col, cat_col, has_id, f"{fmt} file; column {length_col!r}")
+    return _finish(p, df, length_col, cat_col, has_id, f"{fmt} file; lengths: column {length_col!r}")
 
 
 def _from_source(

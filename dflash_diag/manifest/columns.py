@@ -95,20 +95,18 @@ def read_lengths(
         if progress is not None:
             progress(i + 1, total)
     lengths = pa.chunked_array(lens, type=None if kind == "number" else pa.int64())
-    how = {"list": f"ids in the list column {column!r}", "number": f"column {column!r}"}.get(
-        kind, ""
-    )
+    how = {"list": f"ids per row of the list column {column!r}"}.get(kind, f"column {column!r}")
     if tok is not None:
-        how = describe_tokenizer(tok, tokenizer, special_tokens) + f" in column {column!r}"
+        how = describe_tokenizer(tok, tokenizer, special_tokens) + f" of column {column!r}"
     if kind == "list" and column != MASK_COLUMN and MASK_COLUMN in source.columns:
         padded = _padded_to(lengths)
         if padded is not None and kind_of(source, MASK_COLUMN) == "list":
             lengths = _mask_sums(source, lengths)
-            how = f"sums of {MASK_COLUMN!r} (the rows of {column!r} are all padded to {padded})"
+            how = f"row sums of {MASK_COLUMN!r} (the rows of {column!r} are all padded to {padded})"
     table = pa.concat_tables(rest) if rest else pa.table({})
     df = table.to_pandas(ignore_metadata=True)
     df[column] = _numbers(lengths)
-    return Lengths(df, how)
+    return Lengths(df, f"lengths: {how}")
 
 
 def _part_lengths(col: Any, kind: str, tok: Any, special: bool) -> Any:
