@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from ..records import Manifest
-from .columns import no_length_column, pick_list_or_text, read_lengths
+from .columns import IDS_COLUMN, no_length_column, pick_list_or_text, read_lengths
 from .npy import read_npy
 from .sources import ARROW_SUFFIXES, Source, clip, jsonl_file, names, open_source
 
@@ -378,6 +378,8 @@ def read_manifest(
     except _read_errors() as e:
         raise InputError(str(p), f"cannot read as {fmt} ({clip(str(e))})", "check the file") from None
     length_col = _pick(p, columns, length_column, LENGTH_COLUMNS, "length")
+    if length_col is None and IDS_COLUMN in columns:  # (JSON lines of mixed cells)
+        length_col = IDS_COLUMN
     if length_col is None:
         raise InputError(
             str(p),

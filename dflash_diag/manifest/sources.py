@@ -32,14 +32,21 @@ def clip(text: str, most: int = CLIP) -> str:
     return text if len(text) <= most else text[: most - 3] + "..."
 
 
-def names(items: list[str], most: int = 8) -> str:
-    """The first ``most`` names, then how many more (an error line stays short).
+def names(items: list[str], most: int = 8, width: int = 64) -> str:
+    """The first names (at most ``most``, in about ``width`` characters, each cut to 32),
+    then how many more: an error line stays short.
 
     >>> names(["a", "b", "c"], 2)
     'a, b and 1 more'
     """
-    shown = ", ".join(clip(str(n), 40) for n in items[:most]) or "(none)"
-    return shown + (f" and {len(items) - most} more" if len(items) > most else "")
+    shown: list[str] = []
+    for n in items[:most]:
+        text = clip(str(n), 32)
+        if shown and len(", ".join([*shown, text])) > width:
+            break
+        shown.append(text)
+    more = len(items) - len(shown)
+    return (", ".join(shown) or "(none)") + (f" and {more} more" if more > 0 else "")
 
 
 @dataclass(frozen=True)
