@@ -146,7 +146,9 @@ def test_a_named_list_column_and_a_length_column_first(tmp_path):
 
 @settings(max_examples=40, deadline=None)
 @given(
-    rows=st.lists(st.one_of(st.none(), st.lists(st.integers(0, 2**31 - 1), max_size=9)), max_size=60),
+    rows=st.lists(
+        st.one_of(st.none(), st.lists(st.integers(0, 2**31 - 1), max_size=9)), max_size=60
+    ),
     group=st.integers(1, 25),
     fmt=st.sampled_from(["parquet", "arrow", "jsonl"]),
 )

@@ -138,8 +138,13 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
         "none.json: ",
     ),
     "a text column of numbers": (
-        lambda d: [str(DATA / "ids.jsonl"), "--tokenizer", str(DATA / "expected.json"),
-                   "--length-column", "input_ids"],
+        lambda d: [
+            str(DATA / "ids.jsonl"),
+            "--tokenizer",
+            str(DATA / "expected.json"),
+            "--length-column",
+            "input_ids",
+        ],
         "",
     ),
     "an empty dataset": (

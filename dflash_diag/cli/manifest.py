@@ -44,9 +44,7 @@ def register(app: typer.Typer) -> None:
     @app.command("manifest", help=_HELP)
     def manifest(
         data: Annotated[str, typer.Argument(help="The dataset: a file or a folder.")],
-        to: Annotated[
-            Path, typer.Option("--to", help="The manifest to write: .parquet or .csv.")
-        ],
+        to: Annotated[Path, typer.Option("--to", help="The manifest to write: .parquet or .csv.")],
         length_column: Annotated[
             str | None,
             typer.Option(

@@ -339,8 +339,13 @@ def read_manifest(
         raise InputError(str(p), "manifest not found", "check the path")
     if p.is_dir():
         return _from_source(
-            p, open_source(p, "folder", split), length_column, category_column, progress,
-            tokenizer, special_tokens,
+            p,
+            open_source(p, "folder", split),
+            length_column,
+            category_column,
+            progress,
+            tokenizer,
+            special_tokens,
         )
     fmt = _format(p)
     if not p.is_file():
@@ -361,7 +366,8 @@ def read_manifest(
         )
     if tokenizer is not None:
         raise InputError(
-            str(p), f"--tokenizer reads a text column, not a {fmt} file",
+            str(p),
+            f"--tokenizer reads a text column, not a {fmt} file",
             "give Parquet, JSONL, Arrow or a dataset folder",
         )
     try:
@@ -376,7 +382,9 @@ def read_manifest(
     except InputError:
         raise
     except _read_errors() as e:
-        raise InputError(str(p), f"cannot read as {fmt} ({clip(str(e))})", "check the file") from None
+        raise InputError(
+            str(p), f"cannot read as {fmt} ({clip(str(e))})", "check the file"
+        ) from None
     length_col = _pick(p, columns, length_column, LENGTH_COLUMNS, "length")
     if length_col is None and IDS_COLUMN in columns:  # (JSON lines of mixed cells)
         length_col = IDS_COLUMN
@@ -394,8 +402,12 @@ def read_manifest(
         try:
             df = _read_table(p, fmt, wanted, progress)
         except _read_errors() as e:
-            raise InputError(str(p), f"cannot read as {fmt} ({clip(str(e))})", "check the file") from None
-    return _finish(p, df, length_col, cat_col, has_id, f"{fmt} file; lengths: column {length_col!r}")
+            raise InputError(
+                str(p), f"cannot read as {fmt} ({clip(str(e))})", "check the file"
+            ) from None
+    return _finish(
+        p, df, length_col, cat_col, has_id, f"{fmt} file; lengths: column {length_col!r}"
+    )
 
 
 def _from_source(
@@ -415,7 +427,8 @@ def _from_source(
         )
         if length_col is None:
             raise InputError(
-                str(p), f"no 'text' column; columns are: {names(columns)}",
+                str(p),
+                f"no 'text' column; columns are: {names(columns)}",
                 "name the text column with --length-column",
             )
     else:

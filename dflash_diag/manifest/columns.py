@@ -73,8 +73,9 @@ def read_lengths(
     kind = kind_of(source, column)
     if tokenizer is not None and kind != "text":
         raise InputError(
-            str(source.path), f"column {column!r} is not text", "name the text column with "
-            "--length-column, or drop --tokenizer"
+            str(source.path),
+            f"column {column!r} is not text",
+            "name the text column with --length-column, or drop --tokenizer",
         )
     if kind == "text" and tokenizer is None:
         raise InputError(
@@ -96,7 +97,7 @@ def read_lengths(
             progress(i + 1, total)
     lengths = pa.chunked_array(lens, type=None if kind == "number" else pa.int64())
     how = {"list": f"ids per row of the list column {column!r}"}.get(kind, f"column {column!r}")
-    if tok is not None:
+    if tok is not None and tokenizer is not None:
         how = describe_tokenizer(tok, tokenizer, special_tokens) + f" of column {column!r}"
     if kind == "list" and column != MASK_COLUMN and MASK_COLUMN in source.columns:
         padded = _padded_to(lengths)
@@ -155,7 +156,7 @@ def _mask_sums(source: Source, lengths: Any) -> Any:
             raise InputError(
                 str(source.path),
                 f"column {MASK_COLUMN!r} has rows of other lengths than the padded ids",
-                f"check the dataset, or name the length column with --length-column",
+                "check the dataset, or name the length column with --length-column",
             )
     out = np.concatenate(sums) if sums else np.zeros(0, np.int64)
     if out.shape[0] != len(lengths):  # pragma: no cover - parts read twice differ

@@ -151,7 +151,9 @@ def _json(path: Path, what: str) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
-        raise InputError(str(path), f"{what} is not readable JSON ({clip(str(e), 80)})", "") from None
+        raise InputError(
+            str(path), f"{what} is not readable JSON ({clip(str(e), 80)})", ""
+        ) from None
 
 
 def hf_dataset(path: Path, split_note: str = "") -> Source:

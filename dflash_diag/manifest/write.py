@@ -17,16 +17,14 @@ WRITE_SUFFIXES = (".parquet", ".csv")
 
 def manifest_table(m: Manifest) -> Any:
     """The manifest as a ``pyarrow.Table``: ``sample_id`` (int64), ``length`` (int64,
-    tokens) and, when there are categories, ``category`` (text; the source column's
-    name is not kept, so reading it back finds it)."""
+    tokens) and, when there are categories, ``category`` (dictionary-encoded text; the
+    source column's name is not kept, so reading it back finds it)."""
     import pyarrow as pa
 
     cols: dict[str, Any] = {"sample_id": pa.array(m.ids), "length": pa.array(m.lengths)}
     if m.categories is not None:
         names = pa.array(list(m.category_names), pa.string())
-        cols["category"] = pa.DictionaryArray.from_arrays(
-            pa.array(m.categories, pa.int32()), names
-        ).cast(pa.string())
+        cols["category"] = pa.DictionaryArray.from_arrays(pa.array(m.categories, pa.int32()), names)
     return pa.table(cols)
 
 
@@ -44,7 +42,9 @@ def write_manifest(m: Manifest, to: str | os.PathLike[str], force: bool = False)
 
     p = Path(to)
     if p.suffix.lower() not in WRITE_SUFFIXES:
-        raise InputError(str(p), f"cannot write {p.suffix or 'no extension'!r}", "use .parquet or .csv")
+        raise InputError(
+            str(p), f"cannot write {p.suffix or 'no extension'!r}", "use .parquet or .csv"
+        )
     if p.exists() and not force:
         raise InputError(str(p), "already exists", "add --force to replace it")
     if len(m) == 0:
@@ -57,7 +57,9 @@ def write_manifest(m: Manifest, to: str | os.PathLike[str], force: bool = False)
     os.chmod(tmp, 0o666 & ~umask)  # (mkstemp's 0600 would outlive the rename)
     try:
         if p.suffix.lower() == ".parquet":
-            pq.write_table(table, tmp)
+            # (dictionary pages for the category only: on the int columns they cost 4x)
+            dictionary = ["category"] if "category" in table.column_names else False
+            pq.write_table(table, tmp, use_dictionary=dictionary)
         else:
             pcsv.write_csv(table, tmp)
         os.replace(tmp, p)
