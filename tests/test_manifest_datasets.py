@@ -264,9 +264,9 @@ def test_text_and_tokenizer_json_count_the_tokens(tmp_path, given):
 
 
 def test_the_tokenizer_counts_as_encode_does(tmp_path):
+    tok = word_tokenizer(tmp_path / "tokenizer.json")
     import tokenizers
 
-    tok = word_tokenizer(tmp_path / "tokenizer.json")
     texts = pq.read_table(DATA / "ids.parquet").column("text").to_pylist()
     t = tokenizers.Tokenizer.from_file(str(tok))
     m = read_manifest(DATA / "ids.parquet", tokenizer=tok)
@@ -283,3 +283,17 @@ def test_a_missing_tokenizers_package_says_which_extra(tmp_path, monkeypatch):
         f"{tmp_path / 'tokenizer.json'}: reading this file needs the optional package "
         "'tokenizers'; install it with: pip install 'dflash-diag[tokenize]'"
     )
+
+
+def test_progress_counts_parts_and_moves_inside_a_text_part(tmp_path, monkeypatch):
+    calls: list[tuple[int, int]] = []
+    read_manifest(DATA / "hf_dataset", progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(1, 3), (2, 3), (3, 3)]
+    from dflash_diag.manifest import text
+
+    monkeypatch.setattr(text, "BATCH", 64)
+    tok = word_tokenizer(tmp_path / "tokenizer.json")
+    calls.clear()
+    read_manifest(DATA / "ids.jsonl", tokenizer=tok, progress=lambda d, t: calls.append((d, t)))
+    # 200 texts in batches of 64: 4 steps of the one part, the last at the end
+    assert calls == [(320, 1000), (640, 1000), (960, 1000), (1000, 1000)]

@@ -51,7 +51,9 @@ def pick_list_or_text(source: Source, tokenizer: str | None) -> str | None:
     cols = source.columns
     if tokenizer is not None:
         return TEXT_COLUMN if TEXT_COLUMN in cols else None
-    if IDS_COLUMN in cols and kind_of(source, IDS_COLUMN) == "list":
+    if IDS_COLUMN in cols and (
+        kind_of(source, IDS_COLUMN) == "list" or str(source.schema.field(IDS_COLUMN).type) == "null"
+    ):  # (a column of nulls only: read, so the missing rows are named)
         return IDS_COLUMN
     return None
 
@@ -91,9 +93,11 @@ def read_lengths(
     rest: list[Any] = []
     for i, part in enumerate(source.parts):
         t = part([column, *others])
-        lens.append(_part_lengths(t.column(column), kind, tok, special_tokens))
+        # (text: the bar moves per batch of texts, in thousandths of a part)
+        tick = None if progress is None or kind != "text" else _scaled(progress, i, total)
+        lens.append(_part_lengths(t.column(column), kind, tok, special_tokens, tick))
         rest.append(t.select(others))
-        if progress is not None:
+        if progress is not None and tick is None:
             progress(i + 1, total)
     lengths = pa.chunked_array(lens, type=None if kind == "number" else pa.int64())
     how = {"list": f"ids per row of the list column {column!r}"}.get(kind, f"column {column!r}")
@@ -110,7 +114,12 @@ def read_lengths(
     return Lengths(df, f"lengths: {how}")
 
 
-def _part_lengths(col: Any, kind: str, tok: Any, special: bool) -> Any:
+def _scaled(progress: Progress, part: int, parts: int) -> Progress:
+    """``progress`` for work inside part ``part`` of ``parts`` (in thousandths of a part)."""
+    return lambda done, total: progress(part * 1000 + 1000 * done // max(total, 1), parts * 1000)
+
+
+def _part_lengths(col: Any, kind: str, tok: Any, special: bool, tick: Progress | None) -> Any:
     """One part's lengths as an int64 Arrow array (null where the row is null)."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -119,13 +128,8 @@ def _part_lengths(col: Any, kind: str, tok: Any, special: bool) -> Any:
     if kind == "list":
         return pc.list_value_length(col).cast(pa.int64())
     if kind == "text":
-        return pa.array(count_tokens(tok, col.to_pylist(), special), type=pa.int64())
-    return _plain_numbers(col)
-
-
-def _plain_numbers(col: Any) -> Any:
-    """A number column as given (checked later, with the other formats' numbers)."""
-    return col
+        return pa.array(count_tokens(tok, col.to_pylist(), special, tick), type=pa.int64())
+    return col  # (numbers: checked later, as the other formats' numbers are)
 
 
 def _padded_to(lengths: Any) -> int | None:

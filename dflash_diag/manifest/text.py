@@ -4,6 +4,7 @@ package; nothing is downloaded)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +49,17 @@ def describe_tokenizer(tok: Any, path: str | os.PathLike[str], special: bool) ->
     return f"tokens of the text by {Path(path).name} ({extra}{cut})"
 
 
-def count_tokens(tok: Any, texts: list[Any], special: bool = True) -> list[int | None]:
+def count_tokens(
+    tok: Any,
+    texts: list[Any],
+    special: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[int | None]:
     """Tokens per text (``None`` where a text is missing), ``len(encode(text).ids)``.
 
     :param special: add the tokenizer's special tokens (BOS/EOS...), as
         ``tokenizer(text)`` does by default in ``transformers``.
+    :param progress: called as ``progress(texts_done, len(texts))`` after each batch.
     :raises InputError: a cell is not text (names its row in ``texts``, 0-based).
     """
     bad = [i for i, t in enumerate(texts) if t is not None and not isinstance(t, str)]
@@ -65,4 +72,6 @@ def count_tokens(tok: Any, texts: list[Any], special: bool = True) -> list[int |
         encoded = tok.encode_batch([texts[i] for i in rows], add_special_tokens=special)
         for i, e in zip(rows, encoded, strict=True):
             out[i] = len(e.ids)
+        if progress is not None:
+            progress(rows[-1] + 1, len(texts))
     return out
