@@ -143,7 +143,7 @@ class Manifest:
     :param length_column: the column the lengths came from.
     :param category_column: the column the categories came from, if any.
     :param description: where the rows and lengths came from (the reader, its order,
-        e.g. ``Parquet file; ids in the list column 'input_ids'``).
+        e.g. ``Parquet file; lengths: ids per row of the list column 'input_ids'``).
     """
 
     path: str
