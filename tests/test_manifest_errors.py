@@ -107,7 +107,7 @@ CASES: dict[str, tuple[Callable[[Path], list[str]], str]] = {
     ),
     "a state.json that is not JSON": (
         folder({"state.json": "{" + "x" * 5000}),
-        "state.json: state.json is not readable JSON (",
+        "state.json: not readable JSON (",
     ),
     "a state.json without data files": (
         folder({"state.json": json.dumps({"_data_files": "x" * 5000})}),

@@ -147,12 +147,13 @@ def parquet_folder(path: Path, files: list[Path]) -> Source:
     )
 
 
-def _json(path: Path, what: str) -> Any:
+def _json(path: Path) -> Any:
+    """A dataset folder's JSON file (``state.json``...), or an InputError naming it."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise InputError(
-            str(path), f"{what} is not readable JSON ({clip(str(e), 80)})", ""
+            str(path), f"not readable JSON ({clip(str(e), 80)})", "save the dataset again"
         ) from None
 
 
@@ -162,7 +163,7 @@ def hf_dataset(path: Path, split_note: str = "") -> Source:
     features when there is no data file to take the schema from."""
     import pyarrow as pa
 
-    state = _json(path / "state.json", "state.json")
+    state = _json(path / "state.json")
     files = state.get("_data_files") if isinstance(state, dict) else None
     if not isinstance(files, list) or not all(
         isinstance(f, dict) and isinstance(f.get("filename"), str) for f in files
@@ -180,7 +181,7 @@ def hf_dataset(path: Path, split_note: str = "") -> Source:
     if tables:
         schema = tables[0].schema
     else:
-        info = _json(path / "dataset_info.json", "dataset_info.json")
+        info = _json(path / "dataset_info.json")
         features = info.get("features") if isinstance(info, dict) else None
         schema = pa.schema([(str(k), pa.null()) for k in (features or {})])
     for p, t in zip(paths, tables, strict=True):
@@ -204,7 +205,7 @@ def hf_dataset(path: Path, split_note: str = "") -> Source:
 def hf_dataset_dict(path: Path, split: str | None) -> Source:
     """A ``DatasetDict`` folder: the split named, else ``train``, else an error naming
     the splits."""
-    info = _json(path / "dataset_dict.json", "dataset_dict.json")
+    info = _json(path / "dataset_dict.json")
     splits = info.get("splits") if isinstance(info, dict) else None
     if not isinstance(splits, list) or not all(isinstance(s, str) for s in splits):
         raise InputError(str(path / "dataset_dict.json"), "has no 'splits' list", "")
