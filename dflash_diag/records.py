@@ -142,6 +142,8 @@ class Manifest:
     :param category_names: names of the categories (e.g. ``("chat", "code", "math")``).
     :param length_column: the column the lengths came from.
     :param category_column: the column the categories came from, if any.
+    :param description: where the rows and lengths came from (the reader, its order,
+        e.g. ``Parquet file; lengths: ids per row of the list column 'input_ids'``).
     """
 
     path: str
@@ -151,6 +153,7 @@ class Manifest:
     category_names: tuple[str, ...] = ()
     length_column: str = "length"
     category_column: str | None = None
+    description: str = ""
 
     def __len__(self) -> int:
         return int(self.lengths.shape[0])

@@ -375,7 +375,7 @@ def batches_report(
             "no manifest given",
             'name one, or set manifest = "..." under [schedule] in dflash-diag.toml',
         )
-    if not resolved.manifest.is_file():
+    if not resolved.manifest.exists():  # (a file, or a dataset folder)
         raise InputError(str(resolved.manifest), "manifest not found", "check the path")
     if log is not None and str(log) != "-" and not log.is_file():
         raise InputError(str(log), "log not found", "check the --log path")

@@ -141,8 +141,9 @@ def test_file_and_format_errors(tmp_path):
         f"{tmp_path / 'none.parquet'}: manifest not found; check the path"
     )
     p = write(tmp_path, "m.txt", "1\n2\n")
-    assert (
-        error(p) == f"{p}: unknown manifest format '.txt'; use .parquet, .csv, .tsv, .jsonl or .npy"
+    assert error(p) == (
+        f"{p}: unknown manifest format '.txt'; use .parquet, .arrow, .feather, .jsonl, .csv, "
+        ".tsv or .npy, or a dataset folder"
     )
     p = write(tmp_path, "m.parquet", "not parquet")
     assert error(p).startswith(f"{p}: cannot read as parquet (")

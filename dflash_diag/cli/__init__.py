@@ -156,9 +156,9 @@ def _root(
 
 def _register() -> None:
     # Command modules import only typer/rich at module level; the heavy work is inside.
-    from . import batches, compare, parse, spikes
+    from . import batches, compare, manifest, parse, spikes
 
-    for module in (parse, spikes, batches, compare):
+    for module in (parse, spikes, batches, compare, manifest):
         module.register(app)
 
 

@@ -306,7 +306,7 @@ def test_a_manifest_cell_holding_a_list(tmp_path):
     # manifest.py factorised the cells: "unhashable type: 'list'"
     p = tmp_path / "m.jsonl"
     p.write_text('{"length": 3}\n{"length": [1, 2]}\n')
-    assert "non-numbers at rows 1 ([1, 2])" in one_line_error(p, lambda: read_manifest(p))
+    assert "non-numbers at rows 1 (a list of 2)" in one_line_error(p, lambda: read_manifest(p))
 
 
 @settings(max_examples=100, deadline=None)

@@ -1,24 +1,30 @@
-"""Read a dataset's per-sample lengths: Parquet, CSV, JSONL or .npy -> :class:`Manifest`.
+"""Read a dataset's per-sample lengths -> :class:`Manifest`: a length manifest (Parquet,
+Arrow, JSONL, CSV/TSV, .npy) or a dataset itself (a list column of token ids, a Hugging
+Face ``save_to_disk`` folder, a folder of Parquet shards, a text column + tokenizer.json).
 
 Row order is the dataset index, as ``enumerate(all_lens)`` in a training script: the
 replay's sample ids are row positions.  A ``sample_id`` column, when present, is kept in
 ``Manifest.ids`` (it does not reorder anything).
 
-The length column is the one named, or the first of :data:`LENGTH_COLUMNS` present; the
-category column is the one named, or the first of :data:`CATEGORY_COLUMNS` present (none
-is fine).  Only these columns are read from a Parquet file.
+The length column is the one named, or the first of :data:`LENGTH_COLUMNS` present, else
+``input_ids`` as a list column; the category column is the one named, or the first of
+:data:`CATEGORY_COLUMNS` present (none is fine).  Only these columns are read from
+Parquet and Arrow data.  Error lines name rows and the kind of their cells, never a
+cell's whole content.
 """
 
 from __future__ import annotations
 
 import os
-import tokenize
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import InputError
-from .records import Manifest
+from ..errors import InputError
+from ..records import Manifest
+from .columns import IDS_COLUMN, no_length_column, pick_list_or_text, read_lengths
+from .npy import read_npy
+from .sources import ARROW_SUFFIXES, Source, clip, jsonl_file, names, open_source
 
 if TYPE_CHECKING:
     import numpy as np
@@ -50,6 +56,7 @@ _FORMATS = {
     ".jsonl": "jsonl",
     ".ndjson": "jsonl",
     ".npy": "npy",
+    **dict.fromkeys(ARROW_SUFFIXES, "arrow"),
 }
 
 Progress = Callable[[int, int], None]
@@ -64,7 +71,7 @@ def _format(path: Path) -> str:
         raise InputError(
             str(path),
             f"unknown manifest format {path.suffix or '(no extension)'!r}",
-            "use .parquet, .csv, .tsv, .jsonl or .npy",
+            "use .parquet, .arrow, .feather, .jsonl, .csv, .tsv or .npy, or a dataset folder",
         )
     return fmt
 
@@ -82,8 +89,8 @@ def _pick(
         if named not in columns:
             raise InputError(
                 str(path),
-                f"no column {named!r}",
-                f"choose the {what} column from: {', '.join(columns)}",
+                f"no column {clip(named, 60)!r}",
+                f"choose the {what} column from: {names(columns)}",
             )
         return named
     for c in candidates:
@@ -239,93 +246,50 @@ def _whole_numbers(
 
 
 def _cell(value: Any) -> str:
-    """A cell as shown in a message: text quoted, numbers plain, at most 24 characters."""
+    """A cell as shown in a message: text quoted, numbers plain, at most 24 characters;
+    a list or an object by its kind (never its content)."""
+    kind = _kind(value)
+    if kind not in ("a number", "text"):
+        return kind
     text = repr(value) if isinstance(value, (str, bytes)) else str(value)
     return text if len(text) <= 24 else text[:21] + "..."
 
 
-def _npy_header(path: Path) -> tuple[tuple[int, ...], Any]:
-    """Shape and dtype of a .npy file, from its header alone, checked against the file's
-    size before any memory is asked for."""
+def _kind(value: Any) -> str:
+    """What a cell is, in a few words: ``a list of 3``, ``an object``, ``text``..."""
+    if isinstance(value, (str, bytes)):
+        return "text"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, (list, tuple)) or getattr(value, "ndim", 0) == 1:
+        return f"a list of {len(value)}"
+    if value is None or (isinstance(value, float) and value != value):
+        return "missing"
+    if isinstance(value, bool):
+        return "true/false"
+    return "a number" if isinstance(value, (int, float)) or hasattr(value, "dtype") else "a value"
+
+
+def _list_cells(path: Path, column: str, s: Any) -> Any:
+    """``len(cell)`` of a column whose cells are mostly lists (JSON lines of mixed
+    cells), or the column as it is; the rows that are not lists are named by kind."""
     import numpy as np
 
-    fmt = np.lib.format
-    size = path.stat().st_size
-    try:
-        with open(path, "rb") as fh:
-            version = fmt.read_magic(fh)
-            read = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
-            shape, _, dtype = read(fh)
-            offset = fh.tell()
-    except (ValueError, SyntaxError, EOFError, OverflowError, TypeError, tokenize.TokenError):
-        raise InputError(
-            str(path), "not a readable .npy file (its header is damaged)", "save it again"
-        ) from None
-    count = 1
-    for d in shape:
-        count *= d
-    if count * dtype.itemsize > size - offset:
+    if s.dtype.kind != "O" or len(s) == 0:
+        return s
+    is_list = np.fromiter((_kind(v).startswith("a list") for v in s), bool, len(s))
+    if 2 * int(is_list.sum()) <= len(s):
+        return s
+    bad = np.flatnonzero(~is_list)
+    if bad.size:
+        kinds = sorted({_kind(s.iloc[int(i)]) for i in bad[:3]})
         raise InputError(
             str(path),
-            f"the .npy header says shape {_short(shape)} ({count} items) but the file holds "
-            f"{size - offset} bytes of data",
-            "the file is cut short or damaged; save it again",
+            f"column {column!r} is a list column, but rows {_rows(bad, 3)} are "
+            f"{' / '.join(kinds)}, not a list",
+            "each row needs its list of token ids",
         )
-    return shape, dtype
-
-
-def _short(shape: tuple[int, ...]) -> str:
-    text = str(shape)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _npy(path: Path, length_column: str | None) -> tuple[Any, list[str]]:
-    """A .npy file as a DataFrame: a 1-D array is the length column itself; a structured
-    array's fields are columns."""
-    import numpy as np
-    import pandas as pd
-
-    shape, dtype = _npy_header(path)
-    if dtype.names is None and dtype.kind not in "iuf":
-        raise InputError(
-            str(path),
-            f"holds {_kind_name(dtype)} (dtype {dtype.str}), not lengths",
-            "save the lengths as an integer array",
-        )
-    if len(shape) != 1:
-        raise InputError(str(path), f"expected a 1-D array of lengths, got shape {shape}", "")
-    try:
-        arr = np.load(path, allow_pickle=False)
-    except (ValueError, EOFError, OSError) as e:
-        raise InputError(
-            str(path), f"cannot read .npy ({e})", "save a plain numeric array"
-        ) from None
-    if arr.dtype.names:
-        names = list(arr.dtype.names)
-        return pd.DataFrame({name: _column(arr[name]) for name in names}), names
-    name = length_column or "length"
-    return pd.DataFrame({name: arr}), [name]
-
-
-def _kind_name(dtype: Any) -> str:
-    return {"U": "text", "S": "bytes", "O": "Python objects", "b": "true/false"}.get(
-        dtype.kind, f"values of kind {dtype.kind!r}"
-    )
-
-
-def _column(values: np.ndarray) -> np.ndarray:
-    """A structured array's field as a column.  A text field may hold 32-bit values that
-    are no character (surrogates, or past U+10FFFF: a .npy does not check); Arrow-backed
-    text would refuse them or keep bytes it cannot decode, so they become U+FFFD."""
-    import numpy as np
-
-    if values.dtype.kind != "U":
-        return values
-    points = np.ascontiguousarray(values).view(np.uint32).copy()
-    bad = (points > 0x10FFFF) | ((points >= 0xD800) & (points < 0xE000))
-    if bad.any():
-        points[bad] = 0xFFFD
-    return points.view(values.dtype)
+    return np.fromiter((len(v) for v in s), np.int64, len(s))
 
 
 def read_manifest(
@@ -333,18 +297,36 @@ def read_manifest(
     length_column: str | None = None,
     category_column: str | None = None,
     progress: Progress | None = None,
+    *,
+    split: str | None = None,
+    tokenizer: str | os.PathLike[str] | None = None,
+    special_tokens: bool = True,
 ) -> Manifest:
-    """Read per-sample lengths (tokens) from a Parquet, CSV/TSV, JSONL or .npy file.
+    """Read per-sample lengths (tokens) from a manifest or a dataset.
 
-    :param path: the manifest; its extension picks the reader.
+    Files: Parquet, Arrow IPC / Feather, JSONL, CSV/TSV, ``.npy``.  Folders: a Hugging
+    Face ``datasets`` folder written by ``save_to_disk`` (a ``DatasetDict`` too: its
+    ``train`` split, or ``split``) or a folder of Parquet shards (sorted file-name order).
+
+    The lengths are a number column, else a list column of token ids (``input_ids``, or
+    named): ``len(row)``, from the list offsets alone; where those rows are all padded
+    to one length and an ``attention_mask`` list column is there, the mask's row sums.
+    With ``tokenizer``, a text column's token counts.  ``Manifest.description`` says
+    which.
+
+    :param path: the manifest file or dataset folder; a file's extension picks the reader.
     :param length_column: the column of lengths (default: the first of
-        :data:`LENGTH_COLUMNS` present).
+        :data:`LENGTH_COLUMNS` present, else ``input_ids``; with ``tokenizer``, ``text``).
     :param category_column: a column of categories such as ``source`` (default: the first
         of :data:`CATEGORY_COLUMNS` present, else none).  Missing values become the
         category ``(missing)``; names are sorted.
-    :param progress: called as ``progress(done, total)`` while reading (row groups of a
-        Parquet file, bytes of a CSV).
-    :raises InputError: the file or a column is missing, or a length is missing,
+    :param progress: called as ``progress(done, total)`` while reading (row groups,
+        shards or Arrow files of a dataset, bytes of a CSV).
+    :param split: the split of a ``DatasetDict`` folder.
+    :param tokenizer: a local ``tokenizer.json`` counting the tokens of a text column
+        (needs the ``tokenizers`` package: ``dflash-diag[tokenize]``).
+    :param special_tokens: with ``tokenizer``, count the special tokens it adds.
+    :raises InputError: the file, folder or a column is missing, or a length is missing,
         negative or not a whole number (naming the first rows, 0-based).
 
     >>> import numpy as np, tempfile, pathlib
@@ -352,21 +334,45 @@ def read_manifest(
     >>> read_manifest(p).lengths.tolist()
     [3, 1, 2]
     """
-    import numpy as np
-
     p = Path(path)
+    if not p.exists():
+        raise InputError(str(p), "manifest not found", "check the path")
     if p.is_dir():
-        raise InputError(
-            str(p),
-            "is a folder, not a manifest file",
-            "give one .parquet, .csv, .tsv, .jsonl or .npy file of per-sample lengths",
+        return _from_source(
+            p,
+            open_source(p, "folder", split),
+            length_column,
+            category_column,
+            progress,
+            tokenizer,
+            special_tokens,
         )
     fmt = _format(p)
     if not p.is_file():
         raise InputError(str(p), "manifest not found", "check the path")
+    if split is not None:
+        raise InputError(str(p), "--split applies to a DatasetDict folder", "drop --split")
+    source = None
+    if fmt in ("parquet", "arrow"):
+        source = open_source(p, fmt)
+    elif fmt == "jsonl":
+        try:
+            source = jsonl_file(p)
+        except _read_errors():
+            source = None  # (mixed cells: pandas reads them, and the checks name the rows)
+    if source is not None:
+        return _from_source(
+            p, source, length_column, category_column, progress, tokenizer, special_tokens
+        )
+    if tokenizer is not None:
+        raise InputError(
+            str(p),
+            f"--tokenizer reads a text column, not a {fmt} file",
+            "give Parquet, JSONL, Arrow or a dataset folder",
+        )
     try:
         if fmt == "npy":
-            df, columns = _npy(p, length_column)
+            df, columns = read_npy(p, length_column)
         elif fmt == "jsonl":
             df = _read_table(p, fmt, None, progress)
             columns = [str(c) for c in df.columns]
@@ -376,13 +382,17 @@ def read_manifest(
     except InputError:
         raise
     except _read_errors() as e:
-        raise InputError(str(p), f"cannot read as {fmt} ({e})", "check the file") from None
+        raise InputError(
+            str(p), f"cannot read as {fmt} ({clip(str(e))})", "check the file"
+        ) from None
     length_col = _pick(p, columns, length_column, LENGTH_COLUMNS, "length")
+    if length_col is None and IDS_COLUMN in columns:  # (JSON lines of mixed cells)
+        length_col = IDS_COLUMN
     if length_col is None:
         raise InputError(
             str(p),
             f"no length column (looked for {', '.join(LENGTH_COLUMNS)}); "
-            f"columns are: {', '.join(columns) or '(none)'}",
+            f"columns are: {names(columns)}",
             "name it with --length-column",
         )
     cat_col = _pick(p, columns, category_column, CATEGORY_COLUMNS, "category")
@@ -392,26 +402,78 @@ def read_manifest(
         try:
             df = _read_table(p, fmt, wanted, progress)
         except _read_errors() as e:
-            raise InputError(str(p), f"cannot read as {fmt} ({e})", "check the file") from None
+            raise InputError(
+                str(p), f"cannot read as {fmt} ({clip(str(e))})", "check the file"
+            ) from None
+    return _finish(
+        p, df, length_col, cat_col, has_id, f"{fmt} file; lengths: column {length_col!r}"
+    )
 
-    lengths = _whole_numbers(p, length_col, df[length_col], "lengths", (0, MAX_LENGTH))
+
+def _from_source(
+    p: Path,
+    source: Source,
+    length_column: str | None,
+    category_column: str | None,
+    progress: Progress | None,
+    tokenizer: str | os.PathLike[str] | None,
+    special_tokens: bool,
+) -> Manifest:
+    """A manifest from a dataset read through Arrow (see :mod:`.sources`)."""
+    columns = source.columns
+    if tokenizer is not None:
+        length_col = _pick(p, columns, length_column, (), "text") or pick_list_or_text(
+            source, str(tokenizer)
+        )
+        if length_col is None:
+            raise InputError(
+                str(p),
+                f"no 'text' column; columns are: {names(columns)}",
+                "name the text column with --length-column",
+            )
+    else:
+        length_col = _pick(p, columns, length_column, LENGTH_COLUMNS, "length")
+        length_col = length_col or pick_list_or_text(source, None)
+        if length_col is None:
+            raise no_length_column(source, LENGTH_COLUMNS)
+    cat_col = _pick(p, columns, category_column, CATEGORY_COLUMNS, "category")
+    has_id = ID_COLUMN in columns and ID_COLUMN not in (length_col, cat_col)
+    others = ([cat_col] if cat_col else []) + ([ID_COLUMN] if has_id else [])
+    try:
+        read = read_lengths(source, length_col, others, progress, tokenizer, special_tokens)
+    except _read_errors() as e:
+        raise InputError(str(p), f"cannot read ({clip(str(e))})", "check the data") from None
+    if len(read.table) == 0:
+        raise InputError(str(p), "holds no samples (0 rows)", "check the dataset or its split")
+    return _finish(p, read.table, length_col, cat_col, has_id, f"{source.description}; {read.how}")
+
+
+def _finish(
+    p: Path, df: Any, length_col: str, cat_col: str | None, has_id: bool, description: str
+) -> Manifest:
+    """Check the columns read and make the Manifest."""
+    import numpy as np
+
+    column = _list_cells(p, length_col, df[length_col])
+    lengths = _whole_numbers(p, length_col, column, "lengths", (0, MAX_LENGTH))
     if has_id:
         ids = _whole_numbers(p, ID_COLUMN, df[ID_COLUMN], "sample ids", (-(2**63), 2**63 - 1))
         _check_unique(p, ids)
     else:
         ids = np.arange(len(lengths), dtype=np.int64)
     categories: np.ndarray | None = None
-    names: tuple[str, ...] = ()
+    cat_names: tuple[str, ...] = ()
     if cat_col is not None:
-        categories, names = _factorize(df[cat_col])
+        categories, cat_names = _factorize(df[cat_col])
     return Manifest(
-        path=str(path),
+        path=str(p),
         lengths=lengths,
         ids=ids,
         categories=categories,
-        category_names=names,
+        category_names=cat_names,
         length_column=length_col,
         category_column=cat_col,
+        description=description,
     )
 
 

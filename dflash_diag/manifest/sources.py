@@ -1,0 +1,265 @@
+"""Datasets read through Arrow: a Parquet file, a folder of Parquet shards, an Arrow IPC /
+Feather file, JSON lines, and a Hugging Face ``datasets`` folder written by ``save_to_disk``.
+
+Each becomes a :class:`Source`: its schema and its parts in dataset order, each part read
+with only the columns asked for.  Nothing here looks at the values; :mod:`.columns`
+turns a part's columns into lengths.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+
+#: File extensions read as Arrow IPC (the file or the stream format).
+ARROW_SUFFIXES = (".arrow", ".feather", ".ipc")
+#: Text shown from an exception or a list of names, at most (an error line stays short).
+CLIP = 120
+
+
+def clip(text: str, most: int = CLIP) -> str:
+    """``text`` on one line, cut to ``most`` characters (``...`` marks the cut).
+
+    >>> clip("a" * 200, 10)
+    'aaaaaaa...'
+    """
+    text = " ".join(str(text).split())
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
+def names(items: list[str], most: int = 8, width: int = 64) -> str:
+    """The first names (at most ``most``, in about ``width`` characters, each cut to 32),
+    then how many more: an error line stays short.
+
+    >>> names(["a", "b", "c"], 2)
+    'a, b and 1 more'
+    """
+    shown: list[str] = []
+    for n in items[:most]:
+        text = clip(str(n), 32)
+        if shown and len(", ".join([*shown, text])) > width:
+            break
+        shown.append(text)
+    more = len(items) - len(shown)
+    return (", ".join(shown) or "(none)") + (f" and {more} more" if more > 0 else "")
+
+
+@dataclass(frozen=True)
+class Source:
+    """A dataset read by parts, in dataset order.
+
+    :param path: what was given.
+    :param schema: the columns (``pyarrow.Schema``).
+    :param parts: one callable per part (row group, shard, Arrow file), each reading a
+        ``pyarrow.Table`` of the columns asked for.
+    :param description: where the rows come from and in what order, for a reader.
+    """
+
+    path: Path
+    schema: Any
+    parts: tuple[Callable[[list[str]], Any], ...]
+    description: str
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.schema.names)
+
+
+def _read_errors() -> tuple[type[BaseException], ...]:
+    import pyarrow as pa
+
+    return (OSError, ValueError, EOFError, pa.ArrowException)
+
+
+def parquet_file(path: Path) -> Source:
+    """A Parquet file, one part per row group."""
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(path)
+
+    def group(g: int) -> Callable[[list[str]], Any]:
+        return lambda cols: pf.read_row_group(g, columns=cols)
+
+    parts = tuple(group(g) for g in range(pf.num_row_groups))
+    if not parts:  # (a file of no row groups still has its columns)
+        parts = (lambda cols: pf.schema_arrow.empty_table().select(cols),)
+    return Source(path, pf.schema_arrow, parts, "Parquet file")
+
+
+def _ipc_table(path: Path) -> Any:
+    """An Arrow IPC file or stream, memory-mapped (nothing copied until a value is read)."""
+    import pyarrow as pa
+
+    source = pa.memory_map(str(path))
+    try:
+        return pa.ipc.open_file(source).read_all()
+    except pa.ArrowInvalid:
+        source.seek(0)
+        return pa.ipc.open_stream(source).read_all()
+
+
+def arrow_file(path: Path) -> Source:
+    """An Arrow IPC / Feather file (one part)."""
+    table = _ipc_table(path)
+    return Source(path, table.schema, (lambda cols: table.select(cols),), "Arrow file")
+
+
+def jsonl_file(path: Path) -> Source:
+    """JSON lines read by Arrow (list cells become list columns; gzip etc. detected).
+
+    :raises ValueError: a line nests deeper than Arrow's reader can take (it recurses in
+        C per level); the caller reads such a file another way.
+    """
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    from ..logs.jsonlines import too_nested
+
+    with pa.input_stream(str(path), compression="detect") as fh:
+        data = fh.read()
+    if too_nested(data):
+        raise ValueError("nested too deep for Arrow's JSON reader")
+    table = pj.read_json(pa.BufferReader(data))
+    return Source(path, table.schema, (lambda cols: table.select(cols),), "JSON lines")
+
+
+def parquet_folder(path: Path, files: list[Path]) -> Source:
+    """Parquet shards, one part per file, in sorted file-name order."""
+    import pyarrow.dataset as ds
+
+    dataset = ds.dataset([str(f) for f in files], format="parquet")
+    fragments = list(dataset.get_fragments())
+
+    def frag(f: Any) -> Callable[[list[str]], Any]:
+        return lambda cols: f.to_table(columns=cols, schema=dataset.schema)
+
+    return Source(
+        path,
+        dataset.schema,
+        tuple(frag(f) for f in fragments),
+        f"folder of {len(files)} Parquet files, read in sorted file-name order "
+        "(taken as the dataset order)",
+    )
+
+
+def _json(path: Path) -> Any:
+    """A dataset folder's JSON file (``state.json``...), or an InputError naming it."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise InputError(
+            str(path), f"not readable JSON ({clip(str(e), 80)})", "save the dataset again"
+        ) from None
+
+
+def hf_dataset(path: Path, split_note: str = "") -> Source:
+    """A ``datasets`` folder written by ``Dataset.save_to_disk``: its ``data-*.arrow``
+    files in the order of ``state.json``'s ``_data_files``; ``dataset_info.json`` for the
+    features when there is no data file to take the schema from."""
+    import pyarrow as pa
+
+    state = _json(path / "state.json")
+    files = state.get("_data_files") if isinstance(state, dict) else None
+    if not isinstance(files, list) or not all(
+        isinstance(f, dict) and isinstance(f.get("filename"), str) for f in files
+    ):
+        raise InputError(
+            str(path / "state.json"),
+            "has no '_data_files' list of file names",
+            "is this a folder written by Dataset.save_to_disk?",
+        )
+    paths = [path / f["filename"] for f in files]
+    missing = [p.name for p in paths if not p.is_file()]
+    if missing:
+        raise InputError(str(path), f"state.json names missing data files: {names(missing, 3)}", "")
+    tables = [_ipc_table(p) for p in paths]
+    if tables:
+        schema = tables[0].schema
+    else:
+        info = _json(path / "dataset_info.json")
+        features = info.get("features") if isinstance(info, dict) else None
+        schema = pa.schema([(str(k), pa.null()) for k in (features or {})])
+    for p, t in zip(paths, tables, strict=True):
+        if t.schema.names != schema.names:
+            raise InputError(
+                str(p), f"has columns {names(t.schema.names, 5)}, not those of {paths[0].name}", ""
+            )
+
+    def part(t: Any) -> Callable[[list[str]], Any]:
+        return lambda cols: t.select(cols)
+
+    return Source(
+        path,
+        schema,
+        tuple(part(t) for t in tables) or (lambda cols: schema.empty_table().select(cols),),
+        f"Hugging Face dataset (save_to_disk){split_note}, {len(paths)} Arrow file"
+        f"{'s' if len(paths) != 1 else ''} in state.json order",
+    )
+
+
+def hf_dataset_dict(path: Path, split: str | None) -> Source:
+    """A ``DatasetDict`` folder: the split named, else ``train``, else an error naming
+    the splits."""
+    info = _json(path / "dataset_dict.json")
+    splits = info.get("splits") if isinstance(info, dict) else None
+    if not isinstance(splits, list) or not all(isinstance(s, str) for s in splits):
+        raise InputError(str(path / "dataset_dict.json"), "has no 'splits' list", "")
+    if split is None and "train" in splits:
+        split = "train"
+        note = f", split 'train' (of {names(splits, 5)})"
+    elif split is None:
+        raise InputError(
+            str(path),
+            f"is a DatasetDict with splits {names(splits, 5)} and no 'train'",
+            "choose one with --split NAME (dflash-diag manifest) or give the split's folder",
+        )
+    else:
+        note = f", split {clip(split, 40)!r}"
+    if split not in splits:
+        raise InputError(
+            str(path), f"has no split {clip(split, 40)!r}", f"choose from {names(splits, 5)}"
+        )
+    return hf_dataset(path / split, note)
+
+
+def open_folder(path: Path, split: str | None) -> Source:
+    """A folder as a dataset: ``save_to_disk`` (``state.json``), a DatasetDict
+    (``dataset_dict.json``) or Parquet shards (``*.parquet`` at any depth)."""
+    if (path / "dataset_dict.json").is_file():
+        return hf_dataset_dict(path, split)
+    if split is not None:
+        raise InputError(str(path), "--split applies to a DatasetDict folder", "drop --split")
+    if (path / "state.json").is_file():
+        return hf_dataset(path)
+    files = sorted(p for p in path.rglob("*") if p.suffix.lower() in (".parquet", ".pq"))
+    if files:
+        return parquet_folder(path, files)
+    raise InputError(
+        str(path),
+        "is a folder, not a manifest file or a dataset (no state.json, dataset_dict.json or "
+        ".parquet files)",
+        "give a folder written by save_to_disk, a folder of Parquet shards, or one file",
+    )
+
+
+def open_source(path: Path, fmt: str, split: str | None = None) -> Source:
+    """The dataset at ``path`` (a folder, or a file of format ``fmt``), or an InputError
+    saying why it cannot be read."""
+    try:
+        if path.is_dir():
+            return open_folder(path, split)
+        if fmt == "parquet":
+            return parquet_file(path)
+        if fmt == "arrow":
+            return arrow_file(path)
+        return jsonl_file(path)
+    except InputError:
+        raise
+    except _read_errors() as e:
+        what = "a dataset folder" if path.is_dir() else f"{fmt}"
+        raise InputError(str(path), f"cannot read as {what} ({clip(str(e))})", "") from None
