@@ -95,7 +95,11 @@ def register(app: typer.Typer) -> None:
         ] = DetectorName.robust,
         manifest: Annotated[
             Path | None,
-            typer.Option("--manifest", help="Per-sample lengths (parquet/csv/jsonl/npy)."),
+            typer.Option(
+                "--manifest",
+                help="Per-sample lengths (parquet/csv/jsonl/npy), or a dataset with token ids: "
+                "input_ids in Parquet/JSONL/Arrow, a save_to_disk folder, Parquet shards.",
+            ),
         ] = None,
         covers: Annotated[
             Covers,
