@@ -201,7 +201,13 @@ def _mapping_shape(keys: tuple[str, ...]) -> tuple[tuple[str, ...], bool, bool]:
     """What a record's keys alone decide (the same for every line with these keys):
     each key's column, whether it is a summary, whether it is an evaluation record."""
     snakes = [snake(k) for k in keys]
-    summary = "train_runtime" in snakes or "train_samples_per_second" in snakes
+    # The HF Trainer's end-of-training summary by its whole shape: its run totals
+    # (`train_runtime`, `train_samples_per_second`...) and no per-step `loss`.  With
+    # `include_num_input_tokens_seen` every train record carries `train_runtime` and
+    # `train_tokens_per_second` too, beside its `loss`.
+    summary = ("train_runtime" in snakes or "train_samples_per_second" in snakes) and (
+        "loss" not in snakes
+    )
     is_eval = any(k.startswith(EVAL_PREFIXES) for k in snakes) and not any(
         canonical_name(k) == "loss" for k in snakes if not k.startswith(EVAL_PREFIXES)
     )

@@ -46,6 +46,7 @@ ALIASES: dict[str, str] = {
     "accuracy": "acc",
     "train_acc": "acc",
     "train_accuracy": "acc",
+    "mean_token_accuracy": "acc",  # TRL SFTTrainer (a fraction)
     # learning rate
     "lr": "lr",
     "learning_rate": "lr",
@@ -64,7 +65,11 @@ ALIASES: dict[str, str] = {
     "ntok": "tokens",
     "ntokens": "tokens",
     "n_tokens": "tokens",
-    "num_tokens": "tokens",
+    # running totals of tokens seen since the start (HF `include_num_input_tokens_seen`,
+    # TRL): never the per-step `tokens`
+    "num_tokens": "tokens_seen",
+    "num_input_tokens_seen": "tokens_seen",
+    "total_tokens_seen": "tokens_seen",
     "wpb": "tokens",  # fairseq words (tokens) per batch
     "tokens_in_batch": "tokens",
     "train_tokens": "tokens",
@@ -91,7 +96,7 @@ ALIASES: dict[str, str] = {
 }
 
 # Keys that are never given an ``eval_`` prefix on an evaluation line.
-NEUTRAL = frozenset({"step", "epoch", "lr", "rank", "position"})
+NEUTRAL = frozenset({"step", "epoch", "lr", "rank", "position", "tokens_seen"})
 EVAL_PREFIXES = ("eval_", "val_", "valid_", "validation_", "test_")
 
 _PER_POSITION = re.compile(r"^(?:train_)?acc(?:uracy)?_?(\d+)$")

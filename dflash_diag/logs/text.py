@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..records import RunLog
+from .bars import TQDM, is_training_bar, write_steps
 from .fields import FIELD, Message, parse_dict_repr, parse_json_object, parse_text
+from .names import EVAL_PREFIXES
 from .io import RawLog, decode, strip_ansi
 from .normalise import build_table
 
@@ -62,14 +64,15 @@ _LEVEL = re.compile(
     r"(?:\s*[-|:]\s*|\s+)"
 )
 _LOGGER = re.compile(r"^[A-Za-z_][\w.]*(?::\d+)?\s*(?:[-|]\s+|:(?=\S))")
+#: loguru's default record head after the level: ``__main__:<module>:32 - `` (module,
+#: function, line); what follows `` - `` is the message.
+_LOGURU_SOURCE = re.compile(r"^[\w.<>-]+:[\w.<>-]+:\d+ - ")
 _DIGIT = re.compile(r"\d")
 _WARNING_TEXT = re.compile(r"\b\w*Warning:|^\s*warnings\.warn\(")
 _TB_START = "Traceback (most recent call last):"
 _TB_CHAIN = ("During handling of the above exception", "The above exception was the direct")
 _TB_END = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning)\b|^[\w.]+: ")
-_TQDM = re.compile(
-    r"(?P<pct>\d{1,3})%\|(?P<bar>[^|]*)\|\s*(?P<n>\d+)/(?P<total>\d+)\s*\[(?P<info>[^\]]*)\]"
-)
+_TQDM = TQDM
 _RICH_HEAD = re.compile(
     r"^(?:\[[^\]]{4,30}\]|\s{4,30})\s+(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\S"
 )
@@ -87,6 +90,13 @@ class _State:
     bar_last_total: int = 0
     bar_step: int | None = None
     bar_step_used: int | None = None
+    #: the training bar's count at each ``tqdm.write`` (:func:`~.bars.write_steps`)
+    writes: list[int] = field(default_factory=list)
+    #: dict/JSON records seen so far, per family (printed bare / after a logger prefix)
+    dicts: dict[str, int] = field(default_factory=dict)
+    #: a non-training bar (validation) was drawn since the training bar last was: the
+    #: next training bar's ``val_*`` postfix values are that validation's
+    val_fresh: bool = False
 
 
 def _warning_text(text: str) -> bool:
@@ -165,6 +175,9 @@ def _strip_prefix(text: str) -> tuple[str, str | None]:
             if not t or not t.group(0).strip():
                 break
             text = text[t.end() :]
+        src = _LOGURU_SOURCE.match(text)
+        if src:  # loguru: `name:function:line` is the record's source, not a metric
+            return text[src.end() :].strip(), level
         lg = _LOGGER.match(text)
         if lg and not _holds_field(text[: lg.end()]):
             text = text[lg.end() :]
@@ -192,35 +205,51 @@ def parse_message(message: str, shapes: frozenset[str]) -> tuple[str, Message | 
 
 def _bar(
     match: re.Match[str], desc_text: str, st: _State, rank: int, line_no: int
-) -> dict[str, Any] | None:
+) -> list[dict[str, Any]]:
     """A tqdm refresh: follow the training bar's counter; a postfix with metrics is a record.
 
-    The training bar is the one with the largest total seen so far (an evaluation bar's
-    counter is not a training step).  When its counter starts again (a new epoch's bar),
-    steps number on from the previous bar's total.
+    The training bar is the one with the largest total seen so far whose description
+    names no other loop (:func:`~.bars.is_training_bar`: an evaluation bar's counter,
+    or Lightning's ``Sanity Checking`` and ``Validation`` bars', is not a training
+    step).  When its counter starts again (a new epoch's bar), steps number on from the
+    previous bar's total.  A draw at count 0 is no step (its postfix shows the step
+    before).  ``val_*`` values in the postfix (Lightning keeps the last validation's
+    there) are an evaluation record only on the first training-bar draw after a
+    validation bar; elsewhere they are the same values again.
     """
     n, total = int(match.group("n")), int(match.group("total"))
+    if not is_training_bar(desc_text):
+        st.val_fresh = True
+        return []
     if total >= st.bar_last_total:
         if n < st.bar_last_n:
             st.bar_offset += st.bar_last_total
         st.bar_last_n, st.bar_last_total = n, total
         st.bar_step = st.bar_offset + n
+    fresh, st.val_fresh = st.val_fresh, False
     info = match.group("info").split(",")
-    postfix = ",".join(info[2:]) if len(info) > 2 else ""
-    msg = parse_text(postfix) if postfix.strip() else Message()
-    if not msg.metrics or st.bar_step is None:
-        return None
+    pairs = [p for p in info[2:] if p.strip() and not p.strip().startswith("v_num=")]
+    if not pairs or st.bar_step is None or n == 0:
+        return []
+    train = ",".join(p for p in pairs if not p.strip().startswith(EVAL_PREFIXES))
+    evals = ",".join(p for p in pairs if p.strip().startswith(EVAL_PREFIXES))
     desc = parse_text(desc_text).fields
-    rec: dict[str, Any] = {"line": line_no, "rank": rank, "is_eval": msg.is_eval}
-    rec.update(msg.fields)
-    if "epoch" in desc:
-        rec["epoch"] = desc["epoch"]
-    if "step" in msg.fields:
-        rec["step_source"] = "field"
-    else:
-        rec["step"] = float(st.bar_step)
-        rec["step_source"] = "progress"
-    return rec
+    out = []
+    for text, is_eval in ((train, False), (evals if fresh else "", True)):
+        msg = parse_text(text) if text.strip() else Message()
+        if not msg.metrics:
+            continue
+        rec: dict[str, Any] = {"line": line_no, "rank": rank, "is_eval": is_eval or msg.is_eval}
+        rec.update(msg.fields)
+        if "epoch" in desc:
+            rec["epoch"] = desc["epoch"]
+        if "step" in msg.fields:
+            rec["step_source"] = "field"
+        else:
+            rec["step"] = float(st.bar_step)
+            rec["step_source"] = "progress"
+        out.append(rec)
+    return out
 
 
 def parse_line(
@@ -242,11 +271,10 @@ def parse_line(
                 break
             pm = _RANK_PREFIX.match(rest)
             rank = int(pm.group("a") or pm.group("b") or pm.group("c")) if pm else 0
-            rec = _bar(m, rest[: m.start()], st, rank, line_no)
-            if rec is None:
+            recs = _bar(m, rest[: m.start()], st, rank, line_no)
+            if not recs:
                 _count(skipped, "progress_bar")
-            else:
-                out.append(rec)
+            out.extend(recs)
             rest = rest[m.end() :]
         if rest.strip() or len(segments) == 1:
             rec = _parse_plain(line_no, rest, st, shapes, skipped, shapes_seen)
@@ -308,6 +336,12 @@ def _parse_plain(
     if msg is None:
         _count(skipped, "bad_record" if shape != "text" else "text")
         return None
+    order = None
+    if shape != "text" and st.writes:
+        # the k-th dict of its family is the k-th tqdm.write (see _date_by_writes)
+        family = "bare" if message == text.strip() else "logger"
+        order = (family, st.dicts.get(family, 0))
+        st.dicts[family] = order[1] + 1
     if msg.summary:
         _count(skipped, "summary")
         return None
@@ -320,6 +354,9 @@ def _parse_plain(
     rec["rank"] = _rank_of(msg.fields.get("rank"), rank)
     rec["step_source"] = "field" if "step" in msg.fields else "none"
     rec["attach"] = shape != "text"
+    if order is not None and "step" not in msg.fields:
+        rec["write"] = order
+        return rec
     fresh = st.bar_step is not None and st.bar_step != st.bar_step_used
     if shape != "text" and "step" not in msg.fields and not msg.is_eval and fresh:
         # HF Trainer stdout: a dict line comes right after the training bar reached the
@@ -354,9 +391,12 @@ def read_lines(
     text, bad_bytes = decode(data)
     if bad_bytes:
         _count(skipped, "bad_bytes", bad_bytes)  # bytes, not lines: replaced, line kept
+    writes = write_steps(text)  # (from the raw text: a clear is told by its escapes)
     lines = logical_lines(strip_ansi(text))
     del text
-    return _read_records(raw.path, data, lines, n_lines, None, skipped, fmt, rank, progress)
+    return _read_records(
+        raw.path, data, lines, n_lines, None, skipped, fmt, rank, progress, writes=writes
+    )
 
 
 def read_lines_fast(
@@ -427,6 +467,7 @@ def _read_records(
     rank: int | str,
     progress: ProgressFn | None,
     extra_shape: str = "text",
+    writes: list[int] | None = None,
 ) -> RunLog:
     """Parse ``lines`` (``(line number, text)``), join the fast path's records
     (``extra``: a DataFrame per template, or None; ``extra_shape``: the shape of their
@@ -438,7 +479,7 @@ def _read_records(
     if fast_used:
         shapes_seen[extra_shape] = sum(len(f) for f in extra)
     ends_cleanly = data[-1:] == b"\n"
-    st = _State()
+    st = _State(writes=writes or [])
     step_every = max(1, n_lines // 100)
     last_no = n_lines
     prev_no = 0
@@ -462,6 +503,8 @@ def _read_records(
             progress(line_no, n_lines)
     if progress is not None:
         progress(n_lines, n_lines)
+    if st.writes:
+        _date_by_writes(records, st, skipped)
     name = fmt or _format_name(shapes_seen)
     return build_table(
         records,
@@ -472,6 +515,30 @@ def _read_records(
         n_lines=n_lines,
         extra=extra or (),
     )
+
+
+def _date_by_writes(records: list[dict[str, Any]], st: _State, skipped: dict[str, int]) -> None:
+    """Steps for the dict records of a console log with ``tqdm.write`` clears (the HF
+    Trainer's, :mod:`~dflash_diag.logs.bars`): the ``k``-th dict of a family (printed
+    bare by the Trainer, or by a logger from its ``on_log``) was written at the ``k``-th
+    write, so its step is ``st.writes[k]``, however far stdout's buffering moved it.
+
+    A family with more dicts than writes was not (only) written by ``tqdm.write``: its
+    records keep no step and are counted as ``no_step`` (rather than dated wrongly).
+    A family with fewer (a run cut short, its last stdout lump never written) is dated
+    from the first write on.
+    """
+    for rec in records:
+        order = rec.pop("write", None)
+        if order is None:
+            continue
+        family, k = order
+        if st.dicts.get(family, 0) <= len(st.writes):
+            rec["step"] = float(st.writes[k])
+            rec["step_source"] = "progress"
+        else:
+            rec["step_source"] = "none"
+            _count(skipped, "undated_dict")
 
 
 def _fast_before(
