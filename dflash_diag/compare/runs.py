@@ -225,9 +225,7 @@ def _choose_metrics(
                     f"{', '.join(b.name for b in used)} only"
                 )
     if not out:
-        found = sorted(
-            c for c in run.table.columns if c not in _NOT_METRICS and _logged(run, c)
-        )
+        found = sorted(c for c in run.table.columns if c not in _NOT_METRICS and _logged(run, c))
         raise InputError(
             run.path,
             "no metric is logged by both the run and a baseline"

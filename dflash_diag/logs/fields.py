@@ -104,6 +104,8 @@ def parse_text(message: str) -> Message:
         except ValueError:
             continue
         f = unit_factor(unit or bunit)
+        if key and key.endswith(".py"):
+            continue  # a source position (`train.py:42`, a log's path column): no metric
         if key:
             if kunit:
                 f *= unit_factor(kunit.strip())

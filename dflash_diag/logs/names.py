@@ -31,6 +31,7 @@ ALIASES: dict[str, str] = {
     "trainer_global_step": "step",
     "train_global_step": "step",
     "train_step": "step",
+    "current_steps": "step",  # LLaMA-Factory trainer_log.jsonl (beside `total_steps`)
     # loss
     "loss": "loss",
     "train_loss": "loss",
@@ -100,6 +101,8 @@ NEUTRAL = frozenset({"step", "epoch", "lr", "rank", "position", "tokens_seen"})
 EVAL_PREFIXES = ("eval_", "val_", "valid_", "validation_", "test_")
 
 _PER_POSITION = re.compile(r"^(?:train_)?acc(?:uracy)?_?(\d+)$")
+#: a per-position metric under ``train/``: ``train_loss_0`` -> ``loss_0``
+_TRAIN_PER_POSITION = re.compile(r"^train_([a-z][a-z_]*?)(_\d+)$")
 _AT_STEP = re.compile(r"(?:^|_)at_(?:step|iteration|iter)$")
 _LR_GROUP = re.compile(r"^lr_(?:adam|adamw|adam_w|sgd|adafactor|lion|muon|rmsprop)$")
 _NON_WORD = re.compile(r"[^0-9a-zA-Z]+")
@@ -146,6 +149,8 @@ def canonical_name(key: str, is_eval: bool = False) -> str:
         name = "step"  # Megatron `validation loss at iteration 50`
     if name is None and _LR_GROUP.match(s):
         name = "lr"  # Lightning LearningRateMonitor `lr-AdamW`
+    if name is None and (m := _TRAIN_PER_POSITION.match(s)):
+        s = m.group(1) + m.group(2)  # vLLM speculators' `train/loss_0`, `train/full_acc_2`
     if name is None:
         m = _PER_POSITION.match(s)
         name = f"acc_{m.group(1)}" if m else s

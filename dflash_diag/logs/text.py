@@ -73,10 +73,6 @@ _TB_START = "Traceback (most recent call last):"
 _TB_CHAIN = ("During handling of the above exception", "The above exception was the direct")
 _TB_END = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning)\b|^[\w.]+: ")
 _TQDM = TQDM
-_RICH_HEAD = re.compile(
-    r"^(?:\[[^\]]{4,30}\]|\s{4,30})\s+(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\S"
-)
-_RICH_PATH = re.compile(r"\s{2,}[\w.<>-]+\.py:\d+\s*$")
 
 
 @dataclass
@@ -117,29 +113,101 @@ def _count(skipped: dict[str, int], reason: str, n: int = 1) -> None:
     skipped[reason] = skipped.get(reason, 0) + n
 
 
+#: RichHandler's time column: ``[12:49:55]``, ``[12/01/26 12:43:17]`` or ``12:50:12``,
+#: then one space; blank (spaces) while the time shown does not change.
+_RICH_TIME = re.compile(r"^(?:\[[^\]]{4,30}\]|\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?) ")
+#: Its level column: the level name padded to 8, then one space.
+_RICH_LEVEL = re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) +$")
+#: Its path column at the right: ``train.py:86`` (``show_path``).
+_RICH_PATH_END = re.compile(r"\s+[\w.<>-]+\.py:\d+\s*$")
+
+
+@dataclass(frozen=True)
+class RichLayout:
+    """Where RichHandler's columns are, measured on a record's head line.
+
+    :param time: width of the time column with its separating space.
+    :param level: width of the level column (9: the name padded to 8 and a space), or 0
+        with ``show_level=False``.
+    :param path: whether head lines end in a ``file.py:NN`` path column.
+    """
+
+    time: int
+    level: int
+    path: bool
+
+    @property
+    def message(self) -> int:
+        """The column where a record's message, and each of its continuation lines, starts."""
+        return self.time + self.level
+
+    def is_head(self, line: str) -> bool:
+        """A line that starts a record: a time (or a blank time column), then a level
+        column (when the layout has one) or, without one, the path column at the end."""
+        head = line[: self.time]
+        if not (_RICH_TIME.match(line) or (head.isspace() and len(head) == self.time)):
+            return False
+        if self.level:
+            return bool(_RICH_LEVEL.match(line[self.time : self.message]))
+        return not head.isspace() or bool(self.path and _RICH_PATH_END.search(line))
+
+    def is_continuation(self, line: str) -> bool:
+        """A line indented to the message column (a wrapped or multi-line message)."""
+        pad = line[: self.message]
+        return (
+            len(line) > self.message
+            and pad.isspace()
+            and not line[self.message].isspace()
+            and not self.is_head(line)
+        )
+
+
+def rich_layout(lines: list[str]) -> RichLayout | None:
+    """RichHandler's layout, measured on the first head line of the log's first 500
+    lines that shows it: a time column, then a level padded to 8 (``INFO     ``) or, with
+    ``show_level=False``, a path column (``train.py:86``) at the right.  None when no
+    line does (a plain ``[12:00:00] INFO step=1`` has one space after its level)."""
+    for line in lines[:500]:
+        line = line.rstrip("\r")
+        m = _RICH_TIME.match(line)
+        if not m:
+            continue
+        t = m.end()
+        level = 9 if _RICH_LEVEL.match(line[t : t + 9]) and line[t + 9 : t + 10].strip() else 0
+        path = bool(_RICH_PATH_END.search(line))
+        if level and (path or line[t : t + 9].count(" ") >= 2):
+            return RichLayout(t, level, path)
+        if not level and path and line[t : t + 1].strip():
+            return RichLayout(t, 0, path)
+    return None
+
+
 def is_rich(lines: list[str]) -> bool:
     """Whether the log's first 500 lines show rich's ``RichHandler`` layout."""
-    return any(_RICH_HEAD.match(x) and _RICH_PATH.search(x) for x in lines[:500])
+    return rich_layout(lines) is not None
 
 
 def logical_lines(text: str) -> Iterator[tuple[int, str]]:
-    """``(line number, text)`` per line, RichHandler continuations joined to their record."""
+    """``(line number, text)`` per line, RichHandler continuations joined to their record
+    (by the layout measured from its head lines, :func:`rich_layout`), its path column
+    taken off."""
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    if not is_rich(lines):
+    layout = rich_layout(lines)
+    if layout is None:
         for i, line in enumerate(lines, 1):
             yield i, line[:-1] if line.endswith("\r") else line
         return
     head_no, head = 0, ""
     for i, line in enumerate(lines, 1):
         line = line.rstrip("\r")
-        if _RICH_HEAD.match(line):
+        if layout.is_head(line):
             if head_no:
                 yield head_no, head
-            head_no, head = i, _RICH_PATH.sub("", line)
-        elif head_no and line.startswith(" " * 20) and line.strip():
-            head = head + " " + _RICH_PATH.sub("", line).strip()
+            head_no, head = i, _rich_head(line, layout)
+        elif head_no and layout.is_continuation(line):
+            head = head + " " + line.strip()
         else:
             if head_no:
                 yield head_no, head
@@ -147,6 +215,13 @@ def logical_lines(text: str) -> Iterator[tuple[int, str]]:
             yield i, line
     if head_no:
         yield head_no, head
+
+
+def _rich_head(line: str, layout: RichLayout) -> str:
+    """A head line without its path column, and without its time column when blank."""
+    if layout.path:
+        line = _RICH_PATH_END.sub("", line)
+    return line.strip() if line[: layout.time].isspace() else line.rstrip()
 
 
 def _holds_field(text: str) -> bool:
