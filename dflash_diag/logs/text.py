@@ -29,8 +29,8 @@ from typing import Any
 from ..records import RunLog
 from .bars import TQDM, is_training_bar, write_steps
 from .fields import FIELD, Message, parse_dict_repr, parse_json_object, parse_text
-from .names import EVAL_PREFIXES
 from .io import RawLog, decode, strip_ansi
+from .names import EVAL_PREFIXES
 from .normalise import build_table
 
 ProgressFn = Callable[[int, int], None]
