@@ -93,6 +93,12 @@ class _State:
     #: a non-training bar (validation) was drawn since the training bar last was: the
     #: next training bar's ``val_*`` postfix values are that validation's
     val_fresh: bool = False
+    #: rich progress bars (Lightning's RichProgressBar): the last training frame, not yet
+    #: read (its postfix may go on on the next line), and the training step at the last
+    #: validation frame, while its values are not yet shown
+    rich_frame: dict[str, Any] | None = None
+    rich_val_at: int | None = None
+    rich_step: int = 0
 
 
 def _warning_text(text: str) -> bool:
@@ -327,6 +333,68 @@ def _bar(
     return out
 
 
+#: A rich progress bar frame (Lightning's ``RichProgressBar``): ``Epoch 0/1  ━━━╸━━
+#: 21/60 0:00:00 • 0:00:01 153.61it/s v_num: 0 train_loss: 1.412 lr: 0.010``.
+_RICH_BAR = re.compile(
+    r"^\s*(?P<desc>\S.*?)\s+[\u2500-\u257f]+\s+(?P<n>\d+)/(?P<total>\d+)\s+"
+    r"[\d:-]+\s+\u2022\s+[\d:-]+(?:\s+[\d.]+it/s)?(?P<postfix>.*)$"
+)
+_RICH_POSTFIX = re.compile(r"(?:[\w./-]+: \S+\s*)+")
+_RICH_EPOCH = re.compile(r"^Epoch (\d+)/\d+$")
+
+
+def _rich_bar(seg: str, st: _State, line_no: int) -> bool:
+    """A rich progress-bar frame: a training frame is kept until its postfix is whole
+    (:func:`flush_rich_frame`); a validation frame notes the training step it
+    interrupted.  Steps: ``Epoch E/L`` (E from 0; L the last index) ``n/total`` is
+    step ``E x total + n``.  Sanity-check frames are no step."""
+    m = _RICH_BAR.match(seg)
+    if not m:
+        return False
+    desc, n, total = m.group("desc").strip(), int(m.group("n")), int(m.group("total"))
+    epoch = _RICH_EPOCH.match(desc)
+    if epoch is None:
+        if "valid" in desc.lower():
+            st.rich_val_at = st.rich_step
+        return True
+    st.rich_step = int(epoch.group(1)) * total + n
+    st.rich_frame = {
+        "step": st.rich_step, "n": n, "epoch": float(epoch.group(1)),
+        "postfix": m.group("postfix"), "line": line_no,
+    }  # fmt: skip
+    return True
+
+
+def flush_rich_frame(st: _State, last: bool = False) -> list[dict[str, Any]]:
+    """The records of the pending rich training frame: its train values at its step
+    (none at count 0: those are the step before's), and the ``val_*`` values it shows
+    as the evaluation of the step a validation frame interrupted, once training has
+    gone past that step (the frame drawn right after validation may still show the
+    values before it) or, ``last``, in the log's last frame (rich prints only the last
+    frame when not on a terminal)."""
+    frame, st.rich_frame = st.rich_frame, None
+    if frame is None:
+        return []
+    pairs = re.findall(r"([\w./-]+): (\S+)", frame["postfix"])
+    train = " ".join(f"{k}={v}" for k, v in pairs if k != "v_num" and not k.startswith("val"))
+    evals = " ".join(f"{k}={v}" for k, v in pairs if k.startswith(EVAL_PREFIXES))
+    out: list[dict[str, Any]] = []
+    msg = parse_text(train)
+    if frame["n"] and msg.metrics:
+        rec = {"line": frame["line"], "rank": 0, "is_eval": False, **msg.fields}
+        out.append(rec | {"step": float(frame["step"]), "step_source": "progress"})
+    val_at = st.rich_val_at
+    if last and val_at is None and not st.dicts.get("rich_eval"):
+        val_at = frame["step"]
+    if evals and val_at is not None and (frame["step"] > val_at or last):
+        msg = parse_text(evals)
+        rec = {"line": frame["line"], "rank": 0, "is_eval": True, **msg.fields}
+        out.append(rec | {"step": float(val_at), "step_source": "progress"})
+        st.rich_val_at = None
+        st.dicts["rich_eval"] = st.dicts.get("rich_eval", 0) + 1
+    return out
+
+
 def parse_line(
     line_no: int,
     line: str,
@@ -339,6 +407,13 @@ def parse_line(
     out: list[dict[str, Any]] = []
     segments = line.split("\r") if "\r" in line else [line]
     for seg in segments:
+        if st.rich_frame is not None:
+            if seg[:1].isspace() and _RICH_POSTFIX.fullmatch(seg.strip()):
+                st.rich_frame["postfix"] += " " + seg.strip()  # the postfix wrapped
+                continue
+            out.extend(flush_rich_frame(st))
+        if "\u2022" in seg and _rich_bar(seg, st, line_no):
+            continue
         rest = seg
         while "%|" in rest:
             m = _TQDM.search(rest)
@@ -578,6 +653,8 @@ def _read_records(
             progress(line_no, n_lines)
     if progress is not None:
         progress(n_lines, n_lines)
+    if st.rich_frame is not None:
+        records.extend(flush_rich_frame(st, last=True))
     if st.writes:
         _date_by_writes(records, st, skipped)
     name = fmt or _format_name(shapes_seen)

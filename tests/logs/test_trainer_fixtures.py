@@ -34,7 +34,25 @@ check = _load_check()
 FIXTURES = check.fixtures()
 
 
+#: rich draws Lightning's bar on its own clock: 4 of its 73 frames show a batch's count
+#: with the batch before's metrics (the count is updated before the metrics), so the
+#: printed value is not the truth file's value for that batch (the log holds no other).
+STALE_FRAMES = pytest.mark.xfail(
+    strict=True, reason="4 rich frames print the previous batch's train_loss at a new count"
+)
+CASES = [pytest.param(n, marks=STALE_FRAMES) if n == "lightning_rich_tty" else n for n in FIXTURES]
+
+
 @pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_fixture_steps_are_its_truths(name):
+    """Steps exactly, no row lost, nothing at a step the truth has no value for."""
+    data, truth_path = FIXTURES[name]
+    r = check.compare(name, data, check.load_truth(truth_path))
+    assert r.error == ""
+    assert (r.steps_ok, r.extra, r.missing, r.stray) == (r.expected, 0, 0, 0)
+
+
+@pytest.mark.parametrize("name", CASES)
 def test_fixture_reads_to_its_truth(name):
     data, truth_path = FIXTURES[name]
     truth = check.load_truth(truth_path)
