@@ -28,7 +28,10 @@ def read_log(
     ``loss``, ``acc`` (fraction 0..1), ``lr``, ``grad_norm``, ``tokens`` (tokens in the
     step's batch), ``tok_per_s`` (tokens per second), ``epoch`` (float64, NaN where the
     log does not say), then every other numeric field in snake_case (``eval_loss``,
-    ``val_loss``, ``acc_0``.., durations in seconds).  See
+    ``val_loss``, ``acc_0``.., durations in seconds).  A running total of tokens
+    (``num_input_tokens_seen``, TRL's ``num_tokens``) is ``tokens_seen``, never
+    ``tokens``; ``tokens`` is its difference from step to step only when every step from
+    1 on was logged (else NaN).  See
     :mod:`dflash_diag.logs.names` for names and units, and
     :mod:`dflash_diag.logs.normalise` for steps, restarts and ranks.
 
