@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dflash_diag.logs import read_log
 
@@ -155,3 +157,49 @@ def test_speculators_namespaces_hand_made(tmp_path):
     assert t["loss_0"].tolist() == [8.0, 7.9] and t["full_acc_2"].tolist() == [0.125, 0.2]
     assert t["val_loss_epoch"].isna().tolist() == [True, False]
     assert t["val_full_acc_0_epoch"].tolist()[1] == 0.55
+
+
+def _trainer_console(total: int, every: int, draws: list[bool], flushes: list[bool]) -> str:
+    """What the HF Trainer's console log holds, built as tqdm and a block-buffered
+    stdout write it: per step the bar may be drawn (``draws``: tqdm's 0.1 s clock);
+    per logged step a ``tqdm.write`` (clear, the dict to stdout, redraw), stdout handed
+    on at that write or kept for later (``flushes``), everything left at the end."""
+    bar = "\r{p:3d}%|#         | {n}/{t} [00:01<00:01, 9.9it/s]"
+    out: list[str] = [bar.format(p=0, n=0, t=total)]
+    pending: list[str] = []
+    k = 0
+    for step in range(1, total + 1):
+        if draws[step % len(draws)]:
+            out.append(bar.format(p=100 * step // total, n=step, t=total))
+        if step % every == 0:
+            out.append("\r" + " " * 40 + "\r")
+            pending.append(f"{{'loss': '{1 + step / 1000:.4g}', 'epoch': '{step / total:.2f}'}}\n")
+            if flushes[k % len(flushes)]:
+                out += pending
+                pending = []
+            k += 1
+            out.append(bar.format(p=100 * step // total, n=step, t=total))
+    return "".join(out + ["\n"] + pending)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    total=st.integers(10, 120),
+    every=st.integers(1, 7),
+    draws=st.lists(st.booleans(), min_size=1, max_size=9),
+    flushes=st.lists(st.booleans(), min_size=1, max_size=9),
+)
+def test_trainer_dicts_get_their_step_however_stdout_was_buffered(total, every, draws, flushes):
+    """The k-th printed dict is the k-th ``tqdm.write``: its step is that write's redraw,
+    whether stdout reached the file at once, in lumps, or only at the end."""
+    import tempfile
+
+    text = _trainer_console(total, every, draws, flushes)
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "train.log"
+        p.write_text(text, encoding="utf-8")
+        run = read_log(p)
+    want = list(range(every, total + 1, every))
+    assert run.table["step"].tolist() == want
+    assert run.table["loss"].tolist() == [float(f"{1 + s / 1000:.4g}") for s in want]
+    assert run.step_source == "progress"
