@@ -230,7 +230,7 @@ def logged(value: float) -> float:
     reader took from the log's own text, so a printed ``nan`` stays known as printed.
 
     >>> import math
-    >>> logged(2.5), math.isnan(logged(float("nan"))), is_logged_nan(logged(float("nan")))
+    >>> logged(2.5), math.isnan(logged(float("nan"))), bool(is_logged_nan(logged(float("nan"))))
     (2.5, True, True)
     """
     return LOGGED_NAN if value != value else value
