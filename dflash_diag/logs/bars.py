@@ -85,3 +85,13 @@ def is_training_bar(desc: str) -> bool:
     (True, False)
     """
     return NOT_TRAINING.search(desc) is None
+
+
+#: A rich progress bar frame (Lightning's ``RichProgressBar``): ``Epoch 0/1  ━━━╸━━
+#: 21/60 0:00:00 • 0:00:01 153.61it/s v_num: 0 train_loss: 1.412 lr: 0.010``.
+RICH_BAR = re.compile(
+    r"^\s*(?P<desc>\S.*?)\s+[\u2500-\u257f]+\s+(?P<n>\d+)/(?P<total>\d+)\s+"
+    r"[\d:-]+\s+\u2022\s+[\d:-]+(?:\s+[\d.]+it/s)?(?P<postfix>.*)$"
+)
+RICH_POSTFIX = re.compile(r"(?:[\w./-]+: \S+\s*)+")
+RICH_EPOCH = re.compile(r"^Epoch (\d+)/\d+$")

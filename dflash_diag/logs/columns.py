@@ -16,6 +16,8 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from . import layout
+from .layout import mismatch, word_masks
 from .names import LOGGED_NAN, MAGNITUDE
 from .template import Pattern, Segment, ValueToken
 
@@ -167,46 +169,13 @@ def _words_fit(buf: Any, pos: Any, p: Pattern, at_end: bool, step: int | None = 
         if runs is not None and step is not None:
             for r0, r1 in runs:
                 got = as_strided(words[int(inner[r0]) + w :], shape=(r1 - r0,), strides=(step,))
-                _mismatch(got, *masks, out=bad[r0:r1], tmp=tmp[:, r0:r1])
+                mismatch(got, *masks, out=bad[r0:r1], tmp=tmp[:, r0:r1])
         else:
-            _mismatch(words[inner + w], *masks, out=bad, tmp=tmp)
+            mismatch(words[inner + w], *masks, out=bad, tmp=tmp)
     ok[first:stop] = bad == 0
     if edge:
         ok[edge] = _bytes_fit(buf, pos[edge], p)
     return ok
-
-
-def word_masks(p: Pattern, w: int) -> tuple[Any, Any, Any]:
-    """``(want, six, mask)`` of :func:`_words_fit` for the 8 bytes of ``p`` from byte
-    ``w`` (a little-endian word; bytes outside the pattern are not tested)."""
-    import numpy as np
-
-    want = six = mask = 0
-    for j in range(8):
-        if not 0 <= w + j < len(p):
-            continue  # outside the pattern
-        if w + j in p.digits:
-            want |= 0x30 << (8 * j)
-            six |= 0x06 << (8 * j)
-            mask |= 0xF0 << (8 * j)
-        else:
-            want |= p.text[w + j] << (8 * j)
-            mask |= 0xFF << (8 * j)
-    return np.uint64(want), np.uint64(six), np.uint64(mask)
-
-
-def _mismatch(got: Any, want: Any, six: Any, mask: Any, out: Any, tmp: Any = None) -> None:
-    """OR into ``out`` the bits where words ``got`` miss the pattern (see
-    :func:`_words_fit`); in place, in the two uint64 arrays ``tmp`` (of ``out``'s
-    length) when given: fresh temporaries of this size cost page faults."""
-    import numpy as np
-
-    x = np.bitwise_xor(got, want, out=None if tmp is None else tmp[0])
-    if six:
-        y = np.add(x, six, out=None if tmp is None else tmp[1])
-        x |= y
-    x &= mask
-    out |= x
 
 
 def _bytes_fit(buf: Any, pos: Any, p: Pattern) -> Any:
@@ -316,8 +285,6 @@ def _one_layout(buf: Any, off: Any, seg: Segment, ok: Any, magnitude: bool, inte
     row's and scales the number (``25.1K``); ``integer``: digits only (a rank prefix)."""
     import numpy as np
 
-    from .layout import read_layout
-
     if not ok.any():
         return None
     lengths = off[1:] - off[:-1]
@@ -338,5 +305,5 @@ def _one_layout(buf: Any, off: Any, seg: Segment, ok: Any, magnitude: bool, inte
     at = int(off[i0]) + head
     letter = chr(buf[at + width - 1]) if magnitude and width > 0 else ""
     suffix = int(letter in MAGNITUDE)
-    got = read_layout(buf, runs, row, len(same), width, ok, suffix, at, integer)
+    got = layout.read_layout(buf, runs, row, len(same), width, ok, suffix, at, integer)
     return got * MAGNITUDE[letter] if suffix and got is not None else got

@@ -55,6 +55,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .columns import read_numbers, segment_fits
+from .grammar import is_rich_bytes
 from .io import strip_ansi_bytes
 from .leftover import Leftover, NotUtf8
 from .rows import (
@@ -82,19 +83,6 @@ PART_BYTES = 1 << 24
 #: about 1 ms per MB, against about 3 us per line of another shape without them;
 #: :mod:`~dflash_diag.logs.rows`).
 BY_COUNT_SHARE = 0.05
-
-
-def _rich(data: Any) -> bool:
-    """The general reader's RichHandler test, on the same first 500 lines."""
-    from .text import is_rich
-
-    end = -1
-    for _ in range(500):
-        end = data.find(b"\n", end + 1)
-        if end < 0:
-            break
-    head = data if end < 0 else data[:end]
-    return is_rich(bytes(head).decode("utf-8", errors="replace").split("\n"))
 
 
 def fast_records(
@@ -141,7 +129,7 @@ def _records(
 ) -> tuple[list[Any], Leftover] | None:
     """:func:`fast_records`, the lines left over as a :class:`Leftover` (``depth``:
     templates read before, by the caller)."""
-    if len(data) < 10 * FAST_MIN_LINES or _rich(data):
+    if len(data) < 10 * FAST_MIN_LINES or is_rich_bytes(data):
         return None
     sample = sample_lines(data)
     if not sample or len(data) * len(sample) < FAST_MIN_LINES * sum(len(x) + 1 for x in sample):

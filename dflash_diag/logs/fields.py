@@ -184,12 +184,12 @@ def fields_from_mapping(items: list[tuple[str, Any]]) -> Message:
     separately, and their other keys (``epoch``) stay as they are.  An end-of-training
     summary (``train_runtime``) is flagged so it is not taken for a step.
     """
-    names, out_summary, out_eval = _mapping_shape(tuple(k for k, _ in items))
+    names, out_summary, out_eval = mapping_shape(tuple(k for k, _ in items))
     out = Message(is_eval=out_eval, summary=out_summary)
     for (_, value), name in zip(items, names, strict=True):
         v = to_float(value)
         if v is None and isinstance(value, str):
-            v = _number_with_unit(value)
+            v = number_with_unit(value)
         if v is None:
             continue
         if name == "step" and "step" in out.fields:
@@ -199,7 +199,7 @@ def fields_from_mapping(items: list[tuple[str, Any]]) -> Message:
 
 
 @functools.lru_cache(maxsize=1024)
-def _mapping_shape(keys: tuple[str, ...]) -> tuple[tuple[str, ...], bool, bool]:
+def mapping_shape(keys: tuple[str, ...]) -> tuple[tuple[str, ...], bool, bool]:
     """What a record's keys alone decide (the same for every line with these keys):
     each key's column, whether it is a summary, whether it is an evaluation record."""
     snakes = [snake(k) for k in keys]
@@ -216,7 +216,7 @@ def _mapping_shape(keys: tuple[str, ...]) -> tuple[tuple[str, ...], bool, bool]:
     return tuple(canonical_name(k) for k in snakes), summary, is_eval
 
 
-def _number_with_unit(text: str) -> float | None:
+def number_with_unit(text: str) -> float | None:
     m = re.fullmatch(rf"\s*({NUM})\s*({_UNIT})?\s*", text)
     if not m:
         return None

@@ -67,7 +67,7 @@ def _values(arr: Any) -> tuple[np.ndarray, np.ndarray] | None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from .fields import _number_with_unit
+    from .fields import number_with_unit
     from .names import to_float
 
     t = arr.type
@@ -78,7 +78,7 @@ def _values(arr: Any) -> tuple[np.ndarray, np.ndarray] | None:
     encoded = pc.dictionary_encode(arr)  # each distinct string read once
     words = encoded.dictionary.to_pylist()
     read = [to_float(w) for w in words]
-    read = [x if x is not None else _number_with_unit(w) for x, w in zip(read, words, strict=True)]
+    read = [x if x is not None else number_with_unit(w) for x, w in zip(read, words, strict=True)]
     table = np.array([np.nan if x is None else x for x in read] + [np.nan])
     readable = np.array([x is not None for x in read] + [False])
     codes = encoded.indices.fill_null(len(words)).to_numpy(zero_copy_only=False)
@@ -105,11 +105,16 @@ def dict_line_records(data: Any) -> tuple[Any, dict[str, int], list[tuple[int, s
     """
     import numpy as np
 
-    from .fastpath import _rich
+    from .grammar import is_rich_bytes
     from .rows import lines_of
 
     # (single bytes: a read-only mmap finds those fast, longer strings slowly)
-    if len(data) < MIN_BYTES or data.find(b"\r") >= 0 or data.find(b"\x1b") >= 0 or _rich(data):
+    if (
+        len(data) < MIN_BYTES
+        or data.find(b"\r") >= 0
+        or data.find(b"\x1b") >= 0
+        or is_rich_bytes(data)
+    ):
         return None
     buf = np.frombuffer(data, np.uint8)
     percent = np.flatnonzero(buf[:-1] == ord("%"))
@@ -196,7 +201,7 @@ def json_records(data: Any, dicts: bool = False) -> tuple[Any, dict[str, int]] |
     import pyarrow as pa
     import pyarrow.json as pj
 
-    from .fields import _mapping_shape
+    from .fields import mapping_shape
 
     try:
         table = pj.read_json(
@@ -216,7 +221,7 @@ def json_records(data: Any, dicts: bool = False) -> tuple[Any, dict[str, int]] |
         or not all(0 < len(k) <= 80 for k in keys)
     ):
         return None  # a nested dict (the regex reads it otherwise), a key it would not take
-    names = _mapping_shape(keys)[0]
+    names = mapping_shape(keys)[0]
     # each line's set of keys as one number per 63 keys: the distinct sets by sorting those
     present = np.column_stack([p for _, _, p in cols])
     bits = np.left_shift(np.int64(1), np.arange(len(keys), dtype=np.int64) % 63)
@@ -234,7 +239,7 @@ def json_records(data: Any, dicts: bool = False) -> tuple[Any, dict[str, int]] |
     is_eval = np.zeros(len(patterns), dtype=bool)
     for j, row in enumerate(first):
         has = present[row]
-        _, summary[j], is_eval[j] = _mapping_shape(
+        _, summary[j], is_eval[j] = mapping_shape(
             tuple(k for k, h in zip(keys, has, strict=True) if h)
         )
     frame: dict[str, Any] = {"line": np.arange(1, n_lines + 1, dtype=np.int64)}
