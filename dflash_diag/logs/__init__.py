@@ -10,8 +10,9 @@ from collections.abc import Callable
 
 from ..errors import InputError
 from ..records import RunLog
-from . import fastpath, io, text
+from . import io, text
 from .detect import detect_format, refuse_binary
+from .fast import lineshape as fastpath
 from .formats import FORMAT_HELP, FORMATS, check_format, read_as
 from .tensorboard import is_event_path, read_tensorboard
 

@@ -1,8 +1,8 @@
 """The line reader: free-text trainer logs, HF dict lines and JSON lines.
 
 A log is read through its fast paths when one applies (JSON lines and the HF Trainer's
-dict lines by Arrow, :mod:`~dflash_diag.logs.jsonlines`; a large log whose lines mostly
-share one shape by the vectorised :mod:`~dflash_diag.logs.fastpath`), with the general
+dict lines by Arrow, :mod:`~dflash_diag.logs.fast.jsonlines`; a large log whose lines mostly
+share one shape by the vectorised :mod:`~dflash_diag.logs.fast.lineshape`), with the general
 line parser (:mod:`~dflash_diag.logs.lines`) for the lines no fast path reads.
 """
 
@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..records import RunLog
-from . import fastpath, jsonlines
 from .bars import write_steps
+from .fast import jsonlines
+from .fast import lineshape as fastpath
 from .grammar import LINE_FORMATS, logical_lines
 from .io import RawLog, decode, strip_ansi
 from .lines import ProgressFn, count, read_records
@@ -94,7 +95,7 @@ def _read_dict_lines(
     path: str, data: Any, fmt: str | None, rank: int | str, progress: ProgressFn | None
 ) -> RunLog | None:
     """:func:`read_lines` with the HF Trainer's dict lines read by Arrow
-    (:func:`~dflash_diag.logs.jsonlines.dict_line_records`), or None."""
+    (:func:`~dflash_diag.logs.fast.jsonlines.dict_line_records`), or None."""
     dicts = jsonlines.dict_line_records(data)
     if dicts is None:
         return None

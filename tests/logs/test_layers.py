@@ -30,13 +30,14 @@ LAYERS: dict[str, int] = {
     "lines": 3,
     # the fast paths, in their own order (each imports the grammar and the line
     # parser, never the readers above them)
-    "leftover": 4,
-    "rows": 5,
-    "template": 5,
-    "layout": 6,
-    "jsonlines": 6,
-    "columns": 7,
-    "fastpath": 8,
+    "fast.leftover": 4,
+    "fast.rows": 5,
+    "fast.template": 5,
+    "fast.layout": 6,
+    "fast.jsonlines": 6,
+    "fast.columns": 7,
+    "fast.lineshape": 8,
+    "fast": 8,
     # the readers, one per format family
     "text": 9,
     "csv": 9,

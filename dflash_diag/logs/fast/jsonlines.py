@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..records import RunLog
+from ...records import RunLog
 from .leftover import Leftover, NotUtf8
 
 if TYPE_CHECKING:
@@ -67,8 +67,8 @@ def _values(arr: Any) -> tuple[np.ndarray, np.ndarray] | None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from .fields import number_with_unit
-    from .names import to_float
+    from ..fields import number_with_unit
+    from ..names import to_float
 
     t = arr.type
     if pa.types.is_integer(t) or pa.types.is_floating(t):
@@ -105,7 +105,7 @@ def dict_line_records(data: Any) -> tuple[Any, dict[str, int], list[tuple[int, s
     """
     import numpy as np
 
-    from .grammar import is_rich_bytes
+    from ..grammar import is_rich_bytes
     from .rows import lines_of
 
     # (single bytes: a read-only mmap finds those fast, longer strings slowly)
@@ -161,7 +161,7 @@ def _bytes_of(lines: Any, mask: Any) -> bytes:
 def read_json_lines(path: str, data: Any, fmt: str | None, rank: int | str) -> RunLog | None:
     """The RunLog of a log of JSON lines, or None when the line parser must read it
     (see the module docstring).  ``data``: bytes or a read-only mmap."""
-    from .normalise import build_table
+    from ..normalise import build_table
 
     got = json_records(data)
     if got is None:
@@ -201,7 +201,7 @@ def json_records(data: Any, dicts: bool = False) -> tuple[Any, dict[str, int]] |
     import pyarrow as pa
     import pyarrow.json as pj
 
-    from .fields import mapping_shape
+    from ..fields import mapping_shape
 
     try:
         table = pj.read_json(

@@ -7,7 +7,7 @@ A :class:`Template` is that line's shape: fixed bytes, ASCII digit runs that var
 factor and tail.  It is learned from what the general parser (:func:`~.text.parse_line`)
 makes of one line, so a line that fits the template reads the same either way.
 
-For the fast path (:mod:`~dflash_diag.logs.fastpath`) the template is then cut at one
+For the fast path (:mod:`~dflash_diag.logs.fast.lineshape`) the template is then cut at one
 delimiter byte into :class:`Segment` s, each holding at most one number:
 :func:`split_template`.
 """
@@ -19,10 +19,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from .fields import parse_text
-from .grammar import RANK_PREFIX, TB_CHAIN, TB_END, TB_START, TIMESTAMP
-from .lines import LineState, parse_line, strip_prefix
-from .names import MAGNITUDE
+from ..fields import parse_text
+from ..grammar import RANK_PREFIX, TB_CHAIN, TB_END, TB_START, TIMESTAMP
+from ..lines import LineState, parse_line, strip_prefix
+from ..names import MAGNITUDE
 
 #: Lines parsed by the general parser to learn the template.
 SAMPLE_LINES = 400

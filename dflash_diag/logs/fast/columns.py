@@ -1,13 +1,13 @@
 """Checking one column of the fast path's split rows against its template segment, and
-reading its numbers (:mod:`~dflash_diag.logs.fastpath`).
+reading its numbers (:mod:`~dflash_diag.logs.fast.lineshape`).
 
 A column holds, per row, the bytes between two delimiters of a line
-(:class:`~dflash_diag.logs.template.Segment`): a fixed head, then (for a value) the
+(:class:`~dflash_diag.logs.fast.template.Segment`): a fixed head, then (for a value) the
 number and a fixed tail.  :func:`segment_fits` tests the fixed bytes of every row at once
 (Arrow's ``starts_with``/``ends_with`` for literal runs at an end of the row, 64-bit word
 tests for digit positions and what lies between); :func:`read_numbers` reads the spans
 between head and tail as float64: by word arithmetic when the fitting rows share one
-layout (:mod:`~dflash_diag.logs.layout`), else with one Arrow cast, held to the general
+layout (:mod:`~dflash_diag.logs.fast.layout`), else with one Arrow cast, held to the general
 parser's number syntax.
 """
 
@@ -16,9 +16,9 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
+from ..names import LOGGED_NAN, MAGNITUDE
 from . import layout
 from .layout import mismatch, word_masks
-from .names import LOGGED_NAN, MAGNITUDE
 from .template import Pattern, Segment, ValueToken
 
 #: A column of equal-length rows is read through strided views, one per run of such
@@ -198,7 +198,7 @@ def read_numbers(col: Any, off: Any, seg: Segment, v: ValueToken, ok: Any) -> An
     whose span is not a number the general parser reads are cleared in ``ok``.
 
     A column whose fitting rows all have one length is first tried by
-    :func:`~dflash_diag.logs.layout.read_layout` (the same doubles, by word arithmetic);
+    :func:`~dflash_diag.logs.fast.layout.read_layout` (the same doubles, by word arithmetic);
     else, or when such a row has another layout, Arrow casts the spans."""
     import numpy as np
     import pyarrow as pa
@@ -278,7 +278,7 @@ def read_numbers(col: Any, off: Any, seg: Segment, v: ValueToken, ok: Any) -> An
 
 
 def _one_layout(buf: Any, off: Any, seg: Segment, ok: Any, magnitude: bool, integer: bool) -> Any:
-    """:func:`~dflash_diag.logs.layout.read_layout` on a column whose rows that fit
+    """:func:`~dflash_diag.logs.fast.layout.read_layout` on a column whose rows that fit
     (``ok``) all have one length: runs of such rows lie at a fixed stride (rows that do
     not fit, of another length, break them into at most :data:`MAX_RUNS`); else None.
     ``magnitude``: the first fitting row's last byte, when a magnitude letter, is every

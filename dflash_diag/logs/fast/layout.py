@@ -1,5 +1,5 @@
 """Numbers of one fixed layout, read by 64-bit word arithmetic: the fast path's shortcut
-past Arrow's float cast (:func:`~dflash_diag.logs.columns.read_numbers`).
+past Arrow's float cast (:func:`~dflash_diag.logs.fast.columns.read_numbers`).
 
 A trainer formats a metric the same way on every line (``{loss:.4f}``, ``{lr:.2e}``, an
 integer step), so over a byte range of the log most columns hold numbers of one
@@ -9,7 +9,7 @@ column has the same length, the layout is taken from the first and every row's n
 as one or two little-endian 64-bit words, through strided views (no copy per row; rows
 that do not fit the template, of another length, break the stride into runs):
 
-- the layout check is :func:`~dflash_diag.logs.layout.mismatch`: literal bytes equal,
+- the layout check is :func:`~dflash_diag.logs.fast.layout.mismatch`: literal bytes equal,
   digit bytes ``0``-``9``;
 - each run of ``k <= 8`` digits becomes its integer by the SWAR multiply-shift steps,
   on the run placed at the top of the low 2, 4 or 8 bytes:
