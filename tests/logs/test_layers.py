@@ -113,3 +113,23 @@ def test_the_layer_test_sees_an_upward_import_and_a_private_name(tmp_path):
     ((target, names, line),) = _imports(bad, "grammar")
     assert (target, line) == ("lines", 2) and LAYERS[target] > LAYERS["grammar"]
     assert [n for n in names if n.startswith("_")] == ["_count"]
+
+
+def test_a_new_line_format_is_one_grammar_entry_and_one_reader_row(monkeypatch, tmp_path):
+    """Adding ``structured`` (dict and JSON lines, no free text) takes exactly an entry
+    in ``grammar.LINE_FORMATS`` and a row in ``formats.READERS``; nothing else knows
+    the list of formats."""
+    from dflash_diag.logs import formats, grammar, read_log
+
+    monkeypatch.setitem(grammar.LINE_FORMATS, "structured", frozenset({"dict", "json"}))
+    monkeypatch.setitem(
+        formats.READERS,
+        "structured",
+        formats.Reader("dict or JSON lines", formats.READERS["text"].read),
+    )
+    p = tmp_path / "mixed.log"
+    p.write_text("step=1 loss=9.0\n{\"step\": 2, \"loss\": 2.5}\n{'step': 3, 'loss': 2.25}\n")
+    run = read_log(p, format="structured")
+    assert run.format == "structured"
+    assert run.table["step"].tolist() == [2, 3] and run.table["loss"].tolist() == [2.5, 2.25]
+    assert read_log(p, format="text").table["step"].tolist() == [1, 2, 3]
