@@ -126,17 +126,30 @@ def rich_layout(lines: list[str]) -> RichLayout | None:
     """RichHandler's layout, measured on the first head line of the log's first 500
     lines that shows it: a time column, then a level padded to 8 (``INFO     ``) or, with
     ``show_level=False``, a path column (``train.py:86``) at the right.  None when no
-    line does (a plain ``[12:00:00] INFO step=1`` has one space after its level)."""
-    for line in lines[:500]:
-        line = line.rstrip("\r")
+    line does (a plain ``[12:00:00] INFO step=1`` has one space after its level).
+
+    Without a path column, a padded level is also what ``%(levelname)-8s`` prints: the
+    layout is rich's only when some line also shows rich's blank time column (a record
+    in the same second as the one before) or a line indented to the message column (a
+    wrapped record)."""
+    head = [line.rstrip("\r") for line in lines[:500]]
+    for line in head:
         m = RICH_TIME.match(line)
         if not m:
             continue
         t = m.end()
         level = 9 if RICH_LEVEL.match(line[t : t + 9]) and line[t + 9 : t + 10].strip() else 0
         path = bool(RICH_PATH_END.search(line))
-        if level and (path or line[t : t + 9].count(" ") >= 2):
+        if level and path:
             return RichLayout(t, level, path)
+        if level and line[t : t + 9].count(" ") >= 2:
+            layout = RichLayout(t, level, path)
+            blank = " " * t
+            if any(x.startswith(blank) and layout.is_head(x) for x in head) or any(
+                layout.is_continuation(x) for x in head
+            ):
+                return layout
+            return None
         if not level and path and line[t : t + 1].strip():
             return RichLayout(t, 0, path)
     return None

@@ -203,3 +203,18 @@ def test_trainer_dicts_get_their_step_however_stdout_was_buffered(total, every, 
     assert run.table["step"].tolist() == want
     assert run.table["loss"].tolist() == [float(f"{1 + s / 1000:.4g}") for s in want]
     assert run.step_source == "progress"
+
+
+def test_a_padded_level_alone_is_not_richs_layout():
+    """``[%(asctime)s] %(levelname)-8s %(message)s`` pads the level as RichHandler does;
+    only rich's blank time column or a line wrapped to the message column makes it
+    rich's (which keeps the fast path for the plain log)."""
+    from dflash_diag.logs.grammar import rich_layout
+
+    plain = [f"[12:00:{i:02d}] INFO     step={i} loss=2.0" for i in range(10)]
+    assert rich_layout(plain) is None
+    blank_time = " " * 11 + "INFO     step=10 loss=1.0"
+    assert rich_layout([*plain, blank_time]) is not None
+    wrapped = " " * 20 + "grad_norm=2.0"
+    layout = rich_layout([*plain, wrapped])
+    assert layout is not None and layout.message == 20
