@@ -92,7 +92,8 @@ def main() -> None:
     args = ap.parse_args()
     import pandas as pd
 
-    from dflash_diag.logs import fastpath, jsonlines
+    from dflash_diag.logs.fast import jsonlines
+    from dflash_diag.logs.fast import lineshape as fastpath
     from dflash_diag.logs.io import RawLog
     from dflash_diag.logs.text import read_lines
 

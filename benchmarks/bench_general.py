@@ -27,7 +27,7 @@ def main() -> None:
     args = ap.parse_args()
     import numpy as np
 
-    from dflash_diag.logs import fastpath
+    from dflash_diag.logs.fast import lineshape as fastpath
     from dflash_diag.logs.io import RawLog
     from dflash_diag.logs.text import read_lines
 

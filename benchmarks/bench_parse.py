@@ -117,7 +117,8 @@ def check(table, frame, n: int, ranks: int = 1) -> None:
 # process would report the parent's resident size when that was larger.
 PEAK = """
 import resource, sys
-from dflash_diag.logs import fastpath, read_log
+from dflash_diag.logs import read_log
+from dflash_diag.logs.fast import lineshape as fastpath
 fastpath.MAX_TEMPLATES = int(sys.argv[3]) or 1
 fastpath.FAST_MIN_LINES = fastpath.FAST_MIN_LINES if int(sys.argv[3]) else 10**12
 run = read_log(sys.argv[1], rank=sys.argv[2])
@@ -137,7 +138,8 @@ def split_and_read(data: bytes) -> None:
 
     import numpy as np
 
-    from dflash_diag.logs import columns, fastpath, rows, template
+    from dflash_diag.logs.fast import columns, rows, template
+    from dflash_diag.logs.fast import lineshape as fastpath
 
     learned = template.sample_template(template.sample_lines(data))
     split = template.split_template(learned) if learned is not None else None
@@ -182,7 +184,8 @@ def main() -> None:
     rank = "all" if args.ranks > 1 else "0"
     import pandas as pd
 
-    from dflash_diag.logs import fastpath, read_log
+    from dflash_diag.logs import read_log
+    from dflash_diag.logs.fast import lineshape as fastpath
 
     templates = fastpath.MAX_TEMPLATES if args.max_templates is None else args.max_templates
     fastpath.MAX_TEMPLATES = templates or 1

@@ -8,10 +8,22 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+from ..errors import InputError
 from ..records import RunLog
-from .detect import FORMAT_HELP, FORMATS, check_format, detect_format
+from . import io, text
+from .detect import detect_format, refuse_binary
+from .fast import lineshape as fastpath
+from .formats import FORMAT_HELP, FORMATS, check_format, read_as
+from .tensorboard import is_event_path, read_tensorboard
 
-__all__ = ["FORMATS", "FORMAT_HELP", "detect_format", "read_log", "with_interval"]
+__all__ = [
+    "FORMATS",
+    "FORMAT_HELP",
+    "check_format",
+    "detect_format",
+    "read_log",
+    "with_interval",
+]
 
 
 def read_log(
@@ -28,7 +40,10 @@ def read_log(
     ``loss``, ``acc`` (fraction 0..1), ``lr``, ``grad_norm``, ``tokens`` (tokens in the
     step's batch), ``tok_per_s`` (tokens per second), ``epoch`` (float64, NaN where the
     log does not say), then every other numeric field in snake_case (``eval_loss``,
-    ``val_loss``, ``acc_0``.., durations in seconds).  See
+    ``val_loss``, ``acc_0``.., durations in seconds).  A running total of tokens
+    (``num_input_tokens_seen``, TRL's ``num_tokens``) is ``tokens_seen``, never
+    ``tokens``; ``tokens`` is its difference from step to step only when every step from
+    1 on was logged (else NaN).  See
     :mod:`dflash_diag.logs.names` for names and units, and
     :mod:`dflash_diag.logs.normalise` for steps, restarts and ranks.
 
@@ -66,8 +81,6 @@ def with_interval(run: RunLog, step_every: int) -> RunLog:
     """
     from dataclasses import replace
 
-    from ..errors import InputError
-
     if step_every < 1:
         raise InputError("--step-every", f"must be a positive whole number, got {step_every}")
     if run.step_source != "line order":
@@ -94,13 +107,9 @@ def _read(
         try:
             rank = int(rank)
         except (TypeError, ValueError):
-            from ..errors import InputError
-
             raise InputError("--rank", f"not a rank: {rank!r}", "give a number, or 'all'") from None
     name = os.fspath(path)
-    if fmt == "tensorboard" or (fmt is None and name != "-" and _is_events(name)):
-        from .tensorboard import read_tensorboard
-
+    if fmt == "tensorboard" or (fmt is None and name != "-" and is_event_path(name)):
         return read_tensorboard(name, rank)
     fast = True
     if name != "-" and fmt in (None, "text"):
@@ -108,31 +117,13 @@ def _read(
         if run is not None:
             return run
         fast = not tried  # the fast path declined this log: do not try it twice
-    from .io import read_bytes
-
-    raw = read_bytes(name)
+    raw = io.read_bytes(name)
     if fmt is None:
-        fmt_seen = detect_format(name, raw.data)
-        if fmt_seen == "tensorboard":
-            from .tensorboard import read_tensorboard
-
-            return read_tensorboard(name, rank)
+        seen = detect_format(name, raw.data)
     else:
-        from .detect import refuse_binary
-
         refuse_binary(name, raw.data)  # a forced text format must not read a binary file
-        fmt_seen = fmt
-    if fmt_seen == "hf-state":
-        from .hf_state import read_hf_state
-
-        return read_hf_state(raw, rank)
-    if fmt_seen == "csv":
-        from .csv import read_csv
-
-        return read_csv(raw, rank)
-    from .text import read_lines
-
-    return read_lines(raw, fmt, rank, progress, fast=fast)
+        seen = fmt
+    return read_as(seen, name, raw, fmt, rank, progress, fast)
 
 
 def _read_mapped(
@@ -152,11 +143,8 @@ def _read_mapped(
     """
     import mmap
 
-    from .fastpath import FAST_MIN_LINES
-    from .io import GZIP_MAGIC
-
     try:
-        if not os.path.isfile(name) or os.path.getsize(name) < 10 * FAST_MIN_LINES:
+        if not os.path.isfile(name) or os.path.getsize(name) < 10 * fastpath.FAST_MIN_LINES:
             return None, False
         with open(name, "rb") as f:  # (pages are faulted in by the reading threads)
             data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
@@ -164,25 +152,15 @@ def _read_mapped(
         return None, False  # the usual reader gives the error, if there is one
     try:
         head = data[:65536]
-        if head.startswith(GZIP_MAGIC) or head.lstrip().startswith(b"{"):
+        if head.startswith(io.GZIP_MAGIC) or head.lstrip().startswith(b"{"):
             return None, False  # gzip; a JSON document or JSON lines: not this fast path's
         if fmt is None and detect_format(name, head) != "text":
             return None, False
         if fmt is not None:
-            from .detect import refuse_binary
-
             refuse_binary(name, head)  # a forced text format must not read a binary file
-        from .text import read_lines_fast
-
-        return read_lines_fast(name, data, fmt, rank, progress), True
+        return text.read_lines_fast(name, data, fmt, rank, progress), True
     finally:
         try:
             data.close()
         except BufferError:  # a view is still alive: the map closes when it is freed
             pass
-
-
-def _is_events(name: str) -> bool:
-    from .tensorboard import is_event_path
-
-    return is_event_path(name)

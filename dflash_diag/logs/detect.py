@@ -9,29 +9,8 @@ import re
 from ..errors import InputError
 from .io import decode
 
-#: Format names ``read_log`` and ``--format`` accept.
-FORMATS: tuple[str, ...] = ("text", "hf-dict", "jsonl", "csv", "hf-state", "tensorboard")
-
-FORMAT_HELP: dict[str, str] = {
-    "text": "free-text trainer lines (key=value, key: value, 'step 10/100 | loss 2.3')",
-    "hf-dict": "Hugging Face Trainer dict lines ({'loss': 0.87, 'learning_rate': ...})",
-    "jsonl": "one JSON object per line",
-    "csv": "CSV/TSV table: Lightning metrics.csv, W&B export, step<TAB>loss",
-    "hf-state": "Hugging Face trainer_state.json (log_history)",
-    "tensorboard": "TensorBoard event file or folder (needs the 'tensorboard' extra)",
-}
-
 _HEAD = 65536
 _NAME = re.compile(r"^[A-Za-z_\"'][\w ./@()\-\"']*$")
-
-
-def check_format(fmt: str | None) -> str | None:
-    """Validate a ``--format`` value (None = detect)."""
-    if fmt is None or fmt == "auto":
-        return None
-    if fmt not in FORMATS:
-        raise InputError("--format", f"unknown format {fmt!r}", f"choose from {', '.join(FORMATS)}")
-    return fmt
 
 
 def detect_format(path: str | os.PathLike[str], data: bytes | None = None) -> str:

@@ -104,6 +104,8 @@ def parse_text(message: str) -> Message:
         except ValueError:
             continue
         f = unit_factor(unit or bunit)
+        if key and key.endswith(".py"):
+            continue  # a source position (`train.py:42`, a log's path column): no metric
         if key:
             if kunit:
                 f *= unit_factor(kunit.strip())
@@ -206,12 +208,12 @@ def fields_from_mapping(items: list[tuple[str, Any]]) -> Message:
     separately, and their other keys (``epoch``) stay as they are.  An end-of-training
     summary (``train_runtime``) is flagged so it is not taken for a step.
     """
-    names, out_summary, out_eval = _mapping_shape(tuple(k for k, _ in items))
+    names, out_summary, out_eval = mapping_shape(tuple(k for k, _ in items))
     out = Message(is_eval=out_eval, summary=out_summary)
     for (_, value), name in zip(items, names, strict=True):
         v = to_float(value)
         if v is None and isinstance(value, str):
-            v = _number_with_unit(value)
+            v = number_with_unit(value)
         if v is None:
             continue
         if name == "step" and "step" in out.fields:
@@ -221,18 +223,24 @@ def fields_from_mapping(items: list[tuple[str, Any]]) -> Message:
 
 
 @functools.lru_cache(maxsize=1024)
-def _mapping_shape(keys: tuple[str, ...]) -> tuple[tuple[str, ...], bool, bool]:
+def mapping_shape(keys: tuple[str, ...]) -> tuple[tuple[str, ...], bool, bool]:
     """What a record's keys alone decide (the same for every line with these keys):
     each key's column, whether it is a summary, whether it is an evaluation record."""
     snakes = [snake(k) for k in keys]
-    summary = "train_runtime" in snakes or "train_samples_per_second" in snakes
+    # The HF Trainer's end-of-training summary by its whole shape: its run totals
+    # (`train_runtime`, `train_samples_per_second`...) and no per-step `loss`.  With
+    # `include_num_input_tokens_seen` every train record carries `train_runtime` and
+    # `train_tokens_per_second` too, beside its `loss`.
+    summary = ("train_runtime" in snakes or "train_samples_per_second" in snakes) and (
+        "loss" not in snakes
+    )
     is_eval = any(k.startswith(EVAL_PREFIXES) for k in snakes) and not any(
         canonical_name(k) == "loss" for k in snakes if not k.startswith(EVAL_PREFIXES)
     )
     return tuple(canonical_name(k) for k in snakes), summary, is_eval
 
 
-def _number_with_unit(text: str) -> float | None:
+def number_with_unit(text: str) -> float | None:
     m = re.fullmatch(rf"\s*({NUM})\s*({_UNIT})?\s*", text)
     if not m:
         return None

@@ -31,6 +31,7 @@ ALIASES: dict[str, str] = {
     "trainer_global_step": "step",
     "train_global_step": "step",
     "train_step": "step",
+    "current_steps": "step",  # LLaMA-Factory trainer_log.jsonl (beside `total_steps`)
     # loss
     "loss": "loss",
     "train_loss": "loss",
@@ -46,6 +47,7 @@ ALIASES: dict[str, str] = {
     "accuracy": "acc",
     "train_acc": "acc",
     "train_accuracy": "acc",
+    "mean_token_accuracy": "acc",  # TRL SFTTrainer (a fraction)
     # learning rate
     "lr": "lr",
     "learning_rate": "lr",
@@ -64,7 +66,11 @@ ALIASES: dict[str, str] = {
     "ntok": "tokens",
     "ntokens": "tokens",
     "n_tokens": "tokens",
-    "num_tokens": "tokens",
+    # running totals of tokens seen since the start (HF `include_num_input_tokens_seen`,
+    # TRL): never the per-step `tokens`
+    "num_tokens": "tokens_seen",
+    "num_input_tokens_seen": "tokens_seen",
+    "total_tokens_seen": "tokens_seen",
     "wpb": "tokens",  # fairseq words (tokens) per batch
     "tokens_in_batch": "tokens",
     "train_tokens": "tokens",
@@ -91,10 +97,12 @@ ALIASES: dict[str, str] = {
 }
 
 # Keys that are never given an ``eval_`` prefix on an evaluation line.
-NEUTRAL = frozenset({"step", "epoch", "lr", "rank", "position"})
+NEUTRAL = frozenset({"step", "epoch", "lr", "rank", "position", "tokens_seen"})
 EVAL_PREFIXES = ("eval_", "val_", "valid_", "validation_", "test_")
 
 _PER_POSITION = re.compile(r"^(?:train_)?acc(?:uracy)?_?(\d+)$")
+#: a per-position metric under ``train/``: ``train_loss_0`` -> ``loss_0``
+_TRAIN_PER_POSITION = re.compile(r"^train_([a-z][a-z_]*?)(_\d+)$")
 _AT_STEP = re.compile(r"(?:^|_)at_(?:step|iteration|iter)$")
 _LR_GROUP = re.compile(r"^lr_(?:adam|adamw|adam_w|sgd|adafactor|lion|muon|rmsprop)$")
 _NON_WORD = re.compile(r"[^0-9a-zA-Z]+")
@@ -141,6 +149,8 @@ def canonical_name(key: str, is_eval: bool = False) -> str:
         name = "step"  # Megatron `validation loss at iteration 50`
     if name is None and _LR_GROUP.match(s):
         name = "lr"  # Lightning LearningRateMonitor `lr-AdamW`
+    if name is None and (m := _TRAIN_PER_POSITION.match(s)):
+        s = m.group(1) + m.group(2)  # vLLM speculators' `train/loss_0`, `train/full_acc_2`
     if name is None:
         m = _PER_POSITION.match(s)
         name = f"acc_{m.group(1)}" if m else s

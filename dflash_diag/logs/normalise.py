@@ -134,6 +134,8 @@ def build_table(
     for c in CANONICAL_COLUMNS:
         if c not in table:
             table[c] = np.nan
+    if not restarts and rank != "all":
+        table["tokens"] = _tokens_from_running_total(table)
     ordered = list(CANONICAL_COLUMNS)
     if rank == "all":
         ordered.insert(0, "rank")
@@ -154,6 +156,25 @@ def build_table(
         step_source="line order" if best == "none" else best,
         logged_nan=logged_nan,
     )
+
+
+def _tokens_from_running_total(table: Any) -> Any:
+    """Per-step ``tokens`` from a running total ``tokens_seen`` (HF
+    ``num_input_tokens_seen``, TRL ``num_tokens``): ``tokens[s] = tokens_seen[s] -
+    tokens_seen[s - 1]``, counted from 0 before step 1.  Exact only when every step from
+    1 on was logged with its total (``logging_steps=1``) and the log has ``tokens`` of
+    its own nowhere; otherwise ``tokens`` stays as it was (NaN: a difference over several
+    steps is no step's tokens)."""
+    import numpy as np
+
+    tokens = table["tokens"]
+    if "tokens_seen" not in table or tokens.notna().any() or not len(table):
+        return tokens
+    seen = table["tokens_seen"].to_numpy()
+    steps = table["step"].to_numpy()
+    if np.isnan(seen).any() or not np.array_equal(steps, np.arange(1, len(steps) + 1)):
+        return tokens
+    return np.diff(seen, prepend=0.0)
 
 
 #: Prefix of the helper columns that carry "logged as NaN" through the grouping.

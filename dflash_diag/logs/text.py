@@ -1,343 +1,25 @@
 """The line reader: free-text trainer logs, HF dict lines and JSON lines.
 
-A log is read line by line (``\\n``; a ``\\r\\n`` ending is one line end).  Each line
-goes through, in order:
-
-1. ANSI codes removed; ``\\r``-separated tqdm refreshes split apart, a bar's postfix
-   metrics (``loss=4.81, acc=0.031``) kept with the bar's counter as the step, and any
-   text glued after a bar read as a line of its own;
-2. a rank prefix (``[rank3]:``, torchrun's ``[default3]:``, ``[RANK 3]``) taken off;
-3. tracebacks and warnings recognised and skipped, with the lines that belong to them;
-4. timestamps, a log level and a logger name taken off the front;
-5. the message parsed as a JSON object, a Python dict repr, or free text
-   (:mod:`dflash_diag.logs.fields`).
-
-Records from rich's ``RichHandler`` (a record wrapped over several indented lines, the
-source file on the right) are joined first.  The records then go to
-:func:`dflash_diag.logs.normalise.build_table`.  A large log whose lines mostly share
-one shape is parsed by the vectorised :mod:`~dflash_diag.logs.fastpath` instead, with
-this parser for the lines that do not fit the shape.
+A log is read through its fast paths when one applies (JSON lines and the HF Trainer's
+dict lines by Arrow, :mod:`~dflash_diag.logs.fast.jsonlines`; a large log whose lines mostly
+share one shape by the vectorised :mod:`~dflash_diag.logs.fast.lineshape`), with the general
+line parser (:mod:`~dflash_diag.logs.lines`) for the lines no fast path reads.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from ..records import RunLog
-from .fields import FIELD, Message, parse_dict_repr, parse_json_object, parse_text
+from .bars import write_steps
+from .fast import jsonlines
+from .fast import lineshape as fastpath
+from .grammar import LINE_FORMATS, logical_lines
 from .io import RawLog, decode, strip_ansi
-from .normalise import build_table
+from .lines import ProgressFn, count, read_records
 
-ProgressFn = Callable[[int, int], None]
-
-#: formats this reader answers for, and the message shapes each accepts
 #: Dict lines in this much of a log's head send it to the dict-line path first.
 DICT_HEAD_BYTES = 1 << 16
-
-LINE_FORMATS: dict[str, frozenset[str]] = {
-    "text": frozenset({"text", "dict", "json"}),
-    "hf-dict": frozenset({"dict"}),
-    "jsonl": frozenset({"json"}),
-}
-
-_RANK_PREFIX = re.compile(
-    r"^\s*(?:\[(?:rank|default|Rank|RANK)\s*(?P<a>\d+)\]:?|rank\s*(?P<b>\d+)\s*[|:]|"
-    r"\[(?:rank|RANK|Rank)\s*(?P<c>\d+)\s*/\s*\d+\]:?)\s?"
-)
-_TIMESTAMP = re.compile(
-    r"^\s*\[?(?:"
-    r"\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?"
-    r"|\d{1,2}/\d{1,2}/\d{2,4}(?:[ ,]+\d{1,2}:\d{2}(?::\d{2})?(?:[.,]\d+)?(?:\s?[AP]M)?)?"
-    r"|\d{4}-\d{2}-\d{2}"
-    r"|\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?"
-    r"|[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+\s+\S+:\d+"
-    r")\]?\s*(?:[-|,:]\s+|\s*)"
-)
-_GLOG_WARN = re.compile(r"^W\d{4} \d{2}:\d{2}:\d{2}")
-_LEVEL = re.compile(
-    r"^\s*[\[(]?(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|NOTICE)[\])]?"
-    r"(?:\s*[-|:]\s*|\s+)"
-)
-_LOGGER = re.compile(r"^[A-Za-z_][\w.]*(?::\d+)?\s*(?:[-|]\s+|:(?=\S))")
-_DIGIT = re.compile(r"\d")
-_WARNING_TEXT = re.compile(r"\b\w*Warning:|^\s*warnings\.warn\(")
-_TB_START = "Traceback (most recent call last):"
-_TB_CHAIN = ("During handling of the above exception", "The above exception was the direct")
-_TB_END = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Warning)\b|^[\w.]+: ")
-_TQDM = re.compile(
-    r"(?P<pct>\d{1,3})%\|(?P<bar>[^|]*)\|\s*(?P<n>\d+)/(?P<total>\d+)\s*\[(?P<info>[^\]]*)\]"
-)
-_RICH_HEAD = re.compile(
-    r"^(?:\[[^\]]{4,30}\]|\s{4,30})\s+(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\S"
-)
-_RICH_PATH = re.compile(r"\s{2,}[\w.<>-]+\.py:\d+\s*$")
-
-
-@dataclass
-class _State:
-    """What a line means can depend on the lines before it."""
-
-    in_traceback: bool = False
-    after_warning: bool = False
-    bar_offset: int = 0
-    bar_last_n: int = -1
-    bar_last_total: int = 0
-    bar_step: int | None = None
-    bar_step_used: int | None = None
-
-
-def _warning_text(text: str) -> bool:
-    """``_WARNING_TEXT`` found in ``text``; the substrings it needs are looked for first
-    (the regex tries a word at every boundary: slow on every line of a large log)."""
-    return ("Warning:" in text or "warnings.warn(" in text) and bool(_WARNING_TEXT.search(text))
-
-
-def _rank_of(field: float | None, default: int) -> int:
-    """A record's rank: its ``rank`` field when that is a whole number a rank can be
-    (``"rank": "nan"`` or ``1e30`` is no rank), else ``default`` (a prefix's, or 0)."""
-    if field is None or not (field == field and abs(field) < 2**31):
-        return default
-    return int(field)
-
-
-def _prefix_rank(m: re.Match[str]) -> int:
-    """The rank of a rank prefix's match; digits no rank has (2**31 or more) are rank
-    0, as a ``rank`` field of 1e30 is."""
-    digits = m.group("a") or m.group("b") or m.group("c")
-    return int(digits) if len(digits) < 10 or int(digits) < 2**31 else 0
-
-
-def _count(skipped: dict[str, int], reason: str, n: int = 1) -> None:
-    skipped[reason] = skipped.get(reason, 0) + n
-
-
-def is_rich(lines: list[str]) -> bool:
-    """Whether the log's first 500 lines show rich's ``RichHandler`` layout."""
-    return any(_RICH_HEAD.match(x) and _RICH_PATH.search(x) for x in lines[:500])
-
-
-def logical_lines(text: str) -> Iterator[tuple[int, str]]:
-    """``(line number, text)`` per line, RichHandler continuations joined to their record."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    if not is_rich(lines):
-        for i, line in enumerate(lines, 1):
-            yield i, line[:-1] if line.endswith("\r") else line
-        return
-    head_no, head = 0, ""
-    for i, line in enumerate(lines, 1):
-        line = line.rstrip("\r")
-        if _RICH_HEAD.match(line):
-            if head_no:
-                yield head_no, head
-            head_no, head = i, _RICH_PATH.sub("", line)
-        elif head_no and line.startswith(" " * 20) and line.strip():
-            head = head + " " + _RICH_PATH.sub("", line).strip()
-        else:
-            if head_no:
-                yield head_no, head
-                head_no, head = 0, ""
-            yield i, line
-    if head_no:
-        yield head_no, head
-
-
-def _holds_field(text: str) -> bool:
-    """Whether :data:`FIELD` matches in ``text``; a field's value is a number, so text
-    with no digit and no ``nan``/``inf`` holds none (the regex costs ~3 µs)."""
-    low = text.lower()
-    if not _DIGIT.search(text) and "nan" not in low and "inf" not in low:
-        return False
-    return FIELD.search(text) is not None
-
-
-def _strip_prefix(text: str) -> tuple[str, str | None]:
-    """Take timestamps, a level and a logger name off the front; return (message, level)."""
-    level = None
-    for _ in range(3):
-        m = _TIMESTAMP.match(text)
-        if not m or not m.group(0).strip():
-            break
-        text = text[m.end() :]
-    m = _LEVEL.match(text)
-    if m:
-        level = m.group("level")
-        text = text[m.end() :]
-        for _ in range(2):  # `14:03:11 INFO` orders vary: timestamps after the level too
-            t = _TIMESTAMP.match(text)
-            if not t or not t.group(0).strip():
-                break
-            text = text[t.end() :]
-        lg = _LOGGER.match(text)
-        if lg and not _holds_field(text[: lg.end()]):
-            text = text[lg.end() :]
-    return text.strip(), level
-
-
-def parse_message(message: str, shapes: frozenset[str]) -> tuple[str, Message | None]:
-    """``(shape, Message)`` of a message; the shape is ``json``, ``dict`` or ``text``."""
-    if message.startswith("{"):
-        # (`{'` starts no JSON object: a Python dict repr is not tried as JSON)
-        if "json" in shapes and not message.startswith("{'"):
-            m = parse_json_object(message)
-            if m is not None:
-                return "json", m
-        if "dict" in shapes and message.startswith("{'"):
-            return "dict", parse_dict_repr(message)
-        if "json" in shapes and message.startswith('{"'):
-            return "json", None  # a broken JSON object
-        if "text" not in shapes:
-            return "dict", parse_dict_repr(message) if "dict" in shapes else None
-    if "text" not in shapes:
-        return "text", None
-    return "text", parse_text(message)
-
-
-def _bar(
-    match: re.Match[str], desc_text: str, st: _State, rank: int, line_no: int
-) -> dict[str, Any] | None:
-    """A tqdm refresh: follow the training bar's counter; a postfix with metrics is a record.
-
-    The training bar is the one with the largest total seen so far (an evaluation bar's
-    counter is not a training step).  When its counter starts again (a new epoch's bar),
-    steps number on from the previous bar's total.
-    """
-    n, total = int(match.group("n")), int(match.group("total"))
-    if max(n, total) > 2**53:  # (digits no counter reaches; a float step could not hold them)
-        return None
-    if total >= st.bar_last_total:
-        if n < st.bar_last_n:
-            st.bar_offset += st.bar_last_total
-        st.bar_last_n, st.bar_last_total = n, total
-        st.bar_step = st.bar_offset + n
-    info = match.group("info").split(",")
-    postfix = ",".join(info[2:]) if len(info) > 2 else ""
-    msg = parse_text(postfix) if postfix.strip() else Message()
-    if not msg.metrics or st.bar_step is None:
-        return None
-    desc = parse_text(desc_text).fields
-    rec: dict[str, Any] = {"line": line_no, "rank": rank, "is_eval": msg.is_eval}
-    rec.update(msg.fields)
-    if "epoch" in desc:
-        rec["epoch"] = desc["epoch"]
-    if "step" in msg.fields:
-        rec["step_source"] = "field"
-    else:
-        rec["step"] = float(st.bar_step)
-        rec["step_source"] = "progress"
-    return rec
-
-
-def parse_line(
-    line_no: int,
-    line: str,
-    st: _State,
-    shapes: frozenset[str],
-    skipped: dict[str, int],
-    shapes_seen: dict[str, int],
-) -> list[dict[str, Any]]:
-    """Records from one physical line (tqdm refreshes may make several)."""
-    out: list[dict[str, Any]] = []
-    segments = line.split("\r") if "\r" in line else [line]
-    for seg in segments:
-        rest = seg
-        while "%|" in rest:
-            m = _TQDM.search(rest)
-            if not m:
-                break
-            pm = _RANK_PREFIX.match(rest)
-            rank = _prefix_rank(pm) if pm else 0
-            rec = _bar(m, rest[: m.start()], st, rank, line_no)
-            if rec is None:
-                _count(skipped, "progress_bar")
-            else:
-                out.append(rec)
-            rest = rest[m.end() :]
-        if rest.strip() or len(segments) == 1:
-            rec = _parse_plain(line_no, rest, st, shapes, skipped, shapes_seen)
-            if rec is not None:
-                out.append(rec)
-    return out
-
-
-def _parse_plain(
-    line_no: int,
-    text: str,
-    st: _State,
-    shapes: frozenset[str],
-    skipped: dict[str, int],
-    shapes_seen: dict[str, int],
-) -> dict[str, Any] | None:
-    rank = 0
-    m = _RANK_PREFIX.match(text)
-    if m:
-        rank = _prefix_rank(m)
-        text = text[m.end() :]
-    if not text.strip():
-        _count(skipped, "blank")
-        return None
-    # Tracebacks: the header, its indented frames, chained headers, the exception line.
-    if st.in_traceback:
-        # a frame is indented; an indented line that opens with a timestamp is a new
-        # record (Megatron prints ` [2026-03-02 14:03:10] iteration ...`)
-        frame = text[:1].isspace() and not _TIMESTAMP.match(text)
-        if frame or text.startswith(_TB_CHAIN) or text.startswith(_TB_START):
-            _count(skipped, "traceback")
-            return None
-        st.in_traceback = False
-        if _TB_END.match(text):
-            _count(skipped, "traceback")
-            return None
-    if text.startswith(_TB_START) or text.lstrip().startswith(_TB_START):
-        st.in_traceback = True
-        _count(skipped, "traceback")
-        return None
-    new_record = _LEVEL.match(text.lstrip()) or _TIMESTAMP.match(text)
-    if st.after_warning and text[:1].isspace() and not new_record:
-        _count(skipped, "warning")
-        return None
-    st.after_warning = False
-    if _GLOG_WARN.match(text) or _warning_text(text):
-        st.after_warning = True
-        _count(skipped, "warning")
-        return None
-    message, level = _strip_prefix(text)
-    if level in ("WARNING", "WARN"):
-        st.after_warning = True
-        _count(skipped, "warning")
-        return None
-    if not message:
-        _count(skipped, "text")
-        return None
-    shape, msg = parse_message(message, shapes)
-    if msg is None:
-        _count(skipped, "bad_record" if shape != "text" else "text")
-        return None
-    if msg.summary:
-        _count(skipped, "summary")
-        return None
-    if not msg.metrics:
-        _count(skipped, "text")
-        return None
-    shapes_seen[shape] = shapes_seen.get(shape, 0) + 1
-    rec: dict[str, Any] = {"line": line_no, "is_eval": msg.is_eval}
-    rec.update(msg.fields)
-    rec["rank"] = _rank_of(msg.fields.get("rank"), rank)
-    rec["step_source"] = "field" if "step" in msg.fields else "none"
-    rec["attach"] = shape != "text"
-    fresh = st.bar_step is not None and st.bar_step != st.bar_step_used
-    if shape != "text" and "step" not in msg.fields and not msg.is_eval and fresh:
-        # HF Trainer stdout: a dict line comes right after the training bar reached the
-        # step it was logged at; the bar's counter is that step.  (A bar that has not
-        # moved since the last dict says nothing about this one.)
-        rec["step"] = float(st.bar_step)  # type: ignore[arg-type]
-        rec["step_source"] = "progress"
-        st.bar_step_used = st.bar_step
-    return rec
 
 
 def read_lines(
@@ -362,10 +44,13 @@ def read_lines(
     n_lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     text, bad_bytes = decode(data)
     if bad_bytes:
-        _count(skipped, "bad_bytes", bad_bytes)  # bytes, not lines: replaced, line kept
+        count(skipped, "bad_bytes", bad_bytes)  # bytes, not lines: replaced, line kept
+    writes = write_steps(text)  # (from the raw text: a clear is told by its escapes)
     lines = logical_lines(strip_ansi(text))
     del text
-    return _read_records(raw.path, data, lines, n_lines, None, skipped, fmt, rank, progress)
+    return read_records(
+        raw.path, data, lines, n_lines, None, skipped, fmt, rank, progress, writes=writes
+    )
 
 
 def read_lines_fast(
@@ -379,9 +64,7 @@ def read_lines_fast(
     apply.  ``data`` may be any bytes-like object with ``find`` (a read-only ``mmap``)."""
     shapes = LINE_FORMATS[fmt or "text"]
     if data[:1] == b"{" and "json" in shapes:  # JSON lines, through Arrow
-        from .jsonlines import read_json_lines
-
-        run = read_json_lines(path, data, fmt, rank)
+        run = jsonlines.read_json_lines(path, data, fmt, rank)
         if run is not None:
             if progress is not None:
                 progress(run.n_lines, run.n_lines)
@@ -397,14 +80,12 @@ def read_lines_fast(
         if run is not None:
             return run
     if "text" in shapes:
-        from .fastpath import fast_records
-
         skipped: dict[str, int] = {}
-        got = fast_records(data, skipped, progress)
+        got = fastpath.fast_records(data, skipped, progress)
         if got is not None:
             frames, lines = got
             n_lines = sum(len(f) for f in frames) + len(lines)  # every line is in one of them
-            return _read_records(path, data, lines, n_lines, frames, skipped, fmt, rank, progress)
+            return read_records(path, data, lines, n_lines, frames, skipped, fmt, rank, progress)
     if "dict" in shapes and not dicts_first:
         return _read_dict_lines(path, data, fmt, rank, progress)
     return None
@@ -414,113 +95,10 @@ def _read_dict_lines(
     path: str, data: Any, fmt: str | None, rank: int | str, progress: ProgressFn | None
 ) -> RunLog | None:
     """:func:`read_lines` with the HF Trainer's dict lines read by Arrow
-    (:func:`~dflash_diag.logs.jsonlines.dict_line_records`), or None."""
-    from .jsonlines import dict_line_records
-
-    dicts = dict_line_records(data)
+    (:func:`~dflash_diag.logs.fast.jsonlines.dict_line_records`), or None."""
+    dicts = jsonlines.dict_line_records(data)
     if dicts is None:
         return None
     frame, dropped, others = dicts
     n_lines = len(frame) + sum(dropped.values()) + len(others)
-    return _read_records(path, data, others, n_lines, [frame], dropped, fmt, rank, progress, "dict")
-
-
-def _read_records(
-    path: str,
-    data: Any,
-    lines: Any,
-    n_lines: int,
-    extra: Any,
-    skipped: dict[str, int],
-    fmt: str | None,
-    rank: int | str,
-    progress: ProgressFn | None,
-    extra_shape: str = "text",
-) -> RunLog:
-    """Parse ``lines`` (``(line number, text)``), join the fast path's records
-    (``extra``: a DataFrame per template, or None; ``extra_shape``: the shape of their
-    lines), and build the table."""
-    shapes = LINE_FORMATS[fmt or "text"]
-    records: list[dict[str, Any]] = []
-    shapes_seen: dict[str, int] = {}
-    fast_used = extra is not None
-    if fast_used:
-        shapes_seen[extra_shape] = sum(len(f) for f in extra)
-    ends_cleanly = data[-1:] == b"\n"
-    st = _State()
-    step_every = max(1, n_lines // 100)
-    last_no = n_lines
-    prev_no = 0
-    prev: dict[str, Any] | None = None  # the record before the current line
-    for line_no, line in lines:
-        if fast_used and line_no != prev_no + 1:
-            # lines in between were metric lines read by the fast path: they end any
-            # traceback or warning block, as they would have here
-            st.in_traceback = st.after_warning = False
-        prev_no = line_no
-        recs = parse_line(line_no, line, st, shapes, skipped, shapes_seen)
-        if line_no == last_no and not ends_cleanly and recs:
-            before = _fast_before(extra, line_no, prev) if fast_used else prev
-            if not _complete(line, recs, before):
-                _count(skipped, "truncated")
-                continue
-        records.extend(recs)
-        if recs:
-            prev = recs[-1]
-        if progress is not None and not fast_used and line_no % step_every == 0:
-            progress(line_no, n_lines)
-    if progress is not None:
-        progress(n_lines, n_lines)
-    name = fmt or _format_name(shapes_seen)
-    return build_table(
-        records,
-        path=path,
-        fmt=name,
-        rank=rank,
-        skipped=skipped,
-        n_lines=n_lines,
-        extra=extra or (),
-    )
-
-
-def _fast_before(
-    frames: list[Any], line_no: int, prev: dict[str, Any] | None
-) -> dict[str, Any] | None:
-    """The record before line ``line_no``: ``prev`` (the general parser's last), or a
-    fast-path record after it, with the keys its template gives every record."""
-    import numpy as np
-
-    best, at = prev, (prev or {}).get("line", 0)
-    for f in frames:
-        lines = f["line"].to_numpy()
-        i = int(np.searchsorted(lines, line_no)) - 1
-        if i >= 0 and lines[i] > at:
-            best, at = dict.fromkeys(f.columns), lines[i]
-            best["is_eval"] = bool(f["is_eval"].iloc[i])
-    return best
-
-
-def _complete(line: str, recs: list[dict[str, Any]], before: dict[str, Any] | None) -> bool:
-    """Whether a last line without a newline looks whole.
-
-    A JSON/dict line must close its brace; a text line must end in a number or unit,
-    not in the middle of a key (``... loss=2.31 ac``), and must have every field the
-    record before it had (``s:3 trl:10.71`` after ``s:2 trl:10.86 lr:... norm:...`` was
-    cut short, so its last number may be too).
-    """
-    s = line.rstrip()
-    if s.startswith("{") or s.endswith("}"):
-        return s.endswith("}")
-    if not re.search(r"(?:\d|%|[A-Za-z]/s|ms|BPC|\]|\|)$", s):
-        return False
-    if before:
-        keys = set(before)
-        return all(keys <= set(r) for r in recs if r.get("is_eval") == before.get("is_eval"))
-    return True
-
-
-def _format_name(shapes_seen: dict[str, int]) -> str:
-    if not shapes_seen:
-        return "text"
-    best = max(shapes_seen, key=lambda k: shapes_seen[k])
-    return {"json": "jsonl", "dict": "hf-dict"}.get(best, "text")
+    return read_records(path, data, others, n_lines, [frame], dropped, fmt, rank, progress, "dict")

@@ -118,7 +118,7 @@ def jsonl_file(path: Path) -> Source:
     import pyarrow as pa
     import pyarrow.json as pj
 
-    from ..logs.jsonlines import too_nested
+    from ..logs.fast.jsonlines import too_nested
 
     with pa.input_stream(str(path), compression="detect") as fh:
         data = fh.read()

@@ -320,7 +320,7 @@ def test_a_manifest_cell_holding_a_list(tmp_path):
 def test_too_nested_counts_brackets_per_line_across_chunks(data, chunk, limit):
     # the guard in front of Arrow's JSON reader: any line with more than `limit`
     # openers, whatever the chunk boundaries
-    from dflash_diag.logs import jsonlines
+    from dflash_diag.logs.fast import jsonlines
 
     expected = any(line.count(b"{") + line.count(b"[") > limit for line in data.split(b"\n"))
     old = jsonlines.SCAN_CHUNK

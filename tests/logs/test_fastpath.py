@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dflash_diag.errors import InputError
-from dflash_diag.logs import fastpath, rows
+from dflash_diag.logs.fast import lineshape as fastpath
+from dflash_diag.logs.fast import rows
 from dflash_diag.logs.io import RawLog, read_bytes
 from dflash_diag.logs.text import read_lines
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dflash_diag.errors import InputError
-from dflash_diag.logs import jsonlines
+from dflash_diag.logs.fast import jsonlines
 from dflash_diag.logs.io import RawLog
 from dflash_diag.logs.text import read_lines
 

@@ -7,7 +7,7 @@ import pyarrow as pa
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from dflash_diag.logs.layout import MAX_DIGITS, MAX_EXPONENT, layout_of, read_layout
+from dflash_diag.logs.fast.layout import MAX_DIGITS, MAX_EXPONENT, layout_of, read_layout
 
 
 @st.composite
@@ -115,8 +115,8 @@ def test_rows_that_do_not_fit_break_the_stride_into_runs(monkeypatch):
     """A banner with the template's delimiter count (`==== run ====` among `key=value`
     lines) is a row of another length that does not fit: the rows around it are still
     read by their layout, in runs; a fitting row of another length leaves it to Arrow."""
-    from dflash_diag.logs import columns, layout
-    from dflash_diag.logs.template import Pattern, Segment, ValueToken
+    from dflash_diag.logs.fast import columns, layout
+    from dflash_diag.logs.fast.template import Pattern, Segment, ValueToken
 
     took = []
     real = layout.read_layout

@@ -26,7 +26,7 @@ from dflash_diag.logs.normalise import build_table
         ("gnorm", "grad_norm"),
         ("grad norm", "grad_norm"),
         ("ntok", "tokens"),
-        ("num_tokens", "tokens"),
+        ("num_tokens", "tokens_seen"),  # a running total (TRL), not per step
         ("tok/s", "tok_per_s"),
         ("tokens_per_sec", "tok_per_s"),
         ("global_step", "step"),

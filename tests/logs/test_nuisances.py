@@ -187,9 +187,9 @@ def test_ranks(tmp_path):
     ).map("".join)
 )
 def test_the_warning_prefilter_finds_what_the_regex_finds(text):
-    from dflash_diag.logs.text import _WARNING_TEXT, _warning_text
+    from dflash_diag.logs.grammar import WARNING_TEXT, warning_text
 
-    assert _warning_text(text) == bool(_WARNING_TEXT.search(text))
+    assert warning_text(text) == bool(WARNING_TEXT.search(text))
 
 
 @settings(max_examples=300, deadline=None)
@@ -203,6 +203,6 @@ def test_the_logger_check_skips_the_field_regex_only_where_it_cannot_match(text)
     """A logger prefix is kept when it holds a field; the cheap test (no digit, no
     nan/inf: no number) must agree with the regex itself."""
     from dflash_diag.logs.fields import FIELD
-    from dflash_diag.logs.text import _holds_field
+    from dflash_diag.logs.lines import holds_field
 
-    assert _holds_field(text) == (FIELD.search(text) is not None)
+    assert holds_field(text) == (FIELD.search(text) is not None)

@@ -8,9 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dflash_diag.logs import fastpath, rows
+from dflash_diag.logs.fast import lineshape as fastpath
+from dflash_diag.logs.fast import rows
+from dflash_diag.logs.fast.leftover import Leftover, NotUtf8
 from dflash_diag.logs.io import RawLog
-from dflash_diag.logs.leftover import Leftover, NotUtf8
 from dflash_diag.logs.text import read_lines
 
 _LINE = st.text(alphabet="ab=1 .\r\xe9", max_size=12).map(lambda s: s.replace("\r", ""))

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dflash_diag.logs import columns
-from dflash_diag.logs.template import (
+from dflash_diag.logs.fast import columns
+from dflash_diag.logs.fast.template import (
     Pattern,
     Segment,
     ValueToken,

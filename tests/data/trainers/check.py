@@ -39,9 +39,9 @@ HERE = Path(__file__).resolve().parent
 #: truth key -> the columns a correct reader may put it in (first present wins).
 #: Running totals are never the per-step ``tokens`` (issue 12).
 CANDIDATES: dict[str, tuple[str, ...]] = {
-    "num_tokens": ("num_tokens",),
-    "num_input_tokens_seen": ("num_input_tokens_seen",),
-    "mean_token_accuracy": ("acc", "mean_token_accuracy"),
+    "num_tokens": ("tokens_seen",),
+    "num_input_tokens_seen": ("tokens_seen",),
+    "mean_token_accuracy": ("acc",),
 }
 #: keys of eval records that are not evaluation metrics (shared with the train row)
 _NOT_EVAL = {"epoch", "num_input_tokens_seen", "step"}

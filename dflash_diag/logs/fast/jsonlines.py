@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..records import RunLog
+from ...records import RunLog
 from .leftover import Leftover, NotUtf8
 
 if TYPE_CHECKING:
@@ -96,8 +96,8 @@ def _values(arr: Any) -> tuple[np.ndarray, np.ndarray] | None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from .fields import _number_with_unit
-    from .names import to_float
+    from ..fields import number_with_unit
+    from ..names import to_float
 
     t = arr.type
     if pa.types.is_integer(t) or pa.types.is_floating(t):
@@ -107,7 +107,7 @@ def _values(arr: Any) -> tuple[np.ndarray, np.ndarray] | None:
     encoded = pc.dictionary_encode(arr)  # each distinct string read once
     words = encoded.dictionary.to_pylist()
     read = [to_float(w) for w in words]
-    read = [x if x is not None else _number_with_unit(w) for x, w in zip(read, words, strict=True)]
+    read = [x if x is not None else number_with_unit(w) for x, w in zip(read, words, strict=True)]
     table = np.array([np.nan if x is None else x for x in read] + [np.nan])
     readable = np.array([x is not None for x in read] + [False])
     codes = encoded.indices.fill_null(len(words)).to_numpy(zero_copy_only=False)
@@ -134,11 +134,16 @@ def dict_line_records(data: Any) -> tuple[Any, dict[str, int], list[tuple[int, s
     """
     import numpy as np
 
-    from .fastpath import _rich
+    from ..grammar import is_rich_bytes
     from .rows import lines_of
 
     # (single bytes: a read-only mmap finds those fast, longer strings slowly)
-    if len(data) < MIN_BYTES or data.find(b"\r") >= 0 or data.find(b"\x1b") >= 0 or _rich(data):
+    if (
+        len(data) < MIN_BYTES
+        or data.find(b"\r") >= 0
+        or data.find(b"\x1b") >= 0
+        or is_rich_bytes(data)
+    ):
         return None
     buf = np.frombuffer(data, np.uint8)
     percent = np.flatnonzero(buf[:-1] == ord("%"))
@@ -185,7 +190,7 @@ def _bytes_of(lines: Any, mask: Any) -> bytes:
 def read_json_lines(path: str, data: Any, fmt: str | None, rank: int | str) -> RunLog | None:
     """The RunLog of a log of JSON lines, or None when the line parser must read it
     (see the module docstring).  ``data``: bytes or a read-only mmap."""
-    from .normalise import build_table
+    from ..normalise import build_table
 
     got = json_records(data)
     if got is None:
@@ -227,7 +232,7 @@ def json_records(data: Any, dicts: bool = False) -> tuple[Any, dict[str, int]] |
     import pyarrow as pa
     import pyarrow.json as pj
 
-    from .fields import _mapping_shape
+    from ..fields import mapping_shape
 
     try:
         table = pj.read_json(
@@ -247,7 +252,7 @@ def json_records(data: Any, dicts: bool = False) -> tuple[Any, dict[str, int]] |
         or not all(0 < len(k) <= 80 for k in keys)
     ):
         return None  # a nested dict (the regex reads it otherwise), a key it would not take
-    names = _mapping_shape(keys)[0]
+    names = mapping_shape(keys)[0]
     # each line's set of keys as one number per 63 keys: the distinct sets by sorting those
     present = np.column_stack([p for _, _, p in cols])
     bits = np.left_shift(np.int64(1), np.arange(len(keys), dtype=np.int64) % 63)
@@ -265,7 +270,7 @@ def json_records(data: Any, dicts: bool = False) -> tuple[Any, dict[str, int]] |
     is_eval = np.zeros(len(patterns), dtype=bool)
     for j, row in enumerate(first):
         has = present[row]
-        _, summary[j], is_eval[j] = _mapping_shape(
+        _, summary[j], is_eval[j] = mapping_shape(
             tuple(k for k, h in zip(keys, has, strict=True) if h)
         )
     frame: dict[str, Any] = {"line": np.arange(1, n_lines + 1, dtype=np.int64)}

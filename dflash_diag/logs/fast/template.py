@@ -7,7 +7,7 @@ A :class:`Template` is that line's shape: fixed bytes, ASCII digit runs that var
 factor and tail.  It is learned from what the general parser (:func:`~.text.parse_line`)
 makes of one line, so a line that fits the template reads the same either way.
 
-For the fast path (:mod:`~dflash_diag.logs.fastpath`) the template is then cut at one
+For the fast path (:mod:`~dflash_diag.logs.fast.lineshape`) the template is then cut at one
 delimiter byte into :class:`Segment` s, each holding at most one number:
 :func:`split_template`.
 """
@@ -19,7 +19,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from .names import MAGNITUDE
+from ..fields import parse_text
+from ..grammar import RANK_PREFIX, TB_CHAIN, TB_END, TB_START, TIMESTAMP
+from ..lines import LineState, parse_line, strip_prefix
+from ..names import MAGNITUDE
 
 #: Lines parsed by the general parser to learn the template.
 SAMPLE_LINES = 400
@@ -135,14 +138,12 @@ def learn_template(
     touch, or the literal text before a value holds a free number.  The values named in
     ``digits_only`` take ASCII digit runs only.
     """
-    from .text import _TB_CHAIN, _TB_END, _TB_START, _TIMESTAMP
-
     if not line or line != line.rstrip() or _CONTROL.search(line):
         return None
-    if line != line.lstrip() and not _TIMESTAMP.match(line):
+    if line != line.lstrip() and not TIMESTAMP.match(line):
         return None  # an indented line may be a traceback's frame: a timestamp is not
 
-    if _TB_END.match(line) or line.startswith((*_TB_CHAIN, _TB_START)):
+    if TB_END.match(line) or line.startswith((*TB_CHAIN, TB_START)):
         return None  # after a traceback, the general parser would skip such a line
     if any(c.isdigit() and not c.isascii() for c in line):
         return None  # digits the fast path would not recognise as digits
@@ -256,8 +257,6 @@ def _pattern(atoms: list[int | ValueToken]) -> Pattern:
 
 def sample_template(lines: list[str]) -> Template | None:
     """The most common template among the sample lines (at least half of them)."""
-    from .text import _State, parse_line
-
     # by skeleton (every ASCII digit a 0): whether such a line is a step record, its
     # template.  (A line's shape decides both; the parser's traceback state is ignored
     # here, this only picks the template to try.)  Counted by skeleton: a template hashes
@@ -266,7 +265,7 @@ def sample_template(lines: list[str]) -> Template | None:
     # while values of any width give the same one.
     seen: dict[str, tuple[bool, Template | None]] = {}
     per_skeleton: Counter[str] = Counter()
-    st = _State()
+    st = LineState()
     for i, line in enumerate(lines, 1):
         skeleton = line.translate(_DIGITS_TO_ZERO)
         if skeleton not in seen:
@@ -291,11 +290,8 @@ def _template_of(line: str, rec: dict[str, Any]) -> Template | None:
     """:func:`learn_template` for a line the general parser made ``rec`` of: the message
     parsed again for its value spans, and a rank prefix's number (``[rank3]:``,
     ``[default3]:``) taken as the ``rank`` value."""
-    from .fields import parse_text
-    from .text import _RANK_PREFIX, _strip_prefix
-
-    ranked = _RANK_PREFIX.match(line)
-    message, _ = _strip_prefix(line[ranked.end() :] if ranked else line)
+    ranked = RANK_PREFIX.match(line)
+    message, _ = strip_prefix(line[ranked.end() :] if ranked else line)
     offset = len(line.rstrip()) - len(message)
     msg = parse_text(message)
     # `position 2, Acc: ...` renames by a number the template would generalise

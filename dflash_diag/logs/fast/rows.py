@@ -1,5 +1,5 @@
 """Splitting a byte range of a log into rows and columns at the template's delimiter
-(the fast path's step 2, :mod:`~dflash_diag.logs.fastpath`).
+(the fast path's step 2, :mod:`~dflash_diag.logs.fast.lineshape`).
 
 Two ways, both through ``pyarrow.csv`` (no quoting: every delimiter byte cuts):
 
@@ -11,10 +11,10 @@ Two ways, both through ``pyarrow.csv`` (no quoting: every delimiter byte cuts):
   timing line beside each metrics line): numpy finds the range's newlines and delimiter
   bytes, ``searchsorted`` counts the delimiters per line, and Arrow's ``filter`` writes
   the lines with the template's count into one buffer for the CSV reader and the others
-  into a :class:`~dflash_diag.logs.leftover.Leftover`, without a Python object per
+  into a :class:`~dflash_diag.logs.fast.leftover.Leftover`, without a Python object per
   line.  It costs two byte scans of the range (about 1 ms per MB), so the fast path
   chooses it when its sample shows enough lines of other counts
-  (:data:`~dflash_diag.logs.fastpath.BY_COUNT_SHARE`).
+  (:data:`~dflash_diag.logs.fast.lineshape.BY_COUNT_SHARE`).
 """
 
 from __future__ import annotations

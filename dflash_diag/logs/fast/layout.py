@@ -1,5 +1,5 @@
 """Numbers of one fixed layout, read by 64-bit word arithmetic: the fast path's shortcut
-past Arrow's float cast (:func:`~dflash_diag.logs.columns.read_numbers`).
+past Arrow's float cast (:func:`~dflash_diag.logs.fast.columns.read_numbers`).
 
 A trainer formats a metric the same way on every line (``{loss:.4f}``, ``{lr:.2e}``, an
 integer step), so over a byte range of the log most columns hold numbers of one
@@ -9,7 +9,7 @@ column has the same length, the layout is taken from the first and every row's n
 as one or two little-endian 64-bit words, through strided views (no copy per row; rows
 that do not fit the template, of another length, break the stride into runs):
 
-- the layout check is :func:`~dflash_diag.logs.columns._mismatch`: literal bytes equal,
+- the layout check is :func:`~dflash_diag.logs.fast.layout.mismatch`: literal bytes equal,
   digit bytes ``0``-``9``;
 - each run of ``k <= 8`` digits becomes its integer by the SWAR multiply-shift steps,
   on the run placed at the top of the low 2, 4 or 8 bytes:
@@ -130,8 +130,6 @@ def read_layout(
     """
     import numpy as np
 
-    from .columns import _mismatch, word_masks
-
     if not n or not runs or not 0 < width <= MAX_BYTES:
         return None
     if any(r1 <= r0 or first + (r1 - r0 - 1) * stride + width > len(buf) for r0, r1, first in runs):
@@ -151,7 +149,7 @@ def read_layout(
     bad = scratch[2]
     bad[:] = 0
     for w, x in enumerate(words):
-        _mismatch(x, *word_masks(pattern, 8 * w), bad, scratch[3:5])
+        mismatch(x, *word_masks(pattern, 8 * w), bad, scratch[3:5])
     if bad.any() and (bad.astype(bool) & ok).any():
         return None
     a, b = layout.fraction
@@ -234,3 +232,40 @@ def _digits(words: list[Any], a: int, b: int, out: Any) -> Any:
         x >>= np.uint64(32)
     x &= np.uint64({2: 0xFF, 4: 0xFFFF, 8: 0xFFFFFFFF}[size])
     return x
+
+
+def word_masks(p: Pattern, w: int) -> tuple[Any, Any, Any]:
+    """``(want, six, mask)`` of the word test (:func:`mismatch`) for the 8 bytes of
+    ``p`` from byte ``w`` (a little-endian word; bytes outside the pattern are not
+    tested): the pattern's literal bytes must be equal, its digit positions hold an
+    ASCII digit."""
+    import numpy as np
+
+    want = six = mask = 0
+    for j in range(8):
+        if not 0 <= w + j < len(p):
+            continue  # outside the pattern
+        if w + j in p.digits:
+            want |= 0x30 << (8 * j)
+            six |= 0x06 << (8 * j)
+            mask |= 0xF0 << (8 * j)
+        else:
+            want |= p.text[w + j] << (8 * j)
+            mask |= 0xFF << (8 * j)
+    return np.uint64(want), np.uint64(six), np.uint64(mask)
+
+
+def mismatch(got: Any, want: Any, six: Any, mask: Any, out: Any, tmp: Any = None) -> None:
+    """OR into ``out`` the bits where words ``got`` miss the pattern of
+    :func:`word_masks` (``(got ^ want) | ((got ^ want) + six)``, masked: a digit
+    position's ``0x3N`` with N <= 9 leaves no bit); in place, in the two uint64 arrays
+    ``tmp`` (of ``out``'s length) when given: fresh temporaries of this size cost page
+    faults."""
+    import numpy as np
+
+    x = np.bitwise_xor(got, want, out=None if tmp is None else tmp[0])
+    if six:
+        y = np.add(x, six, out=None if tmp is None else tmp[1])
+        x |= y
+    x &= mask
+    out |= x

@@ -1,13 +1,13 @@
 """Checking one column of the fast path's split rows against its template segment, and
-reading its numbers (:mod:`~dflash_diag.logs.fastpath`).
+reading its numbers (:mod:`~dflash_diag.logs.fast.lineshape`).
 
 A column holds, per row, the bytes between two delimiters of a line
-(:class:`~dflash_diag.logs.template.Segment`): a fixed head, then (for a value) the
+(:class:`~dflash_diag.logs.fast.template.Segment`): a fixed head, then (for a value) the
 number and a fixed tail.  :func:`segment_fits` tests the fixed bytes of every row at once
 (Arrow's ``starts_with``/``ends_with`` for literal runs at an end of the row, 64-bit word
 tests for digit positions and what lies between); :func:`read_numbers` reads the spans
 between head and tail as float64: by word arithmetic when the fitting rows share one
-layout (:mod:`~dflash_diag.logs.layout`), else with one Arrow cast, held to the general
+layout (:mod:`~dflash_diag.logs.fast.layout`), else with one Arrow cast, held to the general
 parser's number syntax.
 """
 
@@ -16,7 +16,9 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from .names import LOGGED_NAN, MAGNITUDE
+from ..names import LOGGED_NAN, MAGNITUDE
+from . import layout
+from .layout import mismatch, word_masks
 from .template import Pattern, Segment, ValueToken
 
 #: A column of equal-length rows is read through strided views, one per run of such
@@ -167,46 +169,13 @@ def _words_fit(buf: Any, pos: Any, p: Pattern, at_end: bool, step: int | None = 
         if runs is not None and step is not None:
             for r0, r1 in runs:
                 got = as_strided(words[int(inner[r0]) + w :], shape=(r1 - r0,), strides=(step,))
-                _mismatch(got, *masks, out=bad[r0:r1], tmp=tmp[:, r0:r1])
+                mismatch(got, *masks, out=bad[r0:r1], tmp=tmp[:, r0:r1])
         else:
-            _mismatch(words[inner + w], *masks, out=bad, tmp=tmp)
+            mismatch(words[inner + w], *masks, out=bad, tmp=tmp)
     ok[first:stop] = bad == 0
     if edge:
         ok[edge] = _bytes_fit(buf, pos[edge], p)
     return ok
-
-
-def word_masks(p: Pattern, w: int) -> tuple[Any, Any, Any]:
-    """``(want, six, mask)`` of :func:`_words_fit` for the 8 bytes of ``p`` from byte
-    ``w`` (a little-endian word; bytes outside the pattern are not tested)."""
-    import numpy as np
-
-    want = six = mask = 0
-    for j in range(8):
-        if not 0 <= w + j < len(p):
-            continue  # outside the pattern
-        if w + j in p.digits:
-            want |= 0x30 << (8 * j)
-            six |= 0x06 << (8 * j)
-            mask |= 0xF0 << (8 * j)
-        else:
-            want |= p.text[w + j] << (8 * j)
-            mask |= 0xFF << (8 * j)
-    return np.uint64(want), np.uint64(six), np.uint64(mask)
-
-
-def _mismatch(got: Any, want: Any, six: Any, mask: Any, out: Any, tmp: Any = None) -> None:
-    """OR into ``out`` the bits where words ``got`` miss the pattern (see
-    :func:`_words_fit`); in place, in the two uint64 arrays ``tmp`` (of ``out``'s
-    length) when given: fresh temporaries of this size cost page faults."""
-    import numpy as np
-
-    x = np.bitwise_xor(got, want, out=None if tmp is None else tmp[0])
-    if six:
-        y = np.add(x, six, out=None if tmp is None else tmp[1])
-        x |= y
-    x &= mask
-    out |= x
 
 
 def _bytes_fit(buf: Any, pos: Any, p: Pattern) -> Any:
@@ -229,7 +198,7 @@ def read_numbers(col: Any, off: Any, seg: Segment, v: ValueToken, ok: Any) -> An
     whose span is not a number the general parser reads are cleared in ``ok``.
 
     A column whose fitting rows all have one length is first tried by
-    :func:`~dflash_diag.logs.layout.read_layout` (the same doubles, by word arithmetic);
+    :func:`~dflash_diag.logs.fast.layout.read_layout` (the same doubles, by word arithmetic);
     else, or when such a row has another layout, Arrow casts the spans."""
     import numpy as np
     import pyarrow as pa
@@ -310,14 +279,12 @@ def read_numbers(col: Any, off: Any, seg: Segment, v: ValueToken, ok: Any) -> An
 
 
 def _one_layout(buf: Any, off: Any, seg: Segment, ok: Any, magnitude: bool, integer: bool) -> Any:
-    """:func:`~dflash_diag.logs.layout.read_layout` on a column whose rows that fit
+    """:func:`~dflash_diag.logs.fast.layout.read_layout` on a column whose rows that fit
     (``ok``) all have one length: runs of such rows lie at a fixed stride (rows that do
     not fit, of another length, break them into at most :data:`MAX_RUNS`); else None.
     ``magnitude``: the first fitting row's last byte, when a magnitude letter, is every
     row's and scales the number (``25.1K``); ``integer``: digits only (a rank prefix)."""
     import numpy as np
-
-    from .layout import read_layout
 
     if not ok.any():
         return None
@@ -339,5 +306,5 @@ def _one_layout(buf: Any, off: Any, seg: Segment, ok: Any, magnitude: bool, inte
     at = int(off[i0]) + head
     letter = chr(buf[at + width - 1]) if magnitude and width > 0 else ""
     suffix = int(letter in MAGNITUDE)
-    got = read_layout(buf, runs, row, len(same), width, ok, suffix, at, integer)
+    got = layout.read_layout(buf, runs, row, len(same), width, ok, suffix, at, integer)
     return got * MAGNITUDE[letter] if suffix and got is not None else got

@@ -2,7 +2,7 @@
 
 A trainer prints the same line template millions of times.  Parsing each line with the
 general regex parser costs microseconds per line; here the template is learned once
-(:mod:`~dflash_diag.logs.template`) and applied to the raw bytes by pyarrow's C++ CSV
+(:mod:`~dflash_diag.logs.fast.template`) and applied to the raw bytes by pyarrow's C++ CSV
 tokenizer and compute kernels, without a Python object per line:
 
 1. the template is cut at one delimiter byte into segments holding at most one number
@@ -10,14 +10,14 @@ tokenizer and compute kernels, without a Python object per line:
    ``0 step`` / ``254/3000 loss`` / ``4.8123 acc`` ...);
 2. the log is cut into byte ranges of whole lines (:data:`PART_BYTES`), read by a few
    threads (Arrow releases the GIL); each range is split into rows and columns at that
-   byte by ``pyarrow.csv`` (:mod:`~dflash_diag.logs.rows`: lines with another number of
+   byte by ``pyarrow.csv`` (:mod:`~dflash_diag.logs.fast.rows`: lines with another number of
    delimiters are handed back by the reader's invalid-row handler or, when the sample
    shows many, set aside by counting delimiters first);
-3. each column is checked against its segment (:mod:`~dflash_diag.logs.columns`): its
+3. each column is checked against its segment (:mod:`~dflash_diag.logs.fast.columns`): its
    fixed bytes by Arrow's ``starts_with``/``ends_with`` (memcmp) and, where the template
    has digits that vary, by 64-bit word tests; the number between head and tail is read
    by word arithmetic when the column's fitting rows share one layout
-   (:mod:`~dflash_diag.logs.layout`: ``{loss:.4f}`` over a range of the log, exact to
+   (:mod:`~dflash_diag.logs.fast.layout`: ``{loss:.4f}`` over a range of the log, exact to
    the bit), else cast to float64 by Arrow (one cast per column, through a zero-copy
    array of the number spans), and a magnitude letter (``25.1K``) is read from the
    span's last byte (a rank prefix's number, ``[rank3]:``, is a ``rank`` value of
@@ -25,7 +25,7 @@ tokenizer and compute kernels, without a Python object per line:
 4. a line fits when every column fits and every number parses; a cast is checked
    against the general parser's number syntax (an unparsable span, or a ``nan``/``inf``
    Arrow reads but the parser would not, sends the line to the general parser);
-5. the lines left over (:class:`~dflash_diag.logs.leftover.Leftover`, one Arrow array)
+5. the lines left over (:class:`~dflash_diag.logs.fast.leftover.Leftover`, one Arrow array)
    are read the same way when enough of them share a template of their own, up to
    :data:`MAX_TEMPLATES` templates, and the rest go to the general parser.
 
@@ -37,8 +37,8 @@ CSV, and the CSV split with the numbers alone about 2.1x (``benchmarks/bench_par
 ``--floor``; figures in the README).
 The bytes are not checked for UTF-8 up front: a fitting line is the template's bytes
 and ASCII numbers, and a line that is not UTF-8 fails the CSV reader's decoding (a line
-of another shape), :func:`~dflash_diag.logs.rows.misfit_texts` (a misfit) or
-:meth:`~dflash_diag.logs.leftover.Leftover.pairs` (a line no template reads), and the
+of another shape), :func:`~dflash_diag.logs.fast.rows.misfit_texts` (a misfit) or
+:meth:`~dflash_diag.logs.fast.leftover.Leftover.pairs` (a line no template reads), and the
 general parser reads the log.
 
 Every line that does not fit goes through the general parser, so the result is the
@@ -54,8 +54,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..grammar import is_rich_bytes
+from ..io import strip_ansi_bytes
 from .columns import read_numbers, segment_fits
-from .io import strip_ansi_bytes
 from .leftover import Leftover, NotUtf8
 from .rows import (
     NotFast,
@@ -80,21 +81,8 @@ PART_BYTES = 1 << 24
 #: Above this share of sampled lines with another number of delimiters than the
 #: template's, ranges are split by delimiter count before the CSV reader (two byte scans,
 #: about 1 ms per MB, against about 3 us per line of another shape without them;
-#: :mod:`~dflash_diag.logs.rows`).
+#: :mod:`~dflash_diag.logs.fast.rows`).
 BY_COUNT_SHARE = 0.05
-
-
-def _rich(data: Any) -> bool:
-    """The general reader's RichHandler test, on the same first 500 lines."""
-    from .text import is_rich
-
-    end = -1
-    for _ in range(500):
-        end = data.find(b"\n", end + 1)
-        if end < 0:
-            break
-    head = data if end < 0 else data[:end]
-    return is_rich(bytes(head).decode("utf-8", errors="replace").split("\n"))
 
 
 def fast_records(
@@ -141,7 +129,7 @@ def _records(
 ) -> tuple[list[Any], Leftover] | None:
     """:func:`fast_records`, the lines left over as a :class:`Leftover` (``depth``:
     templates read before, by the caller)."""
-    if len(data) < 10 * FAST_MIN_LINES or _rich(data):
+    if len(data) < 10 * FAST_MIN_LINES or is_rich_bytes(data):
         return None
     sample = sample_lines(data)
     if not sample or len(data) * len(sample) < FAST_MIN_LINES * sum(len(x) + 1 for x in sample):
