@@ -113,7 +113,7 @@ def jsonl_file(path: Path) -> Source:
     """JSON lines read by Arrow (list cells become list columns; gzip etc. detected).
 
     :raises ValueError: a line nests deeper than Arrow's reader can take (it recurses in
-        C per level); the caller reads such a file another way.
+        C per level), or a key is not UTF-8; the caller reads such a file another way.
     """
     import pyarrow as pa
     import pyarrow.json as pj
@@ -125,6 +125,10 @@ def jsonl_file(path: Path) -> Source:
     if too_nested(data):
         raise ValueError("nested too deep for Arrow's JSON reader")
     table = pj.read_json(pa.BufferReader(data))
+    try:
+        table.schema.names  # noqa: B018 - Arrow keeps a key's bytes; Python decodes them here
+    except UnicodeDecodeError:
+        raise ValueError("a key that is not UTF-8") from None
     return Source(path, table.schema, (lambda cols: table.select(cols),), "JSON lines")
 
 

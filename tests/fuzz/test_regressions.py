@@ -399,3 +399,13 @@ def test_a_seed_search_over_a_huge_range_is_refused_at_once():
     )
     assert result.exit_code == 2
     assert result.stderr.startswith("error: --search-seed: 100000000000 seeds is more than")
+
+
+def test_a_jsonl_manifest_key_that_is_not_utf8_is_one_error_line(tmp_path):
+    # Arrow's JSON reader keeps the key's bytes; decoding the schema's names raised
+    # UnicodeDecodeError (found by benchmarks/fuzz.py --n 10000 --seed 0, manifest:5641)
+    path = tmp_path / "manifest.jsonl"
+    path.write_bytes(b'{"\xd7":NaN}{"":8}')
+    result = CliRunner().invoke(app, ["batches", str(path)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: {path}: ") and result.stderr.count("\n") == 1
