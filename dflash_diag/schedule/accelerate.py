@@ -25,14 +25,23 @@ if TYPE_CHECKING:
     import numpy as np
 
 
-def even_batches(batches: Batches, world_size: int, batch_size: int, drop_last: bool) -> Batches:
+def even_batches(
+    batches: Batches, world_size: int, batch_size: int, drop_last: bool, even: bool = True
+) -> Batches:
     """The epoch's batches as ``W`` processes see them, in strided order (see the module).
+
+    ``even=False`` is accelerate's ``even_batches=False``: nothing is added, so without
+    ``drop_last`` the last round's processes run one batch fewer than the first ones
+    (process ``r`` still takes positions ``r, r + W, ...``).  Checked against
+    ``BatchSamplerShard`` itself (``tests/data/samplers/accelerate_shard.json``).
 
     >>> b = Batches.from_lists([[5, 6], [7, 8], [9]])
     >>> even_batches(b, 2, 2, False).tolist()
     [[5, 6], [7, 8], [9, 5], [6, 7]]
     >>> even_batches(b, 2, 2, True).tolist()
     [[5, 6], [7, 8]]
+    >>> even_batches(b, 2, 2, False, even=False).tolist()
+    [[5, 6], [7, 8], [9]]
     """
     import numpy as np
 
@@ -42,6 +51,8 @@ def even_batches(batches: Batches, world_size: int, batch_size: int, drop_last: 
     if drop_last:
         keep = m // world_size * world_size
         return Batches(batches.ids[: batches.offsets[keep]], batches.offsets[: keep + 1])
+    if not even:
+        return batches
     head = batches.ids[: batches.offsets[min(world_size, m)]]
     initial = np.resize(head, world_size * batch_size)  # doubled until long enough
     sizes = batches.sizes().tolist()

@@ -32,7 +32,9 @@ What the Trainer runs (and so the replay):
   Dropout (and anything else drawing from the CPU generator while training) moves that
   generator: then only epoch 0 follows from the seed.
 - both: ``shard accelerate`` (more than one process: accelerate's ``BatchSamplerShard``
-  with even batches; an epoch's last step takes the micro-batches left) and
+  with even batches; an epoch's last step takes the micro-batches left: checked against
+  ``BatchSamplerShard`` on 2 and 3 processes and real runs with gradient accumulation 2
+  and 3, ``tests/data/samplers/accelerate_shard.json``, ``trainer_accum.json``) and
   ``first_step 1`` (the Trainer's ``global_step`` starts at 1; a ``first_step`` given
   wins).  ``sequential`` is not replayed.
 """

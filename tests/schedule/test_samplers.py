@@ -50,7 +50,15 @@ def epochs_of(r) -> list[list[list[int]]]:
 
 
 def test_every_oracle_was_recorded_with_the_versions_the_help_names():
-    for name in ("random_sampler", "length_grouped", "distributed", "seedable", "trainer"):
+    for name in (
+        "random_sampler",
+        "length_grouped",
+        "distributed",
+        "seedable",
+        "trainer",
+        "accelerate_shard",
+        "trainer_accum",
+    ):
         v = oracle(name)["versions"]
         assert (v["torch"].split("+")[0], v["transformers"], v["accelerate"]) == (
             "2.13.0",
@@ -272,6 +280,117 @@ def test_trainer_with_grad_accum_steps_on_what_an_epoch_leaves():
     assert r.steps["step"].tolist() == [1, 2, 3, 4, 5, 6]
     assert r.steps["n_micro"].tolist() == [4, 4, 2, 4, 4, 2]
     assert (r.steps.groupby("epoch")["n_samples"].sum() == 80).all()
+
+
+# ---- accelerate's BatchSamplerShard, recorded process by process ----------------------------
+
+
+def by_rank(batches: Batches, world: int) -> list[list[list[int]]]:
+    """Strided order -> each process's batches: position ``j * W + r`` is ``r``'s ``j``-th."""
+    flat = batches.tolist()
+    return [flat[r::world] for r in range(world)]
+
+
+def replayed_ranks(r, epoch: int, world: int) -> list[list[list[int]]]:
+    """Each rank's micro-batches of one epoch of a replay, in order."""
+    micro = r.micro
+    out = []
+    for rank in range(world):
+        rows = np.flatnonzero((micro["epoch"] == epoch).to_numpy() & (micro["rank"] == rank))
+        out.append([r.batch(i).tolist() for i in rows])
+    return out
+
+
+def shard_params(case: dict) -> ScheduleParams:
+    return ScheduleParams(
+        strategy="random",
+        rng="torch",
+        seeding="per-epoch",
+        batch_size=case["batch_size"],
+        world_size=case["num_processes"],
+        drop_last=case["drop_last"],
+        shard="accelerate",
+        seed=case["seed"],
+    )
+
+
+@pytest.mark.parametrize("case", cases("accelerate_shard"))
+def test_batch_sampler_shard_per_process(case):
+    # the pure function over the batch sampler's own batches: every process's list
+    w, bs = case["num_processes"], case["batch_size"]
+    batches = Batches.from_lists(case["batches"])
+    shards = even_batches(batches, w, bs, case["drop_last"], even=case["even_batches"])
+    assert by_rank(shards, w) == case["ranks"]
+    if case["sampler"] != "seedable" or not case["even_batches"]:
+        return
+    # the Trainer's sampler, from the seed alone, through the replay (even_batches=True)
+    r = replay(np.ones(case["n"], dtype=np.int64), shard_params(case), epochs=1)
+    assert replayed_ranks(r, 0, w) == case["ranks"]
+
+
+@pytest.mark.parametrize(
+    "case", [p for p in cases("accelerate_shard") if p.values[0]["sampler"] == "seedable"]
+)
+def test_prepare_data_loader_per_process_two_epochs(case):
+    # prepare_data_loader(num_processes, process_index, use_seedable_sampler=True):
+    # what Accelerator.prepare, and so the Trainer, runs; epoch e draws seed + e
+    w, bs = case["num_processes"], case["batch_size"]
+    params = shard_params(case)
+    for epoch in range(2):
+        order = epoch_batches(np.ones(case["n"], dtype=np.int64), params, epoch)
+        shards = even_batches(order, w, bs, case["drop_last"], even=case["even_batches"])
+        assert by_rank(shards, w) == [ep[epoch] for ep in case["prepare_data_loader"]]
+    if case["even_batches"]:
+        r = replay(np.ones(case["n"], dtype=np.int64), params, epochs=2)
+        for epoch in range(2):
+            assert replayed_ranks(r, epoch, w) == [ep[epoch] for ep in case["prepare_data_loader"]]
+
+
+def test_accelerate_shard_oracles_cover_the_padding_cases():
+    # short last batches, rounds that do not fill, and fewer samples than W x batch
+    doc = oracle("accelerate_shard")["cases"]
+    assert any(c["n"] % c["batch_size"] and not c["drop_last"] for c in doc)
+    assert any(len(c["batches"]) % c["num_processes"] for c in doc)
+    assert any(c["n"] < c["num_processes"] * c["batch_size"] for c in doc)
+    uneven = [c for c in doc if not c["even_batches"] and not c["drop_last"]]
+    assert any(len({len(x) for x in c["ranks"]}) > 1 for c in uneven)
+
+
+# ---- the real Trainer with gradient accumulation -------------------------------------------
+
+
+def replayed_steps(r) -> list[list[list[int]]]:
+    """``[step - first][micro] -> ids`` of a one-process replay."""
+    out: list[list[list[int]]] = []
+    first = int(r.micro["step"].iloc[0])
+    for i, step in enumerate(r.micro["step"].tolist()):
+        while len(out) <= step - first:
+            out.append([])
+        out[step - first].append(r.batch(i).tolist())
+    return out
+
+
+@pytest.mark.parametrize("case", cases("trainer_accum"))
+def test_trainer_with_gradient_accumulation_replays_every_micro_batch(case):
+    flags = {
+        "preset": "hf-trainer",
+        "per_device_train_batch_size": case["batch_size"],
+        "gradient_accumulation_steps": case["gradient_accumulation_steps"],
+        "seed": case["seed"],
+        "train_sampling_strategy": case["train_sampling_strategy"],
+        "num_train_epochs": case["epochs"],
+        "dropout": case["dropout"] > 0,
+    }
+    params = resolve_schedule(flags, config=None).params
+    r = replay(np.array(oracle("trainer_accum")["lengths"]), params)
+    assert r.determined_epochs is None
+    # steps from 1, as many as the Trainer took; the epoch's last step is short
+    assert r.steps["step"].tolist() == list(range(1, case["global_step"] + 1))
+    assert replayed_steps(r) == case["steps"]
+    g = case["gradient_accumulation_steps"]
+    per_epoch = -(-case["n"] // case["batch_size"])
+    assert per_epoch % g  # the grid holds a partial accumulation at each epoch end
+    assert r.steps["n_micro"].tolist() == ([g] * (per_epoch // g) + [per_epoch % g]) * 2
 
 
 # ---- invariants ------------------------------------------------------------------------------

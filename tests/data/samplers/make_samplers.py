@@ -328,8 +328,227 @@ def trainer() -> None:
     )
 
 
+# ---- (f) accelerate's BatchSamplerShard, one process at a time ---------------------------------
+
+
+def _shard_batches(make_sampler, n: int, bs: int, drop_last: bool, world: int, even: bool):
+    """The batch sampler's own batches and every process's shard of them; each process
+    builds its sampler afresh (``make_sampler`` re-seeds), as separate processes would."""
+    from accelerate.data_loader import BatchSamplerShard
+    from torch.utils.data import BatchSampler
+
+    batches = [list(b) for b in BatchSampler(make_sampler(), bs, drop_last)]
+    ranks = []
+    for r in range(world):
+        shard = BatchSamplerShard(
+            BatchSampler(make_sampler(), bs, drop_last),
+            num_processes=world,
+            process_index=r,
+            split_batches=False,
+            even_batches=even,
+        )
+        ranks.append([list(b) for b in shard])
+    return batches, ranks
+
+
+def _prepared(n: int, bs: int, drop_last: bool, world: int, even: bool, seed: int):
+    """``prepare_data_loader`` (what ``Accelerator.prepare`` and so the Trainer call) with
+    ``num_processes``/``process_index`` given and ``use_seedable_sampler=True``, over
+    ``DataLoader(ds, bs, shuffle=True, drop_last)`` after ``set_seed(seed)``: 2 epochs
+    per process."""
+    from accelerate.data_loader import prepare_data_loader
+    from accelerate.utils import set_seed
+
+    ranks = []
+    for r in range(world):
+        set_seed(seed)
+        dl = DataLoader(list(range(n)), batch_size=bs, shuffle=True, drop_last=drop_last)
+        prepared = prepare_data_loader(
+            dl,
+            num_processes=world,
+            process_index=r,
+            split_batches=False,
+            even_batches=even,
+            use_seedable_sampler=True,
+        )
+        ranks.append([[b.tolist() for b in prepared] for _ in range(2)])
+    return ranks
+
+
+def accelerate_shard() -> None:
+    """accelerate's ``BatchSamplerShard`` (split_batches=False) over a torch
+    ``BatchSampler``, for each process index; and ``prepare_data_loader`` for the
+    seedable sampler."""
+    from accelerate.data_loader import SeedableRandomSampler
+    from torch.utils.data import SequentialSampler
+
+    seed = 42
+    kinds = {
+        "sequential": lambda ds: SequentialSampler(ds),
+        "random": lambda ds: (torch.manual_seed(seed), RandomSampler(ds))[1],
+        "seedable": lambda ds: (torch.manual_seed(seed), SeedableRandomSampler(ds))[1],
+    }
+    cases = []
+    for kind, make in kinds.items():
+        for n in SIZES:
+            ds = list(range(n))
+            for bs in (2, 4, 8):
+                for world in (2, 3):
+                    for even in (True, False):
+                        for drop_last in (False, True):
+                            batches, ranks = _shard_batches(
+                                lambda: make(ds), n, bs, drop_last, world, even
+                            )
+                            case = {
+                                "sampler": kind,
+                                "n": n,
+                                "seed": seed,
+                                "batch_size": bs,
+                                "num_processes": world,
+                                "even_batches": even,
+                                "drop_last": drop_last,
+                                "batches": batches,
+                                "ranks": ranks,
+                            }
+                            if kind == "seedable":
+                                case["prepare_data_loader"] = _prepared(
+                                    n, bs, drop_last, world, even, seed
+                                )
+                            cases.append(case)
+    write(
+        "accelerate_shard",
+        {
+            "what": "BatchSamplerShard(BatchSampler(sampler, batch_size, drop_last), "
+            "num_processes, process_index=r, split_batches=False, even_batches): batches = "
+            "list(BatchSampler(...)), ranks[r] = list(shard r); the sampler is built afresh "
+            "per process after torch.manual_seed(seed) (random: RandomSampler, seedable: "
+            "accelerate's SeedableRandomSampler). seedable also: prepare_data_loader("
+            "DataLoader(ds, batch_size, shuffle=True, drop_last), num_processes, "
+            "process_index=r, even_batches, use_seedable_sampler=True) after set_seed(seed), "
+            "2 epochs: prepare_data_loader[r][epoch] = batches",
+            "cases": cases,
+        },
+    )
+
+
+# ---- (g) a real Trainer with gradient accumulation ---------------------------------------------
+
+
+def _accum_run(strategy: str, accum: int, n: int, lengths: list[int]) -> dict:
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, GPT2Config, Trainer, TrainingArguments
+
+    rng = random.Random(7)
+    ids = [[rng.randrange(3, 128) for _ in range(length)] for length in lengths]
+    ds = Dataset.from_dict({"input_ids": ids, "idx": list(range(n))})
+    micro: list[dict] = []
+
+    def collate(batch: list[dict]) -> dict:
+        width = max(len(x["input_ids"]) for x in batch)
+        t = torch.zeros(len(batch), width, dtype=torch.long)
+        mask = torch.zeros(len(batch), width, dtype=torch.long)
+        for i, x in enumerate(batch):
+            t[i, : len(x["input_ids"])] = torch.tensor(x["input_ids"])
+            mask[i, : len(x["input_ids"])] = 1
+        return {
+            "input_ids": t,
+            "attention_mask": mask,
+            "labels": t.masked_fill(mask == 0, -100),
+            "idx": torch.tensor([int(x["idx"]) for x in batch]),
+        }
+
+    class Recording(Trainer):
+        # the micro-batch as the model gets it, with the optimizer step it belongs to
+        # (global_step counts the steps already taken); the collator may run ahead
+        def compute_loss(self, model, inputs, *a, **kw):
+            idx = inputs.pop("idx")
+            micro.append({"step": self.state.global_step + 1, "ids": idx.tolist()})
+            return super().compute_loss(model, inputs, *a, **kw)
+
+    cfg = GPT2Config(
+        vocab_size=128,
+        n_positions=64,
+        n_embd=32,
+        n_layer=2,
+        n_head=2,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+    )
+    args = TrainingArguments(
+        output_dir=str(HERE / "_trainer_out"),
+        per_device_train_batch_size=4,
+        gradient_accumulation_steps=accum,
+        num_train_epochs=2,
+        seed=42,
+        train_sampling_strategy=strategy,
+        remove_unused_columns=False,
+        logging_steps=10_000,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        use_cpu=True,
+    )
+    model = AutoModelForCausalLM.from_config(cfg)
+    trainer = Recording(model=model, args=args, train_dataset=ds, data_collator=collate)
+    trainer.train()
+    steps: list[list[list[int]]] = []
+    for m in micro:
+        while len(steps) < m["step"]:
+            steps.append([])
+        steps[m["step"] - 1].append(m["ids"])
+    return {
+        "train_sampling_strategy": strategy,
+        "dropout": 0.0,
+        "n": n,
+        "batch_size": 4,
+        "gradient_accumulation_steps": accum,
+        "seed": 42,
+        "epochs": 2,
+        "global_step": trainer.state.global_step,
+        "steps": steps,
+    }
+
+
+def trainer_accum() -> None:
+    """The tiny GPT-2 of ``trainer`` on 90 samples (23 micro-batches of 4 per epoch, the
+    last of 2: not a multiple of the accumulation), gradient_accumulation_steps 2 and 3,
+    2 epochs, no dropout: per optimizer step, the ``idx`` of each micro-batch."""
+    import shutil
+
+    n = 90
+    lengths = [random.Random(500 + i).randint(4, 64) for i in range(n)]
+    cases = [
+        _accum_run(strategy, accum, n, lengths)
+        for strategy in ("random", "group_by_length")
+        for accum in (2, 3)
+    ]
+    shutil.rmtree(HERE / "_trainer_out", ignore_errors=True)
+    write(
+        "trainer_accum",
+        {
+            "what": "transformers Trainer, the GPT-2 of trainer.json without dropout, 90 "
+            "samples, per_device_train_batch_size=4, gradient_accumulation_steps in (2, 3), "
+            "num_train_epochs=2, seed=42, train_sampling_strategy in (random, "
+            "group_by_length); steps[i][j] = idx of micro-batch j of optimizer step i+1, "
+            "as compute_loss received it",
+            "lengths": lengths,
+            "cases": cases,
+        },
+    )
+
+
 ORACLES: dict[str, Callable[[], None]] = {
-    f.__name__: f for f in (random_sampler, length_grouped, distributed, seedable, trainer)
+    f.__name__: f
+    for f in (
+        random_sampler,
+        length_grouped,
+        distributed,
+        seedable,
+        trainer,
+        accelerate_shard,
+        trainer_accum,
+    )
 }
 
 
