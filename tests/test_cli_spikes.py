@@ -133,7 +133,7 @@ def test_a_schedule_that_does_not_match_is_refused_unless_forced(work):
     assert result.stderr.startswith(
         "error: run.log: the schedule from flags matches the logged tokens at only "
     )
-    assert result.stderr.endswith("--search-seed 0..1000, or pass --force\n")
+    assert result.stderr.endswith("--search-seed 0..1000; or --force\n")
     assert len(result.stderr.rstrip("\n")) <= 300
     forced = runner.invoke(app, [*args, "--force", "--json"])
     assert forced.exit_code == 0, forced.stderr

@@ -109,10 +109,10 @@ def check_schedule(
         raise InputError(
             path,
             f"{_subject(named_by)} matches the logged tokens at only "
-            f"{check.tokens_match:.0%} of {check.n_compared} steps (first mismatch at step "
+            f"{check.tokens_match:.0%} of {check.n_compared} steps (first mismatch: step "
             f"{check.first_mismatch})",
-            "find the run's seed with dflash-diag batches MANIFEST --log LOG --search-seed "
-            "0..1000, or pass --force",
+            "search the run's seed: dflash-diag batches MANIFEST --log LOG --search-seed "
+            "0..1000; or --force",
         )
     detail = (
         f"replayed tokens match the log at only {match}: the schedule is not the run's, "
@@ -131,8 +131,8 @@ def schedule_source(config_path: Any, config_flag: Any, named: bool, log: str = 
     from pathlib import Path
 
     if config_path is not None:
-        if config_flag is not None:
-            return f"--config {config_path}"
+        if config_flag is not None:  # (the user typed the path: its name is enough)
+            return f"--config {Path(config_path).name}"
         beside = log not in ("", "-") and Path(config_path).parent == Path(log).parent
         return f"{config_path} (found {'beside the log' if beside else 'in this folder'})"
     return "flags" if named else "the default schedule (no flag or config named one)"

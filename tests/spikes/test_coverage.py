@@ -27,7 +27,7 @@ def test_a_schedule_that_does_not_match_is_refused_unless_forced(short_hard) -> 
         "run.log: the schedule from cfg.toml (found beside the log) matches the logged "
         "tokens at only "
     )
-    assert "--search-seed" in msg and msg.endswith("or pass --force")
+    assert "--search-seed" in msg and msg.endswith("; or --force")
     assert len(msg) <= 300
     forced = check_schedule(wrong, r.table, force=True)
     assert forced.status == "refuted"
