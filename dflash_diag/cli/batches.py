@@ -16,7 +16,7 @@ import typer
 from ..errors import InputError
 from ..spikes.coverage import MIN_TOKENS_MATCH
 from .options import SCHEDULE_PANEL, JsonOpt, PlotOpt, schedule_options
-from .outputs import HtmlOpt, check_html_path, stages
+from .outputs import HtmlOpt, check_outputs, stages
 
 OUTPUT_PANEL = "Analyses and outputs"
 
@@ -146,13 +146,9 @@ def register(app: typer.Typer) -> None:
         """Replay a batch schedule from a length manifest and measure it: padding
         efficiency, length ICC, adjacent-batch correlation, recurrence; compare
         strategies, optimise bucket edges, verify against a run's log, export it."""
-        from ..render.plots import check_plot_path
 
         # Everything the user typed is checked before the slow work starts.
-        if plot is not None:
-            check_plot_path(plot)
-        if html is not None:
-            check_html_path(html)
+        check_outputs(plot, html)
         names = None
         if compare is not None:
             from ..batchstats import check_strategy_names

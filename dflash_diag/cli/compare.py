@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from .options import FormatOpt, JsonOpt, PlotOpt, RankOpt, parse_rank
-from .outputs import HtmlOpt, check_html_path, stages
+from .outputs import HtmlOpt, check_outputs, stages
 
 _HELP = """Compare a run with earlier runs at the same point of training.
 
@@ -119,15 +119,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         from ..render.compare import comparison_json, plot_comparison, render_text
         from ..render.jsonout import dumps
-        from ..render.plots import check_plot_path
         from ..reports import compare_report
         from .consoles import out_console
 
         which = parse_rank(rank)
-        if plot is not None:
-            check_plot_path(plot)
-        if html is not None:
-            check_html_path(html)
+        check_outputs(plot, html)
         result = compare_report(
             files,
             run=run,

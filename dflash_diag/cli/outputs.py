@@ -28,6 +28,16 @@ def check_html_path(path: str | Path, protect: tuple[str | Path, ...] = ()) -> P
     return check_output_path(path, (".html", ".htm"), "report", protect=protect)
 
 
+def check_outputs(plot: str | Path | None, html: str | Path | None) -> None:
+    """Validate ``--plot FILE`` and ``--html FILE`` (when given) before any work is done."""
+    if plot is not None:
+        from ..render.plots import check_plot_path
+
+        check_plot_path(plot)
+    if html is not None:
+        check_html_path(html)
+
+
 def stages(enabled: bool) -> Any:
     """A :data:`~dflash_diag.reports.Stage` drawing progress bars on stderr (off when
     ``enabled`` is false, e.g. under ``--json``)."""

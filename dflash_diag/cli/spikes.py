@@ -18,7 +18,7 @@ from .options import (
     parse_rank,
     schedule_options,
 )
-from .outputs import HtmlOpt, check_html_path, stages
+from .outputs import HtmlOpt, check_outputs, stages
 
 _HELP = (
     "Find spikes in a logged metric and say, with evidence, whether batch composition "
@@ -142,16 +142,12 @@ def register(app: typer.Typer) -> None:
         schedule: dict[str, Any],
     ) -> None:
         from ..render.jsonout import dumps
-        from ..render.plots import check_plot_path
         from ..render.spikes import plot_spikes, spikes_json, spikes_text
         from ..reports import spikes_report
         from .consoles import out_console
 
         which = parse_rank(rank)
-        if plot is not None:
-            check_plot_path(plot)
-        if html is not None:
-            check_html_path(html)
+        check_outputs(plot, html)
         report = spikes_report(
             log,
             metric=metric,
