@@ -393,3 +393,48 @@ def test_a_point_after_warmup_is_said_as_a_position_not_a_duration():
     out = " ".join(result.stdout.split())
     assert "normal at 121 steps past the end of warmup (step 2379)." in out
     assert not re.search(r"for \d+ steps after warmup", out)
+
+
+@pytest.mark.parametrize(
+    "run,mode,code",
+    [
+        ("low.log", "below", 3),  # acc under v1's band in warmup
+        ("low.log", "outside", 3),
+        ("low.log", "above", 0),  # nothing above: passes
+        ("v1.log", "outside", 0),  # the same run: within everywhere
+    ],
+)
+def test_fail_on_exits_3_when_the_run_leaves_the_band_on_that_side(run, mode, code):
+    args = ["compare", str(DATA / "v1.log"), str(DATA / run), "--fail-on", mode]
+    text = runner.invoke(app, args)
+    assert text.exit_code == code, text.stderr
+    line = text.stdout.rstrip().splitlines()[-1]
+    if code == 3:
+        assert line.startswith(f"fail-on {mode}: FAILED (exit 3): acc below the band in warmup")
+    else:
+        assert line == f"fail-on {mode}: passed: the run stays in the band"
+    doc = runner.invoke(app, [*args, "--json"])
+    assert doc.exit_code == code
+    gate = json.loads(doc.stdout)["fail_on"]
+    assert gate["mode"] == mode and gate["failed"] == (code == 3)
+    assert bool(gate["why"]) == (code == 3)
+
+
+def test_fail_on_judges_only_the_at_steps_when_given():
+    # low.log's acc is below v1's band in warmup (the phase rule fails), but within at
+    # step 100 and below at step 300: with --at, only those answers count
+    base = ["compare", str(DATA / "v1.log"), str(DATA / "low.log"), "--fail-on", "below"]
+    assert runner.invoke(app, base).exit_code == 3
+    assert runner.invoke(app, [*base, "--at", "100"]).exit_code == 0
+    at_300 = runner.invoke(app, [*base, "--at", "300"])
+    assert at_300.exit_code == 3
+    assert at_300.stdout.rstrip().endswith("acc below the band at step 300")
+
+
+def test_fail_on_refuses_an_unknown_side():
+    args = ["compare", str(DATA / "v1.log"), str(DATA / "low.log"), "--fail-on", "sideways"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "error: --fail-on: unknown side 'sideways'; choose above, below or outside\n"
+    )

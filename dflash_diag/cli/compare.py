@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from ..errors import InputError
 from .options import FormatOpt, JsonOpt, PlotOpt, RankOpt, parse_rank
 from .outputs import HtmlOpt, check_outputs, stages
 
@@ -116,14 +117,27 @@ def register(app: typer.Typer) -> None:
         format: FormatOpt = None,
         rank: RankOpt = "0",
         step_every: CompareStepEveryOpt = None,
+        fail_on: Annotated[
+            str | None,
+            typer.Option(
+                "--fail-on",
+                help="above | below | outside: exit 3 when the run leaves the band on that "
+                "side, at the --at steps (or, without them, in a phase of any metric).",
+            ),
+        ] = None,
     ) -> None:
-        from ..render.compare import comparison_json, plot_comparison, render_text
+        from ..compare.gate import FAIL_MODES, band_failures
+        from ..render.compare import comparison_json, fail_on_line, plot_comparison, render_text
         from ..render.jsonout import dumps
         from ..reports import compare_report
         from .consoles import out_console
 
         which = parse_rank(rank)
         check_outputs(plot, html)
+        if fail_on is not None and fail_on not in FAIL_MODES:
+            raise InputError(
+                "--fail-on", f"unknown side {fail_on[:20]!r}", "choose above, below or outside"
+            )
         result = compare_report(
             files,
             run=run,
@@ -145,7 +159,15 @@ def register(app: typer.Typer) -> None:
             from ..render.html import compare_html
 
             compare_html(result, html)
+        failures = band_failures(result, fail_on) if fail_on is not None else ()
         if json:
-            typer.echo(dumps(comparison_json(result)))
+            doc = comparison_json(result)
+            if fail_on is not None:
+                doc["fail_on"] = {"mode": fail_on, "failed": bool(failures), "why": failures}
+            typer.echo(dumps(doc))
         else:
             render_text(result, out_console)
+            if fail_on is not None:
+                out_console.print(fail_on_line(fail_on, failures), soft_wrap=True, markup=False)
+        if failures:
+            raise typer.Exit(3)

@@ -421,3 +421,13 @@ def comparison_figure(c: Comparison) -> Any:
     )
     fig.tight_layout(rect=(0, 0, 1, 0.86 if n == 1 else 0.92))
     return fig
+
+
+def fail_on_line(mode: str, failures: tuple[str, ...]) -> str:
+    """The ``--fail-on`` verdict in one line (the command then exits 3 when it failed)."""
+    if not failures:
+        return f"fail-on {mode}: passed: the run stays in the band"
+    shown = "; ".join(failures[:4]) + (
+        f"; and {len(failures) - 4} more" if len(failures) > 4 else ""
+    )
+    return f"fail-on {mode}: FAILED (exit 3): {shown}"
