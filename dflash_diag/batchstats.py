@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import InputError
 from .records import STRATEGY_NAMES, Replay, ScheduleParams
 from .schedule.base import is_sized
-from .schedule.replay import batch_chunks
+from .schedule.replay import batch_chunks, determined_epochs
 
 if TYPE_CHECKING:
     import numpy as np
@@ -370,8 +370,9 @@ class ScheduleWarning:
     """Something the schedule does to some samples that the user should hear about.
 
     :param level: ``warning`` (likely not what was meant) or ``note`` (a fact to know).
-    :param kind: ``over_budget`` (samples longer than the token budget, after the cap)
-        or ``truncated`` (samples longer than ``max_seq_len``, capped to it).
+    :param kind: ``over_budget`` (samples longer than the token budget, after the cap),
+        ``truncated`` (samples longer than ``max_seq_len``, capped to it) or
+        ``undetermined`` (epochs the seed does not decide; ``samples`` is 0).
     :param samples: how many samples it concerns.
     :param n_samples: samples in the manifest.
     :param message: one sentence saying how many, and what the schedule does with them.
@@ -463,7 +464,28 @@ def schedule_warnings(
                 f"budget ({params.token_budget:,} tokens{after}): {what}",
             )
         )
-    return out
+    return out + _undetermined(params, n)
+
+
+def _undetermined(params: ScheduleParams, n: int) -> list[ScheduleWarning]:
+    """A warning when the seed decides fewer epochs than asked (torch's global generator
+    with dropout not ruled out: :func:`~dflash_diag.schedule.replay.determined_epochs`)."""
+    known = determined_epochs(params)
+    if known is None or known >= params.epochs:
+        return []
+    return [
+        ScheduleWarning(
+            "warning",
+            "undetermined",
+            0,
+            n,
+            (f"only epochs 0..{known - 1}" if known > 1 else "only epoch 0")
+            + f" of the {params.epochs} asked for follow{'' if known > 1 else 's'} "
+            "from the seed: the sampler draws from torch's global generator, which dropout "
+            "also draws from during training (--no-dropout if the model has none); later "
+            "epochs are not replayed: record the batches during training",
+        )
+    ]
 
 
 def check_strategy_names(names: Iterable[str], option: str = "--compare") -> list[str]:

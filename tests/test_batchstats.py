@@ -385,3 +385,24 @@ def test_strategies_with_a_batch_size_are_not_warned_about_the_budget():
     for name in ("random", "length-grouped"):
         params = ScheduleParams(strategy=name, token_budget=100, batch_size=2)
         assert schedule_warnings(lengths, params) == []
+
+
+def test_epochs_the_seed_does_not_decide_are_a_warning():
+    # torch's global generator with dropout not ruled out: only epoch 0 follows
+    import numpy as np
+
+    from dflash_diag.batchstats import schedule_warnings
+    from dflash_diag.records import ScheduleParams
+
+    lengths = np.arange(1, 101)
+    p = ScheduleParams(
+        strategy="length-grouped", batch_size=4, rng="torch", seeding="global", epochs=3
+    )
+    (w,) = [x for x in schedule_warnings(lengths, p) if x.kind == "undetermined"]
+    assert w.level == "warning"
+    assert w.message.startswith("only epoch 0 of the 3 asked for follows from the seed")
+    ruled_out = p.replace(dropout=False)
+    assert not [x for x in schedule_warnings(lengths, ruled_out) if x.kind == "undetermined"]
+    assert not [
+        x for x in schedule_warnings(lengths, p.replace(epochs=1)) if x.kind == "undetermined"
+    ]
