@@ -453,10 +453,22 @@ def render_text(
 ) -> None:
     """Header, spike table, per-spike batches (with the first sample ids of each
     micro-batch), correlations, variance panel, summary."""
-    from rich.box import SIMPLE_HEAD
-    from rich.table import Table
-
     d = detection
+    _header(console, ctx, d, attribution)
+    ranked = ranked_spikes(spikes)
+    shown = sorted(ranked[:MAX_ROWS], key=lambda s: s.event.peak_step)
+    _spike_table(console, ctx, d, spikes, shown, ground_of(attribution))
+    _spike_lines(console, ctx, shown, ground_of(attribution), samples)
+    if attribution is not None and attribution.correlations:
+        _correlation_table(console, d, attribution)
+    if variance is not None:
+        _variance_panel(console, variance)
+    for sentence in summary(d, spikes, attribution, variance, ctx.line_order):
+        console.print(sentence, soft_wrap=True, markup=False)
+
+
+def _header(console: Console, ctx: Context, d: Detection, attribution: Attribution | None) -> None:
+    """What was read, what the steps are, and what the verdicts rest on."""
     from rich.text import Text
 
     console.print(
@@ -479,6 +491,19 @@ def render_text(
     for note in [*ctx.notes, *(attribution.notes if attribution else ())]:
         console.print(f"note: {note}", markup=False)
 
+
+def _spike_table(
+    console: Console,
+    ctx: Context,
+    d: Detection,
+    spikes: tuple[SpikeEvidence, ...],
+    shown: list[SpikeEvidence],
+    ground: str,
+) -> None:
+    """The table of the spikes shown, then the chance line and the near misses."""
+    from rich.box import SIMPLE_HEAD
+    from rich.table import Table
+
     rule = f"z >= {d.threshold:g}" + (
         f" and >= {d.min_rise:.0%} over baseline" if d.detector == "robust" else ""
     )
@@ -491,19 +516,16 @@ def render_text(
     )
     if compact:
         table.box, table.pad_edge = SIMPLE_HEAD, False
-    step_word = "event" if ctx.line_order else "step"
     keep = [i for i, c in enumerate(SPIKE_COLUMNS) if not (compact and c in NARROW_DROPS)]
     for i in keep:
-        col = step_word if i == 0 else SPIKE_COLUMNS[i]
+        col = ("event" if ctx.line_order else "step") if i == 0 else SPIKE_COLUMNS[i]
         table.add_column(
             col,
             justify="left" if col in ("phase", "verdict") else "right",
             overflow="fold" if compact else "ellipsis",
         )
-    ground = ground_of(attribution)
     marked = f" ({ground})" if ground in ("given", "refuted") else ""
-    ranked = ranked_spikes(spikes)
-    for s in sorted(ranked[:MAX_ROWS], key=lambda s: s.event.peak_step):
+    for s in shown:
         cells = spike_row(s, marked)
         table.add_row(*(cells[i] for i in keep))
     if spikes:
@@ -513,51 +535,56 @@ def render_text(
                 f"({MAX_ROWS} shown: unexplained first, then inconclusive, then composition, "
                 f"each by highest z; --json has all {len(spikes)})"
             )
-    chance = d.expected_false_events  # robust only: what this log's own noise would flag
-    if math.isfinite(chance):
+    if math.isfinite(d.expected_false_events):  # robust only: this log's own noise
         console.print(_chance_line(d, spikes), soft_wrap=True, markup=False)
     misses = near_misses(d)
     if misses:
-        console.print(
-            _near_miss_line(misses, "event" if ctx.line_order else "step"),
-            soft_wrap=True,
-            markup=False,
-        )
+        word = "event" if ctx.line_order else "step"
+        console.print(_near_miss_line(misses, word), soft_wrap=True, markup=False)
+
+
+def _spike_lines(
+    console: Console,
+    ctx: Context,
+    shown: list[SpikeEvidence],
+    ground: str,
+    samples: dict[int, tuple[MicroBatch, ...]] | None,
+) -> None:
+    """Each shown spike's verdict with its reasons, its batch, and its sample ids."""
     on = {"given": ", on the given schedule", "refuted": ", forced onto a refuted schedule"}
-    for s in sorted(ranked[:MAX_ROWS], key=lambda s: s.event.peak_step):
+    word = "event" if ctx.line_order else "step"
+    for s in shown:
         console.print(
-            f"{step_word} {s.event.peak_step} ({s.verdict}{on.get(ground, '')}): "
+            f"{word} {s.event.peak_step} ({s.verdict}{on.get(ground, '')}): "
             + "; ".join(s.reasons),
             soft_wrap=True,
             markup=False,
         )
         if not s.batch:
             continue
-        line = batch_line(s)
-        console.print(line, soft_wrap=True, markup=False)
+        console.print(batch_line(s), soft_wrap=True, markup=False)
         if samples and samples.get(s.event.peak_step):
             console.print(samples_line(samples[s.event.peak_step]), soft_wrap=True, markup=False)
 
-    if attribution is not None and attribution.correlations:
-        ct = Table(title=f"detrended {d.metric} vs batch features")
-        for col in ("feature", "spearman", "95% CI", "p", "pearson", "p "):
-            ct.add_column(col, justify="left" if col == "feature" else "right")
-        for c in attribution.correlations:
-            if c.spearman is None:
-                continue
-            ct.add_row(
-                c.feature,
-                f"{c.spearman:+.2f}",
-                f"{c.spearman_ci[0]:+.2f}..{c.spearman_ci[1]:+.2f}" if c.spearman_ci else "-",
-                _p(c.spearman_p),
-                f"{c.pearson:+.2f}" if c.pearson is not None else "-",
-                _p(c.pearson_p),
-            )
-        console.print(ct)
-    if variance is not None:
-        _variance_panel(console, variance)
-    for sentence in summary(d, spikes, attribution, variance, ctx.line_order):
-        console.print(sentence, soft_wrap=True, markup=False)
+
+def _correlation_table(console: Console, d: Detection, attribution: Attribution) -> None:
+    from rich.table import Table
+
+    ct = Table(title=f"detrended {d.metric} vs batch features")
+    for col in ("feature", "spearman", "95% CI", "p", "pearson", "p "):
+        ct.add_column(col, justify="left" if col == "feature" else "right")
+    for c in attribution.correlations:
+        if c.spearman is None:
+            continue
+        ct.add_row(
+            c.feature,
+            f"{c.spearman:+.2f}",
+            f"{c.spearman_ci[0]:+.2f}..{c.spearman_ci[1]:+.2f}" if c.spearman_ci else "-",
+            _p(c.spearman_p),
+            f"{c.pearson:+.2f}" if c.pearson is not None else "-",
+            _p(c.pearson_p),
+        )
+    console.print(ct)
 
 
 def _variance_panel(console: Console, v: VarianceReport) -> None:
