@@ -381,24 +381,7 @@ def attribute_spikes(
     d = detection
     sign = -1.0 if d.direction == "down" else 1.0
     trend, residual = detrend(d.values, d.window)
-    candidates = _rank_candidates(replay, metric_rank)
-    scores: dict[str, float] = {}
-    scored = []
-    for i, rank in enumerate(candidates):
-        cand = point_features(replay, d.steps, d.log_interval, covers, rank)
-        score = _quick_r2(design_matrix(cand)[0], residual) if len(candidates) > 1 else 0.0
-        scores["all" if rank is None else str(rank)] = score
-        scored.append((score, -i, rank, cand))
-    # The best score wins; on a tie the earlier candidate (pooled first).
-    _, _, chosen, feats = max(scored, key=lambda t: (t[0], t[1]))
-    if int((feats["n_micro"] > 0).sum()) == 0:
-        raise InputError(
-            "",
-            f"the replay's steps ({int(replay.steps['step'].min())}.."
-            f"{int(replay.steps['step'].max())}) cover none of the logged steps "
-            f"({int(d.steps[0])}..{int(d.steps[-1])})",
-            "check --first-step and --epochs",
-        )
+    chosen, feats, scores = _choose_rank(replay, d, covers, metric_rank, residual)
     points = pd.DataFrame(
         {"value": d.values, "trend": trend, "residual": residual, "flagged": d.flagged}
     )
@@ -417,91 +400,32 @@ def attribute_spikes(
     similar, similar_high = _median_and_high(near, sign)
     points["similar"] = similar
     r2_similar = _loo_r2(residual, similar) if model is not None else None
-    notes = []
-    uncovered = int((feats["n_micro"] == 0).sum())
-    if uncovered:
-        notes.append(f"{uncovered} logged points have no replayed batch (outside the replay)")
-    if model is None:
-        notes.append(f"too few points with batch features for a model (need {MIN_POINTS})")
-
-    if len(candidates) > 1:
-        who = "the step's batches pooled over ranks" if chosen is None else f"rank {chosen}'s"
-        notes.append(
-            f"the logged {d.metric} follows {who} micro-batches best (R² "
-            + ", ".join(f"{k}: {v:.2f}" for k, v in scores.items() if math.isfinite(v))
-            + "); --metric-rank (or metric_rank in [schedule]) fixes the choice"
-        )
-    rec = Recurrences(replay, pidx)
-    resid_scale = model.resid_scale if model is not None else float("nan")
+    notes = _notes(d.metric, feats, model, chosen, scores)
     feature_cols = ["n_samples", "tokens", "mean_len", "max_len", "min_len", "padding_eff", *cats]
     per_rank = None
     if replay.params.world_size > 1 and d.events:
         peaks = np.array(sorted({e.peak_step for e in d.events}), dtype=np.int64)
         per_rank = rank_features(replay, d.steps, d.log_interval, covers)
         per_rank = per_rank[per_rank["step"].isin(peaks)]
-    sorted_cols = {}
-    for c in feature_cols:
-        col = points[c].to_numpy(dtype=np.float64)
-        sorted_cols[c] = np.sort(col[np.isfinite(col)])
+    fitted = _Fitted(
+        d=d,
+        sign=sign,
+        feats=feats,
+        residual=residual,
+        predicted=predicted,
+        similar=similar,
+        similar_high=similar_high,
+        model=model,
+        r2_similar=r2_similar,
+        recurrences=Recurrences(replay, pidx),
+        feature_cols=feature_cols,
+        sorted_cols={c: _finite_sorted(points[c]) for c in feature_cols},
+        per_rank=per_rank,
+        lr=lr,
+    )
     out = []
     for k, ev in enumerate(d.events):
-        p = int(np.searchsorted(d.steps, ev.peak_step))
-        has_batch = bool(feats["n_micro"].iloc[p] > 0)
-        # With direction "down" (accuracy), a spike is a drop: rises are counted downwards.
-        rise = float(sign * (ev.value - ev.baseline if math.isfinite(ev.baseline) else residual[p]))
-        pred = float(predicted[p]) if math.isfinite(predicted[p]) else None
-        like = float(similar[p]) if math.isfinite(similar[p]) else None
-        best = max((sign * v for v in (pred, like) if v is not None), default=None)
-        explained = best / rise if best is not None and rise > 0 else None
-        by_similar = like is not None and (pred is None or sign * like > sign * pred)
-        recs = []
-        for q, ep, shared in rec.find(p) if has_batch else []:
-            r = float(residual[q])
-            recs.append(
-                Recurrence(
-                    step=int(d.steps[q]),
-                    epoch=ep,
-                    value=float(d.values[q]),
-                    residual=r,
-                    z=r / resid_scale if resid_scale > 0 else float("nan"),
-                    spiked=bool(d.flagged[q]),
-                    high=high_again(sign * r, rise, resid_scale),
-                    shared=shared,
-                )
-            )
-        batch = {c: float(feats[c].iloc[p]) for c in feature_cols} if has_batch else {}
-        pct = _percentiles(sorted_cols, batch)
-        signs = optimizer_signs(ev, lr_departure(d.steps, lr, ev), tuple(recs))
-        alike = _alike(
-            None if like is None else sign * like, float(similar_high[p]), rise, resid_scale
-        )
-        v, reasons = verdict(
-            ev,
-            model,
-            explained,
-            tuple(recs),
-            has_batch,
-            r2_similar,
-            pct.get("max_len"),
-            by_similar,
-            signs,
-            alike,
-        )
-        out.append(
-            SpikeEvidence(
-                event=ev,
-                verdict=v,
-                reasons=reasons,
-                batch=batch,
-                percentiles=pct,
-                rise=rise,
-                predicted=pred,
-                similar=like,
-                explained=explained,
-                recurrences=tuple(recs),
-                ranks=_rank_rows(per_rank, ev.peak_step),
-            )
-        )
+        out.append(_evidence(ev, fitted))
         if progress is not None:
             progress(k + 1, len(d.events))
     return Attribution(
@@ -516,6 +440,154 @@ def attribute_spikes(
         covers=covers,
         notes=tuple(notes),
     )
+
+
+def _choose_rank(
+    replay: Replay, d: Detection, covers: str, metric_rank: int | str | None, residual: Any
+) -> tuple[int | None, pd.DataFrame, dict[str, float]]:
+    """Whose micro-batches the metric follows (:func:`_rank_candidates`, scored by
+    :func:`_quick_r2`; on a tie the earlier, pooled first), that candidate's point
+    features, and every candidate's score.
+
+    :raises InputError: when the replay covers none of the logged steps."""
+    candidates = _rank_candidates(replay, metric_rank)
+    scores: dict[str, float] = {}
+    scored = []
+    for i, rank in enumerate(candidates):
+        cand = point_features(replay, d.steps, d.log_interval, covers, rank)
+        score = _quick_r2(design_matrix(cand)[0], residual) if len(candidates) > 1 else 0.0
+        scores["all" if rank is None else str(rank)] = score
+        scored.append((score, -i, rank, cand))
+    _, _, chosen, feats = max(scored, key=lambda t: (t[0], t[1]))
+    if int((feats["n_micro"] > 0).sum()) == 0:
+        raise InputError(
+            "",
+            f"the replay's steps ({int(replay.steps['step'].min())}.."
+            f"{int(replay.steps['step'].max())}) cover none of the logged steps "
+            f"({int(d.steps[0])}..{int(d.steps[-1])})",
+            "check --first-step and --epochs",
+        )
+    return chosen, feats, scores
+
+
+def _notes(
+    metric: str,
+    feats: pd.DataFrame,
+    model: CompositionModel | None,
+    chosen: int | None,
+    scores: dict[str, float],
+) -> list[str]:
+    """What a reader should know about the attribution, in words."""
+    notes = []
+    uncovered = int((feats["n_micro"] == 0).sum())
+    if uncovered:
+        notes.append(f"{uncovered} logged points have no replayed batch (outside the replay)")
+    if model is None:
+        notes.append(f"too few points with batch features for a model (need {MIN_POINTS})")
+    if len(scores) > 1:
+        who = "the step's batches pooled over ranks" if chosen is None else f"rank {chosen}'s"
+        notes.append(
+            f"the logged {metric} follows {who} micro-batches best (R² "
+            + ", ".join(f"{k}: {v:.2f}" for k, v in scores.items() if math.isfinite(v))
+            + "); --metric-rank (or metric_rank in [schedule]) fixes the choice"
+        )
+    return notes
+
+
+def _finite_sorted(column: pd.Series) -> np.ndarray:
+    import numpy as np
+
+    col = column.to_numpy(dtype=np.float64)
+    return np.sort(col[np.isfinite(col)])
+
+
+@dataclass(frozen=True, eq=False)
+class _Fitted:
+    """What every spike's evidence is read from (arrays aligned with ``d.steps``)."""
+
+    d: Detection
+    sign: float
+    feats: pd.DataFrame
+    residual: np.ndarray
+    predicted: np.ndarray
+    similar: np.ndarray
+    similar_high: np.ndarray
+    model: CompositionModel | None
+    r2_similar: float | None
+    recurrences: Recurrences
+    feature_cols: list[str]
+    sorted_cols: dict[str, np.ndarray]
+    per_rank: pd.DataFrame | None
+    lr: np.ndarray | None
+
+
+def _evidence(ev: SpikeEvent, f: _Fitted) -> SpikeEvidence:
+    """One spike's batch, predictions, recurrences and verdict (module docstring)."""
+    import numpy as np
+
+    d, sign = f.d, f.sign
+    p = int(np.searchsorted(d.steps, ev.peak_step))
+    has_batch = bool(f.feats["n_micro"].iloc[p] > 0)
+    # With direction "down" (accuracy), a spike is a drop: rises are counted downwards.
+    rise = float(sign * (ev.value - ev.baseline if math.isfinite(ev.baseline) else f.residual[p]))
+    pred = float(f.predicted[p]) if math.isfinite(f.predicted[p]) else None
+    like = float(f.similar[p]) if math.isfinite(f.similar[p]) else None
+    best = max((sign * v for v in (pred, like) if v is not None), default=None)
+    explained = best / rise if best is not None and rise > 0 else None
+    by_similar = like is not None and (pred is None or sign * like > sign * pred)
+    resid_scale = f.model.resid_scale if f.model is not None else float("nan")
+    recs = _recurrences(f, p, rise, resid_scale) if has_batch else ()
+    batch = {c: float(f.feats[c].iloc[p]) for c in f.feature_cols} if has_batch else {}
+    pct = _percentiles(f.sorted_cols, batch)
+    signs = optimizer_signs(ev, lr_departure(d.steps, f.lr, ev), recs)
+    alike = _alike(
+        None if like is None else sign * like, float(f.similar_high[p]), rise, resid_scale
+    )
+    v, reasons = verdict(
+        ev,
+        f.model,
+        explained,
+        recs,
+        has_batch,
+        f.r2_similar,
+        pct.get("max_len"),
+        by_similar,
+        signs,
+        alike,
+    )
+    return SpikeEvidence(
+        event=ev,
+        verdict=v,
+        reasons=reasons,
+        batch=batch,
+        percentiles=pct,
+        rise=rise,
+        predicted=pred,
+        similar=like,
+        explained=explained,
+        recurrences=recs,
+        ranks=_rank_rows(f.per_rank, ev.peak_step),
+    )
+
+
+def _recurrences(f: _Fitted, p: int, rise: float, resid_scale: float) -> tuple[Recurrence, ...]:
+    """The later (and earlier) steps whose batch is point ``p``'s, with their residuals."""
+    out = []
+    for q, ep, shared in f.recurrences.find(p):
+        r = float(f.residual[q])
+        out.append(
+            Recurrence(
+                step=int(f.d.steps[q]),
+                epoch=ep,
+                value=float(f.d.values[q]),
+                residual=r,
+                z=r / resid_scale if resid_scale > 0 else float("nan"),
+                spiked=bool(f.d.flagged[q]),
+                high=high_again(f.sign * r, rise, resid_scale),
+                shared=shared,
+            )
+        )
+    return tuple(out)
 
 
 def _rank_rows(per_rank: pd.DataFrame | None, step: int) -> tuple[dict[str, float], ...]:
