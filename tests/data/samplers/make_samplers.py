@@ -225,41 +225,31 @@ def seedable() -> None:
 # ---- (e) a real Hugging Face Trainer's per-step sample ids -----------------------------------
 
 
-def _trainer_run(strategy: str, dropout: float, n: int, lengths: list[int]) -> dict:
+def _token_dataset(n: int, lengths: list[int]):
+    """``n`` samples of random token ids of the given lengths, each with its ``idx``."""
     from datasets import Dataset
-    from transformers import (
-        AutoModelForCausalLM,
-        GPT2Config,
-        Trainer,
-        TrainerCallback,
-        TrainingArguments,
-    )
 
     rng = random.Random(7)
     ids = [[rng.randrange(3, 128) for _ in range(length)] for length in lengths]
-    ds = Dataset.from_dict({"input_ids": ids, "idx": list(range(n))})
-    steps: list[list[int]] = []
-    seen: dict[str, str] = {}
+    return Dataset.from_dict({"input_ids": ids, "idx": list(range(n))})
 
-    def collate(batch: list[dict]) -> dict:
-        steps.append([int(x["idx"]) for x in batch])
-        width = max(len(x["input_ids"]) for x in batch)
-        t = torch.zeros(len(batch), width, dtype=torch.long)
-        mask = torch.zeros(len(batch), width, dtype=torch.long)
-        for i, x in enumerate(batch):
-            t[i, : len(x["input_ids"])] = torch.tensor(x["input_ids"])
-            mask[i, : len(x["input_ids"])] = 1
-        return {"input_ids": t, "attention_mask": mask, "labels": t.masked_fill(mask == 0, -100)}
 
-    class Where(TrainerCallback):
-        def on_train_begin(self, args, state, control, train_dataloader=None, **kw):
-            seen["dataloader"] = type(train_dataloader).__name__
-            batch_sampler = train_dataloader.batch_sampler
-            seen["batch_sampler"] = type(batch_sampler).__name__
-            inner = getattr(batch_sampler, "batch_sampler", batch_sampler)  # a shard's
-            seen["sampler"] = type(getattr(inner, "sampler", None)).__name__
+def _padded(batch: list[dict]) -> dict:
+    """The collator's tensors: ids right-padded with 0, mask, labels (-100 on padding)."""
+    width = max(len(x["input_ids"]) for x in batch)
+    t = torch.zeros(len(batch), width, dtype=torch.long)
+    mask = torch.zeros(len(batch), width, dtype=torch.long)
+    for i, x in enumerate(batch):
+        t[i, : len(x["input_ids"])] = torch.tensor(x["input_ids"])
+        mask[i, : len(x["input_ids"])] = 1
+    return {"input_ids": t, "attention_mask": mask, "labels": t.masked_fill(mask == 0, -100)}
 
-    cfg = GPT2Config(
+
+def _tiny_gpt2(dropout: float):
+    """The tiny GPT-2 config both Trainer families train (dropout on resid/embd/attn)."""
+    from transformers import GPT2Config
+
+    return GPT2Config(
         vocab_size=128,
         n_positions=64,
         n_embd=32,
@@ -269,6 +259,28 @@ def _trainer_run(strategy: str, dropout: float, n: int, lengths: list[int]) -> d
         embd_pdrop=dropout,
         attn_pdrop=dropout,
     )
+
+
+def _trainer_run(strategy: str, dropout: float, n: int, lengths: list[int]) -> dict:
+    from transformers import AutoModelForCausalLM, Trainer, TrainerCallback, TrainingArguments
+
+    ds = _token_dataset(n, lengths)
+    steps: list[list[int]] = []
+    seen: dict[str, str] = {}
+
+    def collate(batch: list[dict]) -> dict:
+        steps.append([int(x["idx"]) for x in batch])
+        return _padded(batch)
+
+    class Where(TrainerCallback):
+        def on_train_begin(self, args, state, control, train_dataloader=None, **kw):
+            seen["dataloader"] = type(train_dataloader).__name__
+            batch_sampler = train_dataloader.batch_sampler
+            seen["batch_sampler"] = type(batch_sampler).__name__
+            inner = getattr(batch_sampler, "batch_sampler", batch_sampler)  # a shard's
+            seen["sampler"] = type(getattr(inner, "sampler", None)).__name__
+
+    cfg = _tiny_gpt2(dropout)
     args = TrainingArguments(
         output_dir=str(HERE / "_trainer_out"),
         per_device_train_batch_size=8,
@@ -435,27 +447,13 @@ def accelerate_shard() -> None:
 
 
 def _accum_run(strategy: str, accum: int, n: int, lengths: list[int]) -> dict:
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, GPT2Config, Trainer, TrainingArguments
+    from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
 
-    rng = random.Random(7)
-    ids = [[rng.randrange(3, 128) for _ in range(length)] for length in lengths]
-    ds = Dataset.from_dict({"input_ids": ids, "idx": list(range(n))})
+    ds = _token_dataset(n, lengths)
     micro: list[dict] = []
 
     def collate(batch: list[dict]) -> dict:
-        width = max(len(x["input_ids"]) for x in batch)
-        t = torch.zeros(len(batch), width, dtype=torch.long)
-        mask = torch.zeros(len(batch), width, dtype=torch.long)
-        for i, x in enumerate(batch):
-            t[i, : len(x["input_ids"])] = torch.tensor(x["input_ids"])
-            mask[i, : len(x["input_ids"])] = 1
-        return {
-            "input_ids": t,
-            "attention_mask": mask,
-            "labels": t.masked_fill(mask == 0, -100),
-            "idx": torch.tensor([int(x["idx"]) for x in batch]),
-        }
+        return _padded(batch) | {"idx": torch.tensor([int(x["idx"]) for x in batch])}
 
     class Recording(Trainer):
         # the micro-batch as the model gets it, with the optimizer step it belongs to
@@ -465,16 +463,7 @@ def _accum_run(strategy: str, accum: int, n: int, lengths: list[int]) -> dict:
             micro.append({"step": self.state.global_step + 1, "ids": idx.tolist()})
             return super().compute_loss(model, inputs, *a, **kw)
 
-    cfg = GPT2Config(
-        vocab_size=128,
-        n_positions=64,
-        n_embd=32,
-        n_layer=2,
-        n_head=2,
-        resid_pdrop=0.0,
-        embd_pdrop=0.0,
-        attn_pdrop=0.0,
-    )
+    cfg = _tiny_gpt2(0.0)
     args = TrainingArguments(
         output_dir=str(HERE / "_trainer_out"),
         per_device_train_batch_size=4,
