@@ -110,3 +110,24 @@ def test_logged_marks_exactly_nan(x):
     assert bool(is_logged_nan(y)) == (x != x)
     assert (y == x) or (x != x and y != y)
     assert not is_logged_nan(float("nan")) and is_logged_nan(LOGGED_NAN)
+
+
+TRAINERS = Path(__file__).resolve().parents[1] / "data" / "trainers"
+
+
+@pytest.mark.parametrize("name", ["loguru_loop.log", "rich_w60.log", "tb_loop"])
+def test_logs_the_libraries_wrote_keep_their_nan_apart_from_absent(name):
+    # tests/data/trainers (loguru 0.7.3, rich 15.0.0, torch's SummaryWriter): a real nan
+    # at step 137, tok_per_s every 10 steps, eval every 50 (see its README)
+    run = read_log(TRAINERS / name)
+    steps = run.table["step"].to_numpy()
+    assert {k: steps[m].tolist() for k, m in run.logged_nan.items()} == {
+        "loss": [137],
+        "grad_norm": [137],
+    }
+    doc = json.loads(runner.invoke(app, ["spikes", str(TRAINERS / name), "--json"]).stdout)
+    assert [(s["kind"], s["step"]) for s in doc["spikes"] if s["kind"] == "non-finite"] == [
+        ("non-finite", 137)
+    ]
+    evals = runner.invoke(app, ["spikes", str(TRAINERS / name), "--metric", "eval_loss", "--json"])
+    assert all(s["kind"] != "non-finite" for s in json.loads(evals.stdout)["spikes"])
