@@ -77,21 +77,7 @@ def build_table(
     import pandas as pd
 
     skipped = dict(skipped or {})
-    df = _records_frame(records, extra)
-    if df.empty:
-        raise InputError(path, "no step-like data found", _hint_for(fmt, skipped))
-    if "step_source" not in df:
-        df["step_source"] = "field"
-    df["step_source"] = df["step_source"].fillna("none")
-    for col, default in (("is_eval", False), ("rank", 0), ("step", np.nan)):
-        if col not in df:
-            df[col] = default
-    df["is_eval"] = df["is_eval"].fillna(False).astype(bool)
-    if df["rank"].dtype != np.int64:  # (the fast path's records are already typed)
-        df["rank"] = pd.to_numeric(df["rank"], errors="coerce").fillna(0).astype("int64")
-    if df["step"].dtype != np.float64:
-        df["step"] = pd.to_numeric(df["step"], errors="coerce").astype("float64")
-
+    df = _typed_records(_records_frame(records, extra), path, fmt, skipped)
     sources = _values_of(df["step_source"])
     best = "field" if "field" in sources else "progress" if "progress" in sources else "none"
     df = _assign_steps(df, best, skipped, single_source=len(sources) == 1)
@@ -105,6 +91,50 @@ def build_table(
         ranks = tuple(int(r) for r in sorted(df["rank"].unique()))
     df = _select_rank(df, rank, ranks, path, skipped)
     restarts = _restarts(df)
+    table, logged_nan = _step_table(df, rank)
+    if not restarts and rank != "all":
+        table["tokens"] = _tokens_from_running_total(table)
+    return RunLog(
+        table=_canonical_order(table, rank),
+        path=path,
+        format=fmt,
+        restarts=tuple(restarts),
+        ranks=ranks,
+        skipped={k: v for k, v in sorted(skipped.items()) if v},
+        n_lines=int(n_lines),
+        step_source="line order" if best == "none" else best,
+        logged_nan=logged_nan,
+    )
+
+
+def _typed_records(df: Any, path: str, fmt: str, skipped: dict[str, int]) -> Any:
+    """The records frame with its bookkeeping columns present and typed: ``step_source``
+    (``none`` when missing), ``is_eval`` bool, ``rank`` int64, ``step`` float64."""
+    import numpy as np
+    import pandas as pd
+
+    if df.empty:
+        raise InputError(path, "no step-like data found", _hint_for(fmt, skipped))
+    if "step_source" not in df:
+        df["step_source"] = "field"
+    df["step_source"] = df["step_source"].fillna("none")
+    for col, default in (("is_eval", False), ("rank", 0), ("step", np.nan)):
+        if col not in df:
+            df[col] = default
+    df["is_eval"] = df["is_eval"].fillna(False).astype(bool)
+    if df["rank"].dtype != np.int64:  # (the fast path's records are already typed)
+        df["rank"] = pd.to_numeric(df["rank"], errors="coerce").fillna(0).astype("int64")
+    if df["step"].dtype != np.float64:
+        df["step"] = pd.to_numeric(df["step"], errors="coerce").astype("float64")
+    return df
+
+
+def _step_table(df: Any, rank: int | str) -> tuple[Any, dict[str, Any]]:
+    """One row per step (per rank and step with ``rank="all"``), the later value of each
+    metric winning, and where each metric was printed as NaN/inf (the
+    :attr:`RunLog.logged_nan` masks).  A field only dropped records had leaves no column."""
+    import numpy as np
+    import pandas as pd
 
     keys = ["rank", "step"] if rank == "all" else ["step"]
     bookkeeping = ("line", "rank", "step", "step_source", "is_eval", "attach")
@@ -134,8 +164,14 @@ def build_table(
     for c in CANONICAL_COLUMNS:
         if c not in table:
             table[c] = np.nan
-    if not restarts and rank != "all":
-        table["tokens"] = _tokens_from_running_total(table)
+    return table, logged_nan
+
+
+def _canonical_order(table: Any, rank: int | str) -> Any:
+    """The canonical columns first (``rank`` before them with ``rank="all"``), the others
+    sorted; ``step`` and ``rank`` int64, the rest float64; a fresh 0-based index."""
+    import numpy as np
+
     ordered = list(CANONICAL_COLUMNS)
     if rank == "all":
         ordered.insert(0, "rank")
@@ -144,18 +180,7 @@ def build_table(
     want = {c: np.dtype("int64" if c in ("step", "rank") else "float64") for c in table}
     if convert := {c: t for c, t in want.items() if table[c].dtype != t}:
         table = table.astype(convert)
-    table = table.reset_index(drop=True)
-    return RunLog(
-        table=table,
-        path=path,
-        format=fmt,
-        restarts=tuple(restarts),
-        ranks=ranks,
-        skipped={k: v for k, v in sorted(skipped.items()) if v},
-        n_lines=int(n_lines),
-        step_source="line order" if best == "none" else best,
-        logged_nan=logged_nan,
-    )
+    return table.reset_index(drop=True)
 
 
 def _tokens_from_running_total(table: Any) -> Any:

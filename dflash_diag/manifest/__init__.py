@@ -352,14 +352,7 @@ def read_manifest(
         raise InputError(str(p), "manifest not found", "check the path")
     if split is not None:
         raise InputError(str(p), "--split applies to a DatasetDict folder", "drop --split")
-    source = None
-    if fmt in ("parquet", "arrow"):
-        source = open_source(p, fmt)
-    elif fmt == "jsonl":
-        try:
-            source = jsonl_file(p)
-        except _read_errors():
-            source = None  # (mixed cells: pandas reads them, and the checks name the rows)
+    source = _file_source(p, fmt)
     if source is not None:
         return _from_source(
             p, source, length_column, category_column, progress, tokenizer, special_tokens
@@ -370,6 +363,31 @@ def read_manifest(
             f"--tokenizer reads a text column, not a {fmt} file",
             "give Parquet, JSONL, Arrow or a dataset folder",
         )
+    return _from_table(p, fmt, length_column, category_column, progress)
+
+
+def _file_source(p: Path, fmt: str) -> Any:
+    """The columnar source of a Parquet, Arrow or JSONL file; None for the formats read
+    through pandas (and for JSON lines of mixed cells, whose rows the checks then name)."""
+    if fmt in ("parquet", "arrow"):
+        return open_source(p, fmt)
+    if fmt == "jsonl":
+        try:
+            return jsonl_file(p)
+        except _read_errors():
+            return None
+    return None
+
+
+def _from_table(
+    p: Path,
+    fmt: str,
+    length_column: str | None,
+    category_column: str | None,
+    progress: Progress | None,
+) -> Manifest:
+    """A manifest read through pandas (CSV/TSV, ``.npy``, JSON lines of mixed cells): the
+    columns are listed first, then only the wanted ones read."""
     try:
         if fmt == "npy":
             df, columns = read_npy(p, length_column)
