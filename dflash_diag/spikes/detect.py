@@ -391,26 +391,9 @@ def detect_spikes(
     """
     import numpy as np
 
-    if detector not in DETECTORS:
-        raise InputError(
-            "--detector", f"unknown detector {detector!r}", f"choose from {', '.join(DETECTORS)}"
-        )
-    if direction is None:
-        direction = "down" if metric.startswith("acc") else "up"
-    if direction not in ("up", "down"):
-        raise InputError("direction", f"unknown direction {direction!r}", "choose up or down")
-    if metric not in table.columns:
-        numeric = [c for c in table.columns if c != "step" and table[c].notna().any()]
-        raise InputError(
-            path, f"the log has no {metric!r} column", f"choose --metric from {', '.join(numeric)}"
-        )
-    win = DEFAULT_WINDOW[detector] if window is None else int(window)
-    if win < 2:
-        raise InputError("--window", f"must be at least 2 logged points, got {win}", "")
-    thr = DEFAULT_THRESHOLD.get(detector) if threshold is None else float(threshold)
-    if thr is not None and (not np.isfinite(thr) or thr <= 0):
-        raise InputError("--threshold", f"must be a positive number, got {thr}", "")
-
+    direction, win, thr = _checked_options(
+        table, metric, detector, window, threshold, direction, path
+    )
     t = _one_row_per_step(table, metric, logged)
     steps = t["step"].to_numpy(dtype=np.int64)
     values = t[metric].to_numpy(dtype=np.float64)
@@ -460,6 +443,44 @@ def detect_spikes(
         false_events_basis=basis(cal),
         chance_reason=chance_reason(cal),
     )
+
+
+def _checked_options(
+    table: pd.DataFrame,
+    metric: str,
+    detector: str,
+    window: int | None,
+    threshold: float | None,
+    direction: str | None,
+    path: str,
+) -> tuple[str, int, float | None]:
+    """``(direction, window, threshold)`` of :func:`detect_spikes`, defaults filled in.
+
+    :raises InputError: unknown detector or direction, no such column, a window under 2
+        points, a threshold that is not a positive number.
+    """
+    import numpy as np
+
+    if detector not in DETECTORS:
+        raise InputError(
+            "--detector", f"unknown detector {detector!r}", f"choose from {', '.join(DETECTORS)}"
+        )
+    if direction is None:
+        direction = "down" if metric.startswith("acc") else "up"
+    if direction not in ("up", "down"):
+        raise InputError("direction", f"unknown direction {direction!r}", "choose up or down")
+    if metric not in table.columns:
+        numeric = [c for c in table.columns if c != "step" and table[c].notna().any()]
+        raise InputError(
+            path, f"the log has no {metric!r} column", f"choose --metric from {', '.join(numeric)}"
+        )
+    win = DEFAULT_WINDOW[detector] if window is None else int(window)
+    if win < 2:
+        raise InputError("--window", f"must be at least 2 logged points, got {win}", "")
+    thr = DEFAULT_THRESHOLD.get(detector) if threshold is None else float(threshold)
+    if thr is not None and (not np.isfinite(thr) or thr <= 0):
+        raise InputError("--threshold", f"must be a positive number, got {thr}", "")
+    return direction, win, thr
 
 
 def _one_row_per_step(table: pd.DataFrame, metric: str, logged: Any = None) -> pd.DataFrame:
