@@ -212,6 +212,36 @@ def json_records(data: Any, dicts: bool = False) -> tuple[Any, dict[str, int]] |
     """The raw records (``line`` from 1, ``is_eval``, fields, ``rank``, ``step_source``,
     ``attach``) of a log of JSON lines and the lines skipped by reason, or None (see the
     module docstring).  ``dicts``: the lines were dict lines (:func:`dict_line_records`)."""
+    table = _arrow_table(data)
+    if table is None:
+        return None
+    import pyarrow as pa
+
+    from ..fields import mapping_shape
+
+    n_lines = table.num_rows
+    cols = _columns(table)
+    if not cols:
+        return None
+    keys = tuple(name for name, _, _ in cols)
+    if dicts and (
+        any(pa.types.is_struct(t) for t in table.schema.types)
+        or not all(0 < len(k) <= 80 for k in keys)
+    ):
+        return None  # a nested dict (the regex reads it otherwise), a key it would not take
+    names = mapping_shape(keys)[0]
+    summary, is_eval = _line_kinds(cols, keys)
+    filled = _fill_columns(cols, names, n_lines)
+    if filled is None:
+        return None
+    frame, metrics, read = filled
+    return _records(frame, metrics, read, summary, is_eval)
+
+
+def _arrow_table(data: Any) -> Any:
+    """``data`` read by pyarrow's JSON reader, one row per line; None when the bytes are
+    not plain JSON lines of objects (a blank line, a banner, a ``null``, a warning, CRLF,
+    deep nesting) or Arrow cannot read them: the line parser takes those."""
     if (
         len(data) < MIN_BYTES
         or data[:1] != b"{"
@@ -227,12 +257,8 @@ def json_records(data: Any, dicts: bool = False) -> tuple[Any, dict[str, int]] |
         return None  # a line that is not an object (a blank line, a banner)
     if too_nested(data):
         return None  # (the line parser reads what it can of such a line: see MAX_OPENERS)
-    import numpy as np
-    import pandas as pd
     import pyarrow as pa
     import pyarrow.json as pj
-
-    from ..fields import mapping_shape
 
     try:
         table = pj.read_json(
@@ -241,19 +267,17 @@ def json_records(data: Any, dicts: bool = False) -> tuple[Any, dict[str, int]] |
         )
     except pa.ArrowException:  # (not JSON lines Arrow reads: the line parser says why)
         return None
-    if table.num_rows != n_lines:
-        return None
-    cols = _columns(table)
-    if not cols:
-        return None
-    keys = tuple(name for name, _, _ in cols)
-    if dicts and (
-        any(pa.types.is_struct(t) for t in table.schema.types)
-        or not all(0 < len(k) <= 80 for k in keys)
-    ):
-        return None  # a nested dict (the regex reads it otherwise), a key it would not take
-    names = mapping_shape(keys)[0]
-    # each line's set of keys as one number per 63 keys: the distinct sets by sorting those
+    return table if table.num_rows == n_lines else None
+
+
+def _line_kinds(cols: list[Any], keys: tuple[str, ...]) -> tuple[Any, Any]:
+    """Per line, whether its set of keys makes it a run summary and an eval record
+    (:func:`mapping_shape` of that set), as bool arrays: the distinct key sets are found
+    by packing each line's keys into one number per 63 keys and sorting those."""
+    import numpy as np
+
+    from ..fields import mapping_shape
+
     present = np.column_stack([p for _, _, p in cols])
     bits = np.left_shift(np.int64(1), np.arange(len(keys), dtype=np.int64) % 63)
     words = np.column_stack(
@@ -273,6 +297,17 @@ def json_records(data: Any, dicts: bool = False) -> tuple[Any, dict[str, int]] |
         _, summary[j], is_eval[j] = mapping_shape(
             tuple(k for k, h in zip(keys, has, strict=True) if h)
         )
+    return summary[which], is_eval[which]
+
+
+def _fill_columns(
+    cols: list[Any], names: Any, n_lines: int
+) -> tuple[dict[str, Any], Any, dict[str, Any]] | None:
+    """The value columns by canonical name (NaN where a line has no value), the number
+    of metric values per line, and per column the lines it has a value in; None when one
+    line holds two keys for one column (which wins would depend on the order of keys)."""
+    import numpy as np
+
     frame: dict[str, Any] = {"line": np.arange(1, n_lines + 1, dtype=np.int64)}
     metrics = np.zeros(n_lines, dtype=np.int64)
     read: dict[str, np.ndarray] = {}  # per column: the rows it has a value in
@@ -286,7 +321,7 @@ def json_records(data: Any, dicts: bool = False) -> tuple[Any, dict[str, int]] |
             continue
         if name in read:  # two keys for one column (`_step` and `step`)
             if (read[name] & known).any():
-                return None  # in one line: which wins depends on the order of its keys
+                return None
             frame[name] = np.where(known, values, frame[name])
             read[name] |= known
         else:
@@ -294,8 +329,19 @@ def json_records(data: Any, dicts: bool = False) -> tuple[Any, dict[str, int]] |
             read[name] = known
         if name not in ("step", "epoch", "rank"):
             metrics += known
+    return frame, metrics, read
+
+
+def _records(
+    frame: dict[str, Any], metrics: Any, read: dict[str, Any], row_summary: Any, row_eval: Any
+) -> tuple[Any, dict[str, int]] | None:
+    """The records frame of the lines with a metric that are not summaries, and the
+    lines skipped by reason (``summary``, ``text``); None when no line is kept."""
+    import numpy as np
+    import pandas as pd
+
+    n_lines = len(metrics)
     has_step = read.get("step", np.zeros(n_lines, dtype=bool))  # (NaN is a step field too)
-    row_summary, row_eval = summary[which], is_eval[which]
     keep = ~row_summary & (metrics > 0)
     skipped: dict[str, int] = {}
     if row_summary.any():
