@@ -521,6 +521,27 @@ class _Fitted:
     lr: np.ndarray | None
 
 
+def _trusted(
+    pred: float | None,
+    like: float | None,
+    model: CompositionModel | None,
+    r2_similar: float | None,
+) -> tuple[float | None, float | None]:
+    """The two predictions of a spike's rise, keeping only those whose predictor predicts
+    held-out points (held-out R² >= :data:`R2_MIN`) when at least one does: a share of
+    the rise is never read from a predictor that predicts nothing while the other one
+    makes the verdict usable."""
+
+    def usable(r2: float | None) -> bool:
+        return r2 is not None and math.isfinite(r2) and r2 >= R2_MIN
+
+    model_ok = model is not None and usable(model.r2_cv)
+    like_ok = usable(r2_similar)
+    if not (model_ok or like_ok):
+        return pred, like
+    return (pred if model_ok else None), (like if like_ok else None)
+
+
 def _evidence(ev: SpikeEvent, f: _Fitted) -> SpikeEvidence:
     """One spike's batch, predictions, recurrences and verdict (module docstring)."""
     import numpy as np
@@ -532,6 +553,7 @@ def _evidence(ev: SpikeEvent, f: _Fitted) -> SpikeEvidence:
     rise = float(sign * (ev.value - ev.baseline if math.isfinite(ev.baseline) else f.residual[p]))
     pred = float(f.predicted[p]) if math.isfinite(f.predicted[p]) else None
     like = float(f.similar[p]) if math.isfinite(f.similar[p]) else None
+    pred, like = _trusted(pred, like, f.model, f.r2_similar)
     best = max((sign * v for v in (pred, like) if v is not None), default=None)
     explained = best / rise if best is not None and rise > 0 else None
     by_similar = like is not None and (pred is None or sign * like > sign * pred)
