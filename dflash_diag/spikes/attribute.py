@@ -521,7 +521,7 @@ class _Fitted:
     lr: np.ndarray | None
 
 
-def _trusted(
+def trusted_predictions(
     pred: float | None,
     like: float | None,
     model: CompositionModel | None,
@@ -553,7 +553,7 @@ def _evidence(ev: SpikeEvent, f: _Fitted) -> SpikeEvidence:
     rise = float(sign * (ev.value - ev.baseline if math.isfinite(ev.baseline) else f.residual[p]))
     pred = float(f.predicted[p]) if math.isfinite(f.predicted[p]) else None
     like = float(f.similar[p]) if math.isfinite(f.similar[p]) else None
-    pred, like = _trusted(pred, like, f.model, f.r2_similar)
+    pred, like = trusted_predictions(pred, like, f.model, f.r2_similar)
     best = max((sign * v for v in (pred, like) if v is not None), default=None)
     explained = best / rise if best is not None and rise > 0 else None
     by_similar = like is not None and (pred is None or sign * like > sign * pred)
