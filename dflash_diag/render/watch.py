@@ -99,5 +99,7 @@ def summary_lines(summary: Summary, why: str) -> list[str]:
         more = f" (last 10 of {n})" if n > 10 else ""
         lines.append(f"spikes{more}: {steps}")
     if summary.restarts:
-        lines.append("the log went back (resumes) to steps " + ", ".join(map(str, summary.restarts)))
+        lines.append(
+            "the log went back (resumes) to steps " + ", ".join(map(str, summary.restarts))
+        )
     return lines

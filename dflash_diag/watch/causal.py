@@ -152,7 +152,6 @@ class CausalDetector:
         """Decide each new point in order; returns one :class:`Decision` per point.
 
         Splitting the same points into calls of any sizes gives the same decisions."""
-        import numpy as np
 
         steps = [int(s) for s in steps]
         vals = [float(v) for v in values]
@@ -328,7 +327,6 @@ class CausalDetector:
             "critical": np.array([p.critical for p in d], dtype=np.float64),
             "flagged": np.array([p.flagged for p in d], dtype=bool),
         }
-
 
 
 def trailing_levels(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -122,9 +122,13 @@ class Follower:
                 self._said_waiting = True
             return False
         except IsADirectoryError:
-            raise InputError(self.path, "is a folder, not a log file", "give the log file") from None
+            raise InputError(
+                self.path, "is a folder, not a log file", "give the log file"
+            ) from None
         except OSError as e:
-            raise InputError(self.path, f"cannot read it ({e.strerror})", "check permissions") from None
+            raise InputError(
+                self.path, f"cannot read it ({e.strerror})", "check permissions"
+            ) from None
         st = os.fstat(f.fileno())
         self._file, self._identity, self._pos, self._head = f, (st.st_dev, st.st_ino), 0, b""
         if self._backlog_end < 0:  # the first open: what is there now is the backlog

@@ -276,8 +276,9 @@ class WatchSession:
             self.line_order,
         )
         if self.metric_rank in (None, "auto") and verdict.ground is not None:
-            if det.n_points >= FIX_RANK_POINTS:
-                # Chosen once on enough points: the next verdicts skip the choice.
+            if upto + 1 >= FIX_RANK_POINTS:
+                # Chosen on enough points: kept, so the next verdicts skip the choice
+                # (it scores every rank's batches: most of a verdict's time).
                 self.metric_rank = "all" if verdict.metric_rank is None else verdict.metric_rank
         spike = Spike(
             step=d.step,
@@ -300,8 +301,8 @@ class WatchSession:
         self.summary.last_step = det.steps[-1] if det.steps else None
 
 
-#: After this many points, an ``auto`` metric rank chosen at a spike is kept.
-FIX_RANK_POINTS = 500
+#: An ``auto`` metric rank chosen at a spike on at least this many points is kept.
+FIX_RANK_POINTS = 100
 
 
 class _Prefix:

@@ -345,4 +345,3 @@ def alike(att: Attribution, evidence: SpikeEvidence, direction: str) -> str | No
         f"{'s' if steps.size > 1 else ''} {named}{more}) rose {med:+.3g} over the trend"
         f"{' (median)' if steps.size > 1 else ''}, {med / evidence.rise:.0%} of this rise"
     )
-

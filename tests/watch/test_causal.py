@@ -106,9 +106,7 @@ def test_causal_detection_differs_from_spikes_only_by_the_future():
     assert [o.step for o in out if o.starts_event] == [e.start_step for e in finished.events]
 
 
-series = st.lists(
-    st.floats(min_value=0.5, max_value=5.0, allow_nan=False), min_size=8, max_size=90
-)
+series = st.lists(st.floats(min_value=0.5, max_value=5.0, allow_nan=False), min_size=8, max_size=90)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
