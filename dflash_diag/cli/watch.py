@@ -159,7 +159,7 @@ def _follow(session: Any, as_json: bool, exit_on_spike: bool, new_only: bool) ->
     from .consoles import err_console, out_console
 
     live = _live(session, as_json)
-    why, code = "stopped", 0
+    why, code = "ended", 0
 
     def stop(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
@@ -178,10 +178,10 @@ def _follow(session: Any, as_json: bool, exit_on_spike: bool, new_only: bool) ->
                     continue
                 _print_spike(ev, session.metric, as_json, show)
                 if exit_on_spike:
-                    why, code = f"stopped at the spike at step {ev.step}", SPIKE_EXIT
+                    why, code = f"stopped at the first spike (step {ev.step})", SPIKE_EXIT
                     break
             else:
-                why = f"stopped after step {session.until}"
+                why = "stopped"
     except KeyboardInterrupt:
         why = "interrupted"
     finally:
@@ -189,10 +189,9 @@ def _follow(session: Any, as_json: bool, exit_on_spike: bool, new_only: bool) ->
         session.follower.close()
     from ..render.watch import summary_lines
 
-    for line in summary_lines(session.summary, why):
-        (err_console if as_json else out_console).print(
-            line, markup=False, highlight=False, soft_wrap=True
-        )
+    console = err_console if as_json else out_console
+    for line in summary_lines(session.summary, why, console.width):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     sys.stdout.flush()
     return code
 

@@ -21,9 +21,9 @@ def spike_lines(spike: Spike, metric: str, width: int = 80) -> list[str]:
     """The text of a spike: a head line (step, value over baseline, z, verdict and its
     ground) and its evidence, indented.
 
-    The head reads ``step 254  loss 5.857 over 0.949  z 68.9 >= 3.57  composition
-    (verified)``; a spike that was already in the log when the watch began starts with
-    ``backlog:``.  Evidence lines are wrapped to ``width`` columns."""
+    The head reads ``step 254  loss 5.857 over 0.9649  z 68.9  composition (verified)``;
+    a spike that was already in the log when the watch began starts with ``backlog``.
+    Evidence lines are wrapped to ``width`` columns."""
     import textwrap
 
     v = spike.verdict
@@ -31,14 +31,13 @@ def spike_lines(spike: Spike, metric: str, width: int = 80) -> list[str]:
     if spike.kind == "non-finite":
         head = f"step {spike.step}  {metric} {_num(spike.value)}  {v.verdict}{ground}"
     else:
-        crit = f" >= {spike.critical:.3g}" if math.isfinite(spike.critical) else ""
-        warm = ", warming up" if spike.rule == "warming up" else ""
+        warm = " (warming up)" if spike.rule == "warming up" else ""
         head = (
             f"step {spike.step}  {metric} {_num(spike.value)} over {_num(spike.baseline)}  "
-            f"z {spike.z:.3g}{crit}{warm}  {v.verdict}{ground}"
+            f"z {spike.z:.3g}{warm}  {v.verdict}{ground}"
         )
     if spike.backlog:
-        head = f"backlog: {head}"
+        head = f"backlog {head}"
     lines = [head]
     for r in v.reasons[:TEXT_REASONS]:
         lines += textwrap.wrap(r, width, initial_indent="  ", subsequent_indent="    ")
@@ -85,21 +84,21 @@ def status_text(status: Status, metric: str, path: str) -> str:
     )
 
 
-def summary_lines(summary: Summary, why: str) -> list[str]:
-    """The last words: why the watch ended, what it read, the spikes by verdict."""
+def summary_lines(summary: Summary, why: str, width: int = 80) -> list[str]:
+    """The last words: why the watch ended, what it read, the spikes by verdict and
+    (the last 10) by step."""
+    import textwrap
+
     n = len(summary.spikes)
+    at = "" if summary.last_step is None else f", the last at step {summary.last_step}"
+    lines = [f"{why}: {summary.points} points of {summary.metric} from {summary.lines} lines{at}"]
     verdicts = ", ".join(f"{k} {v}" for k, v in sorted(summary.verdicts.items()))
-    last = "" if summary.last_step is None else f", last step {summary.last_step}"
-    lines = [
-        f"{why}: {summary.points} points of {summary.metric} from {summary.lines} lines"
-        f"{last}; {n} spike{'s' if n != 1 else ''}" + (f" ({verdicts})" if verdicts else "")
-    ]
+    lines.append(f"{n} spike{'s' if n != 1 else ''}" + (f": {verdicts}" if verdicts else ""))
     if summary.spikes:
         steps = ", ".join(f"{s.step} {s.verdict.verdict}" for s in summary.spikes[-10:])
-        more = f" (last 10 of {n})" if n > 10 else ""
-        lines.append(f"spikes{more}: {steps}")
+        more = "the last 10: " if n > 10 else ""
+        lines += textwrap.wrap(more + steps, width, initial_indent="  ", subsequent_indent="  ")
     if summary.restarts:
-        lines.append(
-            "the log went back (resumes) to steps " + ", ".join(map(str, summary.restarts))
-        )
+        back = "the log went back (resumes) to step " + ", ".join(map(str, summary.restarts))
+        lines += textwrap.wrap(back, width)
     return lines
