@@ -3,7 +3,9 @@
 Layout (all integers little-endian)::
 
     file   := MAGIC (8 bytes, b"DFDBATCH") version (u32) frame*
-    frame  := size (u32) crc (u32, CRC-32 of payload) payload (size bytes)
+    frame  := size (u32) check (u16) crc (u32) payload (size bytes)
+              check: the low 16 bits of the CRC-32 of the 4 size bytes, so that a
+              damaged size is told from a frame cut short; crc: CRC-32 of payload
     payload:= b"H" JSON        a header: format version, dflash_diag version, rank,
                                world size, the run's settings; the first frame, and
                                again at each reopening (a resumed run: a new session)
@@ -43,7 +45,7 @@ MAGIC = b"DFDBATCH"
 FORMAT_VERSION = 1
 #: bytes before the first frame: magic and format version
 PREAMBLE = MAGIC + struct.pack("<I", FORMAT_VERSION)
-FRAME_HEAD = struct.Struct("<II")
+FRAME_HEAD = struct.Struct("<IHI")
 KIND_HEADER = b"H"
 KIND_BLOCK = b"B"
 #: a frame larger than this is corruption, not data (a step of 64M samples at most)
@@ -130,7 +132,13 @@ def _decode_chunk(data: np.ndarray) -> np.ndarray:
 
 def frame(payload: bytes) -> bytes:
     """``payload`` with its size and CRC-32 in front."""
-    return FRAME_HEAD.pack(len(payload), zlib.crc32(payload)) + payload
+    size = len(payload)
+    return FRAME_HEAD.pack(size, size_check(size), zlib.crc32(payload)) + payload
+
+
+def size_check(size: int) -> int:
+    """The 16-bit check of a frame's size field."""
+    return zlib.crc32(size.to_bytes(4, "little")) & 0xFFFF
 
 
 def header_frame(info: dict[str, Any]) -> bytes:
@@ -237,15 +245,21 @@ def scan_frames(buf: bytes, path: str) -> Scan:
     crc32 = zlib.crc32
     view = memoryview(buf)
     unpack = FRAME_HEAD.unpack_from
+    head = FRAME_HEAD.size
     torn = 0
     while pos < size_all:
-        if pos + 8 > size_all:
+        if pos + head > size_all:
             torn = 1
             break
-        size, crc = unpack(buf, pos)
-        a, b = pos + 8, pos + 8 + size
-        if b > size_all or size == 0 or size > MAX_FRAME or crc32(view[a:b]) != crc:
-            if b >= size_all or not any(view[pos:]):  # the last frame, or a zeroed tail
+        size, check, crc = unpack(buf, pos)
+        a, b = pos + head, pos + head + size
+        if check != size_check(size) or size == 0 or size > MAX_FRAME:
+            if not any(view[pos:]):  # a zeroed tail (a crash before the data reached disk)
+                torn = 1
+                break
+            raise InputError(path, f"corrupt record at byte {pos}", "the file is damaged")
+        if b > size_all or crc32(view[a:b]) != crc:
+            if b >= size_all:  # the last record, cut short or not all written
                 torn = 1
                 break
             raise InputError(path, f"corrupt record at byte {pos}", "the file is damaged")
@@ -341,9 +355,7 @@ def _block_records(vals: np.ndarray, bounds: np.ndarray, path: str) -> dict[str,
     count = np.diff(bounds)
     if (count < 5).any():
         raise _bad(path, "a step record too short")
-    if len(vals) and int(vals.max()) >= 2**63:
-        raise _bad(path, "a number beyond int64")
-    ivals = vals.view(np.int64)
+    ivals = vals.view(np.int64)  # (negative where beyond int64: refused below)
     per_block = ivals[v0 + 1]
     if (per_block < 1).any() or (2 + 3 * per_block > count).any():
         raise _bad(path, "a step record with a wrong micro-batch count")
@@ -352,7 +364,9 @@ def _block_records(vals: np.ndarray, bounds: np.ndarray, path: str) -> dict[str,
     np.cumsum(per_block[:-1], out=first[1:])
     j = np.arange(len(block), dtype=np.int64) - first[block]
     head = v0[block] + 2 + 3 * j
-    if (ivals[head + 2] > len(vals)).any():
+    if len(head) and (ivals[v0] < 0).any() or (ivals[head].min(initial=0) < 0):
+        raise _bad(path, "a step or rank beyond int64")
+    if ((ivals[head + 1] < 0) | (ivals[head + 2] < 0) | (ivals[head + 2] > len(vals))).any():
         raise _bad(path, "a micro-batch larger than the file")
     return {
         "step": ivals[v0][block],
@@ -406,6 +420,8 @@ def _block_rows(
     rb = row_block[flagged]
     length = np.full(total, -1, dtype=np.int64)
     length[flagged] = vals[length_at[rb] + np.arange(len(flagged)) - k_first[rb]].view(np.int64)
+    if (length[flagged] < 0).any():
+        raise _bad(path, "a length beyond int64")
     if total and int(ids.max()) >= 2**63:
         raise _bad(path, "a sample id beyond int64")
     return {"sample_id": ids.view(np.int64), "length": length, "flag": flag}

@@ -92,10 +92,13 @@ def _int_array(values: Any, name: str) -> np.ndarray:
         arr = arr.reshape(1)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
-    if arr.dtype.kind not in "iu" and not (arr.dtype == object and len(arr) == 0):
-        if arr.size and arr.dtype.kind != "b":
-            try:  # (a list of Python ints that are too big, or floats)
-                exact = arr.astype(np.int64)
+    if arr.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if arr.dtype.kind not in "iu":
+        if arr.dtype.kind != "b":
+            try:  # (whole floats pass; Python ints beyond int64 do not)
+                with np.errstate(invalid="ignore"):
+                    exact = arr.astype(np.int64)
                 if (exact == arr).all():
                     arr = exact
             except (TypeError, ValueError, OverflowError):
@@ -241,6 +244,10 @@ class BatchRecorder:
             order = ids.argsort(kind="stable")
             ids, lens = ids[order], lens[order]
         flags = self._flags(ids, lens)
+        if len(ids) > 1:  # an id twice in one micro-batch: every copy carries its length
+            twice = ids[1:] == ids[:-1]
+            flags[1:] |= twice
+            flags[:-1] |= twice
         for part, value in zip(sink.parts, (rank_i, micro_i, ids, flags, lens[flags]), strict=True):
             part.append(value)
         sink.pending += len(ids)
@@ -265,10 +272,12 @@ class BatchRecorder:
 
         top = int(ids[-1])  # (sorted)
         if top >= len(self._known) and len(self._known) < KNOWN_LIMIT:
-            size = min(max(top + 1, 2 * len(self._known), 1024), KNOWN_LIMIT)
-            grown = np.full(size, -1, dtype=np.int32)
-            grown[: len(self._known)] = self._known
-            self._known = grown
+            cover = top if top < KNOWN_LIMIT else int(ids[ids < KNOWN_LIMIT].max(initial=-1))
+            if cover >= len(self._known):
+                size = min(max(cover + 1, 2 * len(self._known), 1024), KNOWN_LIMIT)
+                grown = np.full(size, -1, dtype=np.int32)
+                grown[: len(self._known)] = self._known
+                self._known = grown
         known = self._known
         if top < len(known):
             seen = known[ids]
