@@ -73,7 +73,10 @@ def expected_rows(calls):
         ids = np.array([i for i, _ in pairs], dtype=np.int64)
         lens = np.array([n for _, n in pairs], dtype=np.int64)
         order = np.argsort(ids, kind="stable")
-        rows += [(step, rank, micro, int(i), int(n)) for i, n in zip(ids[order], lens[order])]
+        rows += [
+            (step, rank, micro, int(i), int(n))
+            for i, n in zip(ids[order], lens[order], strict=True)
+        ]
     return sorted(rows, key=lambda r: r[:3])
 
 
