@@ -70,6 +70,16 @@ def register(app: typer.Typer) -> None:
             Path | None,
             typer.Option("--manifest", help="Per-sample lengths, as for 'spikes'."),
         ] = None,
+        composition: Annotated[
+            Path | None,
+            typer.Option(
+                "--composition",
+                help="The batches recorded during training (dflash_diag.record; default: "
+                "LOG's name with .batches, when there): no replay, the verdicts rest on "
+                "what each step consumed.",
+                metavar="FILE",
+            ),
+        ] = None,
         covers: Annotated[
             Covers,
             typer.Option(
@@ -143,6 +153,7 @@ def register(app: typer.Typer) -> None:
             config=str(config) if config is not None else None,
             schedule=schedule,
             until=until,
+            composition=str(composition) if composition is not None else None,
         )
         code = _follow(session, json, exit_on_spike, new_only)
         if code:

@@ -162,6 +162,8 @@ class WatchSession:
         self._order = 0  # records numbered by line order (no step of their own)
         self.summary = Summary(path=path, metric=metric)
         self.until = until
+        #: What the reader should know before the first line (yielded by the first poll).
+        self.notes: list[str] = []
         #: ``until`` was reached: nothing after it is read.
         self.done = False
 
@@ -186,6 +188,8 @@ class WatchSession:
     def poll(self) -> Iterator[Event]:
         """Read and judge what was written since the last poll; each event is yielded
         as soon as it is judged."""
+        notes, self.notes = self.notes, []
+        yield from (Notice(t) for t in notes)
         chunk = self.follower.poll()
         yield from (Notice(t) for t in chunk.notices)
         if chunk.reset:
@@ -365,21 +369,26 @@ def open_session(
     config: str | None = None,
     schedule: dict[str, Any] | None = None,
     until: int | None = None,
-    composition: Composition | None = None,
+    composition: str | None = None,
 ) -> WatchSession:
     """A :class:`WatchSession` from the command's options (``dflash-diag watch``).
 
     The schedule is resolved as ``spikes`` resolves it (flags, ``--config``, or
     ``dflash-diag.toml`` beside the log; flags win); with a manifest, it is read now
     (a bad one is refused before the log is followed) and replayed when the first
-    spike needs it.  ``composition`` (e.g. a recorded one) replaces the replay.
+    spike needs it.  A composition recorded during training (:mod:`dflash_diag.record`),
+    ``composition`` or the recording found beside the log (``run.log`` ->
+    ``run.batches``), replaces the replay; the manifest, if any, checks its lengths.
 
     :raises InputError: a format that cannot be followed, a bad schedule or manifest.
     """
+    from pathlib import Path
+
     from ..errors import InputError
     from ..logs import check_format
+    from ..record import find_recording
     from ..schedule.config import resolve_schedule
-    from .verdict import replayed_composition
+    from .verdict import recorded_composition, replayed_composition
 
     fmt = check_format(fmt)
     if fmt is not None and fmt not in LINE_FORMATS:
@@ -393,14 +402,23 @@ def open_session(
     resolved = resolve_schedule(schedule or {}, config, near=log, manifest=manifest)
     if metric_rank is None:
         metric_rank = resolved.metric_rank
-    if composition is None and resolved.manifest is not None:
-        composition = replayed_composition(resolved, config, log, force)
-    return WatchSession(
+    notes = []
+    found = find_recording(log) if composition is None else None
+    source: Composition | None = None
+    if composition is not None:
+        named = f"--composition {Path(composition).name}"
+        source = recorded_composition(composition, resolved.manifest, named)
+    elif found is not None:
+        notes.append(f"composition: {found} (found beside the log)")
+        source = recorded_composition(found, resolved.manifest, f"{found} (beside the log)")
+    elif resolved.manifest is not None:
+        source = replayed_composition(resolved, config, log, force)
+    session = WatchSession(
         log,
         metric=metric,
         window=window or DEFAULT_WINDOW,
         threshold=threshold,
-        composition=composition,
+        composition=source,
         covers=covers,
         metric_rank=metric_rank,
         fmt=fmt,
@@ -408,3 +426,5 @@ def open_session(
         step_every=step_every,
         until=until,
     )
+    session.notes.extend(notes)
+    return session

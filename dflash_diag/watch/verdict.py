@@ -127,6 +127,72 @@ class ReplayedComposition:
         )
 
 
+@dataclass
+class RecordedComposition:
+    """A composition recorded during training (:mod:`dflash_diag.record`), read again
+    when a spike's step is past what was read: the recording grows with the run.
+
+    :param path: the recording (a file, or the base path of rank files).
+    :param manifest: lengths to check it against (None: the recorded lengths).
+    :param named_by: where it came from, in words.
+    """
+
+    path: str
+    manifest: Any = None
+    named_by: str = ""
+    reads: int = 0
+    _replay: Any = field(default=None, repr=False)
+
+    def replay_for(self, step: int) -> Replay:
+        import time
+
+        # The recorder writes a step when the next one starts: its line in the log may
+        # come a moment before it is in the file.
+        for attempt in range(RECORD_RETRIES + 1):
+            rep = self._replay
+            if rep is not None and int(rep.steps["step"].max()) >= step:
+                break
+            if attempt:
+                time.sleep(RECORD_RETRY_SECONDS)
+            self.read()
+        return self._replay  # type: ignore[no-any-return]
+
+    def read(self) -> None:
+        """Read the recording (again) as it is now."""
+        from ..record import read_recording
+
+        self._replay = read_recording(self.path).to_replay(self.manifest)
+        self.reads += 1
+
+    def ground(self, replay: Replay, table: pd.DataFrame) -> ScheduleGround:
+        from ..spikes.coverage import ScheduleGround
+
+        last = int(replay.steps["step"].max())
+        detail = f"the batches were recorded during training ({self.named_by}, to step {last})"
+        return ScheduleGround("recorded", self.named_by, detail)
+
+
+#: A recording that does not reach a spike's step yet is read again this many times ...
+RECORD_RETRIES = 3
+#: ... this many seconds apart.
+RECORD_RETRY_SECONDS = 0.1
+
+
+def recorded_composition(
+    path: str | Path, manifest: str | Path | None, named_by: str
+) -> RecordedComposition:
+    """A :class:`RecordedComposition`, read once now so that a foreign or corrupt
+    recording is refused before the log is followed (one line, exit status 2)."""
+    m = None
+    if manifest is not None:
+        from ..manifest import read_manifest
+
+        m = read_manifest(manifest)
+    comp = RecordedComposition(str(path), m, named_by)
+    comp.read()
+    return comp
+
+
 def replayed_composition(
     resolved: Any, config: str | Path | None, log: str, force: bool = False
 ) -> ReplayedComposition:

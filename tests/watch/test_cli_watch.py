@@ -92,3 +92,50 @@ def test_gzip_is_refused_with_one_line_and_status_2(tmp_path):
 def test_bad_options_are_one_line(tmp_path, args, message):
     result = runner.invoke(app, ["watch", str(tmp_path / "run.log"), *args])
     assert result.exit_code == 2 and result.stderr.startswith(message)
+
+
+def record_rank0(path: Path, last_step: int) -> None:
+    """What the sample run's rank 0 consumed, steps 1..last_step, as BatchRecorder
+    writes it during training."""
+    from dflash_diag.manifest import read_manifest
+    from dflash_diag.record import BatchRecorder
+    from dflash_diag.schedule import replay
+    from dflash_diag.schedule.config import resolve_schedule
+
+    resolved = resolve_schedule({}, SAMPLE / "dflash-diag.toml")
+    rep = replay(read_manifest(resolved.manifest), resolved.params, epochs=1)
+    micro = rep.micro
+    with BatchRecorder(path, rank=0, world_size=1) as rec:
+        for i in micro.index[(micro["rank"] == 0) & (micro["step"] <= last_step)]:
+            ids = rep.batch(i)
+            rec.log(int(micro.at[i, "step"]), ids, rep.lengths[ids])
+
+
+def test_a_recorded_composition_is_what_the_verdicts_rest_on(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # (no schedule anywhere: only the recording)
+    shutil.copy(SAMPLE / "run.log", tmp_path / "train.log")
+    record_rank0(tmp_path / "rank0.batches", 300)
+    args = ["watch", "train.log", "--composition", "rank0.batches", "--until", "300", "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.stderr
+    docs = {d["step"]: d for d in map(json.loads, result.stdout.splitlines())}
+    for step in (254, 258):
+        assert docs[step]["verdict"] == "composition" and docs[step]["ground"] == "recorded"
+        assert docs[step]["batch"]["mean_len"] == 8192.0
+
+
+def test_a_recording_beside_the_log_is_found_and_said(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(SAMPLE / "run.log", tmp_path / "train.log")
+    record_rank0(tmp_path / "train.batches", 300)
+    result = runner.invoke(app, ["watch", "train.log", "--until", "260", "--json"])
+    assert result.stderr.startswith("watch: composition: train.batches (found beside the log)\n")
+    assert json.loads(result.stdout.splitlines()[-1])["ground"] == "recorded"
+
+
+def test_a_corrupt_recording_is_refused_before_watching(tmp_path):
+    bad = tmp_path / "x.batches"
+    bad.write_bytes(b"not a recording at all")
+    result = runner.invoke(app, ["watch", str(tmp_path / "run.log"), "--composition", str(bad)])
+    assert result.exit_code == 2 and result.stderr.startswith(f"error: {bad}")
+    assert len(result.stderr.splitlines()) == 1
