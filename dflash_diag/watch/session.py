@@ -35,6 +35,8 @@ from .verdict import Composition, LiveVerdict, judge
 
 #: Columns kept per point besides the metric, for the verdicts.
 EXTRA_COLUMNS = ("lr", "grad_norm", "tokens")
+#: Keys of a parsed record that are not metrics.
+_BOOKKEEPING = frozenset({"line", "rank", "step", "step_source", "is_eval", "attach", "write"})
 
 
 @dataclass(frozen=True)
@@ -160,6 +162,9 @@ class WatchSession:
         self._extra: dict[str, list[float]] = {c: [] for c in EXTRA_COLUMNS}
         self._stepped = False  # a record with its own step has been seen
         self._order = 0  # records numbered by line order (no step of their own)
+        self._records = 0  # records parsed
+        self._keys: set[str] = set()  # their metrics (for the "no such metric" notice)
+        self._said_missing = False
         self.summary = Summary(path=path, metric=metric)
         self.until = until
         #: What the reader should know before the first line (yielded by the first poll).
@@ -225,9 +230,19 @@ class WatchSession:
             if self.done:
                 break
         yield from self._decide(steps, values, chunk.backlog)
+        if self._records and not self.detector.n_points and not self._said_missing:
+            self._said_missing = True
+            others = ", ".join(sorted(self._keys)[:8]) or "no metrics"
+            yield Notice(
+                f"no {self.metric!r} in the {self._records} records read so far (they have "
+                f"{others}); check --metric"
+            )
 
     def _point(self, rec: dict[str, Any]) -> tuple[int, float] | None:
         """``(step, value)`` of a record of the watched metric, or None."""
+        self._records += 1
+        if len(self._keys) < 100:
+            self._keys.update(k for k in rec if k not in _BOOKKEEPING)
         if rec.get("is_eval") or self.metric not in rec or rec.get("rank", 0) != self.rank:
             return None
         value = _number(rec.get(self.metric))

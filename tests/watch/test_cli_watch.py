@@ -139,3 +139,13 @@ def test_a_corrupt_recording_is_refused_before_watching(tmp_path):
     result = runner.invoke(app, ["watch", str(tmp_path / "run.log"), "--composition", str(bad)])
     assert result.exit_code == 2 and result.stderr.startswith(f"error: {bad}")
     assert len(result.stderr.splitlines()) == 1
+
+
+def test_a_schedule_the_logged_tokens_refute_ends_the_watch_with_one_line(run):
+    result = runner.invoke(app, ["watch", str(run), "--seed", "1"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(
+        f"error: {run}: the schedule from {run.parent / 'dflash-diag.toml'} (found beside the "
+        "log) matches "
+        "the logged tokens at only 0% of 52 steps (first mismatch: step 1);"
+    )

@@ -132,3 +132,16 @@ def test_the_sample_run_is_judged_on_its_points_so_far(tmp_path):
     cut = open_session(str(tmp_path / "cut.log"), config=str(tmp_path / "dflash-diag.toml"))
     last = spikes(cut.poll())[-1]
     assert last.step == 254 and last.verdict.reasons == got[254].verdict.reasons
+
+
+def test_a_metric_the_log_does_not_have_is_said_once(tmp_path):
+    log = tmp_path / "run.log"
+    log.write_text(lines(10))
+    s = WatchSession(str(log), metric="acc")
+    notices = [e.text for e in poll(s)]
+    assert notices == [
+        "no 'acc' in the 10 records read so far (they have loss, lr); check --metric"
+    ]
+    with open(log, "a") as f:
+        f.write(lines(5, start=11))
+    assert poll(s) == []
