@@ -156,9 +156,9 @@ def _root(
 
 def _register() -> None:
     # Command modules import only typer/rich at module level; the heavy work is inside.
-    from . import batches, compare, manifest, parse, spikes
+    from . import batches, compare, manifest, parse, spikes, watch
 
-    for module in (parse, spikes, batches, compare, manifest):
+    for module in (parse, spikes, batches, compare, manifest, watch):
         module.register(app)
 
 

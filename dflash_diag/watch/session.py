@@ -1,0 +1,445 @@
+"""Lines in, spike events out: :class:`WatchSession` and :func:`watch`.
+
+A session owns a :class:`~.follow.Follower`, the project's line parser
+(:func:`~dflash_diag.logs.lines.parse_line`, the same formats ``spikes`` reads: free
+``key=value`` text, the HF Trainer's dict lines, JSON lines, progress-bar postfixes),
+a :class:`~.causal.CausalDetector` and, when the batches are known, a
+:class:`~.verdict.Composition`.  :meth:`WatchSession.poll` reads what was written since
+the last poll, parses each new line once, turns the records of the watched metric into
+points, decides each point, and returns the events: a :class:`Spike` for each new
+event (judged at once, :func:`~.verdict.judge`) and a :class:`Notice` for what the
+reader should know (the file is missing, was truncated; the log went back to an
+earlier step).  :func:`watch` polls until stopped, sleeping between polls.
+
+Points: a record is used when it is a training record (not evaluation) of the chosen
+rank holding the metric; its step is its own (a ``step`` field or a progress bar's
+count).  A log whose records carry no step numbers them 1, 2, ... (times
+``step_every``).  A step at or below the last one is a resume: the points from that
+step on are forgotten and the values logged again replace them (as ``read_log`` keeps
+the later value of a repeated step); spikes already reported stay reported.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..logs.grammar import LINE_FORMATS
+from ..logs.lines import LineState, parse_line
+from .causal import DEFAULT_WINDOW, CausalDetector
+from .follow import POLL_SECONDS, Follower
+from .verdict import Composition, LiveVerdict, judge
+
+#: Columns kept per point besides the metric, for the verdicts.
+EXTRA_COLUMNS = ("lr", "grad_norm", "tokens")
+#: Keys of a parsed record that are not metrics.
+_BOOKKEEPING = frozenset({"line", "rank", "step", "step_source", "is_eval", "attach", "write"})
+
+
+@dataclass(frozen=True)
+class Spike:
+    """One spike event, reported when its first point arrived.
+
+    :param step: the event's first step; ``value``, ``baseline``, ``z``: at that point
+        (``baseline`` NaN for a non-finite value).
+    :param critical: the critical z it passed (NaN for a non-finite value).
+    :param rule: ``warming up``, ``calibrated`` or ``fixed`` (:class:`~.causal.Decision`).
+    :param kind: ``spike`` or ``non-finite``.
+    :param verdict: the :class:`~.verdict.LiveVerdict`.
+    :param backlog: the line was already in the file when the watch began.
+    :param seen_at: ``time.time()`` when the session decided it.
+    """
+
+    step: int
+    value: float
+    baseline: float
+    z: float
+    critical: float
+    rule: str
+    kind: str
+    verdict: LiveVerdict
+    backlog: bool
+    seen_at: float
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Something the reader should know, in words."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Status:
+    """Where the watch is: the last point and the counts so far.
+
+    :param step: the last point's step (None: no point yet).
+    :param value: its value; ``baseline``: its baseline (NaN: none yet).
+    :param rule: how its critical z would be set (``warming up``, ``calibrated``...).
+    """
+
+    step: int | None
+    value: float
+    baseline: float
+    rule: str
+    points: int
+    spikes: int
+    lines: int
+
+
+@dataclass
+class Summary:
+    """What a watch saw, for its last words.
+
+    :param verdicts: spikes per verdict.
+    :param restarts: steps the log went back to (resumes).
+    """
+
+    path: str
+    metric: str
+    lines: int = 0
+    points: int = 0
+    last_step: int | None = None
+    spikes: list[Spike] = field(default_factory=list)
+    restarts: list[int] = field(default_factory=list)
+
+    @property
+    def verdicts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for s in self.spikes:
+            out[s.verdict.verdict] = out.get(s.verdict.verdict, 0) + 1
+        return out
+
+
+Event = Spike | Notice
+
+
+class WatchSession:
+    """Follow ``path`` and judge each spike of ``metric`` as it arrives (module
+    docstring).
+
+    :param composition: the batches (None: verdicts from the log alone).
+    :param fmt: ``text`` (any line shape), ``hf-dict``, ``jsonl`` or None (any).
+    :param rank: whose lines to read (records of other ranks are skipped).
+    :param metric_rank: whose micro-batches the metric follows (``auto``/None: chosen
+        by the attribution; ``all``; a rank).
+    :param until: stop after the point of this step (the lines after it are not read).
+    """
+
+    def __init__(
+        self,
+        path: str,
+        metric: str = "loss",
+        window: int = DEFAULT_WINDOW,
+        threshold: float | None = None,
+        direction: str | None = None,
+        composition: Composition | None = None,
+        covers: str = "window",
+        metric_rank: int | str | None = None,
+        fmt: str | None = None,
+        rank: int = 0,
+        step_every: int | None = None,
+        from_start: bool = True,
+        until: int | None = None,
+    ) -> None:
+        if direction is None:
+            direction = "down" if metric.startswith("acc") else "up"
+        self.follower = Follower(path, from_start=from_start)
+        self.detector = CausalDetector(window, threshold, direction=direction)
+        self.metric = metric
+        self.composition = composition
+        self.covers = covers
+        self.metric_rank = metric_rank
+        self.rank = rank
+        self.step_every = step_every or 1
+        self._shapes = LINE_FORMATS[fmt or "text"]
+        self._state = LineState()
+        self._skipped: dict[str, int] = {}
+        self._shapes_seen: dict[str, int] = {}
+        self._extra: dict[str, list[float]] = {c: [] for c in EXTRA_COLUMNS}
+        self._stepped = False  # a record with its own step has been seen
+        self._order = 0  # records numbered by line order (no step of their own)
+        self._records = 0  # records parsed
+        self._keys: set[str] = set()  # their metrics (for the "no such metric" notice)
+        self._said_missing = False
+        self.summary = Summary(path=path, metric=metric)
+        self.until = until
+        #: What the reader should know before the first line (yielded by the first poll).
+        self.notes: list[str] = []
+        #: ``until`` was reached: nothing after it is read.
+        self.done = False
+
+    @property
+    def line_order(self) -> bool:
+        """The points are numbered by line order (the records carry no step)."""
+        return self._order > 0 and not self._stepped
+
+    def status(self) -> Status:
+        d = self.detector.decisions
+        last = d[-1] if d else None
+        return Status(
+            step=last.step if last else None,
+            value=last.value if last else math.nan,
+            baseline=last.baseline if last else math.nan,
+            rule=self.detector.rule,
+            points=len(d),
+            spikes=len(self.summary.spikes),
+            lines=self.summary.lines,
+        )
+
+    def poll(self) -> Iterator[Event]:
+        """Read and judge what was written since the last poll; each event is yielded
+        as soon as it is judged."""
+        notes, self.notes = self.notes, []
+        yield from (Notice(t) for t in notes)
+        chunk = self.follower.poll()
+        yield from (Notice(t) for t in chunk.notices)
+        if chunk.reset:
+            self._state = LineState()
+        steps: list[int] = []
+        values: list[float] = []
+        for line in chunk.lines:
+            self.summary.lines += 1
+            for rec in parse_line(
+                self.summary.lines,
+                line,
+                self._state,
+                self._shapes,
+                self._skipped,
+                self._shapes_seen,
+            ):
+                point = self._point(rec)
+                if point is None:
+                    continue
+                step, value = point
+                last = steps[-1] if steps else self.summary.last_step
+                if last is not None and step <= last:
+                    yield from self._decide(steps, values, chunk.backlog)
+                    steps, values = [], []
+                    yield self._restart(step)
+                steps.append(step)
+                values.append(value)
+                for c in EXTRA_COLUMNS:
+                    self._extra[c].append(_number(rec.get(c)))
+                if self.until is not None and step >= self.until:
+                    self.done = True
+                    break
+            if self.done:
+                break
+        yield from self._decide(steps, values, chunk.backlog)
+        if self._records and not self.detector.n_points and not self._said_missing:
+            self._said_missing = True
+            others = ", ".join(sorted(self._keys)[:8]) or "no metrics"
+            yield Notice(
+                f"no {self.metric!r} in the {self._records} records read so far (they have "
+                f"{others}); check --metric"
+            )
+
+    def _point(self, rec: dict[str, Any]) -> tuple[int, float] | None:
+        """``(step, value)`` of a record of the watched metric, or None."""
+        self._records += 1
+        if len(self._keys) < 100:
+            self._keys.update(k for k in rec if k not in _BOOKKEEPING)
+        if rec.get("is_eval") or self.metric not in rec or rec.get("rank", 0) != self.rank:
+            return None
+        value = _number(rec.get(self.metric))
+        step = rec.get("step")
+        if step is not None and math.isfinite(step):
+            self._stepped = True
+            return int(step), value
+        if self._stepped:
+            return None  # (a stray record without a step in a log that numbers them)
+        self._order += 1
+        return self._order * self.step_every, value
+
+    def _restart(self, step: int) -> Notice:
+        """The log went back to ``step`` (a resume): forget the points from there."""
+        last = self.detector.steps[-1]
+        dropped = self.detector.truncate(step)
+        for c in EXTRA_COLUMNS:
+            del self._extra[c][len(self.detector.steps) :]
+        self._count()
+        self.summary.restarts.append(step)
+        return Notice(
+            f"the log went back from step {last} to step {step} (a resume): the "
+            f"{dropped} points from step {step} on are replaced by the new ones"
+        )
+
+    def _decide(self, steps: list[int], values: list[float], backlog: bool) -> Iterator[Spike]:
+        """Decide new points; judge each event at its first point, on the points up to
+        it (the points after it in the same batch are not looked at)."""
+        if not steps:
+            return
+        n0 = self.detector.n_points
+        decisions = self.detector.extend(steps, values)
+        self._count()
+        for k, d in enumerate(decisions):
+            if d.starts_event:
+                yield self._judged(d, n0 + k, backlog)
+
+    def _judged(self, d: Any, upto: int, backlog: bool) -> Spike:
+        """The spike of decision ``d`` judged on the points up to it."""
+        det = self.detector
+        view = _Prefix(det, upto + 1)
+        extra = {c: v[: upto + 1] for c, v in self._extra.items()}
+        verdict = judge(
+            view,  # type: ignore[arg-type]
+            extra,
+            self.metric,
+            self.composition,
+            self.covers,
+            self.metric_rank,
+            self.line_order,
+        )
+        if self.metric_rank in (None, "auto") and verdict.ground is not None:
+            if upto + 1 >= FIX_RANK_POINTS:
+                # Chosen on enough points: kept, so the next verdicts skip the choice
+                # (it scores every rank's batches: most of a verdict's time).
+                self.metric_rank = "all" if verdict.metric_rank is None else verdict.metric_rank
+        spike = Spike(
+            step=d.step,
+            value=d.value,
+            baseline=d.baseline,
+            z=d.z,
+            critical=d.critical,
+            rule=d.rule,
+            kind=d.kind,
+            verdict=verdict,
+            backlog=backlog,
+            seen_at=time.time(),
+        )
+        self.summary.spikes.append(spike)
+        return spike
+
+    def _count(self) -> None:
+        det = self.detector
+        self.summary.points = det.n_points
+        self.summary.last_step = det.steps[-1] if det.steps else None
+
+
+#: An ``auto`` metric rank chosen at a spike on at least this many points is kept.
+FIX_RANK_POINTS = 100
+
+
+class _Prefix:
+    """The detector's first ``n`` points, as :func:`~.verdict.judge` reads them."""
+
+    def __init__(self, det: CausalDetector, n: int) -> None:
+        self._det, self._n = det, n
+        self.window, self.min_rise, self.direction = det.window, det.min_rise, det.direction
+        self.calibration = det.calibration
+        self.decisions = det.decisions[:n]
+
+    def arrays(self) -> dict[str, Any]:
+        return {k: v[: self._n] for k, v in self._det.arrays().items()}
+
+
+def _number(v: Any) -> float:
+    """A record's value as a float (NaN when absent or not a number)."""
+    if v is None:
+        return math.nan
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def watch(
+    session: WatchSession,
+    poll_seconds: float = POLL_SECONDS,
+    idle: Callable[[WatchSession], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Iterator[Event]:
+    """Poll ``session`` until its ``until`` step is reached (forever when None: the
+    caller stops it, e.g. on Ctrl-C), yielding its events.  Between polls that found nothing
+    it sleeps ``poll_seconds``; ``idle(session)`` is called after every poll (a status
+    line).  A poll that found lines polls again at once (a backlog is read without
+    sleeping)."""
+    while True:
+        before = session.summary.lines
+        yield from session.poll()
+        if idle is not None:
+            idle(session)
+        if session.done:
+            return
+        if session.summary.lines == before:
+            sleep(poll_seconds)
+
+
+def open_session(
+    log: str,
+    metric: str = "loss",
+    window: int | None = None,
+    threshold: float | None = None,
+    manifest: str | None = None,
+    covers: str = "window",
+    metric_rank: int | str | None = None,
+    force: bool = False,
+    fmt: str | None = None,
+    rank: int = 0,
+    step_every: int | None = None,
+    config: str | None = None,
+    schedule: dict[str, Any] | None = None,
+    until: int | None = None,
+    composition: str | None = None,
+) -> WatchSession:
+    """A :class:`WatchSession` from the command's options (``dflash-diag watch``).
+
+    The schedule is resolved as ``spikes`` resolves it (flags, ``--config``, or
+    ``dflash-diag.toml`` beside the log; flags win); with a manifest, it is read now
+    (a bad one is refused before the log is followed) and replayed when the first
+    spike needs it.  A composition recorded during training (:mod:`dflash_diag.record`),
+    ``composition`` or the recording found beside the log (``run.log`` ->
+    ``run.batches``), replaces the replay; the manifest, if any, checks its lengths.
+
+    :raises InputError: a format that cannot be followed, a bad schedule or manifest.
+    """
+    from pathlib import Path
+
+    from ..errors import InputError
+    from ..logs import check_format
+    from ..record import find_recording
+    from ..schedule.config import resolve_schedule
+    from .verdict import recorded_composition, replayed_composition
+
+    fmt = check_format(fmt)
+    if fmt is not None and fmt not in LINE_FORMATS:
+        raise InputError(
+            "--format",
+            f"a {fmt} log cannot be followed line by line",
+            f"choose from {', '.join(LINE_FORMATS)}, or run dflash-diag spikes on it",
+        )
+    if log == "-":
+        raise InputError("-", "standard input cannot be watched", "give the log file's path")
+    resolved = resolve_schedule(schedule or {}, config, near=log, manifest=manifest)
+    if metric_rank is None:
+        metric_rank = resolved.metric_rank
+    notes = []
+    found = find_recording(log) if composition is None else None
+    source: Composition | None = None
+    if composition is not None:
+        named = f"--composition {Path(composition).name}"
+        source = recorded_composition(composition, resolved.manifest, named)
+    elif found is not None:
+        notes.append(f"composition: {found} (found beside the log)")
+        source = recorded_composition(found, resolved.manifest, f"{found} (beside the log)")
+    elif resolved.manifest is not None:
+        source = replayed_composition(resolved, config, log, force)
+    session = WatchSession(
+        log,
+        metric=metric,
+        window=window or DEFAULT_WINDOW,
+        threshold=threshold,
+        composition=source,
+        covers=covers,
+        metric_rank=metric_rank,
+        fmt=fmt,
+        rank=rank,
+        step_every=step_every,
+        until=until,
+    )
+    session.notes.extend(notes)
+    return session

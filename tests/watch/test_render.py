@@ -1,0 +1,64 @@
+"""What `watch` prints: spike lines, the status line, the summary, the JSON object."""
+
+import json
+import math
+
+from dflash_diag.render.watch import spike_json, spike_lines, status_text, summary_lines
+from dflash_diag.watch.session import Spike, Status, Summary
+from dflash_diag.watch.verdict import LiveVerdict
+
+
+def spike(**kw):
+    base = dict(
+        step=254,
+        value=5.857,
+        baseline=0.9649,
+        z=68.94,
+        critical=3.57,
+        rule="calibrated",
+        kind="spike",
+        verdict=LiveVerdict("composition", ("reason one " * 12, "reason two"), "verified"),
+        backlog=False,
+        seen_at=0.0,
+    )
+    return Spike(**{**base, **kw})
+
+
+def test_a_spike_is_a_head_line_and_its_evidence_wrapped_to_the_width():
+    lines = spike_lines(spike(), "loss", width=60)
+    assert lines[0] == "step 254  loss 5.857 over 0.9649  z 68.9  composition (verified)"
+    assert all(len(x) <= 60 for x in lines[1:]) and lines[1].startswith("  reason one")
+    assert lines[-1] == "  reason two"
+
+
+def test_backlog_warming_up_and_non_finite_are_said():
+    assert spike_lines(spike(backlog=True, rule="warming up"), "loss")[0] == (
+        "backlog step 254  loss 5.857 over 0.9649  z 68.9 (warming up)  composition (verified)"
+    )
+    nf = spike(kind="non-finite", value=math.nan, baseline=math.nan, z=math.nan)
+    nf = Spike(**{**vars(nf), "verdict": LiveVerdict("unexplained", ("numerical",))})
+    assert spike_lines(nf, "loss")[0] == "step 254  loss nan  unexplained"
+
+
+def test_the_json_object_has_the_issue_keys_and_null_for_nan():
+    doc = spike_json(spike(baseline=math.nan))
+    assert list(doc)[:6] == ["step", "value", "baseline", "z", "verdict", "evidence"]
+    assert doc["baseline"] is None and doc["evidence"][1] == "reason two"
+    json.dumps(doc, allow_nan=False)  # strict JSON
+
+
+def test_the_status_line_and_the_summary():
+    status = Status(1234, 0.873, 0.861, "calibrated", points=1234, spikes=3, lines=1300)
+    assert status_text(status, "loss", "run.log") == (
+        "step 1234  loss 0.873  baseline 0.861  3 spikes  1234 points"
+    )
+    empty = Status(None, math.nan, math.nan, "warming up", points=0, spikes=0, lines=12)
+    assert status_text(empty, "loss", "run.log") == "watching run.log: no loss yet (12 lines read)"
+    s = Summary("run.log", "loss", lines=300, points=280, last_step=280, spikes=[spike()])
+    s.restarts.append(101)
+    assert summary_lines(s, "interrupted") == [
+        "interrupted: 280 points of loss from 300 lines, the last at step 280",
+        "1 spike: composition 1",
+        "  254 composition",
+        "the log went back (resumes) to step 101",
+    ]

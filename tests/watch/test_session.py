@@ -1,0 +1,147 @@
+"""A watch session: new lines parsed once, points decided, spikes judged."""
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dflash_diag.watch.session import Notice, Spike, WatchSession, open_session, watch
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "sample_logs"
+
+
+def lines(n, spike_at=(), fmt="kv", start=1):
+    rng = np.random.default_rng(0)
+    out = []
+    for step in range(start, start + n):
+        loss = 2.0 * (1 + 0.01 * rng.standard_normal()) * (1.6 if step in spike_at else 1.0)
+        if fmt == "kv":
+            out.append(f"step={step} loss={loss:.4f} lr=1e-4")
+        elif fmt == "hf":
+            out.append(str({"loss": round(loss, 4), "learning_rate": 1e-4, "step": step}))
+        else:
+            out.append(json.dumps({"step": step, "train/loss": round(loss, 4)}))
+    return "\n".join(out) + "\n"
+
+
+def spikes(events):
+    return [e for e in events if isinstance(e, Spike)]
+
+
+def poll(session):
+    return list(session.poll())
+
+
+@pytest.mark.parametrize("fmt", ["kv", "hf", "jsonl"])
+def test_the_formats_spikes_reads_are_followed(tmp_path, fmt):
+    log = tmp_path / "run.log"
+    log.write_text(lines(120, spike_at={100}, fmt=fmt))
+    s = WatchSession(str(log))
+    got = spikes(poll(s))
+    assert [x.step for x in got] == [100]
+    assert got[0].backlog and got[0].verdict.verdict == "inconclusive"
+    assert got[0].verdict.reasons[0].startswith("no schedule")
+    assert s.summary.points == 120
+
+
+def test_each_new_line_is_parsed_once_and_spikes_come_as_their_line_arrives(tmp_path):
+    log = tmp_path / "run.log"
+    text = lines(200, spike_at={150, 180}).splitlines(keepends=True)
+    log.write_text("".join(text[:100]))
+    s = WatchSession(str(log))
+    assert spikes(poll(s)) == []
+    seen = []
+    for i in range(100, 200):
+        with open(log, "a") as f:
+            f.write(text[i])
+        seen += [(i + 1, x.step) for x in spikes(poll(s))]
+    assert seen == [(150, 150), (180, 180)]  # at the poll after its own line
+    assert s.summary.lines == 200 and s.summary.points == 200
+
+
+def test_a_resume_replaces_the_points_from_its_step(tmp_path):
+    log = tmp_path / "run.log"
+    log.write_text(lines(80) + lines(30, start=61))
+    s = WatchSession(str(log))
+    notices = [e.text for e in poll(s) if isinstance(e, Notice)]
+    assert notices == [
+        "the log went back from step 80 to step 61 (a resume): the 20 points from step 61 "
+        "on are replaced by the new ones"
+    ]
+    assert s.detector.steps == list(range(1, 91)) and s.summary.restarts == [61]
+
+
+def test_until_stops_after_that_step(tmp_path):
+    log = tmp_path / "run.log"
+    log.write_text(lines(100, spike_at={90}))
+    s = WatchSession(str(log), until=60)
+    events = list(watch(s, sleep=lambda t: None))
+    assert spikes(events) == [] and s.summary.last_step == 60 and s.done
+
+
+def test_evaluation_records_and_other_ranks_are_not_points(tmp_path):
+    log = tmp_path / "run.log"
+    log.write_text(
+        "step=1 loss=2.0\n"
+        "step=1 eval_loss=9.0\n"
+        "[rank1]: step=2 loss=9.0\n"
+        "step=2 loss=2.1\n"
+        "epoch 0 done; reshuffling\n"
+    )
+    s = WatchSession(str(log))
+    poll(s)
+    assert s.detector.steps == [1, 2] and s.detector.values == [2.0, 2.1]
+
+
+def test_records_without_steps_are_numbered_by_line_order(tmp_path):
+    log = tmp_path / "run.log"
+    log.write_text("".join(f"{{'loss': {2.0 + 0.01 * (i % 3)}}}\n" for i in range(10)))
+    s = WatchSession(str(log), step_every=50)
+    poll(s)
+    assert s.line_order and s.detector.steps == [50 * i for i in range(1, 11)]
+
+
+def test_waiting_for_a_log_then_reading_it(tmp_path):
+    log = tmp_path / "later.log"
+    s = WatchSession(str(log))
+    assert [e.text for e in poll(s)] == [f"waiting for {log} to appear"]
+    log.write_text(lines(10))
+    assert [e.text for e in poll(s) if isinstance(e, Notice)] == [f"{log} appeared"]
+    assert s.summary.points == 10
+
+
+def test_the_sample_run_is_judged_on_its_points_so_far(tmp_path):
+    # The story's spikes, with the schedule beside the log: composition, when they arrive.
+    for name in ("run.log", "dflash-diag.toml", "manifest.parquet"):
+        shutil.copy(SAMPLE / name, tmp_path / name)
+    s = open_session(str(tmp_path / "run.log"), until=260)
+    got = {x.step: x for x in spikes(watch(s, sleep=lambda t: None))}
+    assert [254, 258] == [k for k in got if k in (254, 258)]
+    for step in (254, 258):
+        v = got[step].verdict
+        assert v.verdict == "composition" and v.ground == "verified"
+        assert v.evidence.batch["mean_len"] == 8192.0
+    assert "step 52" in got[254].verdict.reasons[0]  # the earlier batch as long as it
+    # judged on the points so far: the same verdict as on a log that ends at step 254
+    text = (tmp_path / "run.log").read_text().splitlines(keepends=True)
+    end = next(i for i, line in enumerate(text) if "step=254/" in line)
+    (tmp_path / "cut.log").write_text("".join(text[: end + 1]))
+    cut = open_session(str(tmp_path / "cut.log"), config=str(tmp_path / "dflash-diag.toml"))
+    last = spikes(cut.poll())[-1]
+    assert last.step == 254 and last.verdict.reasons == got[254].verdict.reasons
+
+
+def test_a_metric_the_log_does_not_have_is_said_once(tmp_path):
+    log = tmp_path / "run.log"
+    log.write_text(lines(10))
+    s = WatchSession(str(log), metric="acc")
+    notices = [e.text for e in poll(s)]
+    assert notices == [
+        "no 'acc' in the 10 records read so far (they have loss, lr); check --metric"
+    ]
+    with open(log, "a") as f:
+        f.write(lines(5, start=11))
+    assert poll(s) == []
