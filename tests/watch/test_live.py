@@ -114,4 +114,4 @@ def test_watch_reports_the_story_spikes_within_a_second_and_idles(tmp_path):
     assert code == 0
     summary = "".join(line for _, line in err)
     assert f"interrupted: {LAST_STEP} points of loss from" in summary
-    assert "  52 composition, 144 composition, 254 composition, 258 composition" in summary
+    assert "  52 inconclusive, 144 composition, 254 composition, 258 composition" in summary
