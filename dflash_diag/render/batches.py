@@ -117,10 +117,13 @@ def render_text(report: BatchesReport, console: Console) -> None:
     from rich.table import Table
 
     s = report.stats
-    console.print(
-        f"manifest: {report.manifest}  strategy: {s.strategy}  "
-        f"config: {report.config or 'none (flags and defaults)'}"
-    )
+    if report.composition is not None:
+        console.print(f"composition: recorded in {report.composition}  manifest: {report.manifest}")
+    else:
+        console.print(
+            f"manifest: {report.manifest}  strategy: {s.strategy}  "
+            f"config: {report.config or 'none (flags and defaults)'}"
+        )
     for w in report.warnings:
         console.print(f"{w.level}: {w.message}", soft_wrap=True)
     if s.batches_per_epoch == 0:
@@ -170,6 +173,8 @@ def render_text(report: BatchesReport, console: Console) -> None:
 
 def _title(report: BatchesReport) -> str:
     """The summary table's title; after a seed search it names the seed it describes."""
+    if report.composition is not None:
+        return "Batch schedule (recorded)"
     if report.search is None:
         return "Batch schedule"
     how = "found by --search-seed" if report.search.seed_found else "as given"
@@ -190,6 +195,8 @@ def _verification_lines(report: BatchesReport) -> list[str]:
     v, search = report.verification, report.search
     if v is None:
         return []
+    if report.composition is not None:
+        return [f"verification against the log: recorded {_match(v)}"]
     if search is None:
         return [
             f"verification against the log: tokens match {_pct(v.tokens_match)} of "
@@ -291,6 +298,8 @@ def report_document(report: BatchesReport) -> dict[str, Any]:
     """The ``--json`` document: the summary's keys at the top, options below."""
     s = report.stats
     doc: dict[str, Any] = {"manifest": report.manifest, "config": report.config}
+    if report.composition is not None:
+        doc["composition"] = report.composition
     if report.seed is not None:
         doc["seed"] = report.seed
     doc.update(_stats_json(s, report.training_seconds.get(s.strategy)))
