@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from dflash_diag.cli import app
@@ -45,18 +47,26 @@ def record(
     id_shift: int = 0,
     length_shift: int = 0,
     last_step: int | None = None,
+    settings: dict[str, Any] | None = None,
+    rank: int | None = None,
 ) -> Path:
-    """Write ``rep``'s micro-batches through BatchRecorder (all ranks into one file, as a
-    single process that sees every rank would); the shifts make a foreign recording."""
+    """Write ``rep``'s micro-batches through BatchRecorder: all ranks into one file, as
+    a single process that sees every rank would, or with ``rank`` only that rank's, into
+    its rank file as process ``rank`` of the run writes them.  The shifts make a
+    foreign recording."""
     from dflash_diag.record import BatchRecorder
 
     micro = rep.micro
     steps, ranks, micros = (micro[c].to_numpy() for c in ("step", "rank", "micro"))
-    settings = {"max_seq_len": 8192, "world_size": 8, "source": "tests"}
-    with BatchRecorder(path, rank=0, world_size=1, settings=settings) as rec:
+    if settings is None:
+        settings = {"max_seq_len": 8192, "world_size": 8, "source": "tests"}
+    world = 1 if rank is None else rep.params.world_size
+    with BatchRecorder(path, rank=rank or 0, world_size=world, settings=settings) as rec:
         for i in range(len(micro)):
             if last_step is not None and steps[i] > last_step:
                 break
+            if rank is not None and ranks[i] != rank:
+                continue
             ids = rep.batch(i)
             rec.log(
                 int(steps[i]) + step_shift,
@@ -159,6 +169,20 @@ def test_a_recording_beside_the_log_is_found_and_said(schedule, tmp_path, monkey
     flagged = invoke(["spikes", "run.log", "--seed", "1"])
     assert flagged.exit_code == 0, flagged.stderr
     assert "run.batches are not used: schedule flags" in " ".join(flagged.stdout.split())
+
+
+def test_rank_files_beside_the_log_are_read_together(schedule, tmp_path, monkeypatch):
+    shutil.copy(LOG, tmp_path / "run.log")
+    for r in range(schedule.params.world_size):
+        record(schedule, tmp_path / "run.batches", rank=r)
+    assert not (tmp_path / "run.batches").exists()
+    assert (tmp_path / "run.rank7.batches").is_file()
+    monkeypatch.chdir(tmp_path)
+    doc = run_json(["spikes", "run.log"])
+    check = doc["schedule_check"]
+    assert (check["status"], check["tokens_match"], check["basis"]) == ("recorded", 1.0, "step")
+    assert doc["composition"] == "run.batches (found beside the log)"
+    assert verdicts(doc)[254] == verdicts(doc)[258] == "composition"
 
 
 def test_schedule_flags_beside_composition_are_refused(recorded):
@@ -313,3 +337,56 @@ def test_the_html_report_says_recorded(recorded, tmp_path):
     page = " ".join(out.read_text(encoding="utf-8").split())
     assert "schedule check: recorded: recorded tokens match the log at 100.0%" in page
     assert "These verdicts rest on the batches recorded during training in" in page
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    lengths=st.lists(st.integers(1, 300), min_size=8, max_size=120),
+    budget=st.integers(300, 1200),
+    world=st.integers(1, 3),
+    accum=st.integers(1, 2),
+    strategy=st.sampled_from(["sorted-greedy", "bucketed", "random"]),
+)
+def test_a_recorded_schedule_is_its_replay(lengths, budget, world, accum, strategy):
+    """Invariants over schedules: a schedule written through BatchRecorder and read back
+    measures as the replay does, passes the check against a log of its own tokens with
+    every step matched, and is refused by a log whose steps it does not hold."""
+    import tempfile
+
+    import pandas as pd
+
+    from dflash_diag.batchstats import schedule_stats
+    from dflash_diag.errors import InputError
+    from dflash_diag.record import read_recording
+    from dflash_diag.records import ScheduleParams
+    from dflash_diag.schedule import replay
+    from dflash_diag.spikes.coverage import check_recording
+
+    params = ScheduleParams(
+        strategy=strategy,
+        token_budget=budget,
+        batch_size=4,
+        world_size=world,
+        grad_accum=accum,
+        first_step=1,
+        epochs=2,
+        buckets=(0, 100, 200, 301),
+    )
+    rep = replay(np.array(lengths), params)
+    assume(len(rep.steps) > 0)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = record(rep, Path(tmp) / "run.batches", settings={"strategy": strategy})
+        got = read_recording(path).to_replay()
+    mine, theirs = schedule_stats(got), schedule_stats(rep)
+    assert mine.padding_efficiency == pytest.approx(theirs.padding_efficiency)
+    assert got.steps["tokens"].sum() == rep.steps["tokens"].sum()
+    if theirs.length_icc is not None:
+        assert mine.length_icc == pytest.approx(theirs.length_icc)
+    log = pd.DataFrame({"step": rep.steps["step"], "tokens": rep.steps["tokens"].astype(float)})
+    steps = log["step"].to_numpy()
+    ground = check_recording(got, log, steps, path=str(path), named_by="run.batches")
+    assert ground.status == "recorded"
+    assert ground.verification is not None and ground.verification.tokens_match == 1.0
+    far = log.assign(step=log["step"] + int(steps.max()) + 1)
+    with pytest.raises(InputError, match="the recording holds 0 of the log's"):
+        check_recording(got, far, far["step"].to_numpy(), path=str(path))

@@ -83,7 +83,7 @@ def _metric_rows(s: ScheduleStats, seconds: float | None) -> list[tuple[str, str
     overall = f" of {s.length_std:.1f}" if math.isfinite(s.within_batch_std) else ""
     rows = [
         ("samples", f"{s.n_samples:,}", f"{s.n_samples:,}"),
-        ("epochs replayed", str(s.epochs), str(s.epochs)),
+        (_epochs_word(s), str(s.epochs), str(s.epochs)),
         ("batches per epoch", f"{s.batches_per_epoch:,}", f"{s.batches_per_epoch:,}"),
         ("steps per epoch", f"{s.steps_per_epoch:,}{each}", f"{s.steps_per_epoch:,}"),
         ("padding efficiency", _pct(s.padding_efficiency), _pct(s.padding_efficiency)),
@@ -101,6 +101,11 @@ def _metric_rows(s: ScheduleStats, seconds: float | None) -> list[tuple[str, str
     if seconds is not None:
         rows.append(("training time", duration(seconds), duration(seconds)))
     return rows
+
+
+def _epochs_word(s: ScheduleStats) -> str:
+    """``epochs recorded`` for a recording measured (``--composition``), else replayed."""
+    return "epochs recorded" if s.strategy == "recorded" else "epochs replayed"
 
 
 CAPTION = (
@@ -156,7 +161,7 @@ def render_text(report: BatchesReport, console: Console) -> None:
         ]
         names = list(dict.fromkeys(name for c in columns for name in c))
         for name in names:
-            if name in ("samples", "epochs replayed"):
+            if name in ("samples", "epochs replayed", "epochs recorded"):
                 continue
             label = "tokens per step (median)" if name.startswith("tokens per step") else name
             cmp.add_row(label, *(c.get(name, "-") for c in columns))
