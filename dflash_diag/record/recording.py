@@ -236,11 +236,12 @@ def infer_epochs(step: np.ndarray, ids: np.ndarray, bounds: np.ndarray) -> np.nd
         return out
     # previous row of the same sample id (-1: none)
     order = np.argsort(ids, kind="stable")
-    prev_sorted = np.r_[-1, order[:-1]]
-    same = np.r_[False, ids[order][1:] == ids[order][:-1]]
+    sorted_ids = ids[order]
     prev = np.full(len(ids), -1, dtype=np.int64)
-    prev[order] = np.where(same, prev_sorted, -1)
-    del order, prev_sorted, same
+    same = np.flatnonzero(sorted_ids[1:] == sorted_ids[:-1])
+    del sorted_ids
+    prev[order[same + 1]] = order[same]
+    del order, same
     micro_starts = np.r_[0, np.flatnonzero(step[1:] != step[:-1]) + 1]  # step -> micro
     row_starts = np.r_[bounds[micro_starts], len(ids)]  # step -> rows
     n_steps = len(micro_starts)
