@@ -219,7 +219,7 @@ def infer_epochs(step: np.ndarray, ids: np.ndarray, bounds: np.ndarray) -> np.nd
     """The epoch of every micro-batch, from recurrences of sample ids.
 
     Rule: epoch 0 starts at the first step; a new epoch starts at the first later step
-    in which at least half of the samples were already seen in the current epoch (every
+    in which more than half of the samples were already seen in the current epoch (every
     sampler covers the dataset once an epoch, so the first step of the next epoch is
     made of samples seen before, while a padded last step of an epoch, as
     ``DistributedSampler`` and accelerate pad it, repeats only a few).  Steps never
@@ -236,11 +236,12 @@ def infer_epochs(step: np.ndarray, ids: np.ndarray, bounds: np.ndarray) -> np.nd
         return out
     # previous row of the same sample id (-1: none)
     order = np.argsort(ids, kind="stable")
-    prev_sorted = np.r_[-1, order[:-1]]
-    same = np.r_[False, ids[order][1:] == ids[order][:-1]]
+    sorted_ids = ids[order]
     prev = np.full(len(ids), -1, dtype=np.int64)
-    prev[order] = np.where(same, prev_sorted, -1)
-    del order, prev_sorted, same
+    same = np.flatnonzero(sorted_ids[1:] == sorted_ids[:-1])
+    del sorted_ids
+    prev[order[same + 1]] = order[same]
+    del order, same
     micro_starts = np.r_[0, np.flatnonzero(step[1:] != step[:-1]) + 1]  # step -> micro
     row_starts = np.r_[bounds[micro_starts], len(ids)]  # step -> rows
     n_steps = len(micro_starts)
@@ -252,7 +253,7 @@ def infer_epochs(step: np.ndarray, ids: np.ndarray, bounds: np.ndarray) -> np.nd
         lo, hi = int(row_starts[a + 1]), int(row_starts[b])
         seen = (prev[lo:hi] >= row_starts[a]).astype(np.int64)
         counts = np.add.reduceat(seen, row_starts[a + 1 : b] - lo)
-        hit = np.flatnonzero(2 * counts >= np.diff(row_starts[a + 1 : b + 1]))
+        hit = np.flatnonzero(2 * counts > np.diff(row_starts[a + 1 : b + 1]))
         if len(hit):
             window = max(64, a + 1 + int(hit[0]) - a)
             a = a + 1 + int(hit[0])
