@@ -390,3 +390,12 @@ def test_a_recorded_schedule_is_its_replay(lengths, budget, world, accum, strate
     far = log.assign(step=log["step"] + int(steps.max()) + 1)
     with pytest.raises(InputError, match="the recording holds 0 of the log's"):
         check_recording(got, far, far["step"].to_numpy(), path=str(path))
+
+
+def test_a_recording_cut_mid_write_is_read_and_said(recorded, tmp_path):
+    cut = tmp_path / "cut.batches"
+    cut.write_bytes(recorded.read_bytes()[:-5])  # a run killed while writing its last step
+    doc = run_json(["spikes", LOG, "--composition", str(cut)])
+    check = doc["schedule_check"]
+    assert (check["status"], check["n_compared"], check["tokens_match"]) == ("recorded", 2960, 1.0)
+    assert f"1 partial record at the end of {cut} ignored (a run stopped mid-write)" in doc["notes"]

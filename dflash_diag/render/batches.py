@@ -403,7 +403,8 @@ def batches_figure(report: BatchesReport) -> Any:
     if beside:
         _diversity_panel(fig.add_subplot(grid[:, 1]), list(stats.values()), colours)
     more = "" if beside else " (--compare A,B,... draws strategies side by side)"
-    fig.suptitle(f"{report.manifest}: what each schedule feeds one GPU{more}", fontsize=10)
+    what = report.manifest if report.composition is None else report.composition
+    fig.suptitle(f"{what}: what each schedule feeds one GPU{more}", fontsize=10)
     fig.tight_layout()
     return fig
 
