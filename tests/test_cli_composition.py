@@ -261,6 +261,20 @@ def test_batches_measures_the_recording_as_the_replay(recorded, replayed_batches
     assert replayed_batches["recurrence"] > 0.9  # sorted-greedy: every batch comes back
 
 
+def test_batches_exports_the_recording(recorded, schedule, tmp_path):
+    import pandas as pd
+
+    out = tmp_path / "schedule.parquet"
+    result = invoke(["batches", "--composition", str(recorded), "--export", str(out)])
+    assert result.exit_code == 0, result.stderr
+    table = pd.read_parquet(out)
+    assert len(table) == len(schedule.sample_ids)
+    first = table[(table["step"] == 254) & (table["rank"] == 0)]
+    micro = schedule.micro
+    row = int(np.flatnonzero((micro["step"] == 254) & (micro["rank"] == 0))[0])
+    assert sorted(first["sample_id"]) == sorted(schedule.batch(row).tolist())
+
+
 def test_batches_compares_the_recording_with_replayed_strategies(recorded, replayed_batches):
     doc = run_json(
         ["batches", MANIFEST, "--composition", str(recorded), "--compare", "sorted-greedy,random"]
