@@ -119,11 +119,21 @@ class Recording:
         """The cap on lengths and the lengths source for the replay, checked."""
         import numpy as np
 
+        from ..records import value_problem
         from ..schedule.replay import as_lengths
 
         cap = _setting_int(self.settings, "max_seq_len")
+        if cap is not None and value_problem("max_seq_len", cap) is not None:
+            cap = None  # (not a cap a schedule can have: not used)
         if lengths is None:
-            full = np.zeros(int(ids.max()) + 1, dtype=np.int64)
+            top = int(ids.max())
+            if top >= max(4 * len(ids), 1 << 26):  # (a table by dataset index that big)
+                raise InputError(
+                    self.paths[0],
+                    f"sample ids up to {top} for {len(ids)} recorded samples",
+                    "give the manifest's lengths: to_replay(manifest)",
+                )
+            full = np.zeros(top + 1, dtype=np.int64)
             full[ids] = recorded
             return cap, full
         man = as_lengths(lengths)
@@ -155,7 +165,9 @@ class Recording:
                     params = params.replace(**{name: value})
                 except (InputError, TypeError, ValueError):
                     continue  # (a setting named like a field but not one: left out)
-        per_rank = np.unique(np.c_[rows["step"], rows["rank"]], axis=0, return_counts=True)[1]
+        step, rank = rows["step"], rows["rank"]  # (in step, rank, micro order)
+        new = np.r_[True, (step[1:] != step[:-1]) | (rank[1:] != rank[:-1]), True]
+        per_rank = np.diff(np.flatnonzero(new))  # micro-batches of a rank in a step
         world = max(int(self.header.get("world_size", 1)), int(rows["rank"].max()) + 1)
         lo, hi = INT_BOUNDS["grad_accum"]
         changes: dict[str, Any] = {
