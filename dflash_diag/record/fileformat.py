@@ -231,6 +231,13 @@ def small_varints(values: list[int]) -> bytes:
     return bytes(out)
 
 
+class NoHeader(InputError):
+    """A recording cut before its header was whole (the run stopped at once)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, "holds no complete header (the run stopped at once)", "")
+
+
 @dataclass(frozen=True)
 class Scan:
     """Where the frames of a file are.
@@ -261,7 +268,7 @@ def scan_frames(buf: bytes, path: str) -> Scan:
 
     if len(buf) < len(PREAMBLE) or buf[: len(MAGIC)] != MAGIC:
         if MAGIC.startswith(buf[: len(MAGIC)]) and len(buf) < len(PREAMBLE):
-            raise InputError(path, "holds no complete header (the run stopped at once)", "")
+            raise NoHeader(path)
         raise InputError(path, "not a dflash-diag batch recording (no DFDBATCH header)", "")
     (version,) = struct.unpack_from("<I", buf, len(MAGIC))
     if version != FORMAT_VERSION:
@@ -285,7 +292,7 @@ def scan_frames(buf: bytes, path: str) -> Scan:
         if len(at):
             where = int(at[0])
             raise InputError(path, f"corrupt record at byte {where}: data before the header", "")
-        raise InputError(path, "holds no complete header (the run stopped at once)", "")
+        raise NoHeader(path)
     view = memoryview(buf)
     headers = [
         _header_json(view[int(a) + FRAME_HEAD.size + 1 : int(b)], path, int(a))
