@@ -231,6 +231,13 @@ def small_varints(values: list[int]) -> bytes:
     return bytes(out)
 
 
+class NoHeader(InputError):
+    """A recording cut before its header was whole (the run stopped at once)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, "holds no complete header (the run stopped at once)", "")
+
+
 @dataclass(frozen=True)
 class Scan:
     """Where the frames of a file are.
@@ -261,7 +268,7 @@ def scan_frames(buf: bytes, path: str) -> Scan:
 
     if len(buf) < len(PREAMBLE) or buf[: len(MAGIC)] != MAGIC:
         if MAGIC.startswith(buf[: len(MAGIC)]) and len(buf) < len(PREAMBLE):
-            raise InputError(path, "holds no complete header (the run stopped at once)", "")
+            raise NoHeader(path)
         raise InputError(path, "not a dflash-diag batch recording (no DFDBATCH header)", "")
     (version,) = struct.unpack_from("<I", buf, len(MAGIC))
     if version != FORMAT_VERSION:
@@ -270,55 +277,70 @@ def scan_frames(buf: bytes, path: str) -> Scan:
             f"recording format version {version}; this dflash-diag reads {FORMAT_VERSION}",
             "upgrade dflash-diag" if version > FORMAT_VERSION else "",
         )
-    headers: list[dict[str, Any]] = []
-    starts: list[int] = []
-    ends: list[int] = []
-    session: list[int] = []
+    frames, end, torn = _walk(buf, path)
+    data = np.frombuffer(buf, dtype=np.uint8)
+    at = np.array(frames, dtype=np.int64)
+    ends = np.r_[at[1:], end] if len(at) else at  # (frames follow each other)
+    kinds = data[at + FRAME_HEAD.size] if len(at) else data[:0]
+    odd = np.flatnonzero((kinds != KIND_BLOCK[0]) & (kinds != KIND_HEADER[0]))
+    if len(odd):
+        pos = int(at[odd[0]])
+        kind = bytes(data[pos + FRAME_HEAD.size : pos + FRAME_HEAD.size + 1])
+        raise InputError(path, f"unknown record kind {kind!r} at byte {pos}", "")
+    is_head = kinds == KIND_HEADER[0]
+    if not len(at) or not is_head[0]:
+        if len(at):
+            where = int(at[0])
+            raise InputError(path, f"corrupt record at byte {where}: data before the header", "")
+        raise NoHeader(path)
+    view = memoryview(buf)
+    headers = [
+        _header_json(view[int(a) + FRAME_HEAD.size + 1 : int(b)], path, int(a))
+        for a, b in zip(at[is_head], ends[is_head], strict=True)
+    ]
+    blocks = ~is_head
+    return Scan(
+        headers=headers,
+        starts=at[blocks] + FRAME_HEAD.size + 1,
+        ends=ends[blocks],
+        session=(np.cumsum(is_head) - 1)[blocks],
+        end=end,
+        torn=torn,
+    )
+
+
+def _walk(buf: bytes, path: str) -> tuple[list[int], int, int]:
+    """The byte offset of every good frame, where the good frames end, and 1 if a torn
+    last frame follows them (else 0).  The one Python loop of the reader: a frame's
+    size says where the next one starts."""
+    frames: list[int] = []
+    add = frames.append
     pos = len(PREAMBLE)
     size_all = len(buf)
     crc32 = zlib.crc32
     view = memoryview(buf)
     unpack = FRAME_HEAD.unpack_from
     head = FRAME_HEAD.size
-    torn = 0
+    checks: dict[int, int] = {}
     while pos < size_all:
         if pos + head > size_all:
-            torn = 1
-            break
+            return frames, pos, 1
         size, check, crc = unpack(buf, pos)
-        a, b = pos + head, pos + head + size
-        if check != size_check(size) or size == 0 or size > MAX_FRAME:
+        good = checks.get(size)
+        if good is None:
+            good = checks[size] = size_check(size)
+        b = pos + head + size
+        if check != good or size == 0 or size > MAX_FRAME:
             if not any(view[pos:]):  # a zeroed tail (a crash before the data reached disk)
-                torn = 1
-                break
+                return frames, pos, 1
             raise InputError(path, f"corrupt record at byte {pos}", "the file is damaged")
-        if b > size_all or crc32(view[a:b]) != crc:
+        if b > size_all or crc32(view[pos + head : b]) != crc:
             if b >= size_all:  # the last record, cut short or not all written
-                torn = 1
-                break
+                return frames, pos, 1
             raise InputError(path, f"corrupt record at byte {pos}", "the file is damaged")
-        kind = buf[a : a + 1]
-        if kind == KIND_BLOCK:
-            starts.append(a + 1)
-            ends.append(b)
-            session.append(len(headers) - 1)
-        elif kind == KIND_HEADER:
-            headers.append(_header_json(view[a + 1 : b], path, pos))
-        else:
-            raise InputError(path, f"unknown record kind {kind!r} at byte {pos}", "")
-        if not headers:
-            raise InputError(path, f"corrupt record at byte {pos}: data before the header", "")
+        add(pos)
         pos = b
-    if not headers:
-        raise InputError(path, "holds no complete header (the run stopped at once)", "")
-    return Scan(
-        headers=headers,
-        starts=np.array(starts, dtype=np.int64),
-        ends=np.array(ends, dtype=np.int64),
-        session=np.array(session, dtype=np.int64),
-        end=pos,
-        torn=torn,
-    )
+    return frames, pos, 0
 
 
 def _header_json(data: memoryview, path: str, pos: int) -> dict[str, Any]:
@@ -496,19 +518,22 @@ def _block_rows(
     np.cumsum(8 * recs["high"], out=bit0[1:])
     if len(ones) != total or (np.diff(np.searchsorted(ones, bit0)) != n).any():
         raise _bad(path, "sample id bits do not match the micro-batch sizes")
-    hi = (ones - bit0[:-1][rec] - j).astype(np.uint64)
+    hi = (ones - bit0[:-1][rec] - j).view(np.uint64)
     del ones
-    w = width[rec].astype(np.uint64)
-    if (hi >= (np.uint64(1) << (np.uint64(63) - w))).any():
+    # ids are sorted in a micro-batch: its last high part is its largest
+    if (hi[row_start[1:] - 1] >> (np.uint64(63) - width.view(np.uint64))).any():
         raise _bad(path, "a sample id beyond int64")
     # low parts: L bits at bit j*L of the micro-batch's low bits, read 8 bytes at a time
     padded = np.concatenate([data, np.zeros(8, dtype=np.uint8)])
     words = np.ndarray((len(data) + 1,), dtype="<u8", buffer=padded, strides=(1,))
-    bit = j * width[rec]
-    lo = words[raw_at["low"][rec] + (bit >> 3)] >> (bit & 7).astype(np.uint64)
+    w = width[rec]
+    bit = j * w
+    lo = words[raw_at["low"][rec] + (bit >> 3)] >> (bit & 7).view(np.uint64)
+    del bit
+    w = w.view(np.uint64)
     lo &= (np.uint64(1) << w) - np.uint64(1)
     ids = ((hi << w) | lo).view(np.int64)
-    del hi, lo, bit, w
+    del hi, lo, w
     flag = recs["mode"][rec] == 1
     two = np.flatnonzero(recs["mode"] == 2)
     if len(two):

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from .fileformat import (
     FORMAT_VERSION,
     PREAMBLE,
+    NoHeader,
     block_payload,
     frame,
     header_frame,
@@ -221,7 +222,10 @@ class BatchRecorder:
         """Where to append to an existing recording (after its last good record)."""
         if not self.path.exists() or self.path.stat().st_size == 0:
             return None
-        return scan_frames(self.path.read_bytes(), str(self.path)).end
+        try:
+            return scan_frames(self.path.read_bytes(), str(self.path)).end
+        except NoHeader:  # (a run that stopped while writing the header: start over)
+            return None
 
     def log(
         self, step: Any, sample_ids: Any, lengths: Any, rank: Any = None, micro: Any = 0

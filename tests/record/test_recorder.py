@@ -253,3 +253,17 @@ def test_a_forked_child_does_not_write_the_parents_pending_step(tmp_path):
     rec.close()
     got = read_recording(tmp_path / "t.batches").table
     assert got[["step", "sample_id"]].values.tolist() == [[0, 1], [0, 2], [1, 5]]
+
+
+def test_a_file_cut_inside_its_header_is_started_over(tmp_path):
+    path = tmp_path / "t.batches"
+    with BatchRecorder(path, rank=0, world_size=1, settings={"run": 1}) as rec:
+        rec.log(0, [1], [2])
+    path.write_bytes(path.read_bytes()[:30])
+    with pytest.raises(InputError, match="holds no complete header"):
+        read_recording(path)
+    with BatchRecorder(path, rank=0, world_size=1, settings={"run": 2}) as rec:
+        rec.log(5, [3], [4])
+    got = read_recording(path)
+    assert got.header["settings"] == {"run": 2} and got.sessions == 1
+    assert got.table.values.tolist() == [[5, 0, 0, 3, 4]]
