@@ -55,6 +55,8 @@ class Context:
     :param epochs: epochs replayed.
     :param step_source: ``RunLog.step_source``: with ``line order`` the "steps" are the
         log's records numbered 1, 2, ..., not optimizer steps, and are labelled so.
+    :param composition: where the batches recorded during training came from, in words
+        (``run.batches (found beside the log)``); None: no recording was used.
     """
 
     log: str
@@ -65,6 +67,7 @@ class Context:
     epochs: int | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
     step_source: str = "field"
+    composition: str | None = None
 
     @property
     def line_order(self) -> bool:
@@ -128,11 +131,18 @@ def spikes_report(
     config: str | Path | None = None,
     schedule: dict[str, Any] | None = None,
     stage: Stage = quiet,
+    composition: str | Path | None = None,
 ) -> SpikesReport:
-    """Detect spikes in ``log`` and, with a manifest, attribute them (``dflash-diag
-    spikes``).  Arguments are the command's options; ``schedule`` holds schedule flags
-    (ScheduleParams fields, None = not given) and ``config`` the TOML file (default:
-    ``dflash-diag.toml`` beside the log)."""
+    """Detect spikes in ``log`` and, with a manifest or a recording, attribute them
+    (``dflash-diag spikes``).  Arguments are the command's options; ``schedule`` holds
+    schedule flags (ScheduleParams fields, None = not given) and ``config`` the TOML file
+    (default: ``dflash-diag.toml`` beside the log).
+
+    ``composition``: the batches recorded during training (:mod:`dflash_diag.record`);
+    without it, a recording beside the log (:func:`~dflash_diag.record.find_recording`)
+    is used unless schedule flags name a schedule to replay.  A recording is lined up
+    as it is, with no replay; a manifest (flag or config) adds categories and is checked
+    against the recorded lengths."""
     from .logs import check_format, read_log
     from .schedule.config import resolve_schedule
     from .schedule.replay import undetermined_notes
@@ -145,38 +155,153 @@ def spikes_report(
     resolved = resolve_schedule(schedule or {}, config, near=log, manifest=manifest)
     if metric_rank is not None:
         resolved = replace(resolved, metric_rank=metric_rank)
+    recording, notes = _recording(composition, log, schedule or {})
     with stage("reading log") as bar:
         run = read_log(log, format=fmt, rank=rank, progress=bar, step_every=step_every)
     logged = run.logged(metric) if metric in run.table.columns else None
     detection = detect_spikes(
         run.table, metric, detector, window, threshold, path=log, logged=logged
     )
-    attribution = replayed = m = epochs = None
-    evidence = log_only_evidence(detection)
-    samples: dict[int, tuple[MicroBatch, ...]] = {}
-    if resolved.manifest is not None:
-        from .spikes.coverage import check_steps, schedule_source
-
-        check_steps(run.step_source, log, force)
-        source = schedule_source(resolved.config_path, config, bool(resolved.given), log)
-        attribution, replayed, m, epochs = _attribute(
-            log, run.table, detection, resolved, covers, force, stage, source
-        )
-        evidence = attribution.spikes
-        samples = spike_batches(replayed, m.ids, detection, evidence, covers, attribution)
+    attribution, replayed, m, epochs, samples, more = _attributed(
+        log, run, detection, resolved, covers, force, stage, config, recording
+    )
+    notes += more
+    evidence = attribution.spikes if attribution is not None else log_only_evidence(detection)
+    # (the counterfactual replays other strategies with the schedule's parameters, which a
+    # recording does not have)
+    source = m if recording is None else None
     with stage("variance proxies") as bar:
-        variance = variance_proxies(detection, run.table, attribution, replayed, m, progress=bar)
+        variance = variance_proxies(
+            detection, run.table, attribution, replayed, source, progress=bar
+        )
     ctx = Context(
         log=log,
         log_format=run.format,
         config=str(resolved.config_path) if resolved.config_path else None,
         manifest=str(resolved.manifest) if resolved.manifest else None,
-        schedule=_params(resolved.params) if resolved.manifest else None,
+        schedule=_params(resolved.params) if resolved.manifest and not recording else None,
         epochs=epochs,
         step_source=run.step_source,
-        notes=undetermined_notes(replayed),
+        notes=(*notes, *undetermined_notes(None if recording else replayed)),
+        composition=recording[1] if recording is not None else None,
     )
     return SpikesReport(ctx, detection, evidence, attribution, variance, samples, run)
+
+
+def _attributed(
+    log: str,
+    run: Any,
+    detection: Any,
+    resolved: Any,
+    covers: str,
+    force: bool,
+    stage: Stage,
+    config: str | Path | None,
+    recording: tuple[Path, str] | None,
+) -> tuple[Any, Any, Any, int | None, dict[int, tuple[MicroBatch, ...]], tuple[str, ...]]:
+    """Attribution on the recording, else on the replayed schedule of a manifest, else
+    none: ``(attribution, replay, manifest, epochs replayed, spike batches, notes)``."""
+    from .spikes.coverage import check_steps, schedule_source
+
+    if recording is None and resolved.manifest is None:
+        return None, None, None, None, {}, ()
+    check_steps(run.step_source, log, force)
+    epochs: int | None = None
+    notes: tuple[str, ...] = ()
+    if recording is not None:
+        attribution, replayed, m, notes = _attribute_recorded(
+            run.table, detection, resolved, covers, force, stage, recording
+        )
+    else:
+        source = schedule_source(resolved.config_path, config, bool(resolved.given), log)
+        attribution, replayed, m, epochs = _attribute(
+            log, run.table, detection, resolved, covers, force, stage, source
+        )
+    ids = m.ids if m is not None else None
+    samples = spike_batches(replayed, ids, detection, attribution.spikes, covers, attribution)
+    return attribution, replayed, m, epochs, samples, notes
+
+
+def _recording(
+    composition: str | Path | None, log: str, flags: dict[str, Any]
+) -> tuple[tuple[Path, str] | None, tuple[str, ...]]:
+    """The recording to line the log up with, as ``(path, where it came from in words)``,
+    and notes: ``--composition`` (refused beside schedule flags: nothing is replayed),
+    else the one beside the log unless schedule flags name a schedule to replay."""
+    from .errors import InputError
+    from .record import find_recording
+
+    named = sorted(k for k, v in flags.items() if v is not None)
+    if composition is not None:
+        if named:
+            shown = ", ".join("--" + k.replace("_", "-") for k in named)
+            raise InputError(
+                "--composition",
+                f"a recorded composition is not replayed, so {shown} cannot apply",
+                "drop the schedule flags, or drop --composition to replay the schedule",
+            )
+        return (Path(composition), display_path(composition)), ()
+    found = find_recording(log) if log != "-" else None
+    if found is None:
+        return None, ()
+    if named:
+        note = (
+            f"the batches recorded in {display_path(found)} are not used: schedule flags "
+            "name a schedule to replay (drop them to use the recording)"
+        )
+        return None, (note,)
+    return (Path(found), f"{display_path(found)} (found beside the log)"), ()
+
+
+def recorded_replay(recording: Any, resolved: Any, stage: Stage = quiet) -> tuple[Any, Any]:
+    """``(manifest or None, Replay)`` of a :class:`~dflash_diag.record.Recording`; with
+    the manifest of ``resolved`` (flag or config), ``Recording.to_replay`` checks its
+    sample ids and lengths against the recording (InputError: not the run's dataset) and
+    adds its categories."""
+    from .manifest import read_manifest
+
+    if resolved.manifest is None:
+        return None, recording.to_replay()
+    with stage("reading manifest") as bar:
+        m = read_manifest(
+            resolved.manifest, resolved.length_column, resolved.category_column, progress=bar
+        )
+    return m, recording.to_replay(lengths=m)
+
+
+def _attribute_recorded(
+    table: Any,
+    detection: Any,
+    resolved: Any,
+    covers: str,
+    force: bool,
+    stage: Stage,
+    recording: tuple[Path, str],
+) -> tuple[Any, Any, Any, tuple[str, ...]]:
+    """Read the recording (and the manifest, if any), check it against the log,
+    attribute.  Returns ``(attribution, replay, manifest or None, notes)``."""
+    from .record import read_recording
+    from .spikes.attribute import attribute_spikes
+    from .spikes.coverage import check_recording
+    from .spikes.optimizer import lr_at
+
+    path, named_by = recording
+    with stage("reading recording"):
+        rec = read_recording(path)
+    m, rep = recorded_replay(rec, resolved, stage)
+    check = check_recording(rep, table, detection.steps, force, str(path), named_by)
+    lr = lr_at(table, detection.steps)
+    with stage("attributing spikes") as bar:
+        att = attribute_spikes(
+            detection, rep, covers, check, resolved.metric_rank, progress=bar, lr=lr
+        )
+    notes: tuple[str, ...] = ()
+    if rec.torn:
+        notes = (
+            f"{rec.torn} partial record{'s' if rec.torn != 1 else ''} at the end of "
+            f"{named_by.split(' (')[0]} ignored (a run stopped mid-write)",
+        )
+    return att, rep, m, notes
 
 
 def _params(params: Any) -> dict[str, Any]:
@@ -223,7 +348,7 @@ def _attribute(
 
 def spike_batches(
     replay: Replay,
-    ids: np.ndarray,
+    ids: np.ndarray | None,
     detection: Detection,
     spikes: tuple[SpikeEvidence, ...],
     covers: str,
@@ -234,6 +359,7 @@ def spike_batches(
     A logged point covers the micro-batches :func:`~dflash_diag.spikes.features.
     micro_points` assigns to it (its step, or its window of steps), of the rank whose
     batches the metric follows (``attribution.metric_rank``; None: every rank).
+    ``ids`` maps dataset indices to sample ids (None: the indices are the ids).
     """
     import numpy as np
 
@@ -255,11 +381,15 @@ def spike_batches(
                 int(step[r]),
                 int(rank[r]),
                 int(mb[r]),
-                tuple(int(x) for x in ids[replay.batch(int(r))]),
+                tuple(int(x) for x in _ids(replay.batch(int(r)), ids)),
             )
             for r in rows
         )
     return out
+
+
+def _ids(indices: np.ndarray, ids: np.ndarray | None) -> np.ndarray:
+    return indices if ids is None else ids[indices]
 
 
 @dataclass(frozen=True)
@@ -312,6 +442,8 @@ class BatchesReport:
         schedule as given (what ``spikes`` would check).
     :param micro: rank 0's micro-batch lengths per strategy drawn (each ``--compare``d
         one, else the chosen one), when plots were asked for.
+    :param composition: the recording measured (``--composition``), whose statistics
+        are ``stats`` (strategy ``recorded``); ``manifest`` is then ``none`` without one.
     """
 
     manifest: str
@@ -328,6 +460,7 @@ class BatchesReport:
     warnings: tuple[ScheduleWarning, ...] = ()
     given_check: Any = None
     micro: tuple[MicroLengths, ...] = ()
+    composition: str | None = None
 
 
 def display_path(path: str | Path) -> str:
@@ -353,6 +486,7 @@ def batches_report(
     category_column: str | None = None,
     plots: bool = False,
     stage: Stage = quiet,
+    composition: str | Path | None = None,
 ) -> BatchesReport:
     """Replay a schedule from a length manifest and measure it (``dflash-diag batches``).
 
@@ -360,6 +494,9 @@ def batches_report(
         ``throughput``: tokens/s at 100% padding efficiency; ``search_seed``: the seeds
         to search (needs ``log``); ``export``: a .parquet/.csv file to write.
     :param plots: also gather what the plots draw (``strip``, ``micro``).
+    :param composition: measure the batches a run recorded (:mod:`dflash_diag.record`)
+        instead of a replay; the manifest is then optional (needed by ``compare`` and
+        ``optimize_buckets``, which replay it).
     """
     from .errors import InputError
     from .schedule.config import resolve_schedule
@@ -368,6 +505,22 @@ def batches_report(
     manifest = Path(manifest) if manifest is not None else None
     if search_seed is not None and log is None:
         raise InputError("--search-seed", "needs a log to match", "add --log RUN.log")
+    if composition is not None:
+        return _recorded_batches(
+            Path(composition),
+            manifest,
+            schedule or {},
+            config,
+            names=compare,
+            k_max=optimize_buckets,
+            rate=throughput,
+            log=log,
+            searching=search_seed is not None,
+            export=Path(export) if export is not None else None,
+            columns=(length_column, category_column),
+            plots=plots,
+            stage=stage,
+        )
     resolved = resolve_schedule(schedule or {}, config, near=manifest, manifest=manifest)
     if resolved.manifest is None:
         raise InputError(
@@ -400,6 +553,116 @@ def batches_report(
         export=Path(export) if export is not None else None,
         plots=plots,
         stage=stage,
+    )
+
+
+def _recorded_batches(
+    path: Path,
+    manifest: Path | None,
+    flags: dict[str, Any],
+    config: str | Path | None,
+    *,
+    names: list[str] | None,
+    k_max: int | None,
+    rate: float | None,
+    log: Path | None,
+    searching: bool,
+    export: Path | None,
+    columns: tuple[str | None, str | None],
+    plots: bool,
+    stage: Stage,
+) -> BatchesReport:
+    """``batches --composition FILE``: the recorded schedule measured as a replayed one
+    is (strategy ``recorded``); ``names`` are replayed from the manifest with the
+    schedule's parameters, over as many epochs as were recorded (unless ``--epochs``)."""
+    from dataclasses import replace as with_
+
+    from .batchstats import schedule_stats
+    from .buckets import optimize_buckets, training_time
+    from .logs import read_log
+    from .record import read_recording
+    from .schedule import verify_tokens
+    from .schedule.export import export_schedule
+
+    replays = "--compare" if names else "--optimize-buckets" if k_max is not None else None
+    resolved = _recorded_inputs(path, manifest, flags, config, columns, replays, searching)
+    with stage("reading recording"):
+        rec = read_recording(path)
+    m, schedule = recorded_replay(rec, resolved, stage)
+    stats = with_(schedule_stats(schedule), strategy="recorded")
+    params = resolved.params
+    if "epochs" not in resolved.given:
+        params = params.replace(epochs=max(stats.epochs, 1))
+    compared: tuple[Any, ...] = ()
+    drawn: tuple[MicroLengths, ...] = ()
+    if names:
+        compared, drawn = _compare(m, params, names, stats, schedule, stage, plots)
+        compared = (stats, *compared)
+    if plots:
+        mine = micro_lengths(schedule, stats.padding_efficiency)
+        drawn = (with_(mine, strategy="recorded"), *drawn)
+    plan = None
+    if k_max is not None:
+        with stage("optimising buckets") as tick:
+            plan = optimize_buckets(m, params, k_max, rate, progress=tick)
+    check = verify_tokens(schedule, read_log(log).table) if log is not None else None
+    seconds: dict[str, float] = {}
+    if rate is not None:
+        for st in (stats, *compared):
+            seconds[st.strategy] = training_time(
+                st.tokens_per_epoch, st.epochs, st.padding_efficiency, rate
+            )
+    written = None
+    if export is not None:
+        protect = [x for x in (path, manifest, log, resolved.config_path) if x is not None]
+        export_schedule(schedule, export, m.ids if m is not None else None, protect=protect)
+        written = display_path(export)
+    return BatchesReport(
+        manifest=display_path(resolved.manifest) if resolved.manifest else "none",
+        config=display_path(resolved.config_path) if resolved.config_path else None,
+        stats=stats,
+        strategies=compared,
+        plan=plan,
+        verification=check,
+        training_seconds=seconds,
+        throughput=rate,
+        export=written,
+        micro=drawn,
+        composition=display_path(path),
+    )
+
+
+def _recorded_inputs(
+    path: Path,
+    manifest: Path | None,
+    flags: dict[str, Any],
+    config: str | Path | None,
+    columns: tuple[str | None, str | None],
+    replays: str | None,
+    searching: bool,
+) -> Any:
+    """The schedule and manifest ``batches --composition`` uses (a ResolvedSchedule),
+    checked: no seed search, and a manifest when an option (``replays``) replays it."""
+    from dataclasses import replace as with_
+
+    from .errors import InputError
+    from .schedule.config import resolve_schedule
+
+    if searching:
+        raise InputError(
+            "--search-seed",
+            "a recorded composition is not replayed, so it has no seed to search",
+            "drop --search-seed (--log checks the recording against the log)",
+        )
+    resolved = resolve_schedule(flags, config, near=manifest or path, manifest=manifest)
+    if resolved.manifest is None and replays is not None:
+        raise InputError(replays, "replays the manifest, and none was given", "give MANIFEST")
+    if resolved.manifest is not None and not resolved.manifest.exists():
+        raise InputError(str(resolved.manifest), "manifest not found", "check the path")
+    return with_(
+        resolved,
+        length_column=columns[0] or resolved.length_column,
+        category_column=columns[1] or resolved.category_column,
     )
 
 

@@ -15,7 +15,7 @@ import typer
 
 from ..errors import InputError
 from ..spikes.coverage import MIN_TOKENS_MATCH
-from .options import SCHEDULE_PANEL, JsonOpt, PlotOpt, schedule_options
+from .options import SCHEDULE_PANEL, CompositionOpt, JsonOpt, PlotOpt, schedule_options
 from .outputs import HtmlOpt, check_outputs, stages
 
 OUTPUT_PANEL = "Analyses and outputs"
@@ -130,6 +130,7 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option("--category-column", help="The manifest's category column."),
         ] = None,
+        composition: CompositionOpt = None,
         json_out: JsonOpt = False,
         plot: PlotOpt = None,
         html: HtmlOpt = None,
@@ -145,7 +146,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Replay a batch schedule from a length manifest and measure it: padding
         efficiency, length ICC, adjacent-batch correlation, recurrence; compare
-        strategies, optimise bucket edges, verify against a run's log, export it."""
+        strategies, optimise bucket edges, verify against a run's log, export it.
+
+        With --composition FILE the batches a run recorded (dflash_diag.record) are
+        measured the same way, no replay; MANIFEST is then optional (--compare and
+        --optimize-buckets replay it)."""
 
         # Everything the user typed is checked before the slow work starts.
         check_outputs(plot, html)
@@ -183,6 +188,7 @@ def register(app: typer.Typer) -> None:
             category_column=category_column,
             plots=plot is not None or html is not None,
             stage=stages(not json_out),
+            composition=composition,
         )
         _show(report, json_out, plot, html)
 

@@ -46,6 +46,16 @@ StepEveryOpt = Annotated[
 RankOpt = Annotated[
     str, typer.Option("--rank", help="Which rank's lines to use: a number, or 'all'.")
 ]
+CompositionOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--composition",
+        help="The batches the run recorded (dflash_diag.record: BatchRecorder, "
+        "record_trainer, LightningRecorder), e.g. train.batches: every step's samples as "
+        "trained, instead of a replayed schedule.",
+        metavar="FILE",
+    ),
+]
 
 
 def _choices(values: tuple[str, ...]) -> str:

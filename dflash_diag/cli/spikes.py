@@ -10,6 +10,7 @@ import typer
 
 from .options import (
     SCHEDULE_PANEL,
+    CompositionOpt,
     FormatOpt,
     JsonOpt,
     PlotOpt,
@@ -41,6 +42,10 @@ _HELP = (
     "batch features, a robust composition model (R² in-sample and cross-validated), and "
     "for every spike its batch, the model's prediction and the steps where the same batch "
     "came back.\n\n"
+    "With --composition FILE (or the recording beside the log: run.log -> run.batches; "
+    "see dflash_diag.record) every logged step is lined up with the batches the run recorded: "
+    "no schedule and no replay; the recorded tokens are checked against the logged ones, "
+    "and every verdict rests on the recording (schedule check: recorded).\n\n"
     "Verdicts: composition (the batch predicts >= 50% of the rise, or the same batch was "
     "high again), unexplained (an ordinary batch: < 25%, and none of the longest samples; "
     "look at the optimizer), "
@@ -101,6 +106,7 @@ def register(app: typer.Typer) -> None:
                 "input_ids in Parquet/JSONL/Arrow, a save_to_disk folder, Parquet shards.",
             ),
         ] = None,
+        composition: CompositionOpt = None,
         covers: Annotated[
             Covers,
             typer.Option(
@@ -164,6 +170,7 @@ def register(app: typer.Typer) -> None:
             config=config,
             schedule=schedule,
             stage=stages(not json),
+            composition=composition,
         )
         if plot is not None:
             plot_spikes(plot, report)

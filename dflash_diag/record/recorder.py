@@ -26,7 +26,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .fileformat import FORMAT_VERSION, PREAMBLE, block_payload, frame, header_frame, scan_frames
+from .fileformat import (
+    FORMAT_VERSION,
+    PREAMBLE,
+    NoHeader,
+    block_payload,
+    frame,
+    header_frame,
+    scan_frames,
+    zigzag,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -126,21 +135,29 @@ class _Sink:
             self.file.seek(append_at)
             self.file.write(head)
         self.step: int | None = None
+        self.last_written = 0  # (steps are written as the change from the last block's)
         self.parts: tuple[list[Any], ...] = ([], [], [], [], [])
         self.pending = 0
+        self.pid = os.getpid()
 
     def write(self) -> None:
-        if self.step is None or self.file.closed:
+        # (a forked child, e.g. a DataLoader worker, holds a copy: it must not write it)
+        if self.step is None or self.file.closed or os.getpid() != self.pid:
             return
         ranks, micros, ids, flags, lens = self.parts
         if ids:
-            self.file.write(frame(block_payload(self.step, ranks, micros, ids, flags, lens)))
+            code = zigzag(self.step - self.last_written)
+            self.file.write(frame(block_payload(code, ranks, micros, ids, flags, lens)))
+            self.last_written = self.step
         for part in self.parts:
             part.clear()
         self.pending = 0
 
     def close(self) -> None:
         if self.file.closed:
+            return
+        if os.getpid() != self.pid:
+            self.file.close()
             return
         try:
             self.write()
@@ -205,7 +222,10 @@ class BatchRecorder:
         """Where to append to an existing recording (after its last good record)."""
         if not self.path.exists() or self.path.stat().st_size == 0:
             return None
-        return scan_frames(self.path.read_bytes(), str(self.path)).end
+        try:
+            return scan_frames(self.path.read_bytes(), str(self.path)).end
+        except NoHeader:  # (a run that stopped while writing the header: start over)
+            return None
 
     def log(
         self, step: Any, sample_ids: Any, lengths: Any, rank: Any = None, micro: Any = 0

@@ -83,7 +83,7 @@ def _metric_rows(s: ScheduleStats, seconds: float | None) -> list[tuple[str, str
     overall = f" of {s.length_std:.1f}" if math.isfinite(s.within_batch_std) else ""
     rows = [
         ("samples", f"{s.n_samples:,}", f"{s.n_samples:,}"),
-        ("epochs replayed", str(s.epochs), str(s.epochs)),
+        (_epochs_word(s), str(s.epochs), str(s.epochs)),
         ("batches per epoch", f"{s.batches_per_epoch:,}", f"{s.batches_per_epoch:,}"),
         ("steps per epoch", f"{s.steps_per_epoch:,}{each}", f"{s.steps_per_epoch:,}"),
         ("padding efficiency", _pct(s.padding_efficiency), _pct(s.padding_efficiency)),
@@ -103,6 +103,11 @@ def _metric_rows(s: ScheduleStats, seconds: float | None) -> list[tuple[str, str
     return rows
 
 
+def _epochs_word(s: ScheduleStats) -> str:
+    """``epochs recorded`` for a recording measured (``--composition``), else replayed."""
+    return "epochs recorded" if s.strategy == "recorded" else "epochs replayed"
+
+
 CAPTION = (
     "padding efficiency = real / (samples x longest) tokens; length ICC [95% CI] = share "
     "of length variance between micro-batches (1 sorted, 0 random); adjacent corr = lag-1 "
@@ -117,10 +122,13 @@ def render_text(report: BatchesReport, console: Console) -> None:
     from rich.table import Table
 
     s = report.stats
-    console.print(
-        f"manifest: {report.manifest}  strategy: {s.strategy}  "
-        f"config: {report.config or 'none (flags and defaults)'}"
-    )
+    if report.composition is not None:
+        console.print(f"composition: recorded in {report.composition}  manifest: {report.manifest}")
+    else:
+        console.print(
+            f"manifest: {report.manifest}  strategy: {s.strategy}  "
+            f"config: {report.config or 'none (flags and defaults)'}"
+        )
     for w in report.warnings:
         console.print(f"{w.level}: {w.message}", soft_wrap=True)
     if s.batches_per_epoch == 0:
@@ -153,7 +161,7 @@ def render_text(report: BatchesReport, console: Console) -> None:
         ]
         names = list(dict.fromkeys(name for c in columns for name in c))
         for name in names:
-            if name in ("samples", "epochs replayed"):
+            if name in ("samples", "epochs replayed", "epochs recorded"):
                 continue
             label = "tokens per step (median)" if name.startswith("tokens per step") else name
             cmp.add_row(label, *(c.get(name, "-") for c in columns))
@@ -170,6 +178,8 @@ def render_text(report: BatchesReport, console: Console) -> None:
 
 def _title(report: BatchesReport) -> str:
     """The summary table's title; after a seed search it names the seed it describes."""
+    if report.composition is not None:
+        return "Batch schedule (recorded)"
     if report.search is None:
         return "Batch schedule"
     how = "found by --search-seed" if report.search.seed_found else "as given"
@@ -190,6 +200,8 @@ def _verification_lines(report: BatchesReport) -> list[str]:
     v, search = report.verification, report.search
     if v is None:
         return []
+    if report.composition is not None:
+        return [f"verification against the log: recorded {_match(v)}"]
     if search is None:
         return [
             f"verification against the log: tokens match {_pct(v.tokens_match)} of "
@@ -291,6 +303,8 @@ def report_document(report: BatchesReport) -> dict[str, Any]:
     """The ``--json`` document: the summary's keys at the top, options below."""
     s = report.stats
     doc: dict[str, Any] = {"manifest": report.manifest, "config": report.config}
+    if report.composition is not None:
+        doc["composition"] = report.composition
     if report.seed is not None:
         doc["seed"] = report.seed
     doc.update(_stats_json(s, report.training_seconds.get(s.strategy)))
@@ -389,7 +403,8 @@ def batches_figure(report: BatchesReport) -> Any:
     if beside:
         _diversity_panel(fig.add_subplot(grid[:, 1]), list(stats.values()), colours)
     more = "" if beside else " (--compare A,B,... draws strategies side by side)"
-    fig.suptitle(f"{report.manifest}: what each schedule feeds one GPU{more}", fontsize=10)
+    what = report.manifest if report.composition is None else report.composition
+    fig.suptitle(f"{what}: what each schedule feeds one GPU{more}", fontsize=10)
     fig.tight_layout()
     return fig
 

@@ -123,6 +123,7 @@ def to_json(
         "config": ctx.config,
         "manifest": ctx.manifest,
         "schedule": ctx.schedule,
+        "composition": ctx.composition,
         "epochs_replayed": ctx.epochs,
         "metric": d.metric,
         "detector": d.detector,
@@ -428,6 +429,10 @@ def _ground_sentences(attribution: Attribution | None) -> list[str]:
             "These verdicts are forced onto a schedule the logged tokens refute: they are "
             "not evidence about this run."
         ]
+    if ground == "recorded":
+        assert attribution is not None
+        where = attribution.schedule_check.named_by
+        return [f"These verdicts rest on the batches recorded during training in {where}."]
     return []
 
 
@@ -481,8 +486,11 @@ def _header(console: Console, ctx: Context, d: Detection, attribution: Attributi
             "record, not optimizer step N (--step-every N: the trainer's logging_steps)",
             markup=False,
         )
+    if ctx.composition:
+        console.print(f"composition: recorded in {ctx.composition}", markup=False)
     if ctx.config:
-        console.print(f"schedule config: {ctx.config}", markup=False)
+        what = "config (manifest only)" if ctx.composition else "schedule config"
+        console.print(f"{what}: {ctx.config}", markup=False)
     if attribution is not None and attribution.schedule_check is not None:
         g = attribution.schedule_check
         console.print(f"schedule check: {g.status}: {g.detail}", markup=False)
@@ -551,7 +559,11 @@ def _spike_lines(
     samples: dict[int, tuple[MicroBatch, ...]] | None,
 ) -> None:
     """Each shown spike's verdict with its reasons, its batch, and its sample ids."""
-    on = {"given": ", on the given schedule", "refuted": ", forced onto a refuted schedule"}
+    on = {
+        "given": ", on the given schedule",
+        "refuted": ", forced onto a refuted schedule",
+        "recorded": ", on the recorded batches",
+    }
     word = "event" if ctx.line_order else "step"
     for s in shown:
         console.print(

@@ -6,7 +6,11 @@
   (:func:`dflash_diag.schedule.verify_tokens`); below :data:`MIN_TOKENS_MATCH` attribution
   is refused, since lining spikes up with the wrong batches would be a silently wrong join.
   Its :class:`ScheduleGround` says what every verdict rests on: ``verified``, ``given``
-  (named, not checkable: no tokens logged) or ``refuted`` (forced).
+  (named, not checkable: no tokens logged) or ``refuted`` (forced);
+- :func:`check_recording`: the same for batches recorded during training
+  (:mod:`dflash_diag.record`): the recording must hold the log's steps and, where the log
+  has tokens, match them; its ground is ``recorded`` (a recording's sample ids and
+  lengths are checked against a manifest by ``Recording.to_replay``).
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ if TYPE_CHECKING:
 MAX_EPOCHS = 1000
 #: Share of logged steps whose tokens must match the replay before attribution runs.
 MIN_TOKENS_MATCH = 0.9
+#: Share of the log's steps a recording must hold before it is lined up with them.
+MIN_RECORDED_STEPS = 0.9
 
 
 #: What a verdict's batches can rest on (``ScheduleGround.status``).
@@ -182,3 +188,69 @@ def check_steps(step_source: str, path: str, force: bool = False) -> None:
             "give --step-every N (the trainer's logging_steps), use a log that prints the "
             "step (for the HF Trainer: trainer_state.json), or pass --force",
         )
+
+
+def check_recording(
+    recorded: Replay,
+    log_table: pd.DataFrame,
+    logged_steps: np.ndarray,
+    force: bool = False,
+    path: str = "",
+    named_by: str = "",
+) -> ScheduleGround:
+    """Check batches recorded during training against the log they are lined up with.
+
+    - the recording must hold :data:`MIN_RECORDED_STEPS` of ``logged_steps`` or more,
+      else InputError (a recording of another run, or of another part of it);
+    - tokens logged: the recorded per-step tokens are compared as a replay's are
+      (:func:`dflash_diag.schedule.verify_tokens`); a match below
+      :data:`MIN_TOKENS_MATCH` is an InputError, or ``refuted`` with ``force``;
+    - otherwise ``recorded``: every verdict rests on the recorded composition.
+
+    :param recorded: ``Recording.to_replay()``.
+    :param logged_steps: the steps of the logged points to be lined up.
+    :param named_by: where the recording came from, in words.
+    """
+    import numpy as np
+
+    from ..schedule import verify_tokens
+
+    have = np.unique(recorded.steps["step"].to_numpy(dtype=np.int64))
+    want = np.unique(np.asarray(logged_steps, dtype=np.int64))
+    held = np.isin(want, have)
+    share = float(held.mean()) if want.size else 0.0
+    if share < MIN_RECORDED_STEPS:
+        span = f"{have[0]}..{have[-1]}" if have.size else "none"
+        raise InputError(
+            path,
+            f"the recording holds {int(held.sum())} of the log's {want.size} logged steps "
+            f"({share:.0%}; it has steps {span}, the log {want[0]}..{want[-1]}): it is not "
+            "this run's",
+            f"give the recording of this run (it must hold {MIN_RECORDED_STEPS:.0%} of the "
+            "logged steps)",
+        )
+    logs_tokens = "tokens" in log_table.columns and bool(np.isfinite(log_table["tokens"]).any())
+    check = verify_tokens(recorded, log_table) if logs_tokens else None
+    if check is None or check.n_compared == 0:
+        detail = (
+            f"the recording holds {share:.1%} of the logged steps; the log has no tokens "
+            "to cross-check it"
+        )
+        return ScheduleGround("recorded", named_by, detail)
+    match = f"{check.tokens_match:.1%} of {check.n_compared} steps"
+    if check.tokens_match >= MIN_TOKENS_MATCH:
+        detail = f"recorded tokens match the log at {match}"
+        return ScheduleGround("recorded", named_by, detail, check)
+    if not force:
+        raise InputError(
+            path,
+            f"the recorded tokens match the log's at only {check.tokens_match:.0%} of "
+            f"{check.n_compared} steps (first mismatch: step {check.first_mismatch}): the "
+            "recording is not this run's",
+            "give the recording of this run; or --force",
+        )
+    detail = (
+        f"the tokens recorded in {named_by} match the log at only {match}: the recording "
+        "is not this run's, and every verdict below is forced onto it (--force)"
+    )
+    return ScheduleGround("refuted", named_by, detail, check)

@@ -234,3 +234,36 @@ def test_logging_never_imports_torch(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_a_forked_child_does_not_write_the_parents_pending_step(tmp_path):
+    # a DataLoader worker forked mid-step holds a copy of the recorder: at its exit
+    # (or if it logs and closes) nothing of it reaches the file
+    rec = BatchRecorder(tmp_path / "t.batches", rank=0, world_size=1)
+    rec.log(0, [1, 2], [3, 4])
+    pid = os.fork()
+    if pid == 0:  # the child
+        try:
+            rec.log(1, [9], [9])
+            rec.close()
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    rec.log(1, [5], [6])
+    rec.close()
+    got = read_recording(tmp_path / "t.batches").table
+    assert got[["step", "sample_id"]].values.tolist() == [[0, 1], [0, 2], [1, 5]]
+
+
+def test_a_file_cut_inside_its_header_is_started_over(tmp_path):
+    path = tmp_path / "t.batches"
+    with BatchRecorder(path, rank=0, world_size=1, settings={"run": 1}) as rec:
+        rec.log(0, [1], [2])
+    path.write_bytes(path.read_bytes()[:30])
+    with pytest.raises(InputError, match="holds no complete header"):
+        read_recording(path)
+    with BatchRecorder(path, rank=0, world_size=1, settings={"run": 2}) as rec:
+        rec.log(5, [3], [4])
+    got = read_recording(path)
+    assert got.header["settings"] == {"run": 2} and got.sessions == 1
+    assert got.table.values.tolist() == [[5, 0, 0, 3, 4]]

@@ -169,10 +169,29 @@ def test_an_empty_recording_has_no_replay(tmp_path):
 
 def test_schedule_settings_are_kept_when_valid(tmp_path):
     path = tmp_path / "t.batches"
-    settings = {"seed": 11, "strategy": "random", "batch_size": "eight", "note": "x"}
+    settings = {
+        "seed": 11,
+        "strategy": "random",
+        "batch_size": "eight",
+        "max_seq_len": 0,
+        "note": "x",
+    }
     with BatchRecorder(path, rank=0, world_size=1, settings=settings) as rec:
         rec.log(4, [0, 1], [3, 3])
     params = read_recording(path).to_replay().params
     assert dataclasses.asdict(params) | {} == dataclasses.asdict(
         ScheduleParams(seed=11, strategy="random", first_step=4)
     )
+
+
+def test_sparse_sample_ids_need_a_manifest_but_epochs_are_still_found(tmp_path):
+    path = tmp_path / "t.batches"
+    big = 10**15
+    with BatchRecorder(path, rank=0, world_size=1) as rec:
+        for step, ids in enumerate([[big, big + 9], [big + 9, big]]):
+            rec.log(step, ids, [4, 5])
+    got = read_recording(path)
+    with pytest.raises(InputError, match="sample ids up to 1000000000000009 for 4 recorded"):
+        got.to_replay()
+    ids = got.table["sample_id"].to_numpy()
+    assert infer_epochs(np.array([0, 1]), ids, np.array([0, 2, 4])).tolist() == [0, 1]
