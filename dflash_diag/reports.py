@@ -55,6 +55,11 @@ class Context:
     :param epochs: epochs replayed.
     :param step_source: ``RunLog.step_source``: with ``line order`` the "steps" are the
         log's records numbered 1, 2, ..., not optimizer steps, and are labelled so.
+    :param label: the run's name in the header, the plot's title and the HTML's title
+        (``--label``; None: the file's name).
+    :param steps: ``--steps``: the range of steps shown ``(first, last)``, both included,
+        None for an open end; None: every step.
+    :param span: the first and last step of the log (for "steps 200-300 of 1-2961").
     """
 
     log: str
@@ -65,6 +70,9 @@ class Context:
     epochs: int | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
     step_source: str = "field"
+    label: str | None = None
+    steps: tuple[int | None, int | None] | None = None
+    span: tuple[int, int] | None = None
 
     @property
     def line_order(self) -> bool:
@@ -128,11 +136,15 @@ def spikes_report(
     config: str | Path | None = None,
     schedule: dict[str, Any] | None = None,
     stage: Stage = quiet,
+    steps: tuple[int | None, int | None] | None = None,
+    label: str | None = None,
 ) -> SpikesReport:
     """Detect spikes in ``log`` and, with a manifest, attribute them (``dflash-diag
     spikes``).  Arguments are the command's options; ``schedule`` holds schedule flags
     (ScheduleParams fields, None = not given) and ``config`` the TOML file (default:
-    ``dflash-diag.toml`` beside the log)."""
+    ``dflash-diag.toml`` beside the log).  ``steps`` (first, last; None = open) keeps the
+    spikes whose peak is in that range: detection, the composition model and the variance
+    figures still use the whole log (a baseline needs the points before a spike)."""
     from .logs import check_format, read_log
     from .schedule.config import resolve_schedule
     from .schedule.replay import undetermined_notes
@@ -151,6 +163,7 @@ def spikes_report(
     detection = detect_spikes(
         run.table, metric, detector, window, threshold, path=log, logged=logged
     )
+    check_steps_in(detection.steps, steps)
     attribution = replayed = m = epochs = None
     evidence = log_only_evidence(detection)
     samples: dict[int, tuple[MicroBatch, ...]] = {}
@@ -175,8 +188,40 @@ def spikes_report(
         epochs=epochs,
         step_source=run.step_source,
         notes=undetermined_notes(replayed),
+        label=label,
+        steps=steps,
+        span=(int(detection.steps[0]), int(detection.steps[-1])) if len(detection.steps) else None,
     )
+    if steps is not None:
+        evidence = tuple(s for s in evidence if in_steps(s.event.peak_step, steps))
+        samples = {k: v for k, v in samples.items() if in_steps(k, steps)}
     return SpikesReport(ctx, detection, evidence, attribution, variance, samples, run)
+
+
+def check_steps_in(logged: Any, steps: tuple[int | None, int | None] | None) -> None:
+    """``--steps`` must hold at least one logged step: else a usage error naming the log's
+    range."""
+    from .errors import InputError
+
+    if steps is None or any(in_steps(int(x), steps) for x in logged):
+        return
+    shown = f"{'' if steps[0] is None else steps[0]}:{'' if steps[1] is None else steps[1]}"
+    span = f"{int(logged[0])}-{int(logged[-1])}" if len(logged) else "none"
+    raise InputError(
+        "--steps", f"no logged step in {shown} (the log has steps {span})", "widen the range"
+    )
+
+
+def in_steps(step: int, steps: tuple[int | None, int | None] | None) -> bool:
+    """Whether ``step`` is in ``steps`` = (first, last), both included, None = open.
+
+    >>> in_steps(5, (None, 5)), in_steps(4, (5, None)), in_steps(4, None)
+    (True, False, True)
+    """
+    if steps is None:
+        return True
+    lo, hi = steps
+    return (lo is None or step >= lo) and (hi is None or step <= hi)
 
 
 def _params(params: Any) -> dict[str, Any]:

@@ -124,9 +124,12 @@ def _micro_rows(batches: tuple[MicroBatch, ...]) -> list[tuple[str, ...]]:
     return rows
 
 
-def spikes_html(report: SpikesReport, path: str | Path) -> Path:
+def spikes_html(
+    report: SpikesReport, path: str | Path, smooth: float | None = None, log_y: bool = False
+) -> Path:
     """The ``spikes`` report: header, summary, plot, spike table, every spike with its
-    evidence and micro-batches (sample ids), the text output."""
+    evidence and micro-batches (sample ids), the text output (``--verbose``'s: complete).
+    ``smooth`` and ``log_y`` as for the plot."""
     from .spikes import (
         SPIKE_COLUMNS,
         batch_line,
@@ -135,6 +138,7 @@ def spikes_html(report: SpikesReport, path: str | Path) -> Path:
         render_text,
         spike_row,
         spikes_figure,
+        steps_line,
         summary,
     )
 
@@ -142,6 +146,8 @@ def spikes_html(report: SpikesReport, path: str | Path) -> Path:
     d, ctx = r.detection, r.context
     step_word = "event" if ctx.line_order else "step"
     facts = [f"{ctx.log} ({ctx.log_format}): {d.n_points} points of {d.metric}"]
+    if ctx.steps is not None:
+        facts.append(steps_line(ctx))
     if r.attribution is not None and r.attribution.schedule_check is not None:
         g = r.attribution.schedule_check
         facts.append(f"schedule check: {g.status}: {g.detail}")
@@ -151,7 +157,8 @@ def spikes_html(report: SpikesReport, path: str | Path) -> Path:
     sentences = summary(d, r.spikes, r.attribution, r.variance, ctx.line_order)
     body.append("<div class='summary'><h2>Summary</h2>")
     body += [f"<p>{_e(s)}</p>" for s in sentences]
-    body.append("</div><h2>Plot</h2><div class='plot'>" + figure_svg(spikes_figure(r)) + "</div>")
+    plot = figure_svg(spikes_figure(r, smooth, log_y))
+    body.append("</div><h2>Plot</h2><div class='plot'>" + plot + "</div>")
     ground = ground_of(r.attribution)
     marked = f" ({ground})" if ground in ("given", "refuted") else ""
     in_order = sorted(r.spikes, key=lambda s: s.event.peak_step)
@@ -177,10 +184,12 @@ def spikes_html(report: SpikesReport, path: str | Path) -> Path:
         body.append("</section>")
     body.append(
         text_output(
-            lambda c: render_text(c, ctx, d, r.spikes, r.attribution, r.variance, r.samples)
+            lambda c: render_text(
+                c, ctx, d, r.spikes, r.attribution, r.variance, r.samples, verbose=True
+            )
         )
     )
-    return write(path, page(f"dflash-diag spikes: {ctx.log}", body))
+    return write(path, page(f"dflash-diag spikes: {ctx.label or ctx.log}", body))
 
 
 def batches_html(report: BatchesReport, path: str | Path) -> Path:
