@@ -217,14 +217,16 @@ def batches_html(report: BatchesReport, path: str | Path) -> Path:
     return write(path, page(f"dflash-diag batches: {r.manifest}", body))
 
 
-def compare_html(c: Comparison, path: str | Path) -> Path:
+def compare_html(c: Comparison, path: str | Path, **style: Any) -> Path:
     """The ``compare`` report: one sentence per metric, the ``--at`` answers, the plot,
-    the text output."""
-    from .compare import comparison_figure, render_text
+    the text output.  ``style``: :func:`~dflash_diag.render.compare.comparison_figure`'s
+    options (``names``: a label per file)."""
+    from .compare import comparison_figure, display_names, relabel, render_text
 
+    names = style.get("names") or display_names(c)
     body = [f"<p>run {_e(c.run)} against {_e(', '.join(c.baselines))} (by {_e(c.axis)})</p>"]
     body.append("<div class='summary'><h2>Summary</h2>")
-    body += [f"<p>{_e(m.sentence)}</p>" for m in c.metrics.values()]
+    body += [f"<p>{_e(relabel(m.sentence, c, names))}</p>" for m in c.metrics.values()]
     body += [f"<p>{_e(a.sentence)}</p>" for a in c.at]
     body.append("</div>")
     if c.at:
@@ -241,6 +243,8 @@ def compare_html(c: Comparison, path: str | Path) -> Path:
         body.append(
             table(("step", "metric", "value", "band", "verdict"), rows, ("metric", "verdict"))
         )
-    body.append("<h2>Plot</h2><div class='plot'>" + figure_svg(comparison_figure(c)) + "</div>")
-    body.append(text_output(lambda con: render_text(c, con), folded=False))
-    return write(path, page(f"dflash-diag compare: {c.run}", body))
+    plot = figure_svg(comparison_figure(c, **style))
+    body.append("<h2>Plot</h2><div class='plot'>" + plot + "</div>")
+    steps = style.get("steps")
+    body.append(text_output(lambda con: render_text(c, con, names, steps), folded=False))
+    return write(path, page(f"dflash-diag compare: {names.get(c.run, c.run)}", body))
