@@ -357,6 +357,8 @@ class BatchesReport:
         schedule as given (what ``spikes`` would check).
     :param micro: rank 0's micro-batch lengths per strategy drawn (each ``--compare``d
         one, else the chosen one), when plots were asked for.
+    :param bucket_edges: the edges a ``bucketed`` schedule here used when none were given
+        (:func:`~dflash_diag.buckets.default_edges`); empty otherwise.
     """
 
     manifest: str
@@ -373,6 +375,7 @@ class BatchesReport:
     warnings: tuple[ScheduleWarning, ...] = ()
     given_check: Any = None
     micro: tuple[MicroLengths, ...] = ()
+    bucket_edges: tuple[int, ...] = ()
 
 
 def display_path(path: str | Path) -> str:
@@ -556,6 +559,12 @@ def _batches(
         written = display_path(export)
     if plots and not drawn:
         drawn = (micro_lengths(schedule, stats.padding_efficiency),)
+    derived: tuple[int, ...] = ()
+    if not params.buckets and "bucketed" in (params.strategy, *(names or ())):
+        from .buckets import default_edges
+
+        cap = params.max_seq_len
+        derived = default_edges(manifest.lengths if cap is None else manifest.lengths.clip(max=cap))
     return BatchesReport(
         manifest=display_path(manifest_path),
         config=display_path(config_path) if config_path is not None else None,
@@ -571,6 +580,7 @@ def _batches(
         warnings=tuple(schedule_warnings(manifest, params)),
         given_check=check if unfound else None,
         micro=drawn,
+        bucket_edges=derived,
     )
 
 

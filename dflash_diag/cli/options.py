@@ -96,7 +96,8 @@ _SCHEDULE_FLAGS: list[tuple[str, Any, str | tuple[str, ...], str]] = [
         "buckets",
         str,
         "--buckets",
-        "Bucket edges for 'bucketed'. Default 0,770,1216,1728,2432,3296,8192.",
+        "Bucket edges for 'bucketed', e.g. 0,770,1216,1728,2432,3296,8192. Default: six "
+        "equal-count buckets of the manifest's lengths (capped at --max-seq-len).",
     ),
     ("rng", str, "--rng", f"Shuffle convention: {_choices(RNG_NAMES)}. Default python."),
     (

@@ -123,6 +123,13 @@ def render_text(report: BatchesReport, console: Console) -> None:
     )
     for w in report.warnings:
         console.print(f"{w.level}: {w.message}", soft_wrap=True)
+    if report.bucket_edges:
+        edges = ",".join(str(e) for e in report.bucket_edges)
+        console.print(
+            f"buckets: {edges} (bucketed, no --buckets given: six equal-count buckets of "
+            "this manifest's lengths)",
+            markup=False,
+        )
     if s.batches_per_epoch == 0:
         console.print(
             "no complete optimizer step: every micro-batch was left out (too few batches for "
@@ -295,6 +302,8 @@ def report_document(report: BatchesReport) -> dict[str, Any]:
         doc["seed"] = report.seed
     doc.update(_stats_json(s, report.training_seconds.get(s.strategy)))
     doc["warnings"] = [asdict(w) for w in report.warnings]
+    if report.bucket_edges:  # bucketed without --buckets: the edges it derived
+        doc["bucket_edges"] = list(report.bucket_edges)
     if report.strategies:
         doc["strategies"] = [
             _stats_json(st, report.training_seconds.get(st.strategy)) for st in report.strategies
