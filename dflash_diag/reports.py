@@ -359,6 +359,8 @@ class BatchesReport:
         one, else the chosen one), when plots were asked for.
     :param bucket_edges: the edges a ``bucketed`` schedule here used when none were given
         (:func:`~dflash_diag.buckets.default_edges`); empty otherwise.
+    :param label: a name for the header, the plot's title and the HTML's title
+        (``--label``; None: the manifest's path).
     """
 
     manifest: str
@@ -376,6 +378,7 @@ class BatchesReport:
     given_check: Any = None
     micro: tuple[MicroLengths, ...] = ()
     bucket_edges: tuple[int, ...] = ()
+    label: str | None = None
 
 
 def display_path(path: str | Path) -> str:

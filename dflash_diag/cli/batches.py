@@ -142,6 +142,16 @@ def register(app: typer.Typer) -> None:
                 rich_help_panel=SCHEDULE_PANEL,
             ),
         ] = None,
+        label: Annotated[
+            str | None,
+            typer.Option(
+                "--label",
+                help="A name for the header, the plot's title and the HTML's title "
+                "(default: the manifest's path).",
+                metavar="NAME",
+                rich_help_panel=OUTPUT_PANEL,
+            ),
+        ] = None,
     ) -> None:
         """Replay a batch schedule from a length manifest and measure it: padding
         efficiency, length ICC, adjacent-batch correlation, recurrence; compare
@@ -184,6 +194,10 @@ def register(app: typer.Typer) -> None:
             plots=plot is not None or html is not None,
             stage=stages(not json_out),
         )
+        if label is not None:
+            from dataclasses import replace
+
+            report = replace(report, label=label)
         _show(report, json_out, plot, html)
 
 

@@ -117,6 +117,8 @@ def render_text(report: BatchesReport, console: Console) -> None:
     from rich.table import Table
 
     s = report.stats
+    if report.label:
+        console.print(report.label, style="bold", markup=False)
     console.print(
         f"manifest: {report.manifest}  strategy: {s.strategy}  "
         f"config: {report.config or 'none (flags and defaults)'}"
@@ -398,7 +400,8 @@ def batches_figure(report: BatchesReport) -> Any:
     if beside:
         _diversity_panel(fig.add_subplot(grid[:, 1]), list(stats.values()), colours)
     more = "" if beside else " (--compare A,B,... draws strategies side by side)"
-    fig.suptitle(f"{report.manifest}: what each schedule feeds one GPU{more}", fontsize=10)
+    name = report.label or report.manifest
+    fig.suptitle(f"{name}: what each schedule feeds one GPU{more}", fontsize=10)
     fig.tight_layout()
     return fig
 

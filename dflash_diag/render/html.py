@@ -214,7 +214,7 @@ def batches_html(report: BatchesReport, path: str | Path) -> Path:
         "<h2>Plot</h2><div class='plot'>" + figure_svg(batches_figure(r)) + "</div>",
         text_output(lambda c: render_text(r, c), folded=False),
     ]
-    return write(path, page(f"dflash-diag batches: {r.manifest}", body))
+    return write(path, page(f"dflash-diag batches: {r.label or r.manifest}", body))
 
 
 def compare_html(c: Comparison, path: str | Path, **style: Any) -> Path:
