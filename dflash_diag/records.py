@@ -44,6 +44,8 @@ BATCH_FEATURES: tuple[str, ...] = (
 #: No bucket edges given: ``bucketed`` derives six equal-count buckets from the manifest
 #: (:func:`dflash_diag.buckets.default_edges`).
 DEFAULT_BUCKETS: tuple[int, ...] = ()
+#: The story's bucket edges (tokens), fitted to its dataset: six buckets ``[e_i, e_{i+1})``.
+STORY_BUCKETS: tuple[int, ...] = (0, 770, 1216, 1728, 2432, 3296, 8192)
 
 STRATEGY_NAMES: tuple[str, ...] = (
     "sorted-greedy",

@@ -207,7 +207,7 @@ def register(app: typer.Typer) -> None:
             compare_html(result, html, **style)
         failures = band_failures(result, fail_on) if fail_on is not None else ()
         if json:
-            doc = comparison_json(result) | {"labels": names}
+            doc = comparison_json(result, names)
             if fail_on is not None:
                 doc["fail_on"] = {"mode": fail_on, "failed": bool(failures), "why": failures}
             typer.echo(dumps(doc))

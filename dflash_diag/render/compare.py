@@ -115,10 +115,11 @@ def _metric_json(m: MetricComparison) -> dict[str, Any]:
     }
 
 
-def comparison_json(c: Comparison) -> dict[str, Any]:
+def comparison_json(c: Comparison, names: dict[str, str] | None = None) -> dict[str, Any]:
     """The ``--json`` document: baselines, run, align, axis, step_source (per file:
     ``line order`` = logging events, not optimizer steps), align_anchors (``warmup``
-    alignment: each log's warmup end step), band, warmup, metrics, at, notes."""
+    alignment: each log's warmup end step), band, warmup, metrics, at, notes, labels
+    (a name per file: ``names``, else :func:`display_names`)."""
     return {
         "baselines": list(c.baselines),
         "run": c.run,
@@ -144,6 +145,7 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
             for a in c.at
         ],
         "notes": list(c.notes),
+        "labels": names or display_names(c),
     }
 
 
