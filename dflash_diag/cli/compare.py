@@ -14,6 +14,7 @@ from .options import (
     PlotOpt,
     RankOpt,
     SmoothOpt,
+    VerboseOpt,
     parse_rank,
     parse_smooth,
     parse_steps,
@@ -157,6 +158,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
         smooth: SmoothOpt = None,
         log_y: LogYOpt = False,
+        verbose: VerboseOpt = False,
     ) -> None:
         from ..compare.gate import FAIL_MODES, band_failures
         from ..render.compare import (
@@ -212,7 +214,7 @@ def register(app: typer.Typer) -> None:
                 doc["fail_on"] = {"mode": fail_on, "failed": bool(failures), "why": failures}
             typer.echo(dumps(doc))
         else:
-            render_text(result, out_console, names, shown)
+            render_text(result, out_console, names, shown, verbose)
             if fail_on is not None:
                 out_console.print(fail_on_line(fail_on, failures), soft_wrap=True, markup=False)
         if failures:

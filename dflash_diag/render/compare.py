@@ -154,13 +154,60 @@ def render_text(
     console: Any,
     names: dict[str, str] | None = None,
     steps: tuple[int | None, int | None] | None = None,
+    verbose: bool = False,
 ) -> None:
-    """Print a comparison on a rich console: warmups, one block per metric, --at answers.
+    """Print a comparison on a rich console: the answer first (one paragraph per metric,
+    the ``--at`` answers), then the warmups and one block per metric (its phases and
+    milestones; ``verbose`` adds the largest departures, logged nan/inf and the slopes).
     ``names``: a label per file (:func:`display_names`); ``steps``: the plot's range."""
-    from rich.table import Table
+    names = names or display_names(c)
+    _compare_header(c, console, names, steps)
+    for m in c.metrics.values():
+        console.print(_answer(m, c, names), markup=False)
+    if c.at:
+        console.print()
+        console.print(_at_table(c, narrow=console.width < 100))
+    console.print()
+    console.print(_warmup_table(c, names))
+    for m in c.metrics.values():
+        console.print()
+        _metric_block(m, c, console, names, verbose)
+    notes = list(c.notes) + [f"{n}" for m in c.metrics.values() for n in m.notes]
+    notes += [f"{_name(path, names)}: {n}" for path, p in c.warmup.items() for n in p.notes]
+    if notes:
+        console.print()
+        console.print("notes:")
+        for n in notes:
+            console.print(f"  - {n}", markup=False)
+    adds = [] if verbose else _verbose_adds(c)
+    if adds:
+        console.print()
+        listed = adds[0] if len(adds) == 1 else ", ".join(adds[:-1]) + " and " + adds[-1]
+        console.print(f"--verbose adds each metric's {listed}", style="dim", markup=False)
+
+
+def _verbose_adds(c: Comparison) -> list[str]:
+    """What ``--verbose`` would add to the metric blocks, of what this comparison has."""
+    ms = list(c.metrics.values())
+    adds = []
+    if any(ph.largest_departure is not None for m in ms for ph in m.phases):
+        adds.append("largest departures")
+    if any(bad.count for m in ms for bad in m.nonfinite.values()):
+        adds.append("nan/inf per log")
+    if any(m.slopes for m in ms):
+        adds.append("slopes after warmup")
+    return adds
+
+
+def _compare_header(
+    c: Comparison,
+    console: Any,
+    names: dict[str, str],
+    steps: tuple[int | None, int | None] | None,
+) -> None:
+    """Who is compared with whom, on what axis, with which band."""
     from rich.text import Text
 
-    names = names or display_names(c)
     against = ", ".join(_name(b, names) for b in c.baselines)
     console.print(
         Text.assemble(
@@ -183,6 +230,16 @@ def render_text(
     console.print(f"band: {c.band_method}", markup=False)
     console.print()
 
+
+def _answer(m: MetricComparison, c: Comparison, names: dict[str, str]) -> str:
+    """One metric's answer: its sentence (which says any nan/inf too), with the labels."""
+    return relabel(m.sentence, c, names)
+
+
+def _warmup_table(c: Comparison, names: dict[str, str]) -> Any:
+    """Each log's lr schedule: warmup length and end, peak lr, shape, decay."""
+    from rich.table import Table
+
     warm = Table(title="lr schedule", title_justify="left", show_edge=False)
     for col in ("file", "warmup steps", "ends at", "peak lr", "shape", "decay from", "decay"):
         warm.add_column(col, justify="left" if col in ("file", "shape", "decay") else "right")
@@ -202,37 +259,37 @@ def render_text(
             "-" if p.decay_start_step is None else str(p.decay_start_step),
             p.decay_shape,
         )
-    console.print(warm)
+    return warm
 
-    for m in c.metrics.values():
-        console.print()
-        _metric_block(m, c, console, names)
 
-    if c.at:
-        console.print()
-        at = Table(title="at steps", title_justify="left", show_edge=False)
-        for col in ("step", "metric", "value", "lr", "warmup", "median", "band", "verdict"):
-            at.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
-        for a in c.at:
-            band = "-" if a.band is None else f"[{_num(a.band[0])}, {_num(a.band[1])}]"
-            at.add_row(
-                str(a.step),
-                a.metric,
-                _num(a.value),
-                _num(a.lr),
-                _progress(a.warmup_progress),
-                _num(a.baseline_median),
-                band,
-                a.verdict,
-            )
-        console.print(at)
-    notes = list(c.notes) + [f"{n}" for m in c.metrics.values() for n in m.notes]
-    notes += [f"{_name(path, names)}: {n}" for path, p in c.warmup.items() for n in p.notes]
-    if notes:
-        console.print()
-        console.print("notes:")
-        for n in notes:
-            console.print(f"  - {n}", markup=False)
+#: The ``--at`` table's columns; a narrow terminal leaves out lr and median (the warmup
+#: progress and the band say what matters; the sentences above carry both).
+AT_COLUMNS = ("step", "metric", "value", "lr", "warmup", "median", "band", "verdict")
+
+
+def _at_table(c: Comparison, narrow: bool = False) -> Any:
+    """The ``--at`` answers: value, lr, warmup progress, the baselines' median and band."""
+    from rich.table import Table
+
+    at = Table(title="at steps", title_justify="left", show_edge=False)
+    keep = [i for i, col in enumerate(AT_COLUMNS) if not (narrow and col in ("lr", "median"))]
+    for i in keep:
+        col = AT_COLUMNS[i]
+        at.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
+    for a in c.at:
+        band = "-" if a.band is None else f"[{_num(a.band[0])}, {_num(a.band[1])}]"
+        cells = (
+            str(a.step),
+            a.metric,
+            _num(a.value),
+            _num(a.lr),
+            _progress(a.warmup_progress),
+            _num(a.baseline_median),
+            band,
+            a.verdict,
+        )
+        at.add_row(*(cells[i] for i in keep))
+    return at
 
 
 def _align_words(c: Comparison, names: dict[str, str] | None = None) -> str:
@@ -261,7 +318,12 @@ def _reached(
     return f"{_name(path, names)} step {step} ({_num(x, 4)}{unit})"
 
 
-def _metric_block(m: MetricComparison, c: Comparison, console: Any, names: dict[str, str]) -> None:
+def _metric_block(
+    m: MetricComparison, c: Comparison, console: Any, names: dict[str, str], verbose: bool = True
+) -> None:
+    """A metric's verdict, its phase table and milestones; ``verbose``: the largest
+    departures, the logged nan/inf and the slopes after warmup too (its sentence is the
+    answer at the top)."""
     from rich.table import Table
 
     failed = m.nonfinite.get(c.run)
@@ -295,7 +357,7 @@ def _metric_block(m: MetricComparison, c: Comparison, console: Any, names: dict[
             ph.verdict,
         )
     console.print(t)
-    for line in departures:
+    for line in departures if verbose else ():
         console.print(line, markup=False)
     for ms in m.milestones:
         sign = ">=" if ms.direction == "up" else "<="
@@ -303,7 +365,7 @@ def _metric_block(m: MetricComparison, c: Comparison, console: Any, names: dict[
             _reached(f, s, ms.aligned.get(f), c.align, names) for f, s in ms.steps.items()
         )
         console.print(f"  first {m.name} {sign} {ms.level:g}: {who}", markup=False)
-    for f, bad in m.nonfinite.items():
+    for f, bad in m.nonfinite.items() if verbose else ():
         if bad.count:
             steps = "step" if bad.count == 1 else "steps"
             console.print(
@@ -311,8 +373,8 @@ def _metric_block(m: MetricComparison, c: Comparison, console: Any, names: dict[
                 f"{bad.first_step} (numerical failure; left out of the band and shares)",
                 markup=False,
             )
-    _slope_lines(m, console, names)
-    console.print(f"  {relabel(m.sentence, c, names)}", markup=False)
+    if verbose:
+        _slope_lines(m, console, names)
 
 
 def _slope_lines(m: MetricComparison, console: Any, names: dict[str, str]) -> None:

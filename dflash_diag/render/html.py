@@ -246,5 +246,7 @@ def compare_html(c: Comparison, path: str | Path, **style: Any) -> Path:
     plot = figure_svg(comparison_figure(c, **style))
     body.append("<h2>Plot</h2><div class='plot'>" + plot + "</div>")
     steps = style.get("steps")
-    body.append(text_output(lambda con: render_text(c, con, names, steps), folded=False))
+    body.append(
+        text_output(lambda con: render_text(c, con, names, steps, verbose=True), folded=False)
+    )
     return write(path, page(f"dflash-diag compare: {names.get(c.run, c.run)}", body))
