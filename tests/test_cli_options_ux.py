@@ -284,3 +284,22 @@ def test_buckets_help_gives_no_dataset_specific_default():
     result = runner.invoke(app, ["batches", "--help"], env={"COLUMNS": "200"})
     assert "equal-count buckets" in result.stdout
     assert "Default 0,770" not in result.stdout
+
+
+def test_compare_answers_first_and_keeps_the_details_for_verbose():
+    args = ["compare", "sample_logs/v1.log", "sample_logs/run.log", "--at", "349"]
+    short, full = _run(args).stdout, _run([*args, "-v"]).stdout
+    lines = short.splitlines()
+    # the metrics' sentences come straight after the header, before any table
+    assert lines[3].startswith("loss is within v1's band")
+    assert lines.index("lr schedule") > max(i for i, ln in enumerate(lines) if "v1's" in ln)
+    assert "largest departure" not in short and "slope after warmup" not in short
+    assert "largest departure" in full and "slope after warmup" in full
+    assert lines[-1] == "--verbose adds each metric's largest departures and slopes after warmup"
+    assert len(lines) < len(full.splitlines())
+    # the --at table fits 80 columns without folding a band
+    row = next(ln for ln in lines if re.match(r"^\s*349 .*\bacc\b", ln))
+    assert "[0.034, 0.0573]" in row and "within" in row
+    assert json.loads(_run([*args, "--json"]).stdout) == json.loads(
+        _run([*args, "--json", "--verbose"]).stdout
+    )

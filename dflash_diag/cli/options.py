@@ -294,8 +294,8 @@ StepsOpt = Annotated[
     str | None,
     typer.Option(
         "--steps",
-        help="Show only steps A to B, both included, as the log numbers them (A: or :B "
-        "leave that end open), e.g. 200:300.",
+        help="Only the rows of steps A to B, both included, as the log numbers them (A: or "
+        ":B leave that end open), e.g. 200:300.",
         metavar="STEPS",
     ),
 ]

@@ -17,7 +17,6 @@ from .options import (
     RankOpt,
     SmoothOpt,
     StepEveryOpt,
-    StepsOpt,
     VerboseOpt,
     parse_rank,
     parse_smooth,
@@ -136,7 +135,16 @@ def register(app: typer.Typer) -> None:
         rank: RankOpt = "0",
         step_every: StepEveryOpt = None,
         verbose: VerboseOpt = False,
-        steps: StepsOpt = None,
+        steps: Annotated[
+            str | None,
+            typer.Option(
+                "--steps",
+                help="Report and plot only the spikes at steps A to B, both included, as the "
+                "log numbers them (A: or :B leave that end open), e.g. 200:300. Detection, the "
+                "composition model and the variance figures still use the whole log.",
+                metavar="STEPS",
+            ),
+        ] = None,
         label: Annotated[
             str | None,
             typer.Option(
