@@ -24,9 +24,8 @@ if TYPE_CHECKING:
     from ..spikes.detect import Detection
     from ..variance import VarianceReport
 
-#: Spikes the summary sentences of the JSON and the HTML name (all are in their tables).
-MAX_ROWS = 20
-#: Spikes in the default text table; ``--verbose`` shows every one.
+#: Spikes in the default text table (``--verbose`` shows every one); the summary sentences
+#: (text, JSON and HTML alike) name these, the others counted.
 DEFAULT_ROWS = 8
 #: Spikes whose evidence the default text gives (the first of :func:`ranked_spikes`).
 DEFAULT_EVIDENCE = 3
@@ -365,7 +364,7 @@ def summary(
     attribution: Attribution | None,
     variance: VarianceReport | None,
     line_order: bool = False,
-    rows: int = MAX_ROWS,
+    rows: int = DEFAULT_ROWS,
 ) -> list[str]:
     """Two or three plain sentences answering "is it my data or my optimizer?".
 
@@ -492,7 +491,7 @@ def render_text(
     ranked = ranked_spikes(spikes)
     rows = len(ranked) if verbose else DEFAULT_ROWS
     console.print()
-    for sentence in summary(d, spikes, attribution, variance, ctx.line_order, rows):
+    for sentence in summary(d, spikes, attribution, variance, ctx.line_order):
         console.print(sentence, markup=False)
     console.print()
     shown = sorted(ranked[:rows], key=lambda s: s.event.peak_step)
