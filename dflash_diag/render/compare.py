@@ -498,92 +498,105 @@ def comparison_figure(
     :param log_y: the metrics on log axes.
     :param steps: the x-range (``--steps``; the axis is steps with ``--align step``).
     """
-    import numpy as np
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
-
-    from .plots import ema, pyplot, step_limits
+    from .plots import pyplot
 
     plt = pyplot()
     labels = run_labels(c, names)
     n = max(len(c.metrics), 1)
     fig, axes = plt.subplots(n, 1, figsize=(11, 3.0 * n + 0.8), squeeze=False, sharex=True)
     colours = {f: f"C{i + 1}" for i, f in enumerate(c.baselines)}
-    ends: list[float] = []
     for ax, m in zip(axes[:, 0], c.metrics.values(), strict=False):
-        cv = m.curves
-        gx, med, lo, hi = cv.band
-        if len(gx):
-            ax.fill_between(gx, lo, hi, color="tab:blue", alpha=0.2, lw=0)
-            ax.plot(gx, med, color="tab:blue", lw=1, ls="--")
-            ends.append(float(np.nanmax(gx)))
-        for f, (bx, bv) in cv.baselines.items():
-            if smooth is None:
-                ax.plot(bx, bv, lw=0.6, alpha=0.6, color=colours.get(f, "0.5"))
-            else:
-                ax.plot(bx, bv, lw=0.6, alpha=0.2, color=colours.get(f, "0.5"))
-                ax.plot(bx, ema(bv, smooth), lw=1.0, color=colours.get(f, "0.5"))
-        rx, rv = cv.run
-        if smooth is None:
-            ax.plot(rx, rv, color="black", lw=1.0)
-        else:  # the raw run faint behind its EMA; verdicts use the raw values
-            ax.plot(rx, rv, color="black", lw=0.6, alpha=0.25)
-            ax.plot(rx, ema(rv, smooth), color="black", lw=1.3)
-        for f, x in cv.warmup_ends.items():
-            ax.axvline(x, color="tab:red", ls="-" if f == c.run else ":", lw=0.9, alpha=0.8)
-        if len(gx) and len(rx) and np.nanmax(gx) < np.nanmax(rx):
-            ax.axvline(np.nanmax(gx), color="tab:blue", ls="-.", lw=1.0)
-            ax.annotate(
-                f"baselines end ({c.axis} {np.nanmax(gx):.0f}): no band after",
-                (np.nanmax(gx), 1.0),
-                xycoords=("data", "axes fraction"),
-                xytext=(4, -12),
-                textcoords="offset points",
-                fontsize=7,
-                color="tab:blue",
-                annotation_clip=True,
-            )
-        xlim = step_limits(rx, *(steps or (None, None)))
-        if xlim is not None:
-            inside = (np.asarray(rx) >= xlim[0]) & (np.asarray(rx) <= xlim[1])
-            gin = (np.asarray(gx) >= xlim[0]) & (np.asarray(gx) <= xlim[1])
-            lo, hi, rv = np.asarray(lo)[gin], np.asarray(hi)[gin], np.asarray(rv)[inside]
-        if log_y:
-            from matplotlib.ticker import LogLocator, ScalarFormatter
-
-            ax.set_yscale("log")
-            ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-            ax.yaxis.set_major_formatter(ScalarFormatter())
-            ax.yaxis.set_minor_formatter("")
-        outside = _robust_ylim(ax, [lo, hi], rv, log_y)
-        if xlim is not None:
-            ax.set_xlim(*xlim)
-        _at_marks(ax, c, m.name)
-        ax.set_ylabel(m.name)
-        cut = f"; {outside} run points beyond the axis" if outside else ""
-        ax.set_title(f"{m.name}: {m.verdict}{cut}", fontsize=9)
-        ax.grid(alpha=0.25)
+        _metric_panel(ax, m, c, colours, smooth, log_y, steps)
     axes[-1, 0].set_xlabel(c.axis)
-    raw = (
-        [
-            Line2D(
-                [],
-                [],
-                color="black",
-                lw=0.6,
-                alpha=0.25,
-                label=f"raw values (curves: EMA {smooth:g})",
-            )
-        ]
-        if smooth is not None
-        else []
-    )
+    _figure_legend(fig, c, labels, colours, smooth)
+    fig.tight_layout(rect=(0, 0, 1, 0.86 if n == 1 else 0.92))
+    return fig
+
+
+def _metric_panel(
+    ax: Any,
+    m: MetricComparison,
+    c: Comparison,
+    colours: dict[str, str],
+    smooth: float | None,
+    log_y: bool,
+    steps: tuple[int | None, int | None] | None,
+) -> None:
+    """One metric's panel of :func:`comparison_figure`."""
+    import numpy as np
+
+    from .plots import ema, step_limits
+
+    cv = m.curves
+    gx, med, lo, hi = cv.band
+    if len(gx):
+        ax.fill_between(gx, lo, hi, color="tab:blue", alpha=0.2, lw=0)
+        ax.plot(gx, med, color="tab:blue", lw=1, ls="--")
+    for f, (bx, bv) in cv.baselines.items():
+        colour = colours.get(f, "0.5")
+        ax.plot(bx, bv, lw=0.6, alpha=0.6 if smooth is None else 0.2, color=colour)
+        if smooth is not None:
+            ax.plot(bx, ema(bv, smooth), lw=1.0, color=colour)
+    rx, rv = cv.run
+    if smooth is None:
+        ax.plot(rx, rv, color="black", lw=1.0)
+    else:  # the raw run faint behind its EMA; verdicts use the raw values
+        ax.plot(rx, rv, color="black", lw=0.6, alpha=0.25)
+        ax.plot(rx, ema(rv, smooth), color="black", lw=1.3)
+    for f, x in cv.warmup_ends.items():
+        ax.axvline(x, color="tab:red", ls="-" if f == c.run else ":", lw=0.9, alpha=0.8)
+    if len(gx) and len(rx) and np.nanmax(gx) < np.nanmax(rx):
+        ax.axvline(np.nanmax(gx), color="tab:blue", ls="-.", lw=1.0)
+        ax.annotate(
+            f"baselines end ({c.axis} {np.nanmax(gx):.0f}): no band after",
+            (np.nanmax(gx), 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(-4, -12),  # left of the line, inside the panel
+            textcoords="offset points",
+            ha="right",
+            fontsize=7,
+            color="tab:blue",
+            annotation_clip=True,
+        )
+    xlim = step_limits(rx, *(steps or (None, None)))
+    if xlim is not None:  # limits from what the range shows
+        inside = (np.asarray(rx) >= xlim[0]) & (np.asarray(rx) <= xlim[1])
+        gin = (np.asarray(gx) >= xlim[0]) & (np.asarray(gx) <= xlim[1])
+        lo, hi, rv = np.asarray(lo)[gin], np.asarray(hi)[gin], np.asarray(rv)[inside]
+    if log_y:
+        from matplotlib.ticker import LogLocator, ScalarFormatter
+
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter("")
+    outside = _robust_ylim(ax, [lo, hi], rv, log_y)
+    if xlim is not None:
+        ax.set_xlim(*xlim)
+    _at_marks(ax, c, m.name)
+    ax.set_ylabel(m.name)
+    cut = f"; {outside} run points beyond the axis" if outside else ""
+    ax.set_title(f"{m.name}: {m.verdict}{cut}", fontsize=9)
+    ax.grid(alpha=0.25)
+
+
+def _figure_legend(
+    fig: Any, c: Comparison, labels: dict[str, str], colours: dict[str, str], smooth: float | None
+) -> None:
+    """The one legend of :func:`comparison_figure`, titled "RUN against BASELINES"."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
     handles = [
         Patch(color="tab:blue", alpha=0.2, label="baseline band"),
         Line2D([], [], color="tab:blue", ls="--", label="baseline median"),
         *(Line2D([], [], color=colours[f], lw=0.8, label=labels[f]) for f in c.baselines),
         Line2D([], [], color="black", label=labels[c.run]),
-        *raw,
+    ]
+    if smooth is not None:
+        raw = f"raw values (curves: EMA {smooth:g})"
+        handles.append(Line2D([], [], color="black", lw=0.6, alpha=0.25, label=raw))
+    handles += [
         Line2D([], [], color="tab:red", label="warmup end: run"),
         Line2D([], [], color="tab:red", ls=":", label="warmup end: baselines"),
     ]
@@ -596,8 +609,6 @@ def comparison_figure(
         fontsize=8,
         title=f"{labels[c.run]} against {', '.join(labels[f] for f in c.baselines)}",
     )
-    fig.tight_layout(rect=(0, 0, 1, 0.86 if n == 1 else 0.92))
-    return fig
 
 
 def fail_on_line(mode: str, failures: tuple[str, ...]) -> str:
