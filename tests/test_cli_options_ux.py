@@ -97,8 +97,9 @@ def test_spikes_steps_reports_the_spikes_in_the_range(spikes_200_300):
     assert sorted(s["step"] for s in doc["spikes"]) == [254, 258]
     assert all(s["verdict"] == "composition" for s in doc["spikes"])
     assert "shown: spikes at steps 200-300 of 1-2961" in got.stdout
-    # detection still ran over the whole log
+    # detection still ran over the whole log; the document says which steps it shows
     assert doc["n_points"] == 2961
+    assert doc["steps_shown"] == [200, 300] and doc["label"] is None
 
 
 @pytest.mark.parametrize("name", ["spikes", "compare", "parse"])

@@ -87,7 +87,9 @@ def to_json(
 ) -> dict[str, Any]:
     """The ``--json`` document (snake_case keys; NaN becomes null in ``dumps``).  With
     ``samples``, each spike has ``batches``: its micro-batches (``step, rank, micro,
-    sample_ids``)."""
+    sample_ids``).  ``label`` is ``--label`` (or null); ``steps_shown`` is ``--steps`` as
+    ``[first, last]`` (null: an open end; the whole key null: every step), and then
+    ``spikes`` holds the spikes of that range only."""
     d = detection
     att: dict[str, Any] | None = None
     check = None
@@ -138,6 +140,8 @@ def to_json(
         "log_interval": d.log_interval,
         "covers": d.covers,
         "step_source": ctx.step_source,
+        "label": ctx.label,
+        "steps_shown": list(ctx.steps) if ctx.steps is not None else None,
         "schedule_check": check,
         "spikes": [
             _spike_json(s)
