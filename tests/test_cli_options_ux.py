@@ -305,3 +305,20 @@ def test_compare_answers_first_and_keeps_the_details_for_verbose():
     assert json.loads(_run([*args, "--json"]).stdout) == json.loads(
         _run([*args, "--json", "--verbose"]).stdout
     )
+
+
+def test_batches_compare_shows_the_comparison_and_keeps_the_own_table_for_verbose():
+    args = ["batches", "sample_logs/manifest.parquet", "--config", "sample_logs/dflash-diag.toml"]
+    args += ["--compare", "sorted-greedy,random"]
+    short, full = _run(args).stdout, _run([*args, "--verbose"]).stdout
+    # the chosen strategy is a column of the comparison: its own table is --verbose's
+    assert "Strategies compared" in short and "Batch schedule" not in short
+    assert "Batch schedule" in full and "Strategies compared" in full
+    assert "length ICC [95% CI] =" in " ".join(short.split())  # the metrics still explained
+    assert " ".join(short.split()).endswith(
+        "--verbose adds sorted-greedy's own table (tokens per step min/max, the ICC's 95% CI, "
+        "p-values)"
+    )
+    # without --compare there is nothing to leave for --verbose
+    alone = _run(args[:4]).stdout
+    assert "Batch schedule" in alone and "--verbose" not in alone

@@ -15,7 +15,7 @@ import typer
 
 from ..errors import InputError
 from ..spikes.coverage import MIN_TOKENS_MATCH
-from .options import SCHEDULE_PANEL, JsonOpt, PlotOpt, schedule_options
+from .options import SCHEDULE_PANEL, JsonOpt, PlotOpt, VerboseOpt, schedule_options
 from .outputs import HtmlOpt, check_outputs, stages
 
 OUTPUT_PANEL = "Analyses and outputs"
@@ -152,6 +152,7 @@ def register(app: typer.Typer) -> None:
                 rich_help_panel=OUTPUT_PANEL,
             ),
         ] = None,
+        verbose: VerboseOpt = False,
     ) -> None:
         """Replay a batch schedule from a length manifest and measure it: padding
         efficiency, length ICC, adjacent-batch correlation, recurrence; compare
@@ -198,10 +199,12 @@ def register(app: typer.Typer) -> None:
             from dataclasses import replace
 
             report = replace(report, label=label)
-        _show(report, json_out, plot, html)
+        _show(report, json_out, plot, html, verbose)
 
 
-def _show(report: Any, json_out: bool, plot: Path | None, html: Path | None) -> None:
+def _show(
+    report: Any, json_out: bool, plot: Path | None, html: Path | None, verbose: bool = False
+) -> None:
     """Write the plot and the HTML, print the JSON or the text."""
     from ..render.batches import plot_batches, render_text, report_document
     from ..render.jsonout import dumps
@@ -218,4 +221,4 @@ def _show(report: Any, json_out: bool, plot: Path | None, html: Path | None) -> 
             dumps(report_document(report)), markup=False, highlight=False, soft_wrap=True
         )
     else:
-        render_text(report, out_console)
+        render_text(report, out_console, verbose)

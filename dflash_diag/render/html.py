@@ -212,7 +212,7 @@ def batches_html(report: BatchesReport, path: str | Path) -> Path:
         "<h2>Strategies</h2>",
         table(("strategy", "padding efficiency", "length ICC", "steps/epoch"), rows, ("strategy",)),
         "<h2>Plot</h2><div class='plot'>" + figure_svg(batches_figure(r)) + "</div>",
-        text_output(lambda c: render_text(r, c), folded=False),
+        text_output(lambda c: render_text(r, c, verbose=True), folded=False),
     ]
     return write(path, page(f"dflash-diag batches: {r.label or r.manifest}", body))
 
