@@ -349,6 +349,24 @@ def quantile_uppers(hist: Histogram, k: int) -> list[int]:
     return sorted(set(hist.values[np.minimum(pos, hist.values.shape[0] - 1)].tolist()))
 
 
+#: Buckets of a ``bucketed`` schedule given no ``--buckets``: equal-count length buckets.
+DEFAULT_BUCKET_COUNT = 6
+
+
+def default_edges(lengths: np.ndarray, k: int = DEFAULT_BUCKET_COUNT) -> tuple[int, ...]:
+    """The edges ``bucketed`` uses when none are given: ``k`` equal-count buckets of
+    ``lengths`` (already capped at max_seq_len), their upper lengths at the ``j/k``
+    quantiles (:func:`quantile_uppers`), as edges (:func:`edges_from_uppers`).  Fewer
+    when lengths repeat; ``(0, 1)`` for no samples.
+
+    >>> import numpy as np
+    >>> default_edges(np.array([10, 20, 30, 40, 50, 60]), k=3)
+    (0, 21, 41, 60)
+    """
+    uppers = quantile_uppers(length_histogram(lengths), k)
+    return edges_from_uppers(uppers) if uppers else (0, 1)
+
+
 def edges_from_uppers(uppers: list[int], top: int | None = None) -> tuple[int, ...]:
     """``--buckets`` edges from inclusive bucket upper lengths.
 

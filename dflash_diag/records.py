@@ -41,8 +41,11 @@ BATCH_FEATURES: tuple[str, ...] = (
     "padding_eff",
 )
 
-#: The story's bucket edges (tokens): six buckets ``[e_i, e_{i+1})``.
-DEFAULT_BUCKETS: tuple[int, ...] = (0, 770, 1216, 1728, 2432, 3296, 8192)
+#: No bucket edges given: ``bucketed`` derives six equal-count buckets from the manifest
+#: (:func:`dflash_diag.buckets.default_edges`).
+DEFAULT_BUCKETS: tuple[int, ...] = ()
+#: The story's bucket edges (tokens), fitted to its dataset: six buckets ``[e_i, e_{i+1})``.
+STORY_BUCKETS: tuple[int, ...] = (0, 770, 1216, 1728, 2432, 3296, 8192)
 
 STRATEGY_NAMES: tuple[str, ...] = (
     "sorted-greedy",
@@ -251,7 +254,7 @@ def value_problem(name: str, value: Any) -> str | None:
         edges = list(value) if isinstance(value, (list, tuple)) else None
         if edges is None or not all(_is_whole(e) and 0 <= e <= MAX_EDGE for e in edges):
             return f"must be whole numbers in 0..{MAX_EDGE}, got {_shown(value)}"
-        if len(edges) < 2 or any(a >= b for a, b in zip(edges, edges[1:], strict=False)):
+        if len(edges) == 1 or any(a >= b for a, b in zip(edges, edges[1:], strict=False)):
             return f"bucket edges must be at least two increasing numbers, got {_shown(edges)}"
     return None
 
@@ -279,7 +282,8 @@ class ScheduleParams:
         fairseq's ``max_sentences``.
     :param batch_size: samples per micro-batch for ``length-grouped`` and ``random``.
     :param buckets: bucket edges in tokens for ``bucketed``; bucket i is
-        ``[buckets[i], buckets[i+1])``, the last one closed above.
+        ``[buckets[i], buckets[i+1])``, the last one closed above.  Empty (the default):
+        six equal-count buckets of the manifest's capped lengths.
     :param rng: shuffle convention: ``python`` (``random.Random``), ``numpy``
         (``numpy.random.default_rng``), ``numpy-legacy`` (``RandomState``, as fairseq),
         ``torch`` (``torch.randperm`` on a CPU generator, replicated without torch).

@@ -57,6 +57,11 @@ class Context:
         log's records numbered 1, 2, ..., not optimizer steps, and are labelled so.
     :param composition: where the batches recorded during training came from, in words
         (``run.batches (found beside the log)``); None: no recording was used.
+    :param label: the run's name in the header, the plot's title and the HTML's title
+        (``--label``; None: the file's name).
+    :param steps: ``--steps``: the range of steps shown ``(first, last)``, both included,
+        None for an open end; None: every step.
+    :param span: the first and last step of the log (for "steps 200-300 of 1-2961").
     """
 
     log: str
@@ -68,6 +73,9 @@ class Context:
     notes: tuple[str, ...] = field(default_factory=tuple)
     step_source: str = "field"
     composition: str | None = None
+    label: str | None = None
+    steps: tuple[int | None, int | None] | None = None
+    span: tuple[int, int] | None = None
 
     @property
     def line_order(self) -> bool:
@@ -132,6 +140,8 @@ def spikes_report(
     schedule: dict[str, Any] | None = None,
     stage: Stage = quiet,
     composition: str | Path | None = None,
+    steps: tuple[int | None, int | None] | None = None,
+    label: str | None = None,
 ) -> SpikesReport:
     """Detect spikes in ``log`` and, with a manifest or a recording, attribute them
     (``dflash-diag spikes``).  Arguments are the command's options; ``schedule`` holds
@@ -142,7 +152,11 @@ def spikes_report(
     without it, a recording beside the log (:func:`~dflash_diag.record.find_recording`)
     is used unless schedule flags name a schedule to replay.  A recording is lined up
     as it is, with no replay; a manifest (flag or config) adds categories and is checked
-    against the recorded lengths."""
+    against the recorded lengths.
+
+    ``steps`` (first, last; None = open) keeps the spikes whose peak is in that range:
+    detection, the composition model and the variance figures still use the whole log (a
+    baseline needs the points before a spike)."""
     from .logs import check_format, read_log
     from .schedule.config import resolve_schedule
     from .schedule.replay import undetermined_notes
@@ -162,6 +176,7 @@ def spikes_report(
     detection = detect_spikes(
         run.table, metric, detector, window, threshold, path=log, logged=logged
     )
+    check_steps_in(detection.steps, steps)
     attribution, replayed, m, epochs, samples, more = _attributed(
         log, run, detection, resolved, covers, force, stage, config, recording
     )
@@ -184,7 +199,13 @@ def spikes_report(
         step_source=run.step_source,
         notes=(*notes, *undetermined_notes(None if recording else replayed)),
         composition=recording[1] if recording is not None else None,
+        label=label,
+        steps=steps,
+        span=(int(detection.steps[0]), int(detection.steps[-1])) if len(detection.steps) else None,
     )
+    if steps is not None:
+        evidence = tuple(s for s in evidence if in_steps(s.event.peak_step, steps))
+        samples = {k: v for k, v in samples.items() if in_steps(k, steps)}
     return SpikesReport(ctx, detection, evidence, attribution, variance, samples, run)
 
 
@@ -302,6 +323,32 @@ def _attribute_recorded(
             f"{named_by.split(' (')[0]} ignored (a run stopped mid-write)",
         )
     return att, rep, m, notes
+
+
+def check_steps_in(logged: Any, steps: tuple[int | None, int | None] | None) -> None:
+    """``--steps`` must hold at least one logged step: else a usage error naming the log's
+    range."""
+    from .errors import InputError
+
+    if steps is None or any(in_steps(int(x), steps) for x in logged):
+        return
+    shown = f"{'' if steps[0] is None else steps[0]}:{'' if steps[1] is None else steps[1]}"
+    span = f"{int(logged[0])}-{int(logged[-1])}" if len(logged) else "none"
+    raise InputError(
+        "--steps", f"no logged step in {shown} (the log has steps {span})", "widen the range"
+    )
+
+
+def in_steps(step: int, steps: tuple[int | None, int | None] | None) -> bool:
+    """Whether ``step`` is in ``steps`` = (first, last), both included, None = open.
+
+    >>> in_steps(5, (None, 5)), in_steps(4, (5, None)), in_steps(4, None)
+    (True, False, True)
+    """
+    if steps is None:
+        return True
+    lo, hi = steps
+    return (lo is None or step >= lo) and (hi is None or step <= hi)
 
 
 def _params(params: Any) -> dict[str, Any]:
@@ -444,6 +491,10 @@ class BatchesReport:
         one, else the chosen one), when plots were asked for.
     :param composition: the recording measured (``--composition``), whose statistics
         are ``stats`` (strategy ``recorded``); ``manifest`` is then ``none`` without one.
+    :param bucket_edges: the edges a ``bucketed`` schedule here used when none were given
+        (:func:`~dflash_diag.buckets.default_edges`); empty otherwise.
+    :param label: a name for the header, the plot's title and the HTML's title
+        (``--label``; None: the manifest's path).
     """
 
     manifest: str
@@ -461,6 +512,8 @@ class BatchesReport:
     given_check: Any = None
     micro: tuple[MicroLengths, ...] = ()
     composition: str | None = None
+    bucket_edges: tuple[int, ...] = ()
+    label: str | None = None
 
 
 def display_path(path: str | Path) -> str:
@@ -774,6 +827,12 @@ def _batches(
         written = display_path(export)
     if plots and not drawn:
         drawn = (micro_lengths(schedule, stats.padding_efficiency),)
+    derived: tuple[int, ...] = ()
+    if not params.buckets and "bucketed" in (params.strategy, *(names or ())):
+        from .buckets import default_edges
+
+        cap = params.max_seq_len
+        derived = default_edges(manifest.lengths if cap is None else manifest.lengths.clip(max=cap))
     return BatchesReport(
         manifest=display_path(manifest_path),
         config=display_path(config_path) if config_path is not None else None,
@@ -789,6 +848,7 @@ def _batches(
         warnings=tuple(schedule_warnings(manifest, params)),
         given_check=check if unfound else None,
         micro=drawn,
+        bucket_edges=derived,
     )
 
 
@@ -862,12 +922,24 @@ def parse_report(
     rank: int | str = 0,
     step_every: int | None = None,
     stage: Stage = quiet,
+    steps: tuple[int | None, int | None] | None = None,
 ) -> ParseReport:
-    """Read ``log`` and summarise it (``dflash-diag parse``)."""
+    """Read ``log`` and summarise it (``dflash-diag parse``); with ``steps`` (first, last;
+    None = open), only the rows of those steps (the summary's ``steps_shown`` says which,
+    and ``of_steps`` the log's whole range)."""
     from .logs import check_format, read_log
     from .render.parse import summarise
 
     fmt = check_format(format)
     with stage("reading log") as bar:
         run = read_log(str(log), format=fmt, rank=rank, progress=bar, step_every=step_every)
-    return ParseReport(run, summarise(run, rank))
+    if steps is None:
+        return ParseReport(run, summarise(run, rank))
+    logged = run.table["step"].to_numpy()
+    check_steps_in(logged, steps)
+    keep = [in_steps(int(x), steps) for x in logged]
+    shown = replace(run, table=run.table[keep].reset_index(drop=True))
+    whole = [int(logged.min()), int(logged.max())]
+    return ParseReport(
+        shown, summarise(shown, rank) | {"steps_shown": list(steps), "of_steps": whole}
+    )

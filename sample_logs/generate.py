@@ -156,7 +156,7 @@ def sample_difficulty(length: np.ndarray, source: np.ndarray) -> np.ndarray:
 
 def schedule_params(strategy: str = "sorted-greedy", seed: int = 0, epochs: int = EPOCHS):
     """The ScheduleParams of the sample runs (``bucketed`` uses the story's buckets)."""
-    from dflash_diag.records import DEFAULT_BUCKETS, ScheduleParams
+    from dflash_diag.records import STORY_BUCKETS, ScheduleParams
 
     return ScheduleParams(
         strategy=strategy,
@@ -164,7 +164,7 @@ def schedule_params(strategy: str = "sorted-greedy", seed: int = 0, epochs: int 
         token_budget=TOKEN_BUDGET,
         budget_mode="padded",
         max_seq_len=MAX_SEQ_LEN,
-        buckets=DEFAULT_BUCKETS,
+        buckets=STORY_BUCKETS,
         rng="python",
         seeding="once",
         world_size=WORLD_SIZE,
@@ -698,9 +698,9 @@ def toml_text(strategy: str, seed: int, comment: str) -> str:
         f"max_seq_len = {MAX_SEQ_LEN}",
     ]
     if strategy == "bucketed":
-        from dflash_diag.records import DEFAULT_BUCKETS
+        from dflash_diag.records import STORY_BUCKETS
 
-        lines.append(f"buckets = [{', '.join(str(b) for b in DEFAULT_BUCKETS)}]")
+        lines.append(f"buckets = [{', '.join(str(b) for b in STORY_BUCKETS)}]")
     lines += [
         f"world_size = {WORLD_SIZE}",
         "grad_accum = 1",

@@ -191,10 +191,11 @@ def test_logged_inf_and_nan_are_said_in_the_text(tmp_path):
     lines[20] = "step=101 loss=inf acc=0.0100 lr=1.010e-04"
     holed = tmp_path / "holed.log"
     holed.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    result = invoke(log("v1.log"), str(holed), "--metric", "loss", "--at", "101")
+    result = invoke(log("v1.log"), str(holed), "--metric", "loss", "--at", "101", "--verbose")
     assert result.exit_code == 0, result.stderr
     out = " ".join(result.stdout.split())
-    # The verdict is on the finite values, and its line says what else there was.
+    # The verdict is on the finite values, and its line says what else there was
+    # (the per-log nan/inf line is --verbose's).
     assert "loss: within on its finite values; logged as nan/inf at 2 steps from step 51" in out
     assert (
         "logged as nan/inf: holed, 2 steps, first at step 51 (numerical failure; left out of "
@@ -359,7 +360,7 @@ def test_every_printed_difference_is_of_two_printed_slopes_over_a_printed_span(a
     for s in pairs:  # JSON: the difference is of the two slopes it gives, over its span
         assert s["run_minus"] == pytest.approx(s["run_value"] - s["value"], abs=1e-12)
         assert s["span"] is not None and s["run_n"] >= 10
-    text = " ".join(invoke(*args).stdout.split())
+    text = " ".join(invoke(*args, "--verbose").stdout.split())
     rows, sentences = ROW.findall(text), SENTENCE.findall(text)
     assert len(rows) == len(sentences) == len(pairs)
     for (span, _, _, run, base, diff), s in zip(rows, pairs, strict=True):

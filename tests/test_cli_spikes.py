@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -96,9 +97,16 @@ def test_text_output_answers_the_question(work):
     out = result.stdout
     assert "schedule config: dflash-diag.toml" in out
     assert "schedule check: verified: replayed tokens match the log at 100.0% of 488 steps" in out
-    assert "step 241 (composition)" in out
     assert "Batch composition explains" in out
     assert "look at the optimizer" in out
+    # the default tells the evidence of the first spikes (unexplained first) and says
+    # what --verbose adds; --verbose tells every spike's, 241's among them
+    told = re.findall(r"^step (\d+) \((\w+)\)", out, flags=re.M)
+    assert 0 < len(told) <= 3 and told[0][1] == "unexplained", told
+    assert "more spikes' evidence" in " ".join(out[out.rindex("--verbose adds") :].split())
+    full = runner.invoke(app, ["spikes", "run.log", "--threshold", "3.5", "--verbose"]).stdout
+    assert "step 241 (composition)" in full
+    assert len(re.findall(r"^step \d+ \(", full, flags=re.M)) > len(told)
 
 
 def test_plot_is_written(work):

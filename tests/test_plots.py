@@ -178,3 +178,63 @@ def test_one_strategy_has_no_lone_dot(monkeypatch):
     )
     fig = batches_figure(r)
     assert len(fig.axes) == 1 and "--compare" in fig._suptitle.get_text()
+
+
+# -- --smooth, --log-y, --label, --steps (looked at as PNGs when they were made) -------------
+
+
+def test_spikes_plot_smooths_over_the_faint_raw_curve_and_takes_a_label(spikes):
+    from dataclasses import replace
+
+    from dflash_diag.render.plots import ema
+
+    labelled_report = replace(spikes, context=replace(spikes.context, label="v2 (sorted)"))
+    fig = spikes_figure(labelled_report, smooth=0.9, log_y=True)
+    main = fig.axes[0]
+    d = spikes.detection
+    drawn = {id(ln): ln for ln in main.get_lines()}.values()
+    smoothed = [
+        ln for ln in drawn if np.allclose(ln.get_ydata(), ema(d.values, 0.9), equal_nan=True)
+    ]
+    raw = [ln for ln in drawn if np.array_equal(ln.get_ydata(), d.values, equal_nan=True)]
+    assert smoothed and raw and (raw[0].get_alpha() or 1) < 0.5
+    assert "loss, smoothed (EMA 0.9)" in _legend(main) and "loss, raw" in _legend(main)
+    assert main.get_yscale() == "log"
+    assert main.get_title().startswith("v2 (sorted): 39 spikes in loss")
+
+
+def test_spikes_plot_of_a_step_range():
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(ROOT)
+        report = spikes_report("sample_logs/run.log", steps=(200, 300))
+    fig = spikes_figure(report)
+    main, strip, lengths = fig.axes[:3]
+    lo, hi = main.get_xlim()
+    assert 195 <= lo <= 200 and 300 <= hi <= 305
+    assert "steps 200-300 of 1-2961" in main.get_title()
+    # the spikes of the range are marked and labelled, the band still visible
+    assert {"254", "258"} <= {t.split("\n")[0] for t in _texts(main)}
+    y0, y1 = main.get_ylim()
+    assert y1 >= max(s.event.value for s in report.spikes) and y1 < 20
+    # the length panel holds only the range's points (101 steps, 2 spikes)
+    n = sum(len(c.get_offsets()) for c in lengths.collections)
+    assert n <= 101
+
+
+def test_compare_plot_with_labels_smoothing_log_axes_and_a_step_range(comparison):
+    from dflash_diag.render.compare import display_names
+
+    names = display_names(comparison, ["v1 (sorted)", "v2"])
+    fig = comparison_figure(comparison, names=names, smooth=0.8, log_y=True, steps=(200, 600))
+    legend = _legend(fig)
+    assert {"v1 (sorted)", "v2 (run)", "raw values (curves: EMA 0.8)"} <= set(legend)
+    assert fig.legends[0].get_title().get_text() == "v2 (run) against v1 (sorted)"
+    for ax in fig.axes:
+        assert ax.get_yscale() == "log"
+        lo, hi = ax.get_xlim()
+        assert 190 <= lo <= 200 and 600 <= hi <= 610
+        # the raw run faint, its EMA drawn over it
+        alphas = sorted((ln.get_alpha() or 1) for ln in ax.get_lines() if ln.get_color() == "black")
+        assert alphas[0] < 0.5 and alphas[-1] == 1
+    fig.canvas.draw()  # (the baselines-end note lies outside the range: clipped, not drawn far off)
+    assert fig.get_tightbbox().width < 2 * fig.get_figwidth()  # (inches)

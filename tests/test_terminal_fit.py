@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from dflash_diag.render.spikes import DEFAULT_ROWS
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = "sample_logs"
 COMMANDS = {
@@ -57,7 +59,7 @@ def test_every_shown_spike_keeps_its_step_numbers_and_verdict_at_80_columns():
     doc = json.loads(_out([*COMMANDS["spikes"], "--json"], 80))
     lines = out.splitlines()
     shown = [s for s in doc["spikes"] if re.search(rf"^\s*{s['step']}\b", out, flags=re.M)]
-    assert len(shown) == min(20, len(doc["spikes"]))
+    assert len(shown) == min(DEFAULT_ROWS, len(doc["spikes"]))
     for s in shown:
         row = next(ln for ln in lines if re.match(rf"^\s*{s['step']}\b", ln))
         assert re.search(rf"\b{s['verdict']}\b", row), row

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from spikes.constructed import manifest, run  # tests/ is on sys.path (rootless test module)
+from spikes.constructed import PARAMS, manifest, run  # tests/ is on sys.path (rootless)
 
-from dflash_diag.records import ScheduleParams
+from dflash_diag.records import STORY_BUCKETS, ScheduleParams
 from dflash_diag.schedule import replay
 from dflash_diag.spikes.attribute import attribute_spikes
 from dflash_diag.spikes.detect import detect_spikes
@@ -83,7 +83,9 @@ def test_schedule_spread_sorted_is_homogeneous_random_is_not() -> None:
 
 @pytest.fixture(scope="module")
 def composed():
-    r = run(beta=-0.12)
+    # the counterfactual's bucketed schedule: the story's wide buckets (the default derives
+    # six equal-count ones from the lengths, which here group them as finely as sorting)
+    r = run(beta=-0.12, params=PARAMS.replace(buckets=STORY_BUCKETS))
     d = detect_spikes(r.table)
     att = attribute_spikes(d, r.replay)
     return r, d, att, variance_proxies(d, r.table, att, r.replay, r.manifest)

@@ -15,7 +15,14 @@ import typer
 
 from ..errors import InputError
 from ..spikes.coverage import MIN_TOKENS_MATCH
-from .options import SCHEDULE_PANEL, CompositionOpt, JsonOpt, PlotOpt, schedule_options
+from .options import (
+    SCHEDULE_PANEL,
+    CompositionOpt,
+    JsonOpt,
+    PlotOpt,
+    VerboseOpt,
+    schedule_options,
+)
 from .outputs import HtmlOpt, check_outputs, stages
 
 OUTPUT_PANEL = "Analyses and outputs"
@@ -143,6 +150,17 @@ def register(app: typer.Typer) -> None:
                 rich_help_panel=SCHEDULE_PANEL,
             ),
         ] = None,
+        label: Annotated[
+            str | None,
+            typer.Option(
+                "--label",
+                help="A name for the header, the plot's title and the HTML's title "
+                "(default: the manifest's path).",
+                metavar="NAME",
+                rich_help_panel=OUTPUT_PANEL,
+            ),
+        ] = None,
+        verbose: VerboseOpt = False,
     ) -> None:
         """Replay a batch schedule from a length manifest and measure it: padding
         efficiency, length ICC, adjacent-batch correlation, recurrence; compare
@@ -190,10 +208,16 @@ def register(app: typer.Typer) -> None:
             stage=stages(not json_out),
             composition=composition,
         )
-        _show(report, json_out, plot, html)
+        if label is not None:
+            from dataclasses import replace
+
+            report = replace(report, label=label)
+        _show(report, json_out, plot, html, verbose)
 
 
-def _show(report: Any, json_out: bool, plot: Path | None, html: Path | None) -> None:
+def _show(
+    report: Any, json_out: bool, plot: Path | None, html: Path | None, verbose: bool = False
+) -> None:
     """Write the plot and the HTML, print the JSON or the text."""
     from ..render.batches import plot_batches, render_text, report_document
     from ..render.jsonout import dumps
@@ -210,4 +234,4 @@ def _show(report: Any, json_out: bool, plot: Path | None, html: Path | None) -> 
             dumps(report_document(report)), markup=False, highlight=False, soft_wrap=True
         )
     else:
-        render_text(report, out_console)
+        render_text(report, out_console, verbose)

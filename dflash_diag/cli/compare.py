@@ -7,7 +7,18 @@ from typing import Annotated
 import typer
 
 from ..errors import InputError
-from .options import FormatOpt, JsonOpt, PlotOpt, RankOpt, parse_rank
+from .options import (
+    FormatOpt,
+    JsonOpt,
+    LogYOpt,
+    PlotOpt,
+    RankOpt,
+    SmoothOpt,
+    VerboseOpt,
+    parse_rank,
+    parse_smooth,
+    parse_steps,
+)
 from .outputs import HtmlOpt, check_outputs, stages
 
 _HELP = """Compare a run with earlier runs at the same point of training.
@@ -125,14 +136,49 @@ def register(app: typer.Typer) -> None:
                 "side, at the --at steps (or, without them, in a phase of any metric).",
             ),
         ] = None,
+        label: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--label",
+                help="A name per log, in the order of the files (baselines, then the run): "
+                "--label v1 --label v2. Default: the file's name, with its folder when two "
+                "files share a name.",
+                metavar="NAME",
+            ),
+        ] = None,
+        steps: Annotated[
+            str | None,
+            typer.Option(
+                "--steps",
+                help="The plot's x-range: steps A to B, both included (A: or :B leave that "
+                "end open), with --align step. The bands, shares and slopes cover the whole "
+                "runs.",
+                metavar="STEPS",
+            ),
+        ] = None,
+        smooth: SmoothOpt = None,
+        log_y: LogYOpt = False,
+        verbose: VerboseOpt = False,
     ) -> None:
         from ..compare.gate import FAIL_MODES, band_failures
-        from ..render.compare import comparison_json, fail_on_line, plot_comparison, render_text
+        from ..render.compare import (
+            comparison_json,
+            display_names,
+            fail_on_line,
+            plot_comparison,
+            render_text,
+        )
         from ..render.jsonout import dumps
         from ..reports import compare_report
         from .consoles import out_console
 
         which = parse_rank(rank)
+        shown = parse_steps(steps)
+        if shown is not None and align != "step":
+            raise InputError(
+                "--steps", f"the axis is {align}, not steps", "use --steps with --align step"
+            )
+        alpha = parse_smooth(smooth)
         check_outputs(plot, html)
         if fail_on is not None and fail_on not in FAIL_MODES:
             raise InputError(
@@ -153,20 +199,22 @@ def register(app: typer.Typer) -> None:
             step_every=step_every,
             stage=stages(not json),
         )
+        names = display_names(result, label)
+        style = {"names": names, "smooth": alpha, "log_y": log_y, "steps": shown}
         if plot is not None:
-            plot_comparison(result, plot)
+            plot_comparison(result, plot, **style)
         if html is not None:
             from ..render.html import compare_html
 
-            compare_html(result, html)
+            compare_html(result, html, **style)
         failures = band_failures(result, fail_on) if fail_on is not None else ()
         if json:
-            doc = comparison_json(result)
+            doc = comparison_json(result, names)
             if fail_on is not None:
                 doc["fail_on"] = {"mode": fail_on, "failed": bool(failures), "why": failures}
             typer.echo(dumps(doc))
         else:
-            render_text(result, out_console)
+            render_text(result, out_console, names, shown, verbose)
             if fail_on is not None:
                 out_console.print(fail_on_line(fail_on, failures), soft_wrap=True, markup=False)
         if failures:

@@ -106,7 +106,8 @@ _SCHEDULE_FLAGS: list[tuple[str, Any, str | tuple[str, ...], str]] = [
         "buckets",
         str,
         "--buckets",
-        "Bucket edges for 'bucketed'. Default 0,770,1216,1728,2432,3296,8192.",
+        "Bucket edges for 'bucketed', e.g. 0,770,1216,1728,2432,3296,8192. Default: six "
+        "equal-count buckets of the manifest's lengths (capped at --max-seq-len).",
     ),
     ("rng", str, "--rng", f"Shuffle convention: {_choices(RNG_NAMES)}. Default python."),
     (
@@ -285,3 +286,80 @@ def progress(description: str, enabled: bool = True) -> Iterator[ProgressFn | No
             bar.update(task, completed=done, total=total)
 
         yield update
+
+
+# -- the options a W&B / TensorBoard user expects: a step range, labels, smoothing, log y --
+
+VerboseOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verbose",
+        "-v",
+        help="Text: every spike's evidence, every row, the correlations and the variance "
+        "proxies (the default shows the few that matter). --json and --html are always "
+        "complete.",
+    ),
+]
+StepsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--steps",
+        help="Only the rows of steps A to B, both included, as the log numbers them (A: or "
+        ":B leave that end open), e.g. 200:300.",
+        metavar="STEPS",
+    ),
+]
+SmoothOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--smooth",
+        help="Plots: draw the metric smoothed by an exponential moving average of weight "
+        "ALPHA (0 <= ALPHA < 1, debiased as TensorBoard does; 0.6 is its default), the raw "
+        "curve faint behind it. Only the picture: detection and every figure use the raw "
+        "values.",
+        metavar="ALPHA",
+    ),
+]
+LogYOpt = Annotated[
+    bool, typer.Option("--log-y", help="Plots: the metric on a logarithmic y axis.")
+]
+
+
+def parse_steps(text: str | None, flag: str = "--steps") -> tuple[int | None, int | None] | None:
+    """``"200:300"`` -> ``(200, 300)``; ``"200:"`` -> ``(200, None)``; ``":300"`` -> ``(None,
+    300)``; None -> None.  Both ends are included; a bad range is a usage error (exit 2).
+
+    >>> parse_steps("200:300"), parse_steps(":5"), parse_steps(None)
+    ((200, 300), (None, 5), None)
+    """
+    import re
+
+    from ..errors import InputError
+
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*(-?\d+)?\s*:\s*(-?\d+)?\s*", text)
+    if m is None or (m.group(1) is None and m.group(2) is None):
+        raise InputError(
+            flag, f"not a step range: {text[:40]!r}", "give it as A:B, A: or :B, e.g. 200:300"
+        )
+    lo = int(m.group(1)) if m.group(1) is not None else None
+    hi = int(m.group(2)) if m.group(2) is not None else None
+    if lo is not None and hi is not None and hi < lo:
+        raise InputError(
+            flag, f"the range {text.strip()!r} ends before it starts", "give A:B with A <= B"
+        )
+    return lo, hi
+
+
+def parse_smooth(alpha: float | None) -> float | None:
+    """``--smooth ALPHA``: an EMA weight in ``[0, 1)`` (None: not given)."""
+    import math
+
+    from ..errors import InputError
+
+    if alpha is not None and not (math.isfinite(alpha) and 0 <= alpha < 1):
+        raise InputError(
+            "--smooth", f"ALPHA must be in 0 <= ALPHA < 1, got {alpha:g}", "e.g. --smooth 0.6"
+        )
+    return alpha

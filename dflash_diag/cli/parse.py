@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from .options import FormatOpt, JsonOpt, RankOpt, StepEveryOpt, parse_rank
+from .options import FormatOpt, JsonOpt, RankOpt, StepEveryOpt, StepsOpt, parse_rank, parse_steps
 
 TO_SUFFIXES = (".parquet", ".csv", ".jsonl")
 
@@ -66,6 +66,7 @@ def register(app: typer.Typer) -> None:
             typer.Option("--to", help="Write the per-step table: .parquet, .csv or .jsonl."),
         ] = None,
         json: JsonOpt = False,
+        steps: StepsOpt = None,
     ) -> None:
         from ..render.jsonout import dumps
         from ..render.parse import render_text
@@ -74,9 +75,10 @@ def register(app: typer.Typer) -> None:
         from .outputs import stages
 
         which = parse_rank(rank)
+        shown = parse_steps(steps)
         if to is not None:
             check_to(to, log)
-        report = parse_report(log, format, which, step_every, stage=stages(not json))
+        report = parse_report(log, format, which, step_every, stage=stages(not json), steps=shown)
         if to is not None:
             write_table(report.run.table, to)
         if json:

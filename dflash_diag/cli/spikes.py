@@ -13,10 +13,15 @@ from .options import (
     CompositionOpt,
     FormatOpt,
     JsonOpt,
+    LogYOpt,
     PlotOpt,
     RankOpt,
+    SmoothOpt,
     StepEveryOpt,
+    VerboseOpt,
     parse_rank,
+    parse_smooth,
+    parse_steps,
     schedule_options,
 )
 from .outputs import HtmlOpt, check_outputs, stages
@@ -135,6 +140,28 @@ def register(app: typer.Typer) -> None:
         format: FormatOpt = None,
         rank: RankOpt = "0",
         step_every: StepEveryOpt = None,
+        verbose: VerboseOpt = False,
+        steps: Annotated[
+            str | None,
+            typer.Option(
+                "--steps",
+                help="Report and plot only the spikes at steps A to B, both included, as the "
+                "log numbers them (A: or :B leave that end open), e.g. 200:300. Detection, the "
+                "composition model and the variance figures still use the whole log.",
+                metavar="STEPS",
+            ),
+        ] = None,
+        label: Annotated[
+            str | None,
+            typer.Option(
+                "--label",
+                help="The run's name in the header, the plot's title and the HTML's title "
+                "(default: the log's path).",
+                metavar="NAME",
+            ),
+        ] = None,
+        smooth: SmoothOpt = None,
+        log_y: LogYOpt = False,
         config: Annotated[
             Path | None,
             typer.Option(
@@ -153,6 +180,8 @@ def register(app: typer.Typer) -> None:
         from .consoles import out_console
 
         which = parse_rank(rank)
+        shown = parse_steps(steps)
+        alpha = parse_smooth(smooth)
         check_outputs(plot, html)
         report = spikes_report(
             log,
@@ -171,17 +200,19 @@ def register(app: typer.Typer) -> None:
             schedule=schedule,
             stage=stages(not json),
             composition=composition,
+            steps=shown,
+            label=label,
         )
         if plot is not None:
-            plot_spikes(plot, report)
+            plot_spikes(plot, report, smooth=alpha, log_y=log_y)
         if html is not None:
             from ..render.html import spikes_html
 
-            spikes_html(report, html)
+            spikes_html(report, html, smooth=alpha, log_y=log_y)
         if json:
             typer.echo(dumps(spikes_json(report)))
         else:
-            spikes_text(out_console, report)
+            spikes_text(out_console, report, verbose)
             if plot is not None:
                 out_console.print(f"plot written to {plot}")
             if html is not None:

@@ -73,8 +73,6 @@ def build_table(
     :param extra: DataFrames of records already in columnar form (the fast path of the
         text reader), concatenated with ``records``.
     """
-    import numpy as np
-    import pandas as pd
 
     skipped = dict(skipped or {})
     df = _typed_records(_records_frame(records, extra), path, fmt, skipped)

@@ -117,11 +117,44 @@ CAPTION = (
 )
 
 
-def render_text(report: BatchesReport, console: Console) -> None:
-    """Print the summary, the comparison, the bucket table and the verification."""
-    from rich.table import Table
+def render_text(report: BatchesReport, console: Console, verbose: bool = False) -> None:
+    """Print the summary, the comparison, the bucket table and the verification.
 
+    With ``--compare`` naming the chosen strategy, its column says what its own table
+    would, so that table (with min/max tokens per step, the ICC's CI and p-values) is
+    ``verbose``'s; the default ends by saying so."""
     s = report.stats
+    _header(report, console)
+    compared = [st.strategy for st in report.strategies]
+    own = verbose or s.strategy not in compared
+    if own:
+        console.print(_schedule_table(report))
+    if s.dropped and any(s.dropped.values()):
+        dropped = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in s.dropped.items() if v)
+        whose = "the replay" if own else f"the {s.strategy} replay"
+        console.print(f"left out by {whose}: {dropped}")
+    if report.strategies:
+        console.print(_comparison_table(report, caption=not own))
+    if report.plan is not None:
+        _render_plan(report.plan, console)
+    for line in _verification_lines(report):
+        console.print(line)
+    if report.export:
+        console.print(f"schedule written to {report.export}")
+    if not own:
+        console.print(
+            f"--verbose adds {s.strategy}'s own table (tokens per step min/max, the ICC's "
+            "95% CI, p-values)",
+            style="dim",
+            markup=False,
+        )
+
+
+def _header(report: BatchesReport, console: Console) -> None:
+    """The label, what was replayed, warnings, derived buckets."""
+    s = report.stats
+    if report.label:
+        console.print(report.label, style="bold", markup=False)
     if report.composition is not None:
         console.print(f"composition: recorded in {report.composition}  manifest: {report.manifest}")
     else:
@@ -131,49 +164,60 @@ def render_text(report: BatchesReport, console: Console) -> None:
         )
     for w in report.warnings:
         console.print(f"{w.level}: {w.message}", soft_wrap=True)
+    if report.bucket_edges:
+        edges = ",".join(str(e) for e in report.bucket_edges)
+        console.print(
+            f"buckets: {edges} (bucketed, no --buckets given: six equal-count buckets of "
+            "this manifest's lengths)",
+            markup=False,
+        )
     if s.batches_per_epoch == 0:
         console.print(
             "no complete optimizer step: every micro-batch was left out (too few batches for "
             "world_size x grad_accum?)"
         )
+
+
+def _schedule_table(report: BatchesReport) -> Any:
+    """The chosen strategy's table, the metrics explained in its caption."""
+    from rich.table import Table
+
+    s = report.stats
     table = Table(title=_title(report), title_justify="left", caption=CAPTION)
     table.caption_justify = "left"
     table.add_column("metric")
     table.add_column("value", justify="right")
     for name, value, _ in _metric_rows(s, report.training_seconds.get(s.strategy)):
         table.add_row(name, value)
-    console.print(table)
-    if s.dropped and any(s.dropped.values()):
-        dropped = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in s.dropped.items() if v)
-        console.print(f"left out by the replay: {dropped}")
+    return table
 
-    if report.strategies:
-        cmp = Table(title="Strategies compared", title_justify="left")
-        cmp.add_column("metric")
-        for st in report.strategies:
-            cmp.add_column(st.strategy, justify="right")
-        columns = [
-            {
-                name: short
-                for name, _, short in _metric_rows(st, report.training_seconds.get(st.strategy))
-            }
-            for st in report.strategies
-        ]
-        names = list(dict.fromkeys(name for c in columns for name in c))
-        for name in names:
-            if name in ("samples", "epochs replayed", "epochs recorded"):
-                continue
-            label = "tokens per step (median)" if name.startswith("tokens per step") else name
-            cmp.add_row(label, *(c.get(name, "-") for c in columns))
-        console.print(cmp)
 
-    if report.plan is not None:
-        _render_plan(report.plan, console)
+def _comparison_table(report: BatchesReport, caption: bool = False) -> Any:
+    """``--compare``'s table, one column per strategy; with ``caption`` (no schedule table
+    above it) the samples, the epochs and the metrics' explanation too."""
+    from rich.table import Table
 
-    for line in _verification_lines(report):
-        console.print(line)
-    if report.export:
-        console.print(f"schedule written to {report.export}")
+    cmp = Table(
+        title="Strategies compared", title_justify="left", caption=CAPTION if caption else None
+    )
+    cmp.caption_justify = "left"
+    cmp.add_column("metric")
+    for st in report.strategies:
+        cmp.add_column(st.strategy, justify="right")
+    columns = [
+        {
+            name: short
+            for name, _, short in _metric_rows(st, report.training_seconds.get(st.strategy))
+        }
+        for st in report.strategies
+    ]
+    names = list(dict.fromkeys(name for c in columns for name in c))
+    for name in names:
+        if name in ("samples", "epochs replayed", "epochs recorded") and not caption:
+            continue
+        label = "tokens per step (median)" if name.startswith("tokens per step") else name
+        cmp.add_row(label, *(c.get(name, "-") for c in columns))
+    return cmp
 
 
 def _title(report: BatchesReport) -> str:
@@ -309,6 +353,8 @@ def report_document(report: BatchesReport) -> dict[str, Any]:
         doc["seed"] = report.seed
     doc.update(_stats_json(s, report.training_seconds.get(s.strategy)))
     doc["warnings"] = [asdict(w) for w in report.warnings]
+    if report.bucket_edges:  # bucketed without --buckets: the edges it derived
+        doc["bucket_edges"] = list(report.bucket_edges)
     if report.strategies:
         doc["strategies"] = [
             _stats_json(st, report.training_seconds.get(st.strategy)) for st in report.strategies
@@ -404,7 +450,8 @@ def batches_figure(report: BatchesReport) -> Any:
         _diversity_panel(fig.add_subplot(grid[:, 1]), list(stats.values()), colours)
     more = "" if beside else " (--compare A,B,... draws strategies side by side)"
     what = report.manifest if report.composition is None else report.composition
-    fig.suptitle(f"{what}: what each schedule feeds one GPU{more}", fontsize=10)
+    name = report.label or what
+    fig.suptitle(f"{name}: what each schedule feeds one GPU{more}", fontsize=10)
     fig.tight_layout()
     return fig
 

@@ -30,10 +30,53 @@ def _progress(x: float | None) -> str:
     return "done" if x >= 1 else f"{100 * max(x, 0.0):.0f}%"
 
 
-def _name(path: str) -> str:
+def _name(path: str, names: dict[str, str] | None = None) -> str:
+    """The label of ``path``: ``names[path]`` (see :func:`display_names`), else its short
+    name."""
     from ..compare import short_name
 
-    return short_name(path)
+    return names[path] if names and path in names else short_name(path)
+
+
+def display_names(c: Comparison, labels: list[str] | None = None) -> dict[str, str]:
+    """A name per file, in the order baselines then run: ``labels`` (``--label``, one per
+    file in that order) when given; else the file's short name, with its folder when two
+    would read the same (``a/train`` and ``b/train``, not "train against train")."""
+    from collections import Counter
+    from pathlib import PurePath
+
+    from ..errors import InputError
+
+    files = [*c.baselines, c.run]
+    if labels:
+        if len(labels) != len(files):
+            raise InputError(
+                "--label",
+                f"{len(labels)} label{'s' if len(labels) != 1 else ''} for {len(files)} logs",
+                "give one --label per log, in the order of the files (baselines, then the run)",
+            )
+        return dict(zip(files, labels, strict=True))
+    short = {f: _name(f) for f in files}
+    clash = Counter(short.values())
+    return {
+        f: short[f] if clash[short[f]] == 1 else f"{PurePath(f).parent.name or '.'}/{short[f]}"
+        for f in files
+    }
+
+
+def relabel(text: str, c: Comparison, names: dict[str, str]) -> str:
+    """``text`` (a sentence :mod:`dflash_diag.compare` wrote with short names) with each
+    baseline's short name replaced by its label, where the short names are unique."""
+    import re
+
+    shorts = {_name(f): names[f] for f in c.baselines if f in names}
+    if len(shorts) != len(c.baselines):
+        return text
+    for short, label in shorts.items():
+        if short == label:
+            continue
+        text = re.sub(rf"(?<![\w/.-]){re.escape(short)}(?='s|[,)])", label, text)
+    return text
 
 
 def phases_json(p: Phases) -> dict[str, Any]:
@@ -72,10 +115,11 @@ def _metric_json(m: MetricComparison) -> dict[str, Any]:
     }
 
 
-def comparison_json(c: Comparison) -> dict[str, Any]:
+def comparison_json(c: Comparison, names: dict[str, str] | None = None) -> dict[str, Any]:
     """The ``--json`` document: baselines, run, align, axis, step_source (per file:
     ``line order`` = logging events, not optimizer steps), align_anchors (``warmup``
-    alignment: each log's warmup end step), band, warmup, metrics, at, notes."""
+    alignment: each log's warmup end step), band, warmup, metrics, at, notes, labels
+    (a name per file: ``names``, else :func:`display_names`)."""
     return {
         "baselines": list(c.baselines),
         "run": c.run,
@@ -101,15 +145,82 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
             for a in c.at
         ],
         "notes": list(c.notes),
+        "labels": names or display_names(c),
     }
 
 
-def render_text(c: Comparison, console: Any) -> None:
-    """Print a comparison on a rich console: warmups, one block per metric, --at answers."""
-    from rich.table import Table
+def render_text(
+    c: Comparison,
+    console: Any,
+    names: dict[str, str] | None = None,
+    steps: tuple[int | None, int | None] | None = None,
+    verbose: bool = False,
+) -> None:
+    """Print a comparison on a rich console: the answer first (one paragraph per metric,
+    the ``--at`` answers), then the warmups and one block per metric (its phases and
+    milestones; ``verbose`` adds the largest departures, logged nan/inf and the slopes).
+    ``names``: a label per file (:func:`display_names`); ``steps``: the plot's range."""
+    names = names or display_names(c)
+    _compare_header(c, console, names, steps)
+    for m in c.metrics.values():
+        console.print(_answer(m, c, names), markup=False)
+    if c.at:
+        console.print()
+        console.print(_at_table(c, narrow=console.width < 100))
+    console.print()
+    console.print(_warmup_table(c, names))
+    for m in c.metrics.values():
+        console.print()
+        _metric_block(m, c, console, names, verbose)
+    notes = list(c.notes) + [f"{n}" for m in c.metrics.values() for n in m.notes]
+    notes += [f"{_name(path, names)}: {n}" for path, p in c.warmup.items() for n in p.notes]
+    if notes:
+        console.print()
+        console.print("notes:")
+        for n in notes:
+            console.print(f"  - {n}", markup=False)
+    adds = [] if verbose else _verbose_adds(c)
+    if adds:
+        console.print()
+        listed = adds[0] if len(adds) == 1 else ", ".join(adds[:-1]) + " and " + adds[-1]
+        console.print(f"--verbose adds each metric's {listed}", style="dim", markup=False)
 
-    names = ", ".join(_name(b) for b in c.baselines)
-    console.print(f"[bold]{_name(c.run)}[/bold] against {names}  (align: {_align_words(c)})")
+
+def _verbose_adds(c: Comparison) -> list[str]:
+    """What ``--verbose`` would add to the metric blocks, of what this comparison has."""
+    ms = list(c.metrics.values())
+    adds = []
+    if any(ph.largest_departure is not None for m in ms for ph in m.phases):
+        adds.append("largest departures")
+    if any(bad.count for m in ms for bad in m.nonfinite.values()):
+        adds.append("nan/inf per log")
+    if any(m.slopes for m in ms):
+        adds.append("slopes after warmup")
+    return adds
+
+
+def _compare_header(
+    c: Comparison,
+    console: Any,
+    names: dict[str, str],
+    steps: tuple[int | None, int | None] | None,
+) -> None:
+    """Who is compared with whom, on what axis, with which band."""
+    from rich.text import Text
+
+    against = ", ".join(_name(b, names) for b in c.baselines)
+    console.print(
+        Text.assemble(
+            (_name(c.run, names), "bold"), f" against {against}  (align: {_align_words(c, names)})"
+        )
+    )
+    if steps is not None:
+        lo, hi = steps
+        shown = f"{'' if lo is None else lo}-{'' if hi is None else hi}"
+        console.print(
+            f"plot: steps {shown} (the bands, shares and slopes cover the whole runs)",
+            markup=False,
+        )
     if c.step_sources and all(v == "line order" for v in c.step_sources.values()):
         console.print(
             "steps: logging events numbered in line order (the records carry no step), "
@@ -119,18 +230,28 @@ def render_text(c: Comparison, console: Any) -> None:
     console.print(f"band: {c.band_method}", markup=False)
     console.print()
 
+
+def _answer(m: MetricComparison, c: Comparison, names: dict[str, str]) -> str:
+    """One metric's answer: its sentence (which says any nan/inf too), with the labels."""
+    return relabel(m.sentence, c, names)
+
+
+def _warmup_table(c: Comparison, names: dict[str, str]) -> Any:
+    """Each log's lr schedule: warmup length and end, peak lr, shape, decay."""
+    from rich.table import Table
+
     warm = Table(title="lr schedule", title_justify="left", show_edge=False)
     for col in ("file", "warmup steps", "ends at", "peak lr", "shape", "decay from", "decay"):
         warm.add_column(col, justify="left" if col in ("file", "shape", "decay") else "right")
     for path, p in c.warmup.items():
         if not p.found and p.peak_lr is None:
-            warm.add_row(_name(path), "-", "-", "-", p.reason, "-", "-")
+            warm.add_row(_name(path, names), "-", "-", "-", p.reason, "-", "-")
             continue
         end = "-" if p.warmup_end_step is None else str(p.warmup_end_step)
         if not p.warmup_complete:
             end += " (not reached)"
         warm.add_row(
-            _name(path),
+            _name(path, names),
             "-" if p.warmup_steps is None else str(p.warmup_steps),
             end,
             _num(p.peak_lr),
@@ -138,40 +259,40 @@ def render_text(c: Comparison, console: Any) -> None:
             "-" if p.decay_start_step is None else str(p.decay_start_step),
             p.decay_shape,
         )
-    console.print(warm)
-
-    for m in c.metrics.values():
-        console.print()
-        _metric_block(m, c, console)
-
-    if c.at:
-        console.print()
-        at = Table(title="at steps", title_justify="left", show_edge=False)
-        for col in ("step", "metric", "value", "lr", "warmup", "median", "band", "verdict"):
-            at.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
-        for a in c.at:
-            band = "-" if a.band is None else f"[{_num(a.band[0])}, {_num(a.band[1])}]"
-            at.add_row(
-                str(a.step),
-                a.metric,
-                _num(a.value),
-                _num(a.lr),
-                _progress(a.warmup_progress),
-                _num(a.baseline_median),
-                band,
-                a.verdict,
-            )
-        console.print(at)
-    notes = list(c.notes) + [f"{n}" for m in c.metrics.values() for n in m.notes]
-    notes += [f"{_name(path)}: {n}" for path, p in c.warmup.items() for n in p.notes]
-    if notes:
-        console.print()
-        console.print("notes:")
-        for n in notes:
-            console.print(f"  - {n}", markup=False)
+    return warm
 
 
-def _align_words(c: Comparison) -> str:
+#: The ``--at`` table's columns; a narrow terminal leaves out lr and median (the warmup
+#: progress and the band say what matters; the sentences above carry both).
+AT_COLUMNS = ("step", "metric", "value", "lr", "warmup", "median", "band", "verdict")
+
+
+def _at_table(c: Comparison, narrow: bool = False) -> Any:
+    """The ``--at`` answers: value, lr, warmup progress, the baselines' median and band."""
+    from rich.table import Table
+
+    at = Table(title="at steps", title_justify="left", show_edge=False)
+    keep = [i for i, col in enumerate(AT_COLUMNS) if not (narrow and col in ("lr", "median"))]
+    for i in keep:
+        col = AT_COLUMNS[i]
+        at.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
+    for a in c.at:
+        band = "-" if a.band is None else f"[{_num(a.band[0])}, {_num(a.band[1])}]"
+        cells = (
+            str(a.step),
+            a.metric,
+            _num(a.value),
+            _num(a.lr),
+            _progress(a.warmup_progress),
+            _num(a.baseline_median),
+            band,
+            a.verdict,
+        )
+        at.add_row(*(cells[i] for i in keep))
+    return at
+
+
+def _align_words(c: Comparison, names: dict[str, str] | None = None) -> str:
     """What the alignment did: ``step``, ``tokens``, or for ``warmup`` the warmup ends
     it lined up (``warmup end, run step 1200 <-> v1 step 600``)."""
     unit = "logging event" if c.step_sources.get(c.run) == "line order" else "step"
@@ -180,22 +301,29 @@ def _align_words(c: Comparison) -> str:
     if c.align == "tokens":
         return "cumulative tokens"
     run = c.anchors.get(c.run)
-    pairs = [f"{_name(p)} {unit} {s}" for p, s in c.anchors.items() if p != c.run]
+    pairs = [f"{_name(p, names)} {unit} {s}" for p, s in c.anchors.items() if p != c.run]
     if run is None or not pairs:
         return "warmup end"
-    return f"warmup end, {_name(c.run)} {unit} {run} <-> {', '.join(pairs)}"
+    return f"warmup end, {_name(c.run, names)} {unit} {run} <-> {', '.join(pairs)}"
 
 
-def _reached(path: str, step: int | None, x: float | None, align: str) -> str:
+def _reached(
+    path: str, step: int | None, x: float | None, align: str, names: dict[str, str]
+) -> str:
     if step is None:
-        return f"{_name(path)} not reached"
+        return f"{_name(path, names)} not reached"
     if align == "step" or x is None:
-        return f"{_name(path)} step {step}"
+        return f"{_name(path, names)} step {step}"
     unit = " tokens" if align == "tokens" else " aligned"
-    return f"{_name(path)} step {step} ({_num(x, 4)}{unit})"
+    return f"{_name(path, names)} step {step} ({_num(x, 4)}{unit})"
 
 
-def _metric_block(m: MetricComparison, c: Comparison, console: Any) -> None:
+def _metric_block(
+    m: MetricComparison, c: Comparison, console: Any, names: dict[str, str], verbose: bool = True
+) -> None:
+    """A metric's verdict, its phase table and milestones; ``verbose``: the largest
+    departures, the logged nan/inf and the slopes after warmup too (its sentence is the
+    answer at the top)."""
     from rich.table import Table
 
     failed = m.nonfinite.get(c.run)
@@ -229,31 +357,33 @@ def _metric_block(m: MetricComparison, c: Comparison, console: Any) -> None:
             ph.verdict,
         )
     console.print(t)
-    for line in departures:
+    for line in departures if verbose else ():
         console.print(line, markup=False)
     for ms in m.milestones:
         sign = ">=" if ms.direction == "up" else "<="
-        who = ", ".join(_reached(f, s, ms.aligned.get(f), c.align) for f, s in ms.steps.items())
+        who = ", ".join(
+            _reached(f, s, ms.aligned.get(f), c.align, names) for f, s in ms.steps.items()
+        )
         console.print(f"  first {m.name} {sign} {ms.level:g}: {who}", markup=False)
-    for f, bad in m.nonfinite.items():
+    for f, bad in m.nonfinite.items() if verbose else ():
         if bad.count:
             steps = "step" if bad.count == 1 else "steps"
             console.print(
-                f"  logged as nan/inf: {_name(f)}, {bad.count} {steps}, first at step "
+                f"  logged as nan/inf: {_name(f, names)}, {bad.count} {steps}, first at step "
                 f"{bad.first_step} (numerical failure; left out of the band and shares)",
                 markup=False,
             )
-    _slope_lines(m, console)
-    console.print(f"  {m.sentence}", markup=False)
+    if verbose:
+        _slope_lines(m, console, names)
 
 
-def _slope_lines(m: MetricComparison, console: Any) -> None:
+def _slope_lines(m: MetricComparison, console: Any, names: dict[str, str]) -> None:
     """The run's slope over its span after warmup; per baseline, both slopes over the
     span they share and the difference of those two printed numbers."""
     from ..compare import span_text, versus_figures
 
     run, *bases = m.slopes
-    name = _name(run.file)
+    name = _name(run.file, names)
     if run.value is None or run.ci is None:
         console.print(f"  slope after warmup, {name}: {run.reason}", markup=False)
         return
@@ -263,7 +393,7 @@ def _slope_lines(m: MetricComparison, console: Any) -> None:
         markup=False,
     )
     for b in bases:
-        base = _name(b.file)
+        base = _name(b.file, names)
         if b.span is None or b.value is None or b.ci is None:
             console.print(f"  slope after warmup, {base}: {b.reason}", markup=False)
             continue
@@ -290,47 +420,43 @@ def _slope_lines(m: MetricComparison, console: Any) -> None:
             console.print(f"    {label:<{width}}  {value}", markup=False)
 
 
-def plot_comparison(c: Comparison, path: str | Path) -> Path:
-    """Save :func:`comparison_figure` as PNG, SVG or PDF by ``path``'s extension."""
+def plot_comparison(c: Comparison, path: str | Path, **style: Any) -> Path:
+    """Save :func:`comparison_figure` (``style``: its keyword options) as PNG, SVG or PDF
+    by ``path``'s extension."""
     from .plots import save_figure
 
-    return save_figure(comparison_figure(c), path)
+    return save_figure(comparison_figure(c, **style), path)
 
 
-def run_labels(c: Comparison) -> dict[str, str]:
-    """A label per file: its short name, with its folder when two would read the same
-    (``a/train`` and ``b/train``, not "train against train"); the run marked ``(run)``."""
-    from collections import Counter
-    from pathlib import PurePath
-
-    files = [*c.baselines, c.run]
-    short = {f: _name(f) for f in files}
-    clash = Counter(short.values())
-    out = {}
-    for f in files:
-        p = PurePath(f)
-        name = short[f] if clash[short[f]] == 1 else f"{p.parent.name or '.'}/{short[f]}"
-        out[f] = f"{name} (run)" if f == c.run and name != "run" else name
-    return out
+def run_labels(c: Comparison, names: dict[str, str] | None = None) -> dict[str, str]:
+    """A label per file (:func:`display_names`), the run marked ``(run)``."""
+    names = names or display_names(c)
+    return {
+        f: f"{name} (run)" if f == c.run and name != "run" else name for f, name in names.items()
+    }
 
 
-def _robust_ylim(ax: Any, band: list[Any], run: Any) -> int:
+def _robust_ylim(ax: Any, band: list[Any], run: Any, log_y: bool = False) -> int:
     """Set y-limits from the band's 1-99% range and the run's running median (21 points:
-    its course without its spikes), plus a margin; returns how many run points lie
-    outside (spikes), to say so on the panel."""
+    its course without its spikes), plus a margin (a factor on a log axis); returns how
+    many run points lie outside (spikes), to say so on the panel."""
     import numpy as np
     import pandas as pd
 
     run = np.asarray(run, dtype=float)
     course = pd.Series(run).rolling(21, center=True, min_periods=1).median().to_numpy()
     values = np.concatenate([*(np.asarray(b, dtype=float) for b in band), course])
-    values = values[np.isfinite(values)]
+    values = values[np.isfinite(values) & ((values > 0) if log_y else True)]
     if values.size == 0:
         return 0
     lo, hi = np.percentile(values, [0.5, 99.5])
-    pad = 0.12 * (hi - lo) if hi > lo else 0.5 * abs(hi) + 1e-9
-    ax.set_ylim(lo - pad, hi + pad)
-    return int(((run < lo - pad) | (run > hi + pad)).sum())
+    if log_y:
+        bottom, top = lo / 1.3, hi * 1.3
+    else:
+        pad = 0.12 * (hi - lo) if hi > lo else 0.5 * abs(hi) + 1e-9
+        bottom, top = lo - pad, hi + pad
+    ax.set_ylim(bottom, top)
+    return int(((run < bottom) | (run > top)).sum())
 
 
 def _at_marks(ax: Any, c: Comparison, metric: str) -> None:
@@ -356,57 +482,121 @@ def _at_marks(ax: Any, c: Comparison, metric: str) -> None:
         )
 
 
-def comparison_figure(c: Comparison) -> Any:
+def comparison_figure(
+    c: Comparison,
+    names: dict[str, str] | None = None,
+    smooth: float | None = None,
+    log_y: bool = False,
+    steps: tuple[int | None, int | None] | None = None,
+) -> Any:
     """The run over the baselines per metric: the band shaded, robust y-limits, warmup
-    ends and the baselines' end marked, ``--at`` answers annotated, one legend."""
-    import numpy as np
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
+    ends and the baselines' end marked, ``--at`` answers annotated, one legend.
 
+    :param names: a label per file (:func:`display_names`).
+    :param smooth: draw each curve's EMA of this weight (:func:`~dflash_diag.render.
+        plots.ema`) over the raw curve, drawn faint; the band is the baselines' as computed.
+    :param log_y: the metrics on log axes.
+    :param steps: the x-range (``--steps``; the axis is steps with ``--align step``).
+    """
     from .plots import pyplot
 
     plt = pyplot()
-    labels = run_labels(c)
+    labels = run_labels(c, names)
     n = max(len(c.metrics), 1)
     fig, axes = plt.subplots(n, 1, figsize=(11, 3.0 * n + 0.8), squeeze=False, sharex=True)
     colours = {f: f"C{i + 1}" for i, f in enumerate(c.baselines)}
-    ends: list[float] = []
     for ax, m in zip(axes[:, 0], c.metrics.values(), strict=False):
-        cv = m.curves
-        gx, med, lo, hi = cv.band
-        if len(gx):
-            ax.fill_between(gx, lo, hi, color="tab:blue", alpha=0.2, lw=0)
-            ax.plot(gx, med, color="tab:blue", lw=1, ls="--")
-            ends.append(float(np.nanmax(gx)))
-        for f, (bx, bv) in cv.baselines.items():
-            ax.plot(bx, bv, lw=0.6, alpha=0.6, color=colours.get(f, "0.5"))
-        rx, rv = cv.run
-        ax.plot(rx, rv, color="black", lw=1.0)
-        for f, x in cv.warmup_ends.items():
-            ax.axvline(x, color="tab:red", ls="-" if f == c.run else ":", lw=0.9, alpha=0.8)
-        if len(gx) and len(rx) and np.nanmax(gx) < np.nanmax(rx):
-            ax.axvline(np.nanmax(gx), color="tab:blue", ls="-.", lw=1.0)
-            ax.annotate(
-                f"baselines end ({c.axis} {np.nanmax(gx):.0f}): no band after",
-                (np.nanmax(gx), 1.0),
-                xycoords=("data", "axes fraction"),
-                xytext=(4, -12),
-                textcoords="offset points",
-                fontsize=7,
-                color="tab:blue",
-            )
-        outside = _robust_ylim(ax, [lo, hi], rv)
-        _at_marks(ax, c, m.name)
-        ax.set_ylabel(m.name)
-        cut = f"; {outside} run points beyond the axis" if outside else ""
-        ax.set_title(f"{m.name}: {m.verdict}{cut}", fontsize=9)
-        ax.grid(alpha=0.25)
+        _metric_panel(ax, m, c, colours, smooth, log_y, steps)
     axes[-1, 0].set_xlabel(c.axis)
+    _figure_legend(fig, c, labels, colours, smooth)
+    fig.tight_layout(rect=(0, 0, 1, 0.86 if n == 1 else 0.92))
+    return fig
+
+
+def _metric_panel(
+    ax: Any,
+    m: MetricComparison,
+    c: Comparison,
+    colours: dict[str, str],
+    smooth: float | None,
+    log_y: bool,
+    steps: tuple[int | None, int | None] | None,
+) -> None:
+    """One metric's panel of :func:`comparison_figure`."""
+    import numpy as np
+
+    from .plots import ema, step_limits
+
+    cv = m.curves
+    gx, med, lo, hi = cv.band
+    if len(gx):
+        ax.fill_between(gx, lo, hi, color="tab:blue", alpha=0.2, lw=0)
+        ax.plot(gx, med, color="tab:blue", lw=1, ls="--")
+    for f, (bx, bv) in cv.baselines.items():
+        colour = colours.get(f, "0.5")
+        ax.plot(bx, bv, lw=0.6, alpha=0.6 if smooth is None else 0.2, color=colour)
+        if smooth is not None:
+            ax.plot(bx, ema(bv, smooth), lw=1.0, color=colour)
+    rx, rv = cv.run
+    if smooth is None:
+        ax.plot(rx, rv, color="black", lw=1.0)
+    else:  # the raw run faint behind its EMA; verdicts use the raw values
+        ax.plot(rx, rv, color="black", lw=0.6, alpha=0.25)
+        ax.plot(rx, ema(rv, smooth), color="black", lw=1.3)
+    for f, x in cv.warmup_ends.items():
+        ax.axvline(x, color="tab:red", ls="-" if f == c.run else ":", lw=0.9, alpha=0.8)
+    if len(gx) and len(rx) and np.nanmax(gx) < np.nanmax(rx):
+        ax.axvline(np.nanmax(gx), color="tab:blue", ls="-.", lw=1.0)
+        ax.annotate(
+            f"baselines end ({c.axis} {np.nanmax(gx):.0f}): no band after",
+            (np.nanmax(gx), 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(-4, -12),  # left of the line, inside the panel
+            textcoords="offset points",
+            ha="right",
+            fontsize=7,
+            color="tab:blue",
+            annotation_clip=True,
+        )
+    xlim = step_limits(rx, *(steps or (None, None)))
+    if xlim is not None:  # limits from what the range shows
+        inside = (np.asarray(rx) >= xlim[0]) & (np.asarray(rx) <= xlim[1])
+        gin = (np.asarray(gx) >= xlim[0]) & (np.asarray(gx) <= xlim[1])
+        lo, hi, rv = np.asarray(lo)[gin], np.asarray(hi)[gin], np.asarray(rv)[inside]
+    if log_y:
+        from matplotlib.ticker import LogLocator, ScalarFormatter
+
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(ScalarFormatter())
+        ax.yaxis.set_minor_formatter("")
+    outside = _robust_ylim(ax, [lo, hi], rv, log_y)
+    if xlim is not None:
+        ax.set_xlim(*xlim)
+    _at_marks(ax, c, m.name)
+    ax.set_ylabel(m.name)
+    cut = f"; {outside} run points beyond the axis" if outside else ""
+    ax.set_title(f"{m.name}: {m.verdict}{cut}", fontsize=9)
+    ax.grid(alpha=0.25)
+
+
+def _figure_legend(
+    fig: Any, c: Comparison, labels: dict[str, str], colours: dict[str, str], smooth: float | None
+) -> None:
+    """The one legend of :func:`comparison_figure`, titled "RUN against BASELINES"."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
     handles = [
         Patch(color="tab:blue", alpha=0.2, label="baseline band"),
         Line2D([], [], color="tab:blue", ls="--", label="baseline median"),
         *(Line2D([], [], color=colours[f], lw=0.8, label=labels[f]) for f in c.baselines),
         Line2D([], [], color="black", label=labels[c.run]),
+    ]
+    if smooth is not None:
+        raw = f"raw values (curves: EMA {smooth:g})"
+        handles.append(Line2D([], [], color="black", lw=0.6, alpha=0.25, label=raw))
+    handles += [
         Line2D([], [], color="tab:red", label="warmup end: run"),
         Line2D([], [], color="tab:red", ls=":", label="warmup end: baselines"),
     ]
@@ -419,8 +609,6 @@ def comparison_figure(c: Comparison) -> Any:
         fontsize=8,
         title=f"{labels[c.run]} against {', '.join(labels[f] for f in c.baselines)}",
     )
-    fig.tight_layout(rect=(0, 0, 1, 0.86 if n == 1 else 0.92))
-    return fig
 
 
 def fail_on_line(mode: str, failures: tuple[str, ...]) -> str:

@@ -124,9 +124,12 @@ def _micro_rows(batches: tuple[MicroBatch, ...]) -> list[tuple[str, ...]]:
     return rows
 
 
-def spikes_html(report: SpikesReport, path: str | Path) -> Path:
+def spikes_html(
+    report: SpikesReport, path: str | Path, smooth: float | None = None, log_y: bool = False
+) -> Path:
     """The ``spikes`` report: header, summary, plot, spike table, every spike with its
-    evidence and micro-batches (sample ids), the text output."""
+    evidence and micro-batches (sample ids), the text output (``--verbose``'s: complete).
+    ``smooth`` and ``log_y`` as for the plot."""
     from .spikes import (
         SPIKE_COLUMNS,
         batch_line,
@@ -135,6 +138,7 @@ def spikes_html(report: SpikesReport, path: str | Path) -> Path:
         render_text,
         spike_row,
         spikes_figure,
+        steps_line,
         summary,
     )
 
@@ -142,6 +146,8 @@ def spikes_html(report: SpikesReport, path: str | Path) -> Path:
     d, ctx = r.detection, r.context
     step_word = "event" if ctx.line_order else "step"
     facts = [f"{ctx.log} ({ctx.log_format}): {d.n_points} points of {d.metric}"]
+    if ctx.steps is not None:
+        facts.append(steps_line(ctx))
     if r.attribution is not None and r.attribution.schedule_check is not None:
         g = r.attribution.schedule_check
         facts.append(f"schedule check: {g.status}: {g.detail}")
@@ -151,7 +157,8 @@ def spikes_html(report: SpikesReport, path: str | Path) -> Path:
     sentences = summary(d, r.spikes, r.attribution, r.variance, ctx.line_order)
     body.append("<div class='summary'><h2>Summary</h2>")
     body += [f"<p>{_e(s)}</p>" for s in sentences]
-    body.append("</div><h2>Plot</h2><div class='plot'>" + figure_svg(spikes_figure(r)) + "</div>")
+    plot = figure_svg(spikes_figure(r, smooth, log_y))
+    body.append("</div><h2>Plot</h2><div class='plot'>" + plot + "</div>")
     ground = ground_of(r.attribution)
     marked = f" ({ground})" if ground in ("given", "refuted") else ""
     in_order = sorted(r.spikes, key=lambda s: s.event.peak_step)
@@ -177,10 +184,12 @@ def spikes_html(report: SpikesReport, path: str | Path) -> Path:
         body.append("</section>")
     body.append(
         text_output(
-            lambda c: render_text(c, ctx, d, r.spikes, r.attribution, r.variance, r.samples)
+            lambda c: render_text(
+                c, ctx, d, r.spikes, r.attribution, r.variance, r.samples, verbose=True
+            )
         )
     )
-    return write(path, page(f"dflash-diag spikes: {ctx.log}", body))
+    return write(path, page(f"dflash-diag spikes: {ctx.label or ctx.log}", body))
 
 
 def batches_html(report: BatchesReport, path: str | Path) -> Path:
@@ -203,19 +212,21 @@ def batches_html(report: BatchesReport, path: str | Path) -> Path:
         "<h2>Strategies</h2>",
         table(("strategy", "padding efficiency", "length ICC", "steps/epoch"), rows, ("strategy",)),
         "<h2>Plot</h2><div class='plot'>" + figure_svg(batches_figure(r)) + "</div>",
-        text_output(lambda c: render_text(r, c), folded=False),
+        text_output(lambda c: render_text(r, c, verbose=True), folded=False),
     ]
-    return write(path, page(f"dflash-diag batches: {r.manifest}", body))
+    return write(path, page(f"dflash-diag batches: {r.label or r.manifest}", body))
 
 
-def compare_html(c: Comparison, path: str | Path) -> Path:
+def compare_html(c: Comparison, path: str | Path, **style: Any) -> Path:
     """The ``compare`` report: one sentence per metric, the ``--at`` answers, the plot,
-    the text output."""
-    from .compare import comparison_figure, render_text
+    the text output.  ``style``: :func:`~dflash_diag.render.compare.comparison_figure`'s
+    options (``names``: a label per file)."""
+    from .compare import comparison_figure, display_names, relabel, render_text
 
+    names = style.get("names") or display_names(c)
     body = [f"<p>run {_e(c.run)} against {_e(', '.join(c.baselines))} (by {_e(c.axis)})</p>"]
     body.append("<div class='summary'><h2>Summary</h2>")
-    body += [f"<p>{_e(m.sentence)}</p>" for m in c.metrics.values()]
+    body += [f"<p>{_e(relabel(m.sentence, c, names))}</p>" for m in c.metrics.values()]
     body += [f"<p>{_e(a.sentence)}</p>" for a in c.at]
     body.append("</div>")
     if c.at:
@@ -232,6 +243,10 @@ def compare_html(c: Comparison, path: str | Path) -> Path:
         body.append(
             table(("step", "metric", "value", "band", "verdict"), rows, ("metric", "verdict"))
         )
-    body.append("<h2>Plot</h2><div class='plot'>" + figure_svg(comparison_figure(c)) + "</div>")
-    body.append(text_output(lambda con: render_text(c, con), folded=False))
-    return write(path, page(f"dflash-diag compare: {c.run}", body))
+    plot = figure_svg(comparison_figure(c, **style))
+    body.append("<h2>Plot</h2><div class='plot'>" + plot + "</div>")
+    steps = style.get("steps")
+    body.append(
+        text_output(lambda con: render_text(c, con, names, steps, verbose=True), folded=False)
+    )
+    return write(path, page(f"dflash-diag compare: {names.get(c.run, c.run)}", body))

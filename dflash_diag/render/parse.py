@@ -135,6 +135,11 @@ def render_text(summary: dict[str, Any], console: Any, written: str | None = Non
         f" ({s['n_lines']} {_UNITS.get(s['format'], 'lines')} read)",
         soft_wrap=True,
     )
+    if s.get("steps_shown") is not None:
+        lo, hi = s["steps_shown"]
+        whole = s["of_steps"]
+        a, b = whole[0] if lo is None else lo, whole[1] if hi is None else hi
+        console.print(f"shown: steps {a}-{b} of {whole[0]}-{whole[1]} (--steps)", soft_wrap=True)
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
     table.add_column("column")
     table.add_column("non-null", justify="right")

@@ -31,3 +31,42 @@ def save_figure(fig: Any, path: str | Path) -> Path:
     fig.savefig(p, format=p.suffix.lower().lstrip("."), dpi=120, bbox_inches="tight")
     pyplot().close(fig)
     return p
+
+
+def ema(values: Any, alpha: float) -> Any:
+    """Exponential moving average as TensorBoard and W&B draw it, debiased.
+
+    Over the finite values ``x_1, x_2, ...`` (nan/inf are skipped and stay nan):
+    ``m_k = alpha * m_(k-1) + (1 - alpha) * x_k`` with ``m_0 = 0``, drawn as
+    ``m_k / (1 - alpha**k)``, so the first point is ``x_1`` rather than pulled to 0.
+    ``alpha = 0`` is the raw curve.
+
+    >>> ema([1.0, 3.0, float("nan"), 3.0], 0.5).tolist()
+    [1.0, 2.3333333333333335, nan, 2.7142857142857144]
+    """
+    import numpy as np
+    from scipy.signal import lfilter
+
+    x = np.asarray(values, dtype=float)
+    out = np.full(x.shape, np.nan)
+    ok = np.isfinite(x)
+    if not ok.any():
+        return out
+    m = lfilter([1.0 - alpha], [1.0, -alpha], x[ok])
+    k = np.arange(1, int(ok.sum()) + 1)
+    out[ok] = m / (1.0 - alpha**k) if alpha > 0 else m
+    return out
+
+
+def step_limits(steps: Any, first: int | None, last: int | None) -> tuple[float, float] | None:
+    """x-limits for ``--steps first:last`` (None: the log's own end), or None when the
+    range leaves both ends open."""
+    import numpy as np
+
+    if first is None and last is None:
+        return None
+    s = np.asarray(steps, dtype=float)
+    lo = float(first) if first is not None else float(np.nanmin(s))
+    hi = float(last) if last is not None else float(np.nanmax(s))
+    pad = 0.01 * (hi - lo) if hi > lo else 0.5
+    return lo - pad, hi + pad

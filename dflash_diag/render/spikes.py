@@ -24,8 +24,11 @@ if TYPE_CHECKING:
     from ..spikes.detect import Detection
     from ..variance import VarianceReport
 
-#: Spikes shown in the text table (all are in the JSON).
-MAX_ROWS = 20
+#: Spikes in the default text table (``--verbose`` shows every one); the summary sentences
+#: (text, JSON and HTML alike) name these, the others counted.
+DEFAULT_ROWS = 8
+#: Spikes whose evidence the default text gives (the first of :func:`ranked_spikes`).
+DEFAULT_EVIDENCE = 3
 #: Below this many columns the spike table is compact (see :func:`render_text`).
 COMPACT_WIDTH = 100
 #: The columns a compact table leaves out.
@@ -84,7 +87,9 @@ def to_json(
 ) -> dict[str, Any]:
     """The ``--json`` document (snake_case keys; NaN becomes null in ``dumps``).  With
     ``samples``, each spike has ``batches``: its micro-batches (``step, rank, micro,
-    sample_ids``)."""
+    sample_ids``).  ``label`` is ``--label`` (or null); ``steps_shown`` is ``--steps`` as
+    ``[first, last]`` (null: an open end; the whole key null: every step), and then
+    ``spikes`` holds the spikes of that range only."""
     d = detection
     att: dict[str, Any] | None = None
     check = None
@@ -136,6 +141,8 @@ def to_json(
         "log_interval": d.log_interval,
         "covers": d.covers,
         "step_source": ctx.step_source,
+        "label": ctx.label,
+        "steps_shown": list(ctx.steps) if ctx.steps is not None else None,
         "schedule_check": check,
         "spikes": [
             _spike_json(s)
@@ -200,9 +207,10 @@ def spike_row(s: SpikeEvidence, marked: str = "") -> tuple[str, ...]:
     )
 
 
-def batch_line(s: SpikeEvidence) -> str:
+def batch_line(s: SpikeEvidence, full: bool = True) -> str:
     """``  batch: 8 samples; mean length 8192 (percentile 100); ...``: the spike's batch,
-    the composition model's prediction and where the batch came back ("" without one)."""
+    the composition model's prediction and where the batch came back ("" without one);
+    without ``full``, the batch alone (its reasons already name the rest)."""
     if not s.batch:
         return ""
     p = s.percentiles
@@ -215,6 +223,8 @@ def batch_line(s: SpikeEvidence) -> str:
     if cats:
         parts.append(", ".join(f"{k} {v:.0%}" for k, v in sorted(cats.items())))
     line = "  batch: " + "; ".join(parts)
+    if not full:
+        return line
     if s.predicted is not None:
         line += f"; rise {_f(s.rise)}: the composition model predicts {_f(s.predicted, '+.3g')}"
     if s.similar is not None:
@@ -233,10 +243,12 @@ def spikes_json(report: SpikesReport) -> dict[str, Any]:
     return to_json(r.context, r.detection, r.spikes, r.attribution, r.variance, r.samples or None)
 
 
-def spikes_text(console: Console, report: SpikesReport) -> None:
+def spikes_text(console: Console, report: SpikesReport, verbose: bool = False) -> None:
     """:func:`render_text` of a :class:`~dflash_diag.reports.SpikesReport`."""
     r = report
-    render_text(console, r.context, r.detection, r.spikes, r.attribution, r.variance, r.samples)
+    render_text(
+        console, r.context, r.detection, r.spikes, r.attribution, r.variance, r.samples, verbose
+    )
 
 
 #: Table order: the spikes to act on first.
@@ -244,14 +256,16 @@ _VERDICT_ORDER = {"unexplained": 0, "inconclusive": 1, "composition": 2}
 
 
 def ranked_spikes(spikes: tuple[SpikeEvidence, ...]) -> list[SpikeEvidence]:
-    """Unexplained first, then inconclusive, then composition; each by highest z.  The
-    text table shows the first :data:`MAX_ROWS` of this order, and the summary names
-    spikes in the same order, so the two never disagree about which are shown."""
+    """Unexplained first, then inconclusive, then composition; each by largest rise
+    (``|value - baseline|``, as the plot labels them; nan/inf first).  The text table
+    shows the first rows of this order and the summary names spikes in the same order,
+    so the two never disagree about which are shown."""
     return sorted(
         spikes,
         key=lambda s: (
             _VERDICT_ORDER.get(s.verdict, 1),
-            -(s.event.z if math.isfinite(s.event.z) else 1e300),
+            -(abs(s.rise) if math.isfinite(s.rise) else math.inf),
+            -(s.event.z if math.isfinite(s.event.z) else math.inf),
         ),
     )
 
@@ -273,6 +287,20 @@ def _chance_line(d: Detection, spikes: tuple[SpikeEvidence, ...]) -> str:
         f"; noise reaches z {reach:.1f} here: {word} {_steps(weak)} (below that) could be "
         "noise, the rest are above it"
     )
+
+
+def _chance_short(d: Detection, spikes: tuple[SpikeEvidence, ...]) -> str:
+    """:func:`_chance_line` in a line or two: how many flags noise makes, and which
+    spikes are no higher than it reaches."""
+    head = f"chance: {d.expected_false_events:.2g} flags expected from this log's noise"
+    reach = noise_reach(d)
+    if reach is None or not spikes:
+        return head
+    weak = sorted(s.event.peak_step for s in spikes if s.event.z < reach)
+    if not weak:
+        return head + f"; every spike is above the z it reaches ({reach:.1f})"
+    word = "step" if len(weak) == 1 else "steps"
+    return head + f"; {word} {_steps(weak)}, under the z it reaches ({reach:.1f}), could be noise"
 
 
 def _near_miss_line(misses: tuple[NearMiss, ...], word: str) -> str:
@@ -341,11 +369,12 @@ def summary(
     attribution: Attribution | None,
     variance: VarianceReport | None,
     line_order: bool = False,
+    rows: int = DEFAULT_ROWS,
 ) -> list[str]:
     """Two or three plain sentences answering "is it my data or my optimizer?".
 
-    They name only spikes the text table shows (:func:`ranked_spikes`, the first
-    :data:`MAX_ROWS`), the others counted, so summary and table agree."""
+    They name only spikes the table shows (:func:`ranked_spikes`, the first ``rows``),
+    the others counted, so summary and table agree."""
     out = []
     word = "Event" if line_order else "Step"
     if d.n_points < FEW_POINTS:
@@ -355,7 +384,7 @@ def summary(
         )
     elif not spikes:
         out.append(f"No {d.metric} spikes in {d.n_points} logged points ({d.detector} detector).")
-    shown = ranked_spikes(spikes)[:MAX_ROWS]
+    shown = ranked_spikes(spikes)[:rows]
     comp = [s for s in spikes if s.verdict == "composition"]
     unex = [s for s in ranked_spikes(spikes) if s.verdict == "unexplained"]
     inc = [s for s in spikes if s.verdict == "inconclusive"]
@@ -455,30 +484,96 @@ def render_text(
     attribution: Attribution | None,
     variance: VarianceReport | None,
     samples: dict[int, tuple[MicroBatch, ...]] | None = None,
+    verbose: bool = False,
 ) -> None:
-    """Header, spike table, per-spike batches (with the first sample ids of each
-    micro-batch), correlations, variance panel, summary."""
+    """Header, the answer (summary sentences), the spike table, the evidence of the
+    spikes that matter (their batches and first sample ids), then what ``verbose`` adds.
+
+    By default: :data:`DEFAULT_ROWS` rows, the evidence of the first
+    :data:`DEFAULT_EVIDENCE` of :func:`ranked_spikes` (unexplained first), one line on the
+    variance proxies and a last line saying what ``--verbose`` would add.  ``verbose``:
+    every row and every spike's evidence in full, the rises under the cut, the
+    correlations and the variance panel."""
     d = detection
+    ground = ground_of(attribution)
     _header(console, ctx, d, attribution)
     ranked = ranked_spikes(spikes)
-    shown = sorted(ranked[:MAX_ROWS], key=lambda s: s.event.peak_step)
-    _spike_table(console, ctx, d, spikes, shown, ground_of(attribution))
-    _spike_lines(console, ctx, shown, ground_of(attribution), samples)
-    if attribution is not None and attribution.correlations:
-        _correlation_table(console, d, attribution)
-    if variance is not None:
-        _variance_panel(console, variance)
+    rows = len(ranked) if verbose else DEFAULT_ROWS
+    console.print()
     for sentence in summary(d, spikes, attribution, variance, ctx.line_order):
-        console.print(sentence, soft_wrap=True, markup=False)
+        console.print(sentence, markup=False)
+    console.print()
+    shown = sorted(ranked[:rows], key=lambda s: s.event.peak_step)
+    _spike_table(console, ctx, d, spikes, shown, ground, verbose)
+    told = ranked if verbose else ranked[:DEFAULT_EVIDENCE]
+    _spike_lines(console, ctx, told, ground, samples, full=verbose)
+    if verbose:
+        if attribution is not None and attribution.correlations:
+            _correlation_table(console, d, attribution)
+        if variance is not None:
+            _variance_panel(console, variance)
+        return
+    line = _variance_line(variance)
+    if line:
+        console.print(line, markup=False)
+    more = _verbose_adds(d, ranked, told, shown, attribution, variance)
+    if more:
+        console.print(more, markup=False, style="dim")
+
+
+def _variance_line(v: VarianceReport | None) -> str:
+    """The variance panel in one line: the length ICC and what other schedules would
+    remove ("" when neither is known)."""
+    if v is None:
+        return ""
+    parts = []
+    if v.length_icc is not None:
+        parts.append(f"length ICC {v.length_icc:.3f}")
+    cut = [c for c in v.counterfactual if c.share_removed is not None]
+    if cut:
+        first, *rest = cut
+        parts.append(
+            f"a {first.strategy} schedule would remove {_pct(first.share_removed)} of this "
+            "variance" + "".join(f", {c.strategy} {_pct(c.share_removed)}" for c in rest)
+        )
+    return "batches: " + "; ".join(parts) if parts else ""
+
+
+def _verbose_adds(
+    d: Detection,
+    ranked: list[SpikeEvidence],
+    told: list[SpikeEvidence],
+    shown: list[SpikeEvidence],
+    attribution: Attribution | None,
+    variance: VarianceReport | None,
+) -> str:
+    """The last line of the default output: what ``--verbose`` would add."""
+    adds = []
+    if len(ranked) > len(told):
+        n = len(ranked) - len(told)
+        adds.append(f"{n} more spike{'s' if n > 1 else ''}' evidence")
+    if len(ranked) > len(shown):
+        adds.append(f"{len(ranked) - len(shown)} more rows")
+    if near_misses(d):
+        adds.append("rises under the cut")
+    if attribution is not None and attribution.correlations:
+        adds.append("correlations")
+    if variance is not None:
+        adds.append("variance proxies")
+    return f"--verbose adds {', '.join(adds)}" if adds else ""
 
 
 def _header(console: Console, ctx: Context, d: Detection, attribution: Attribution | None) -> None:
     """What was read, what the steps are, and what the verdicts rest on."""
     from rich.text import Text
 
-    console.print(
-        Text.assemble((ctx.log, "bold"), f" ({ctx.log_format}): {d.n_points} points of {d.metric}")
-    )
+    name = ctx.label or ctx.log
+    what = f" ({ctx.log_format}): {d.n_points} points of {d.metric}"
+    if ctx.label:
+        what = f" ({ctx.log}, {ctx.log_format}): {d.n_points} points of {d.metric}"
+    console.print(Text.assemble((name, "bold"), what))
+    if ctx.steps is not None:
+        console.print(steps_line(ctx), markup=False)
     console.print(f"logging: {d.covers}", markup=False)
     if ctx.line_order:
         console.print(
@@ -500,6 +595,19 @@ def _header(console: Console, ctx: Context, d: Detection, attribution: Attributi
         console.print(f"note: {note}", markup=False)
 
 
+def steps_line(ctx: Context) -> str:
+    """``shown: steps 200-300 of 1-2961 (...)``: the ``--steps`` range and the log's."""
+    lo, hi = ctx.steps or (None, None)
+    first, last = ctx.span or (None, None)
+    a = lo if lo is not None else first
+    b = hi if hi is not None else last
+    word = "events" if ctx.line_order else "steps"
+    return (
+        f"shown: spikes at {word} {a}-{b} of {first}-{last} (detection, the composition "
+        "model and the variance figures use the whole log)"
+    )
+
+
 def _spike_table(
     console: Console,
     ctx: Context,
@@ -507,8 +615,10 @@ def _spike_table(
     spikes: tuple[SpikeEvidence, ...],
     shown: list[SpikeEvidence],
     ground: str,
+    verbose: bool = False,
 ) -> None:
-    """The table of the spikes shown, then the chance line and the near misses."""
+    """The table of the spikes shown, then the chance line (and, ``verbose``, the near
+    misses)."""
     from rich.box import SIMPLE_HEAD
     from rich.table import Table
 
@@ -523,7 +633,7 @@ def _spike_table(
         "gn x: grad_norm over its baseline)"
     )
     if compact:
-        table.box, table.pad_edge = SIMPLE_HEAD, False
+        table.box, table.pad_edge, table.show_edge = SIMPLE_HEAD, False, False
     keep = [i for i, c in enumerate(SPIKE_COLUMNS) if not (compact and c in NARROW_DROPS)]
     for i in keep:
         col = ("event" if ctx.line_order else "step") if i == 0 else SPIKE_COLUMNS[i]
@@ -538,45 +648,53 @@ def _spike_table(
         table.add_row(*(cells[i] for i in keep))
     if spikes:
         console.print(table)
-        if len(spikes) > MAX_ROWS:
+        if len(spikes) > len(shown):
             console.print(
-                f"({MAX_ROWS} shown: unexplained first, then inconclusive, then composition, "
-                f"each by highest z; --json has all {len(spikes)})"
+                f"({len(shown)} of {len(spikes)}: unexplained first, then the largest "
+                "rises; all: --verbose)",
+                markup=False,
             )
     if math.isfinite(d.expected_false_events):  # robust only: this log's own noise
-        console.print(_chance_line(d, spikes), soft_wrap=True, markup=False)
+        chance = _chance_line(d, spikes) if verbose else _chance_short(d, spikes)
+        console.print(chance, markup=False)
     misses = near_misses(d)
-    if misses:
+    if misses and verbose:
         word = "event" if ctx.line_order else "step"
-        console.print(_near_miss_line(misses, word), soft_wrap=True, markup=False)
+        console.print(_near_miss_line(misses, word), markup=False)
 
 
 def _spike_lines(
     console: Console,
     ctx: Context,
-    shown: list[SpikeEvidence],
+    told: list[SpikeEvidence],
     ground: str,
     samples: dict[int, tuple[MicroBatch, ...]] | None,
+    full: bool = True,
 ) -> None:
-    """Each shown spike's verdict with its reasons, its batch, and its sample ids."""
+    """Each told spike's verdict with its reasons, its batch, and its sample ids; lines
+    wrap at the terminal's width, continuations indented."""
+    from rich.padding import Padding
+    from rich.text import Text
+
     on = {
         "given": ", on the given schedule",
         "refuted": ", forced onto a refuted schedule",
         "recorded": ", on the recorded batches",
     }
     word = "event" if ctx.line_order else "step"
-    for s in shown:
+    for s in told:
         console.print(
             f"{word} {s.event.peak_step} ({s.verdict}{on.get(ground, '')}): "
             + "; ".join(s.reasons),
-            soft_wrap=True,
             markup=False,
         )
         if not s.batch:
             continue
-        console.print(batch_line(s), soft_wrap=True, markup=False)
+        lines = [batch_line(s, full).strip()]
         if samples and samples.get(s.event.peak_step):
-            console.print(samples_line(samples[s.event.peak_step]), soft_wrap=True, markup=False)
+            lines.append(samples_line(samples[s.event.peak_step]).strip())
+        for line in lines:
+            console.print(Padding(Text(line), (0, 0, 0, 2), expand=False))
 
 
 def _correlation_table(console: Console, d: Detection, attribution: Attribution) -> None:
@@ -649,15 +767,18 @@ def _variance_panel(console: Console, v: VarianceReport) -> None:
         )
 
 
-def plot_spikes(path: str | Path, report: SpikesReport) -> Path:
+def plot_spikes(
+    path: str | Path, report: SpikesReport, smooth: float | None = None, log_y: bool = False
+) -> Path:
     """Save :func:`spikes_figure` as PNG, SVG or PDF by ``path``'s extension."""
     from .plots import save_figure
 
-    return save_figure(spikes_figure(report), path)
+    return save_figure(spikes_figure(report, smooth, log_y), path)
 
 
-def spikes_figure(report: SpikesReport) -> Any:
-    """The ``spikes`` figure (:mod:`dflash_diag.render.spikes_plot`)."""
+def spikes_figure(report: SpikesReport, smooth: float | None = None, log_y: bool = False) -> Any:
+    """The ``spikes`` figure (:mod:`dflash_diag.render.spikes_plot`); ``smooth``: an EMA
+    weight for the drawn metric, ``log_y``: a log y axis."""
     from .spikes_plot import spikes_figure as figure
 
-    return figure(report)
+    return figure(report, smooth=smooth, log_y=log_y)

@@ -10,7 +10,10 @@ Three panels, one story:
 3. the detrended metric against the batch mean length (log axis), spikes coloured by
    verdict: where composition explains spikes, they sit at the long end.
 
-The title names the file and the share of the variance composition explains.
+The title names the run (``--label``, else the file) and the share of the variance
+composition explains.  ``--steps A:B`` limits the x-range (and the y-limits and the
+length panel's points) to those steps; ``--smooth ALPHA`` draws the metric's EMA over the
+raw curve, drawn faint; ``--log-y`` puts the metric on a log axis.
 """
 
 from __future__ import annotations
@@ -27,12 +30,14 @@ VERDICT_COLOURS = {"composition": "#1a7f37", "unexplained": "#c0262d", "inconclu
 LABELLED = 8
 
 
-def _limits(values: Any, band_top: Any, flagged: Any) -> tuple[float, float, bool]:
+def _limits(
+    values: Any, band_top: Any, flagged: Any, log_y: bool = False
+) -> tuple[float, float, bool]:
     """``(low, high, log)``: y-limits that keep the baseline band visible.  With positive
-    values and spikes over 3x the ordinary points' median, a log axis from the lowest
-    point to the highest spike (nothing is cut); else the ordinary points' 1-99% range
-    and the band's 99th percentile, with a margin (spikes above it are drawn at the
-    top edge)."""
+    values and spikes over 3x the ordinary points' median (or ``log_y``), a log axis from
+    the lowest point to the highest spike (nothing is cut); else the ordinary points'
+    1-99% range and the band's 99th percentile, with a margin (spikes above it are drawn
+    at the top edge)."""
     import numpy as np
 
     finite = values[np.isfinite(values)]
@@ -42,6 +47,9 @@ def _limits(values: Any, band_top: Any, flagged: Any) -> tuple[float, float, boo
     if ordinary.size == 0:
         return 0.0, 1.0, False
     median = float(np.median(ordinary))
+    if log_y and (finite > 0).any():
+        pos = finite[finite > 0]
+        return float(pos.min()) / 1.15, float(pos.max()) * 1.35, True
     if finite.min() > 0 and median > 0 and finite.max() > 3 * median:
         return float(finite.min()) / 1.15, float(finite.max()) * 1.35, True
     lo, hi = np.nanpercentile(ordinary, [1, 99])
@@ -58,7 +66,14 @@ def _title(report: SpikesReport) -> str:
     for s in report.spikes:
         counts[s.verdict] = counts.get(s.verdict, 0) + 1
     parts = [f"{n} {k}" for k, n in sorted(counts.items())]
-    head = f"{report.context.log}: {len(report.spikes)} spikes in {d.metric}"
+    ctx = report.context
+    head = f"{ctx.label or ctx.log}: {len(report.spikes)} spikes in {d.metric}"
+    if ctx.steps is not None and ctx.span is not None:
+        lo, hi = ctx.steps
+        word = "events" if ctx.line_order else "steps"
+        a = ctx.span[0] if lo is None else lo
+        b = ctx.span[1] if hi is None else hi
+        head += f", {word} {a}-{b} of {ctx.span[0]}-{ctx.span[1]}"
     if parts and report.attribution is not None:
         head += " (" + ", ".join(parts) + ")"
     if v is not None and v.composition_r2_cv is not None:
@@ -70,9 +85,9 @@ def _mark_spikes(ax: Any, report: SpikesReport, top: float) -> None:
     """Each spike at its value in its verdict's colour, labelled by step; above ``top``:
     a ``^`` at the top edge, the label with the value.  Labels close in step alternate
     height so 254 and 258 stay apart."""
-    d = report.detection
     step_word = "event " if report.context.line_order else ""
-    span = float(d.steps[-1] - d.steps[0]) or 1.0
+    x0, x1 = ax.get_xlim()
+    span = float(x1 - x0) or 1.0
     last_x, level = -math.inf, 0
     named = labelled(report)
     for s in sorted(report.spikes, key=lambda s: s.event.peak_step):
@@ -116,15 +131,18 @@ def labelled(report: SpikesReport) -> set[int]:
     return named | {s.event.peak_step for s in report.spikes if s.verdict == "unexplained"}
 
 
-def _legend(ax: Any, report: SpikesReport, clipped: bool) -> None:
+def _legend(ax: Any, report: SpikesReport, clipped: bool, smooth: float | None = None) -> None:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     d = report.detection
-    handles: list[Any] = [
-        Line2D([], [], color="0.55", lw=0.8, label=d.metric),
-        Line2D([], [], color="C1", lw=1.2, label="baseline"),
-    ]
+    handles: list[Any] = [Line2D([], [], color="0.55", lw=0.8, label=d.metric)]
+    if smooth is not None:
+        handles = [
+            Line2D([], [], color="0.25", lw=1.1, label=f"{d.metric}, smoothed (EMA {smooth:g})"),
+            Line2D([], [], color="0.55", lw=0.8, alpha=0.35, label=f"{d.metric}, raw"),
+        ]
+    handles.append(Line2D([], [], color="C1", lw=1.2, label="baseline"))
     if math.isfinite(d.threshold):
         label = f"flag line: baseline + {d.threshold:.3g} x scale"
         handles.append(Patch(color="C1", alpha=0.18, label=label))
@@ -149,11 +167,15 @@ def _legend(ax: Any, report: SpikesReport, clipped: bool) -> None:
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
 
 
-def _optimizer_strip(ax: Any, report: SpikesReport) -> None:
-    """grad_norm (left, log scale when it spans a decade) and lr (right) per step."""
+def _optimizer_strip(ax: Any, report: SpikesReport, inside: Any = None) -> None:
+    """grad_norm (left, log scale when it spans a decade) and lr (right) per step; with
+    ``inside`` (the --steps range), only the steps there."""
     import numpy as np
 
     table = report.run.table
+    if inside is not None:
+        steps = report.detection.steps[inside]
+        table = table[table["step"].between(steps.min(), steps.max())]
     ax.set_ylabel("grad_norm")
     if "grad_norm" in table.columns and table["grad_norm"].notna().any():
         g = table["grad_norm"].to_numpy(dtype=float)
@@ -190,11 +212,20 @@ def _optimizer_strip(ax: Any, report: SpikesReport) -> None:
 
 
 def _length_panel(ax: Any, report: SpikesReport) -> None:
-    """Detrended metric against batch mean length, spikes coloured by verdict."""
+    """Detrended metric against batch mean length, spikes coloured by verdict (only the
+    ``--steps`` range's points, when one is given)."""
     import numpy as np
 
     pts = report.attribution.points  # type: ignore[union-attr]
     d = report.detection
+    if report.context.steps is not None:
+        lo, hi = report.context.steps
+        keep = np.ones(len(pts), dtype=bool)
+        if lo is not None:
+            keep &= pts["step"].to_numpy() >= lo
+        if hi is not None:
+            keep &= pts["step"].to_numpy() <= hi
+        pts = pts[keep]
     plain = pts[~pts["flagged"]]
     ax.scatter(
         plain["mean_len"],
@@ -245,11 +276,11 @@ def _length_panel(ax: Any, report: SpikesReport) -> None:
     ax.grid(alpha=0.25)
 
 
-def spikes_figure(report: SpikesReport) -> Any:
+def spikes_figure(report: SpikesReport, smooth: float | None = None, log_y: bool = False) -> Any:
     """The figure described in the module docstring (a matplotlib Figure)."""
     import numpy as np
 
-    from .plots import pyplot
+    from .plots import ema, pyplot, step_limits
 
     plt = pyplot()
     d = report.detection
@@ -265,7 +296,11 @@ def spikes_figure(report: SpikesReport) -> Any:
     ax, gx = axes[0][0], axes[1][0]
     gx.sharex(ax)
     band_top = d.baseline + d.threshold * d.scale
-    lo, hi, log = _limits(d.values, band_top, d.flagged)
+    xlim = step_limits(d.steps, *(report.context.steps or (None, None)))
+    inside = np.ones(len(d.steps), dtype=bool)
+    if xlim is not None:
+        inside = (d.steps >= xlim[0]) & (d.steps <= xlim[1])
+    lo, hi, log = _limits(d.values[inside], band_top[inside], d.flagged[inside], log_y)
     if log:
         from matplotlib.ticker import LogLocator, ScalarFormatter
 
@@ -273,18 +308,24 @@ def spikes_figure(report: SpikesReport) -> Any:
         ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
         ax.yaxis.set_major_formatter(ScalarFormatter())
         ax.yaxis.set_minor_formatter(ScalarFormatter() if hi / lo < 30 else "")
-    ax.plot(d.steps, d.values, color="0.55", lw=0.6, zorder=1)
+    if smooth is None:
+        ax.plot(d.steps, d.values, color="0.55", lw=0.6, zorder=1)
+    else:  # the raw curve faint behind its EMA (detection used the raw values)
+        ax.plot(d.steps, d.values, color="0.55", lw=0.6, alpha=0.35, zorder=1)
+        ax.plot(d.steps, ema(d.values, smooth), color="0.25", lw=1.1, zorder=2)
     ax.plot(d.steps, d.baseline, color="C1", lw=1.2, zorder=2)
     if np.isfinite(d.scale).any():
         ax.fill_between(d.steps, d.baseline, band_top, color="C1", alpha=0.18, lw=0, zorder=1)
     ax.set_ylim(lo, hi)
+    if xlim is not None:
+        ax.set_xlim(*xlim)
     _mark_spikes(ax, report, hi)
     clipped = any(not math.isfinite(s.event.value) or s.event.value > hi for s in report.spikes)
-    _legend(ax, report, clipped)
+    _legend(ax, report, clipped, smooth)
     ax.set_ylabel(d.metric)
     ax.set_title(_title(report), fontsize=10)
     ax.grid(alpha=0.25)
-    _optimizer_strip(gx, report)
+    _optimizer_strip(gx, report, inside if xlim is not None else None)
     if with_batches:
         _length_panel(axes[2][0], report)
     fig.tight_layout()

@@ -1,7 +1,8 @@
 """``bucketed``: the story's fix, a shuffle inside length buckets before packing.
 
 The procedure, every epoch (lengths capped at ``max_seq_len``, edges ``e_0 < ... < e_K``
-from ``--buckets``, default 0,770,1216,1728,2432,3296,8192)::
+from ``--buckets``; without them six equal-count buckets of the manifest's capped lengths,
+:func:`dflash_diag.buckets.default_edges`; the story's were 0,770,1216,1728,2432,3296,8192)::
 
     bucket(L) = i such that e_i <= L < e_(i+1)   # the last bucket is closed above;
                                                  # L < e_0 goes to the first bucket and
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..buckets import default_edges
 from ..records import ScheduleParams
 from .base import Batches, EpochPlan
 from .packing import Budget, pack_in_order
@@ -47,11 +49,12 @@ class Bucketed:
     sized = False
 
     def prepare(self, lengths: np.ndarray, params: ScheduleParams) -> tuple:
-        buckets = bucket_of(lengths, params.buckets)
+        edges = params.buckets or default_edges(lengths)
+        buckets = bucket_of(lengths, edges)
         # members of each bucket in dataset order: a stable sort by bucket number
         order = np.argsort(buckets, kind="stable")
-        bounds = np.searchsorted(buckets[order], np.arange(len(params.buckets)))
-        members = [order[bounds[i] : bounds[i + 1]] for i in range(len(params.buckets) - 1)]
+        bounds = np.searchsorted(buckets[order], np.arange(len(edges)))
+        members = [order[bounds[i] : bounds[i + 1]] for i in range(len(edges) - 1)]
         return lengths, members, Budget.from_params(params)
 
     def epoch(self, prepared: tuple, epoch: int, shuffler: Shuffler) -> EpochPlan:

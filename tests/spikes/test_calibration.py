@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -113,18 +114,25 @@ def test_the_text_and_json_say_how_many_could_be_noise(tmp_path) -> None:
     path = tmp_path / "heavy.tsv"
     loss("t3", 1, sd=0.01, n=5000).to_csv(path, sep="\t", index=False)
     runner = CliRunner()
-    text = runner.invoke(app, ["spikes", str(path)])
+    text = runner.invoke(app, ["spikes", str(path), "--verbose"])
     assert text.exit_code == 0, text.stderr
     assert "because the log's noise is heavy-tailed; noise reaches z" in text.stdout
     assert "(below that) could be noise, the rest are above it" in text.stdout
+    # the default says it in short: how many chance flags, and which spikes could be noise
+    short = " ".join(runner.invoke(app, ["spikes", str(path)]).stdout.split())
+    assert re.search(
+        r"chance: [\d.e+]+ flags expected from this log's noise; steps? [\d, and]+", short
+    )
+    assert re.search(r"under the z it reaches \([\d.]+\), could be noise", short)
     doc = json.loads(runner.invoke(app, ["spikes", str(path), "--json"]).stdout)
     assert doc["expected_false_events"] >= 10
     assert "mirror z's" in doc["false_events_basis"]
     path = tmp_path / "gaussian.tsv"
     loss("gaussian", 1, n=5000).to_csv(path, sep="\t", index=False)
-    text = runner.invoke(app, ["spikes", str(path)])
+    text = runner.invoke(app, ["spikes", str(path), "--verbose"])
     assert "chance flags expected from this log's noise: 0." in text.stdout
     assert "could be noise" not in text.stdout
+    assert "chance: 0." in runner.invoke(app, ["spikes", str(path)]).stdout
 
 
 def test_a_given_threshold_is_the_fixed_rule() -> None:
@@ -177,8 +185,12 @@ def test_modest_rises_under_the_calibrated_cut_are_shown_apart_not_dropped():
     assert {46, 241, 253} <= set(below)
     assert not set(below) & {s["step"] for s in doc["spikes"]}
     assert all(3.5 <= m["z"] < m["critical"] and m["rise"] >= 0.05 for m in below.values())
-    text = runner.invoke(app, ["spikes", str(log)], env={"COLUMNS": "200"}).stdout
+    # (the line is --verbose's; the default's last line says --verbose adds it)
+    text = runner.invoke(app, ["spikes", str(log), "-v"], env={"COLUMNS": "200"}).stdout
     assert "not called spikes: 3 rises of +16% to +23% at steps 46, 241, 253" in text
+    short = runner.invoke(app, ["spikes", str(log)], env={"COLUMNS": "200"}).stdout
+    assert "not called spikes" not in short
+    assert "rises under the cut" in short.splitlines()[-1]
     fixed = json.loads(
         runner.invoke(app, ["spikes", str(log), "--json", "--threshold", "3.5"]).stdout
     )
