@@ -67,6 +67,8 @@ def _whole(value: Any, name: str) -> int:
     """``value`` as an int >= 0 (Python, numpy or a 0-d tensor's integer), else ValueError."""
     import numpy as np
 
+    if type(value) is int and 0 <= value < 2**63:  # (the common case, first)
+        return value
     if not isinstance(value, bool):
         out: int | None
         try:
@@ -260,9 +262,11 @@ class BatchRecorder:
         if sink.step != step_i or sink.pending >= PENDING_LIMIT:
             sink.write()  # the previous step is complete: to the OS with it
             sink.step = step_i
-        if len(ids) > 1:
+        if len(ids) > 1:  # (the gathers copy: the caller may reuse its buffers)
             order = ids.argsort(kind="stable")
             ids, lens = ids[order], lens[order]
+        else:
+            ids, lens = ids.copy(), lens.copy()
         flags = self._flags(ids, lens)
         if len(ids) > 1:  # an id twice in one micro-batch: every copy carries its length
             twice = ids[1:] == ids[:-1]

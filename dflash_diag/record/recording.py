@@ -312,8 +312,8 @@ def read_recording(path: str | os.PathLike[str]) -> Recording:
     """Read a recording: one file, or every rank file of a run given its base path
     (``train.batches`` reads ``train.rank*.batches`` when it is not a file itself).
 
-    Vectorised: about a second per 10 million samples (the benchmark
-    ``benchmarks/bench_record_size.py`` says how long on the machine it runs on).
+    Vectorised but for one Python loop over the file's records (one per step of each
+    rank); ``benchmarks/bench_record_size.py`` says how long 60 million samples take.
 
     :raises InputError: no such file(s), a foreign or corrupt file (one line, with the
         byte offset), rank files of different runs, a micro-batch recorded twice.

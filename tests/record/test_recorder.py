@@ -267,3 +267,13 @@ def test_a_file_cut_inside_its_header_is_started_over(tmp_path):
     got = read_recording(path)
     assert got.header["settings"] == {"run": 2} and got.sessions == 1
     assert got.table.values.tolist() == [[5, 0, 0, 3, 4]]
+
+
+def test_buffers_reused_by_the_caller_do_not_change_what_was_logged(tmp_path):
+    ids, lens = np.array([4]), np.array([40])
+    with BatchRecorder(tmp_path / "t.batches", rank=0, world_size=1) as rec:
+        rec.log(0, ids, lens)
+        ids[0], lens[0] = 5, 50  # (the step is still pending: not yet written)
+        rec.log(1, ids, lens)
+    got = read_recording(tmp_path / "t.batches").table
+    assert got[["sample_id", "length"]].values.tolist() == [[4, 40], [5, 50]]
