@@ -184,13 +184,20 @@ def index_loader(loader: Any, length_of: Callable[[Any], int] | None, input_name
     base = base_loader(loader)
     if isinstance(base.dataset, IndexedView):
         return  # indexed already (a retry with auto_find_batch_size reuses nothing, but be safe)
-    if not hasattr(base.dataset, "__getitem__") or not hasattr(base.dataset, "__len__"):
-        raise TypeError(
-            "record_trainer: the train dataset is iterable (no indexing); "
-            "it needs a map-style dataset to know the sample ids"
-        )
+    check_map_style(base.dataset)
     object.__setattr__(base, "dataset", IndexedView(base.dataset))
     base.collate_fn = IndexingCollator(base.collate_fn, length_of, input_name)
+
+
+def check_map_style(dataset: Any) -> None:
+    """Refuse a dataset without indices (an ``IterableDataset``, a generator)."""
+    from torch.utils.data import IterableDataset
+
+    if isinstance(dataset, IterableDataset) or not hasattr(dataset, "__len__"):
+        raise TypeError(
+            f"record_trainer: the train dataset ({type(dataset).__name__}) is iterable; "
+            "it needs a map-style dataset (len and indexing) to know the sample ids"
+        )
 
 
 def trainer_settings(trainer: Any) -> dict[str, Any]:
@@ -268,6 +275,7 @@ def record_trainer(
         sampling strategy, data seed, max steps, epochs) are written anyway.
     :returns: the :class:`BatchRecorder` (closed when training ends).
     """
+    check_map_style(trainer.train_dataset)
     args = trainer.args
     header = trainer_settings(trainer) | settings
     recorder = BatchRecorder(

@@ -147,8 +147,9 @@ def train(
     """One Trainer run: group_by_length, dropout 0.1, gradient accumulation 2, batch 4,
     seed 42, a loss logged every step; with ``record_trainer`` when ``record`` is a path.
     Returns the trainer and what its model's forward saw."""
-    from transformers import Trainer, TrainingArguments
+    from transformers import Trainer, TrainingArguments, set_seed
 
+    set_seed(42)  # the model's initial weights: the same in every run
     args = TrainingArguments(
         output_dir=str(out),
         per_device_train_batch_size=4,

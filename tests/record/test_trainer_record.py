@@ -1,0 +1,205 @@
+"""record_trainer on real transformers.Trainer runs: the recording is what the model trained on.
+
+Every run is a tiny GPT-2 on CPU (``trainer_runs.py``) with group_by_length (whose sampler
+draws from the global torch generator), dropout 0.1 (which draws from the same generator) and
+gradient accumulation 2. Sample ``i`` starts with token ``FIRST + i``, so a forward pre-hook
+reads what the model received as sample ids without the recorder's help.
+
+They need torch and transformers: skipped outside CI where those are missing; under CI
+(``CI`` set) they must run, and ``.ci/run`` installs the ``train-test`` extra.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from tests.record import trainer_runs as runs
+
+
+def need(name: str) -> ModuleType:
+    """The module, or a skip outside CI; under CI a missing module is a failure."""
+    if os.environ.get("CI"):
+        return importlib.import_module(name)
+    return pytest.importorskip(
+        name, reason=f"{name} is not installed (CI installs the train-test extra and runs these)"
+    )
+
+
+torch = need("torch")
+need("transformers")
+
+from dflash_diag.record import read_recording  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+def micro_batches(table: Any) -> list[tuple[int, int, list[int], list[int]]]:
+    """The recording as (step, micro, ids, lengths) per micro-batch, in file order."""
+    out = []
+    for (step, micro), g in table.groupby(["step", "micro"], sort=False):
+        out.append((int(step), int(micro), g["sample_id"].tolist(), g["length"].tolist()))
+    return out
+
+
+def seen_batches(seen: runs.Seen) -> list[tuple[int, list[int], list[int]]]:
+    return list(zip(seen.steps, seen.ids, seen.lengths, strict=True))
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, runs.Seen, Path]:
+    out = tmp_path_factory.mktemp("recorded")
+    trainer, seen = runs.train(out / "run", record=out / "train.batches")
+    runs.write_log(trainer, out / "train.log")
+    return trainer, seen, out
+
+
+@pytest.fixture(scope="module")
+def unrecorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, runs.Seen]:
+    out = tmp_path_factory.mktemp("unrecorded")
+    return runs.train(out / "run", record=None)
+
+
+def test_every_micro_batch_is_what_the_forward_received(recorded):
+    trainer, seen, out = recorded
+    got = micro_batches(read_recording(out / "train.batches").table)
+    # the same micro-batches, in the same order, with the step the update is logged as
+    assert [(s, ids, ls) for s, _, ids, ls in got] == seen_batches(seen)
+    # real lengths: the recorder's (from the items) are the mask sums the model got
+    assert all(min(ls) >= 4 for _, _, _, ls in got)
+
+
+def test_steps_are_the_logged_steps_and_accumulation_is_numbered(recorded):
+    trainer, seen, out = recorded
+    table = read_recording(out / "train.batches").table
+    logged = [json.loads(line)["step"] for line in (out / "train.log").read_text().splitlines()]
+    assert logged == list(range(1, trainer.state.global_step + 1))
+    assert sorted(set(table["step"])) == logged
+    # 60 samples / 4 = 15 micro-batches an epoch: 7 steps of 2, then one of 1
+    micros = table.groupby("step")["micro"].nunique().tolist()
+    assert micros == ([2] * 7 + [1]) * 3
+    # every sample once per epoch
+    assert Counter(table["sample_id"].tolist()) == {i: 3 for i in range(runs.N_SAMPLES)}
+
+
+def test_the_header_says_the_trainer_settings(recorded):
+    _, _, out = recorded
+    header = read_recording(out / "train.batches").header
+    settings = header.get("settings", header)
+    assert settings["seed"] == 42
+    assert settings["per_device_train_batch_size"] == 4
+    assert settings["gradient_accumulation_steps"] == 2
+    assert settings["world_size"] == 1
+    assert settings["train_sampling_strategy"] == "group_by_length"
+    assert settings["run"] == "trainer_runs"  # the caller's own setting
+
+
+def test_the_recorder_changes_nothing_that_is_trained(recorded, unrecorded):
+    rec_trainer, rec_seen, _ = recorded
+    trainer, seen = unrecorded
+    # the same batches, the same dropout masks: every micro-batch loss equal to the bit
+    assert seen_batches(rec_seen) == seen_batches(seen)
+    assert rec_seen.losses == seen.losses
+    assert [h.get("loss") for h in rec_trainer.state.log_history] == [
+        h.get("loss") for h in trainer.state.log_history
+    ]
+    rec_params = dict(rec_trainer.model.named_parameters())
+    for name, p in trainer.model.named_parameters():
+        assert torch.equal(p, rec_params[name]), name
+
+
+def test_arrow_dataset_with_workers(tmp_path):
+    # the Trainer drops the unused column from the Arrow dataset itself, reads lengths from
+    # its length column, and the collator runs in two worker processes
+    pytest.importorskip("datasets") if not os.environ.get("CI") else importlib.import_module(
+        "datasets"
+    )
+    trainer, seen = runs.train(
+        tmp_path / "run", record=tmp_path / "train.batches", arrow=True, workers=2, epochs=2
+    )
+    got = micro_batches(read_recording(tmp_path / "train.batches").table)
+    assert [(s, ids, ls) for s, _, ids, ls in got] == seen_batches(seen)
+    assert len(got) == 30
+
+
+def test_an_iterable_dataset_is_refused(tmp_path):
+    from torch.utils.data import IterableDataset
+    from transformers import Trainer, TrainingArguments
+
+    from dflash_diag.record import record_trainer
+
+    class Stream(IterableDataset):
+        def __iter__(self):
+            return iter(runs.list_dataset(8))
+
+    args = TrainingArguments(
+        output_dir=str(tmp_path),
+        max_steps=2,
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+        disable_tqdm=True,
+    )
+    trainer = Trainer(
+        model=runs.tiny_gpt2(), args=args, train_dataset=Stream(), data_collator=runs.pad_collate
+    )
+    # refused at once, before anything is written or trained
+    with pytest.raises(TypeError, match=r"\(Stream\) is iterable; it needs a map-style dataset"):
+        record_trainer(trainer, tmp_path / "train.batches")
+    assert not (tmp_path / "train.batches").exists()
+
+
+def test_two_processes_write_one_file_each(tmp_path):
+    # torchrun, gloo on CPU: each rank records its own micro-batches under the logged step
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root), OMP_NUM_THREADS="1")
+    script = Path(runs.__file__)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            str(script),
+            str(tmp_path),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.glob("*.batches")) == [
+        "train.rank0.batches",
+        "train.rank1.batches",
+    ]
+    rec = read_recording(tmp_path / "train.batches")
+    table = rec.table
+    for rank in (0, 1):
+        seen = json.loads((tmp_path / f"seen.rank{rank}.json").read_text())
+        assert seen["world_size"] == 2
+        got = micro_batches(table[table["rank"] == rank])
+        assert [(s, ids, ls) for s, _, ids, ls in got] == [
+            (s, ids, ls)
+            for s, ids, ls in zip(seen["steps"], seen["ids"], seen["lengths"], strict=True)
+        ]
+    # together the two ranks hold every step's micro-batches: 2 x 2 micro-batches of 4
+    assert (table.groupby("step")["rank"].nunique() == 2).all()
+    assert (table.groupby(["step", "rank"])["micro"].nunique() == 2).all()
+    # epoch 1 (steps 1-4): every sample, 15 batches of 4 padded to 16 by accelerate's
+    # even_batches (the first batch again). Epoch 2 is NOT a partition: dropout drew from
+    # each rank's global generator differently, so the ranks' group_by_length permutations
+    # differ; the recording says what really happened (checked against the forward above)
+    first = table[table["step"] <= 4]["sample_id"]
+    assert set(first) == set(range(runs.N_SAMPLES)) and len(first) == 64
