@@ -328,6 +328,55 @@ def replay(
     )
 
 
+def replay_from_batches(
+    source: Manifest | np.ndarray | Sequence[int],
+    params: ScheduleParams,
+    sample_ids: np.ndarray,
+    offsets: np.ndarray,
+    rows: dict[str, np.ndarray],
+    categories: Sequence[Any] | np.ndarray | None = None,
+) -> Replay:
+    """A :class:`Replay` of micro-batches given rather than replayed (e.g. recorded).
+
+    Micro-batch ``i`` holds ``sample_ids[offsets[i]:offsets[i + 1]]`` (dataset indices
+    into ``source``'s lengths, capped at ``params.max_seq_len``); ``rows`` gives its
+    int64 ``epoch``, ``step``, ``rank`` and ``micro``, the rows in (step, rank, micro)
+    order.  The tables are built as :func:`replay` builds them.
+
+    >>> import numpy as np
+    >>> rows = {k: np.array(v) for k, v in
+    ...         dict(epoch=[0, 1], step=[0, 1], rank=[0, 0], micro=[0, 0]).items()}
+    >>> r = replay_from_batches(np.array([3, 1, 2]), ScheduleParams(), np.array([0, 1, 1, 0]),
+    ...                         np.array([0, 2, 4]), rows)
+    >>> r.micro[["step", "batch_id", "tokens", "padded_tokens"]].values.tolist()
+    [[0, 0, 4, 6], [1, 0, 4, 6]]
+    """
+    import numpy as np
+
+    raw = as_lengths(source)
+    lengths = raw if params.max_seq_len is None else np.minimum(raw, params.max_seq_len)
+    ids = np.asarray(sample_ids, dtype=np.int64)
+    if len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= len(lengths)):
+        raise InputError("sample_ids", f"ids outside 0..{len(lengths) - 1}", "")
+    codes, cat_names = _categories(source, categories, len(lengths))
+    pool = Batches(ids, np.asarray(offsets, dtype=np.int64))
+    cols = _pool_features(pool, lengths, codes, len(cat_names))
+    for name in ("epoch", "step", "rank", "micro"):
+        cols[name] = np.asarray(rows[name], dtype=np.int64)
+    cols["padded_tokens"] = cols["n"] * cols["max"]
+    steps = _step_table(cols, cat_names)
+    micro = _micro_table(cols, cat_names)
+    return Replay(
+        params=params,
+        lengths=lengths,
+        sample_ids=ids,
+        offsets=pool.offsets,
+        micro=micro,
+        steps=steps,
+        category_names=cat_names,
+    )
+
+
 def determined_epochs(params: ScheduleParams) -> int | None:
     """How many epochs the seed determines: None (all), or 1 with ``--seeding global``
     unless ``dropout`` is ``False`` (training draws from the sampler's generator between

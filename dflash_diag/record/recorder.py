@@ -1,0 +1,305 @@
+"""BatchRecorder: a training loop writes down what each optimizer step consumed.
+
+>>> import tempfile, os
+>>> from dflash_diag.record import BatchRecorder, read_recording
+>>> path = os.path.join(tempfile.mkdtemp(), "train.batches")
+>>> with BatchRecorder(path, rank=0, world_size=1, settings={"seed": 1}) as rec:
+...     rec.log(1, [7, 3], [120, 80])
+...     rec.log(2, [5], [64])
+>>> read_recording(path).table.values.tolist()
+[[1, 0, 0, 3, 80], [1, 0, 0, 7, 120], [2, 0, 0, 5, 64]]
+
+The file is written through the OS at every change of step (one ``write`` of the
+finished step), so a process killed at any point loses at most the step in flight;
+nothing is ``fsync``-ed but at :meth:`BatchRecorder.close`.  Sample lengths are written
+the first time an id is recorded (and again if it changes), which is what keeps an
+epoch after the first at a few bytes a sample (see the file format,
+:mod:`dflash_diag.record.fileformat`).
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+import weakref
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .fileformat import FORMAT_VERSION, PREAMBLE, block_payload, frame, header_frame, scan_frames
+
+if TYPE_CHECKING:
+    import numpy as np
+
+RECORD_SUFFIX = ".batches"
+#: lengths of sample ids below this are remembered (an int32 each, grown as ids come);
+#: the lengths of larger ids are written every time
+KNOWN_LIMIT = 1 << 27
+#: samples pending before a step's micro-batches are written before the step ends
+PENDING_LIMIT = 1 << 20
+
+
+def rank_path(path: str | os.PathLike[str], rank: int, world_size: int) -> Path:
+    """The file rank ``rank`` writes: ``path`` itself for one process, else the rank
+    put before the suffix (``train.batches`` -> ``train.rank3.batches``).
+
+    >>> rank_path("out/train.batches", 3, 8).as_posix(), rank_path("t.batches", 0, 1).name
+    ('out/train.rank3.batches', 't.batches')
+    """
+    p = Path(path)
+    if world_size <= 1:
+        return p
+    suffix = p.suffix or RECORD_SUFFIX
+    stem = p.name[: -len(p.suffix)] if p.suffix else p.name
+    return p.with_name(f"{stem}.rank{rank}{suffix}")
+
+
+def _whole(value: Any, name: str) -> int:
+    """``value`` as an int >= 0 (Python, numpy or a 0-d tensor's integer), else ValueError."""
+    import numpy as np
+
+    if not isinstance(value, bool):
+        out: int | None
+        try:
+            out = operator.index(value)
+        except TypeError:
+            arr = np.asarray(value)
+            out = int(arr) if arr.ndim == 0 and arr.dtype.kind in "iu" else None
+        if out is not None and 0 <= out < 2**63:
+            return out
+    raise ValueError(f"{name} must be a whole number >= 0, got {value!r}")
+
+
+def _env_int(name: str, given: int | None, default: int) -> int:
+    if given is not None:
+        return _whole(given, name.lower())
+    text = os.environ.get(name)
+    if text is None or not text.strip():
+        return default
+    try:
+        return _whole(int(text), name)
+    except ValueError:
+        raise ValueError(
+            f"environment variable {name} must be a whole number, got {text!r}"
+        ) from None
+
+
+def _int_array(values: Any, name: str) -> np.ndarray:
+    import numpy as np
+
+    arr = np.asarray(values)
+    if arr.ndim == 0:
+        arr = arr.reshape(1)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    if arr.dtype.kind not in "iu" and not (arr.dtype == object and len(arr) == 0):
+        if arr.size and arr.dtype.kind != "b":
+            try:  # (a list of Python ints that are too big, or floats)
+                exact = arr.astype(np.int64)
+                if (exact == arr).all():
+                    arr = exact
+            except (TypeError, ValueError, OverflowError):
+                pass
+        if arr.dtype.kind not in "iu":
+            raise ValueError(f"{name} must be whole numbers, got dtype {arr.dtype}")
+    if arr.dtype == np.uint64 and arr.size and int(arr.max()) >= 2**63:
+        raise ValueError(f"{name} must be below 2**63")
+    out = arr.astype(np.int64, copy=False)
+    if out.size and int(out.min()) < 0:
+        raise ValueError(f"{name} must be >= 0, got {int(out.min())}")
+    return out
+
+
+class _Sink:
+    """The open file and the step being gathered; closed by the recorder or at exit."""
+
+    def __init__(self, path: Path, head: bytes, append_at: int | None) -> None:
+        if append_at is None:
+            self.file = open(path, "wb", buffering=0)  # noqa: SIM115 (closed in close())
+            self.file.write(PREAMBLE + head)
+        else:
+            self.file = open(path, "r+b", buffering=0)  # noqa: SIM115
+            self.file.truncate(append_at)  # (drop a torn last record before appending)
+            self.file.seek(append_at)
+            self.file.write(head)
+        self.step: int | None = None
+        self.parts: tuple[list[Any], ...] = ([], [], [], [], [])
+        self.pending = 0
+
+    def write(self) -> None:
+        if self.step is None or self.file.closed:
+            return
+        ranks, micros, ids, flags, lens = self.parts
+        if ids:
+            self.file.write(frame(block_payload(self.step, ranks, micros, ids, flags, lens)))
+        for part in self.parts:
+            part.clear()
+        self.pending = 0
+
+    def close(self) -> None:
+        if self.file.closed:
+            return
+        try:
+            self.write()
+            os.fsync(self.file.fileno())
+        finally:
+            self.file.close()
+
+
+class BatchRecorder:
+    """Record each optimizer step's micro-batches (sample ids and real lengths) to a file.
+
+    :param path: the recording, e.g. ``train.batches`` beside ``train.log``; with a
+        world size over 1, rank ``r`` writes ``train.rank{r}.batches``
+        (:func:`rank_path`).  An existing recording there is appended to (a resumed run:
+        a new session whose steps supersede the earlier ones from its first step on).
+    :param rank: this process's rank (default: env ``RANK``, else 0).
+    :param world_size: data-parallel processes (default: env ``WORLD_SIZE``, else 1).
+    :param settings: the run's settings, JSON-able (seed, batch size, grad accum,
+        sampler, ``max_seq_len``, ``steps_per_epoch``...), kept in the file's header.
+    :raises ValueError: bad rank, world size or settings.
+    :raises InputError: ``path`` holds something that is not a recording.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        rank: int | None = None,
+        world_size: int | None = None,
+        settings: dict[str, Any] | None = None,
+    ) -> None:
+        import numpy as np
+
+        from .. import __version__
+
+        self.world_size = _env_int("WORLD_SIZE", world_size, 1)
+        self.rank = _env_int("RANK", rank, 0)
+        if self.world_size < 1 or self.rank >= self.world_size:
+            raise ValueError(f"rank {self.rank} is not below world size {self.world_size}")
+        if settings is not None and not isinstance(settings, dict):
+            raise ValueError(f"settings must be a dict, got {type(settings).__name__}")
+        self.path = rank_path(path, self.rank, self.world_size)
+        info = {
+            "format": "dflash-diag batch recording",
+            "format_version": FORMAT_VERSION,
+            "dflash_diag": __version__,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "settings": dict(settings or {}),
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+        try:
+            head = header_frame(info)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"settings must be JSON-able: {err}") from None
+        self._sink = _Sink(self.path, head, self._append_at())
+        self._finalizer = weakref.finalize(self, self._sink.close)
+        self._known = np.full(0, -1, dtype=np.int32)
+        self._last: dict[int, tuple[int, int]] = {}
+
+    def _append_at(self) -> int | None:
+        """Where to append to an existing recording (after its last good record)."""
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            return None
+        return scan_frames(self.path.read_bytes(), str(self.path)).end
+
+    def log(
+        self, step: Any, sample_ids: Any, lengths: Any, rank: Any = None, micro: Any = 0
+    ) -> None:
+        """Record one micro-batch.
+
+        :param step: the optimizer step it belongs to, as the training log numbers steps;
+            per rank, ``(step, micro)`` must increase from one call to the next.
+        :param sample_ids: the dataset indices it held (ints, a numpy array, a tensor).
+        :param lengths: their real (unpadded) lengths in tokens, in the same order.
+        :param rank: the rank that processed it (default: the recorder's rank).
+        :param micro: its index among the rank's micro-batches of the step (0 without
+            gradient accumulation).
+        :raises ValueError: a closed recorder, bad values, or a step or micro that goes
+            back.
+        """
+        if self._sink.file.closed:
+            raise ValueError(f"{self.path}: the recorder is closed")
+        step_i = _whole(step, "step")
+        rank_i = self.rank if rank is None else _whole(rank, "rank")
+        micro_i = _whole(micro, "micro")
+        ids = _int_array(sample_ids, "sample_ids")
+        lens = _int_array(lengths, "lengths")
+        if len(ids) != len(lens):
+            raise ValueError(f"{len(ids)} sample ids but {len(lens)} lengths")
+        if not len(ids):
+            raise ValueError(
+                f"an empty micro-batch (step {step_i}, rank {rank_i}, micro {micro_i})"
+            )
+        self._check_order(step_i, rank_i, micro_i)
+        sink = self._sink
+        if sink.step != step_i or sink.pending >= PENDING_LIMIT:
+            sink.write()  # the previous step is complete: to the OS with it
+            sink.step = step_i
+        if len(ids) > 1:
+            order = ids.argsort(kind="stable")
+            ids, lens = ids[order], lens[order]
+        flags = self._flags(ids, lens)
+        for part, value in zip(sink.parts, (rank_i, micro_i, ids, flags, lens[flags]), strict=True):
+            part.append(value)
+        sink.pending += len(ids)
+
+    def _check_order(self, step: int, rank: int, micro: int) -> None:
+        last = self._last.get(rank)
+        if last is not None and (step, micro) <= last:
+            if step < last[0]:
+                raise ValueError(
+                    f"step {step} logged after step {last[0]} for rank {rank}: steps must not "
+                    "go back (a resumed run: open a new BatchRecorder on the same path)"
+                )
+            raise ValueError(
+                f"micro-batch {micro} of step {step} (rank {rank}) logged after micro-batch "
+                f"{last[1]}: give each micro-batch of a step its own increasing micro="
+            )
+        self._last[rank] = (step, micro)
+
+    def _flags(self, ids: np.ndarray, lens: np.ndarray) -> np.ndarray:
+        """True where a sample's length must be written (first seen, or changed)."""
+        import numpy as np
+
+        top = int(ids[-1])  # (sorted)
+        if top >= len(self._known) and len(self._known) < KNOWN_LIMIT:
+            size = min(max(top + 1, 2 * len(self._known), 1024), KNOWN_LIMIT)
+            grown = np.full(size, -1, dtype=np.int32)
+            grown[: len(self._known)] = self._known
+            self._known = grown
+        known = self._known
+        if top < len(known):
+            seen = known[ids]
+            flags = seen != lens
+            known[ids] = np.where(lens < 2**31, lens, -1)
+            return flags
+        flags = np.ones(len(ids), dtype=bool)
+        inside = ids < len(known)
+        sub, sub_lens = ids[inside], lens[inside]
+        flags[inside] = known[sub] != sub_lens
+        known[sub] = np.where(sub_lens < 2**31, sub_lens, -1)
+        return flags
+
+    def flush(self) -> None:
+        """Write the micro-batches of the step in progress to the OS now (they are
+        written anyway when the step changes and at close)."""
+        self._sink.write()
+
+    def close(self) -> None:
+        """Write what is pending, ``fsync`` and close the file (again: nothing)."""
+        self._finalizer()
+
+    @property
+    def closed(self) -> bool:
+        return self._sink.file.closed
+
+    def __enter__(self) -> BatchRecorder:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"BatchRecorder({str(self.path)!r}, rank={self.rank}, world_size={self.world_size})"

@@ -1,0 +1,407 @@
+"""Read a batch recording back: one table, and the Replay every analysis takes.
+
+>>> import tempfile, os
+>>> from dflash_diag.record import BatchRecorder
+>>> path = os.path.join(tempfile.mkdtemp(), "train.batches")
+>>> with BatchRecorder(path, world_size=1, rank=0) as rec:
+...     for step, ids in enumerate([[0, 1], [2, 3], [1, 0], [3, 2]]):
+...         rec.log(step, ids, [10 * (i + 1) for i in ids])
+>>> r = read_recording(path).to_replay()
+>>> r.micro[["epoch", "step", "batch_id", "tokens"]].values.tolist()
+[[0, 0, 0, 30], [0, 1, 1, 70], [1, 2, 0, 30], [1, 3, 1, 70]]
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InputError
+from .fileformat import decode_blocks, resolve_lengths, scan_frames
+from .recorder import RECORD_SUFFIX
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import numpy as np
+    import pandas as pd
+
+    from ..records import Manifest, Replay, ScheduleParams
+
+#: the table's columns, all int64
+COLUMNS = ("step", "rank", "micro", "sample_id", "length")
+
+
+@dataclass(frozen=True, eq=False)
+class Recording:
+    """What a run recorded: one row per sample of every micro-batch.
+
+    ``table`` has int64 columns ``step, rank, micro, sample_id, length`` (length: real
+    tokens as logged), rows in (step, rank, micro) order and, within a micro-batch, in
+    ascending sample id (the order inside a micro-batch is not kept).
+
+    :param header: the first header of the (lowest rank's) file: ``format_version``,
+        ``dflash_diag`` (version that wrote it), ``rank``, ``world_size``, ``settings``,
+        ``created``.
+    :param paths: the files read (one per rank).
+    :param torn: partial last records ignored (a run killed mid-write), over the files.
+    :param sessions: times the files were opened for writing, over the files (a resumed
+        run appends a session; its steps supersede the earlier ones from its first on).
+    """
+
+    header: dict[str, Any]
+    paths: tuple[str, ...]
+    torn: int
+    table: pd.DataFrame
+    sessions: int = 1
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """The run's settings as the recorder was given them."""
+        return dict(self.header.get("settings") or {})
+
+    def micro_bounds(self) -> np.ndarray:
+        """int64 row offsets of the micro-batches: micro-batch ``i`` is table rows
+        ``[b[i], b[i + 1])``."""
+        import numpy as np
+
+        t = self.table
+        if not len(t):
+            return np.zeros(1, dtype=np.int64)
+        step, rank, micro = (t[c].to_numpy() for c in ("step", "rank", "micro"))
+        new = (step[1:] != step[:-1]) | (rank[1:] != rank[:-1]) | (micro[1:] != micro[:-1])
+        return np.r_[0, np.flatnonzero(new) + 1, len(t)].astype(np.int64)
+
+    def to_replay(
+        self,
+        lengths: Manifest | np.ndarray | Sequence[int] | None = None,
+        categories: Sequence[Any] | np.ndarray | None = None,
+    ) -> Replay:
+        """The recorded schedule as a :class:`~dflash_diag.records.Replay`.
+
+        The ``micro`` and ``steps`` tables are built as a replay builds them (``batch_id``
+        by composition, so recurrences are found); the ``epoch`` column comes from the
+        settings' ``steps_per_epoch`` (``epoch = (step - first step) // steps_per_epoch``)
+        when given, else from the rule of :func:`infer_epochs`.
+
+        :param lengths: a manifest (or lengths by dataset index) to check the recording
+            against and to take the lengths from; None: the recorded lengths (indices
+            never recorded get length 0).
+        :param categories: a label per dataset index (default: the manifest's).
+        :raises InputError: a recorded sample id outside the manifest, or a recorded
+            length that is not the manifest's (capped at ``max_seq_len``).
+        """
+        from ..schedule.replay import replay_from_batches
+
+        if not len(self.table):
+            raise InputError(self.paths[0], "holds no recorded micro-batches", "")
+        bounds = self.micro_bounds()
+        t = self.table
+        ids = t["sample_id"].to_numpy()
+        cap, source = self._lengths_source(lengths, ids, t["length"].to_numpy())
+        firsts = bounds[:-1]
+        step = t["step"].to_numpy()[firsts]
+        rows = {
+            "step": step,
+            "rank": t["rank"].to_numpy()[firsts],
+            "micro": t["micro"].to_numpy()[firsts],
+            "epoch": self._epochs(step, ids, bounds),
+        }
+        params = self.schedule_params(rows, cap)
+        return replay_from_batches(source, params, ids, bounds, rows, categories)
+
+    def _lengths_source(
+        self, lengths: Any, ids: np.ndarray, recorded: np.ndarray
+    ) -> tuple[int | None, Any]:
+        """The cap on lengths and the lengths source for the replay, checked."""
+        import numpy as np
+
+        from ..schedule.replay import as_lengths
+
+        cap = _setting_int(self.settings, "max_seq_len")
+        if lengths is None:
+            full = np.zeros(int(ids.max()) + 1, dtype=np.int64)
+            full[ids] = recorded
+            return cap, full
+        man = as_lengths(lengths)
+        return check_fit(self.paths[0], ids, recorded, man, cap), lengths
+
+    def _epochs(self, step: np.ndarray, ids: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+        import numpy as np
+
+        per = _setting_int(self.settings, "steps_per_epoch")
+        if per is not None and per > 0:
+            first = _setting_int(self.settings, "first_step")
+            first = int(step.min()) if first is None else first
+            return np.maximum((step - first) // per, 0)
+        return infer_epochs(step, ids, bounds)
+
+    def schedule_params(self, rows: dict[str, np.ndarray], cap: int | None) -> ScheduleParams:
+        """ScheduleParams describing the recording: the settings' fields that are
+        ScheduleParams fields (valid ones), with world size, grad accum, first step,
+        epochs and max_seq_len from what was recorded."""
+        import numpy as np
+
+        from ..records import INT_BOUNDS, ScheduleParams
+
+        known = set(ScheduleParams.field_names())
+        params = ScheduleParams()
+        for name, value in self.settings.items():
+            if name in known:
+                try:
+                    params = params.replace(**{name: value})
+                except (InputError, TypeError, ValueError):
+                    continue  # (a setting named like a field but not one: left out)
+        per_rank = np.unique(np.c_[rows["step"], rows["rank"]], axis=0, return_counts=True)[1]
+        world = max(int(self.header.get("world_size", 1)), int(rows["rank"].max()) + 1)
+        lo, hi = INT_BOUNDS["grad_accum"]
+        changes: dict[str, Any] = {
+            "world_size": min(world, INT_BOUNDS["world_size"][1]),
+            "grad_accum": min(max(int(per_rank.max()), lo), hi),
+            "first_step": min(int(rows["step"].min()), INT_BOUNDS["first_step"][1]),
+            "epochs": min(int(rows["epoch"].max()) + 1, INT_BOUNDS["epochs"][1]),
+            "max_seq_len": cap,
+        }
+        return params.replace(**changes)
+
+
+def _setting_int(settings: dict[str, Any], name: str) -> int | None:
+    value = settings.get(name)
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value
+
+
+def check_fit(
+    path: str, ids: np.ndarray, recorded: np.ndarray, man: np.ndarray, cap: int | None
+) -> int | None:
+    """Check recorded lengths against a manifest's; returns the cap on lengths.
+
+    A recorded length fits when it equals the manifest's, or ``min(manifest, cap)``;
+    without a cap in the settings, the longest recorded length is taken as the cap when
+    that explains every difference (the run truncated at its max_seq_len).
+
+    :raises InputError: ``recorded file ... does not fit the manifest``.
+    """
+    import numpy as np
+
+    def refuse(what: str) -> InputError:
+        return InputError(
+            path,
+            f"recorded file does not fit the manifest: {what}",
+            "give the manifest of the run that wrote it",
+        )
+
+    outside = ids >= len(man)
+    if outside.any():
+        raise refuse(f"sample id {int(ids[outside][0])} beyond its {len(man)} samples")
+    expected = man[ids]
+    bad = recorded != expected
+    if cap is not None:
+        bad &= recorded != np.minimum(expected, cap)
+    elif bad.any():
+        top = int(recorded.max())
+        if ((recorded[bad] == top) & (expected[bad] > top)).all():
+            return top
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise refuse(
+            f"sample {int(ids[i])} has length {int(recorded[i])} recorded, "
+            f"{int(expected[i])} in the manifest"
+        )
+    return cap
+
+
+def infer_epochs(step: np.ndarray, ids: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """The epoch of every micro-batch, from recurrences of sample ids.
+
+    Rule: epoch 0 starts at the first step; a new epoch starts at the first later step
+    in which at least half of the samples were already seen in the current epoch (every
+    sampler covers the dataset once an epoch, so the first step of the next epoch is
+    made of samples seen before, while a padded last step of an epoch, as
+    ``DistributedSampler`` and accelerate pad it, repeats only a few).  Steps never
+    straddle epochs under this rule.
+
+    :param step: int64 step of each micro-batch (rows in step order).
+    :param ids: int64 sample ids, micro-batch ``i`` at ``ids[bounds[i]:bounds[i + 1]]``.
+    """
+    import numpy as np
+
+    n_micro = len(bounds) - 1
+    out = np.zeros(n_micro, dtype=np.int64)
+    if n_micro == 0:
+        return out
+    # previous row of the same sample id (-1: none)
+    order = np.argsort(ids, kind="stable")
+    prev_sorted = np.r_[-1, order[:-1]]
+    same = np.r_[False, ids[order][1:] == ids[order][:-1]]
+    prev = np.full(len(ids), -1, dtype=np.int64)
+    prev[order] = np.where(same, prev_sorted, -1)
+    del order, prev_sorted, same
+    micro_starts = np.r_[0, np.flatnonzero(step[1:] != step[:-1]) + 1]  # step -> micro
+    row_starts = np.r_[bounds[micro_starts], len(ids)]  # step -> rows
+    n_steps = len(micro_starts)
+    epoch_steps = [0]
+    a = 0
+    window = 64
+    while a + 1 < n_steps:
+        b = min(a + 1 + window, n_steps)
+        lo, hi = int(row_starts[a + 1]), int(row_starts[b])
+        seen = (prev[lo:hi] >= row_starts[a]).astype(np.int64)
+        counts = np.add.reduceat(seen, row_starts[a + 1 : b] - lo)
+        hit = np.flatnonzero(2 * counts >= np.diff(row_starts[a + 1 : b + 1]))
+        if len(hit):
+            window = max(64, a + 1 + int(hit[0]) - a)
+            a = a + 1 + int(hit[0])
+            epoch_steps.append(a)
+        elif b == n_steps:
+            break
+        else:
+            window *= 2
+    for e, s in enumerate(epoch_steps[1:], start=1):
+        out[micro_starts[s] :] = e
+    return out
+
+
+def _rank_files(p: Path) -> list[Path]:
+    """``train.rank*.batches`` beside the base path ``train.batches``, by rank."""
+    suffix = p.suffix or RECORD_SUFFIX
+    stem = p.name[: -len(p.suffix)] if p.suffix else p.name
+    pattern = re.compile(re.escape(stem) + r"\.rank(\d+)" + re.escape(suffix) + "$")
+    found = []
+    if p.parent.is_dir():
+        for child in p.parent.iterdir():
+            m = pattern.match(child.name)
+            if m and child.is_file():
+                found.append((int(m.group(1)), child))
+    return [c for _, c in sorted(found)]
+
+
+def find_recording(log_path: str | os.PathLike[str]) -> Path | None:
+    """The recording beside a log: ``run.log`` -> ``run.batches`` when there, else the
+    same base path when rank files ``run.rank*.batches`` are there (read_recording
+    reads them all from it); None when there is none.
+
+    >>> find_recording("no/such/run.log") is None
+    True
+    """
+    base = Path(log_path).with_suffix(RECORD_SUFFIX)
+    if base.is_file() or _rank_files(base):
+        return base
+    return None
+
+
+def read_recording(path: str | os.PathLike[str]) -> Recording:
+    """Read a recording: one file, or every rank file of a run given its base path
+    (``train.batches`` reads ``train.rank*.batches`` when it is not a file itself).
+
+    Vectorised: about a second per 10 million samples (the benchmark
+    ``benchmarks/bench_record_size.py`` says how long on the machine it runs on).
+
+    :raises InputError: no such file(s), a foreign or corrupt file (one line, with the
+        byte offset), rank files of different runs, a micro-batch recorded twice.
+    """
+    import numpy as np
+    import pandas as pd
+
+    p = Path(path)
+    files = [p] if p.is_file() else _rank_files(p)
+    if not files:
+        raise InputError(str(p), "no such file", "record the run with dflash_diag.record")
+    parts = [_read_file(f) for f in files]
+    headers = [h for h, *_ in parts]
+    worlds = {h.get("world_size") for h in headers}
+    if len(worlds) > 1:
+        shown = ", ".join(sorted(str(w) for w in worlds))
+        raise InputError(str(p), f"rank files of different runs (world sizes {shown})", "")
+    recs = {k: np.concatenate([r[k] for _, r, _, _ in parts]) for k in ("step", "rank", "micro")}
+    n = np.concatenate([r["n"] for _, r, _, _ in parts])
+    ids = np.concatenate([rows[0] for *_, rows, _ in parts])
+    lens = np.concatenate([rows[1] for *_, rows, _ in parts])
+    order = np.lexsort((recs["micro"], recs["rank"], recs["step"]))
+    key = np.c_[recs["step"], recs["rank"], recs["micro"]][order]
+    twice = np.flatnonzero((key[1:] == key[:-1]).all(axis=1))
+    if len(twice):
+        s, r, m = key[twice[0]].tolist()
+        raise InputError(str(p), f"micro-batch {m} of step {s}, rank {r} recorded twice", "")
+    from ..schedule.base import gather_segments
+
+    offsets = np.zeros(len(n) + 1, dtype=np.int64)
+    np.cumsum(n, out=offsets[1:])
+    sizes = n[order]
+    table = pd.DataFrame(
+        {
+            "step": np.repeat(key[:, 0], sizes),
+            "rank": np.repeat(key[:, 1], sizes),
+            "micro": np.repeat(key[:, 2], sizes),
+            "sample_id": gather_segments(ids, offsets, order),
+            "length": gather_segments(lens, offsets, order),
+        },
+        copy=False,
+    )
+    return Recording(
+        header=headers[0],
+        paths=tuple(str(f) for f in files),
+        torn=sum(t for *_, t in parts),
+        table=table,
+        sessions=sum(r["sessions"] for _, r, _, _ in parts),
+    )
+
+
+def _read_file(f: Path) -> tuple[dict[str, Any], dict[str, Any], tuple[Any, Any], int]:
+    """One file: its first header, its micro-batches (step, rank, micro, n), its rows
+    (sample ids, lengths) in file order, superseded sessions dropped, and torn count."""
+    import numpy as np
+
+    try:
+        buf = f.read_bytes()
+    except OSError as err:
+        raise InputError(str(f), f"cannot read: {err.strerror or err}", "") from None
+    scan = scan_frames(buf, str(f))
+    d = decode_blocks(buf, scan, str(f))
+    del buf
+    length = _fill_lengths(d["sample_id"], d["length"], d["flag"], str(f))
+    keep = _current(d["step"], d["session"], len(scan.headers))
+    recs = {k: d[k][keep] for k in ("step", "rank", "micro", "n")}
+    recs["sessions"] = len(scan.headers)
+    row_keep = np.repeat(keep, d["n"])
+    rows = (d["sample_id"][row_keep], length[row_keep])
+    return scan.headers[0], recs, rows, scan.torn
+
+
+def _fill_lengths(ids: np.ndarray, length: np.ndarray, flag: np.ndarray, path: str) -> np.ndarray:
+    """Every row's length (see :func:`resolve_lengths`); a fast path when no id's length
+    ever changed and the ids are dense."""
+    import numpy as np
+
+    if not len(ids):
+        return length
+    top = int(ids.max())
+    if top < 4 * len(ids) + (1 << 20):
+        known = np.full(top + 1, -1, dtype=np.int64)
+        known[ids[flag]] = length[flag]
+        if (known[ids[flag]] == length[flag]).all():
+            out = known[ids]
+            if (out >= 0).all():
+                return out
+    out = resolve_lengths(ids, length, flag)
+    if (out < 0).any():
+        i = int(np.flatnonzero(out < 0)[0])
+        raise InputError(path, f"corrupt batch records: no length for sample {int(ids[i])}", "")
+    return out
+
+
+def _current(step: np.ndarray, session: np.ndarray, n_sessions: int) -> np.ndarray:
+    """Bool per micro-batch: not superseded by a later session (a resumed run) that
+    starts at or before its step."""
+    import numpy as np
+
+    if n_sessions <= 1 or not len(step):
+        return np.ones(len(step), dtype=bool)
+    first = np.full(n_sessions + 1, np.iinfo(np.int64).max, dtype=np.int64)
+    np.minimum.at(first, session, step)
+    later = np.minimum.accumulate(first[::-1])[::-1]  # later[j]: min over sessions >= j
+    return step < later[session + 1]
