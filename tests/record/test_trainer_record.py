@@ -43,16 +43,29 @@ from dflash_diag.record import read_recording  # noqa: E402
 pytestmark = pytest.mark.slow
 
 
-def micro_batches(table: Any) -> list[tuple[int, int, list[int], list[int]]]:
-    """The recording as (step, micro, ids, lengths) per micro-batch, in file order."""
+def micro_batches(table: Any) -> list[tuple[int, int, list[tuple[int, int]]]]:
+    """The recording as (step, micro, sorted (id, length) pairs) per micro-batch, in file
+    order (the file keeps which samples a micro-batch held, not their order inside it)."""
     out = []
     for (step, micro), g in table.groupby(["step", "micro"], sort=False):
-        out.append((int(step), int(micro), g["sample_id"].tolist(), g["length"].tolist()))
+        pairs = sorted(zip(g["sample_id"].tolist(), g["length"].tolist(), strict=True))
+        out.append((int(step), int(micro), pairs))
     return out
 
 
-def seen_batches(seen: runs.Seen) -> list[tuple[int, list[int], list[int]]]:
-    return list(zip(seen.steps, seen.ids, seen.lengths, strict=True))
+def as_seen(steps: list[int], ids: list[list[int]], lengths: list[list[int]]) -> list[Any]:
+    """What the forward received as (step, sorted (id, length) pairs) per micro-batch."""
+    return [
+        (s, sorted(zip(i, ls, strict=True))) for s, i, ls in zip(steps, ids, lengths, strict=True)
+    ]
+
+
+def seen_batches(seen: runs.Seen) -> list[Any]:
+    return as_seen(seen.steps, seen.ids, seen.lengths)
+
+
+def recorded_batches(table: Any) -> list[Any]:
+    return [(s, pairs) for s, _, pairs in micro_batches(table)]
 
 
 @pytest.fixture(scope="module")
@@ -71,11 +84,11 @@ def unrecorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, runs.Seen
 
 def test_every_micro_batch_is_what_the_forward_received(recorded):
     trainer, seen, out = recorded
-    got = micro_batches(read_recording(out / "train.batches").table)
-    # the same micro-batches, in the same order, with the step the update is logged as
-    assert [(s, ids, ls) for s, _, ids, ls in got] == seen_batches(seen)
+    got = recorded_batches(read_recording(out / "train.batches").table)
+    # the same micro-batches, in the same order, with the step the update is logged as;
     # real lengths: the recorder's (from the items) are the mask sums the model got
-    assert all(min(ls) >= 4 for _, _, _, ls in got)
+    assert got == seen_batches(seen)
+    assert len(got) == 45
 
 
 def test_steps_are_the_logged_steps_and_accumulation_is_numbered(recorded):
@@ -94,7 +107,8 @@ def test_steps_are_the_logged_steps_and_accumulation_is_numbered(recorded):
 def test_the_header_says_the_trainer_settings(recorded):
     _, _, out = recorded
     header = read_recording(out / "train.batches").header
-    settings = header.get("settings", header)
+    assert header["world_size"] == 1
+    settings = header["settings"]
     assert settings["seed"] == 42
     assert settings["per_device_train_batch_size"] == 4
     assert settings["gradient_accumulation_steps"] == 2
@@ -126,8 +140,8 @@ def test_arrow_dataset_with_workers(tmp_path):
     trainer, seen = runs.train(
         tmp_path / "run", record=tmp_path / "train.batches", arrow=True, workers=2, epochs=2
     )
-    got = micro_batches(read_recording(tmp_path / "train.batches").table)
-    assert [(s, ids, ls) for s, _, ids, ls in got] == seen_batches(seen)
+    got = recorded_batches(read_recording(tmp_path / "train.batches").table)
+    assert got == seen_batches(seen)
     assert len(got) == 30
 
 
@@ -189,11 +203,8 @@ def test_two_processes_write_one_file_each(tmp_path):
     for rank in (0, 1):
         seen = json.loads((tmp_path / f"seen.rank{rank}.json").read_text())
         assert seen["world_size"] == 2
-        got = micro_batches(table[table["rank"] == rank])
-        assert [(s, ids, ls) for s, _, ids, ls in got] == [
-            (s, ids, ls)
-            for s, ids, ls in zip(seen["steps"], seen["ids"], seen["lengths"], strict=True)
-        ]
+        got = recorded_batches(table[table["rank"] == rank])
+        assert got == as_seen(seen["steps"], seen["ids"], seen["lengths"])
     # together the two ranks hold every step's micro-batches: 2 x 2 micro-batches of 4
     assert (table.groupby("step")["rank"].nunique() == 2).all()
     assert (table.groupby(["step", "rank"])["micro"].nunique() == 2).all()
