@@ -109,20 +109,21 @@ def tiny_gpt2(dropout: float = 0.1) -> Any:
 class Seen:
     """What the model's forward received, per micro-batch, and what it returned."""
 
-    steps: list[int] = field(default_factory=list)  # global_step + 1 at the forward
+    steps: list[int] = field(default_factory=list)  # the logged step of the update
     ids: list[list[int]] = field(default_factory=list)  # first token - FIRST, per row
     lengths: list[list[int]] = field(default_factory=list)  # mask sums
     losses: list[float] = field(default_factory=list)
 
 
-def watch_forward(model: Any, state_of: Any, seen: Seen) -> None:
-    """Hooks on the model: its inputs before the forward, its loss after."""
+def watch_forward(model: Any, step_of: Any, seen: Seen) -> None:
+    """Hooks on the model: its inputs (and ``step_of()``, the step the log will give this
+    update) before the forward, its loss after."""
 
     def before(module: Any, args: Any, kwargs: dict[str, Any]) -> None:
         if not module.training:
             return
         ids = kwargs["input_ids"]
-        seen.steps.append(state_of().global_step + 1)
+        seen.steps.append(step_of())
         seen.ids.append((ids[:, 0] - FIRST).tolist())
         seen.lengths.append(kwargs["attention_mask"].sum(dim=1).tolist())
 
@@ -175,12 +176,78 @@ def train(
         train_dataset=arrow_dataset() if arrow else list_dataset(),
     )
     seen = Seen()
-    watch_forward(model, lambda: trainer.state, seen)
+    watch_forward(model, lambda: trainer.state.global_step + 1, seen)
     if record is not None:
         from dflash_diag.record import record_trainer
 
         record_trainer(trainer, record, run="trainer_runs")
     trainer.train()
+    return trainer, seen
+
+
+def item_collate(batch: list[dict[str, Any]]) -> dict[str, Any]:
+    """Lightning has no column removal: keep the model's columns, then pad."""
+    return pad_collate([{"input_ids": x["input_ids"]} for x in batch])
+
+
+def lightning_train(
+    out: Path, *, record: Path | None, workers: int = 0, epochs: int = 3, **trainer_kw: Any
+) -> tuple[Any, Seen]:
+    """One Lightning fit of the same GPT-2: shuffled DataLoader (its RandomSampler draws from
+    the global generator, as dropout does), batch 4, accumulate_grad_batches 2, the loss
+    logged every step to a CSV file in ``out``; with ``LightningRecorder`` when ``record``."""
+    import lightning as L
+    import torch
+    from lightning.pytorch.loggers import CSVLogger
+
+    class Module(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = tiny_gpt2()
+
+        def training_step(self, batch: dict[str, Any], batch_idx: int) -> Any:
+            if set(batch) != {"input_ids", "attention_mask", "labels"}:
+                raise KeyError(f"training_step got {sorted(batch)}")
+            loss = self.model(**batch).loss
+            self.log("loss", loss)
+            return loss
+
+        def configure_optimizers(self) -> Any:
+            return torch.optim.AdamW(self.parameters(), lr=1e-3)
+
+        def train_dataloader(self) -> Any:
+            return torch.utils.data.DataLoader(
+                list_dataset(),
+                batch_size=4,
+                shuffle=True,
+                collate_fn=item_collate,
+                num_workers=workers,
+                persistent_workers=workers > 0,
+            )
+
+    L.seed_everything(42, verbose=False)
+    module = Module()
+    seen = Seen()
+    callbacks = []
+    if record is not None:
+        from dflash_diag.record import LightningRecorder
+
+        callbacks.append(LightningRecorder(record, settings={"run": "lightning_runs"}))
+    trainer = L.Trainer(
+        max_epochs=epochs,
+        accumulate_grad_batches=2,
+        log_every_n_steps=1,
+        logger=CSVLogger(str(out), name="log", version=0),
+        accelerator="cpu",
+        enable_progress_bar=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+        callbacks=callbacks,
+        **trainer_kw,
+    )
+    # Lightning's loggers number an update by the global_step before it
+    watch_forward(module.model, lambda: trainer.global_step, seen)
+    trainer.fit(module)
     return trainer, seen
 
 
