@@ -55,7 +55,7 @@ def lightning_settings(trainer: Any, loader: Any) -> dict[str, Any]:
         "num_workers": getattr(loader, "num_workers", None),
         "drop_last": getattr(loader, "drop_last", None),
     }
-    dataset = getattr(loader, "dataset", None)
+    dataset: Any = getattr(loader, "dataset", None)
     if hasattr(dataset, "__len__"):
         settings["train_samples"] = len(dataset)
     return settings
