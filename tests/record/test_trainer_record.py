@@ -134,15 +134,25 @@ def test_the_recorder_changes_nothing_that_is_trained(recorded, unrecorded):
 def test_arrow_dataset_with_workers(tmp_path):
     # the Trainer drops the unused column from the Arrow dataset itself, reads lengths from
     # its length column, and the collator runs in two worker processes
-    pytest.importorskip("datasets") if not os.environ.get("CI") else importlib.import_module(
-        "datasets"
-    )
+    need("datasets")
     trainer, seen = runs.train(
         tmp_path / "run", record=tmp_path / "train.batches", arrow=True, workers=2, epochs=2
     )
     got = recorded_batches(read_recording(tmp_path / "train.batches").table)
     assert got == seen_batches(seen)
     assert len(got) == 30
+
+
+def test_trl_sft_trainer(tmp_path):
+    # TRL's SFTTrainer: its own collator and dataset preparation, the same recorder
+    need("trl")
+    need("datasets")
+    trainer, seen = runs.sft_train(tmp_path / "a", record=tmp_path / "train.batches")
+    got = recorded_batches(read_recording(tmp_path / "train.batches").table)
+    assert got == seen_batches(seen)
+    assert len(got) == 30
+    plain, plain_seen = runs.sft_train(tmp_path / "b", record=None)
+    assert seen.losses == plain_seen.losses
 
 
 def test_an_iterable_dataset_is_refused(tmp_path):

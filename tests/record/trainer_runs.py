@@ -185,6 +185,49 @@ def train(
     return trainer, seen
 
 
+def sft_train(out: Path, *, record: Path | None) -> tuple[Any, Seen]:
+    """TRL's SFTTrainer over the same samples, already tokenized (a word-level tokenizer
+    built here gives it its padding token): group_by_length, dropout, accumulation 2,
+    2 epochs."""
+    from datasets import Dataset
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast, set_seed
+    from trl import SFTConfig, SFTTrainer
+
+    words = Tokenizer(models.WordLevel({f"t{i}": i for i in range(VOCAB)}, unk_token="t1"))
+    tok = PreTrainedTokenizerFast(tokenizer_object=words, pad_token="t0", eos_token="t2")
+    set_seed(42)
+    args = SFTConfig(
+        output_dir=str(out),
+        per_device_train_batch_size=4,
+        gradient_accumulation_steps=2,
+        num_train_epochs=2,
+        seed=42,
+        train_sampling_strategy="group_by_length",
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        use_cpu=True,
+        max_length=None,
+    )
+    model = tiny_gpt2()
+    trainer = SFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=Dataset.from_dict({"input_ids": token_rows()}),
+        processing_class=tok,
+    )
+    seen = Seen()
+    watch_forward(model, lambda: trainer.state.global_step + 1, seen)
+    if record is not None:
+        from dflash_diag.record import record_trainer
+
+        record_trainer(trainer, record)
+    trainer.train()
+    return trainer, seen
+
+
 def item_collate(batch: list[dict[str, Any]]) -> dict[str, Any]:
     """Lightning has no column removal: keep the model's columns, then pad."""
     return pad_collate([{"input_ids": x["input_ids"]} for x in batch])
