@@ -11,6 +11,10 @@ Skipped outside CI where torch or lightning is missing; under CI they must run.
 from __future__ import annotations
 
 import csv
+import json
+import os
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -18,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.record import trainer_runs as runs
-from tests.record.test_trainer_record import need, recorded_batches, seen_batches
+from tests.record.test_trainer_record import as_seen, need, recorded_batches, seen_batches
 
 torch = need("torch")
 need("transformers")
@@ -94,3 +98,34 @@ def test_worker_processes(tmp_path):
     got = recorded_batches(read_recording(tmp_path / "train.batches").table)
     assert got == seen_batches(seen)
     assert len(got) == 30
+
+
+def test_two_processes_write_one_file_each(tmp_path):
+    # Lightning's ddp on 2 CPU ranks (gloo), its DistributedSampler: each rank records its
+    # own micro-batches; together, every sample exactly once an epoch
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root), OMP_NUM_THREADS="1")
+    done = subprocess.run(
+        [sys.executable, str(Path(runs.__file__)), str(tmp_path), "lightning"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.glob("*.batches")) == [
+        "train.rank0.batches",
+        "train.rank1.batches",
+    ]
+    table = read_recording(tmp_path / "train.batches").table
+    for rank in (0, 1):
+        seen = json.loads((tmp_path / f"seen.rank{rank}.json").read_text())
+        assert seen["world_size"] == 2
+        got = recorded_batches(table[table["rank"] == rank])
+        assert got == as_seen(seen["steps"], seen["ids"], seen["lengths"])
+    # 30 samples a rank an epoch: 7 micro-batches of 4 and one of 2, 4 steps of 2 each
+    assert (table.groupby(["step", "rank"])["micro"].nunique() == 2).all()
+    assert sorted(set(table["step"])) == list(range(8))
+    for first in (0, 4):
+        epoch = table[table["step"].between(first, first + 3)]["sample_id"]
+        assert sorted(epoch) == list(range(runs.N_SAMPLES))

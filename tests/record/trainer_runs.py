@@ -5,9 +5,10 @@ say who they are: sample ``i`` starts with token ``FIRST + i`` (never padding, n
 sample's first token), so what the model's forward received can be read back as sample ids
 with a forward pre-hook, independently of any recorder.
 
-Run as a script under ``torchrun`` for the multi-process test::
+Run as a script for the multi-process tests::
 
-    torchrun --nproc_per_node 2 tests/record/trainer_runs.py OUT_DIR
+    torchrun --standalone --nproc_per_node 2 tests/record/trainer_runs.py OUT_DIR
+    python tests/record/trainer_runs.py OUT_DIR lightning    # Lightning's ddp, 2 CPU ranks
 
 torch, transformers (and datasets for the Arrow case) are imported inside the functions:
 pytest imports this module (``--doctest-modules``) where they may be missing.
@@ -300,22 +301,24 @@ def write_log(trainer: Any, path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-def main(out_dir: str) -> None:
-    """The torchrun entry: each rank trains and writes what its forward saw."""
+def main(out_dir: str, family: str = "hf") -> None:
+    """The multi-process entry (torchrun for ``hf``; Lightning launches its own ranks for
+    ``lightning``): each rank trains and writes what its forward saw."""
     out = Path(out_dir)
-    trainer, seen = train(out / "trainer", record=out / "train.batches", epochs=2)
-    rank = trainer.args.process_index
+    if family == "lightning":
+        trainer, seen = lightning_train(
+            out, record=out / "train.batches", epochs=2, strategy="ddp", devices=2
+        )
+        rank, world = trainer.global_rank, trainer.world_size
+    else:
+        trainer, seen = train(out / "trainer", record=out / "train.batches", epochs=2)
+        rank, world = trainer.args.process_index, trainer.args.world_size
     (out / f"seen.rank{rank}.json").write_text(
         json.dumps(
-            {
-                "steps": seen.steps,
-                "ids": seen.ids,
-                "lengths": seen.lengths,
-                "world_size": trainer.args.world_size,
-            }
+            {"steps": seen.steps, "ids": seen.ids, "lengths": seen.lengths, "world_size": world}
         )
     )
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:])
