@@ -122,7 +122,7 @@ def default_length(item: Any, input_name: str = "input_ids") -> int:
         if input_name in item:
             return len(item[input_name])
     raise TypeError(
-        f"record_trainer: cannot tell the length of a {type(item).__name__} item "
+        f"dflash_diag.record: cannot tell the length of a {type(item).__name__} item "
         f"(no 'attention_mask' or {input_name!r}); pass length_of=a function item -> tokens"
     )
 
@@ -155,8 +155,8 @@ class IndexingCollator:
         batch = self.collate(items)
         if not isinstance(batch, MutableMapping):
             raise TypeError(
-                f"record_trainer: the collator returned a {type(batch).__name__}; "
-                "the Trainer's batches must be dicts"
+                f"dflash_diag.record: the collate function returned a "
+                f"{type(batch).__name__}; recorded batches must be dicts"
             )
         batch[BATCH_KEY] = Composition(ids, np.asarray(lengths, dtype=np.int64))
         return batch
@@ -167,7 +167,8 @@ def base_loader(loader: Any) -> Any:
     like keep it as ``base_dataloader``; torch-xla's as ``_loader``)."""
     seen = loader
     for _ in range(8):
-        inner = vars(seen).get("base_dataloader") or vars(seen).get("_loader")
+        attrs = getattr(seen, "__dict__", {})
+        inner = attrs.get("base_dataloader") or attrs.get("_loader")
         if inner is None:
             return seen
         seen = inner
@@ -183,7 +184,7 @@ def index_loader(loader: Any, length_of: Callable[[Any], int] | None, input_name
     """
     base = base_loader(loader)
     if isinstance(base.dataset, IndexedView):
-        return  # indexed already (a retry with auto_find_batch_size reuses nothing, but be safe)
+        return  # indexed already
     check_map_style(base.dataset)
     object.__setattr__(base, "dataset", IndexedView(base.dataset))
     base.collate_fn = IndexingCollator(base.collate_fn, length_of, input_name)
@@ -193,9 +194,11 @@ def check_map_style(dataset: Any) -> None:
     """Refuse a dataset without indices (an ``IterableDataset``, a generator)."""
     from torch.utils.data import IterableDataset
 
+    if dataset is None:
+        raise TypeError("dflash_diag.record: the trainer has no train_dataset to record")
     if isinstance(dataset, IterableDataset) or not hasattr(dataset, "__len__"):
         raise TypeError(
-            f"record_trainer: the train dataset ({type(dataset).__name__}) is iterable; "
+            f"dflash_diag.record: the train dataset ({type(dataset).__name__}) is iterable; "
             "it needs a map-style dataset (len and indexing) to know the sample ids"
         )
 

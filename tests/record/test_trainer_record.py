@@ -38,7 +38,11 @@ def need(name: str) -> ModuleType:
 torch = need("torch")
 need("transformers")
 
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
 from dflash_diag.record import read_recording  # noqa: E402
+from dflash_diag.record.hf import BATCH_KEY, IndexedView, IndexingCollator  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -153,6 +157,50 @@ def test_trl_sft_trainer(tmp_path):
     assert len(got) == 30
     plain, plain_seen = runs.sft_train(tmp_path / "b", record=None)
     assert seen.losses == plain_seen.losses
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 10**9), st.integers(1, 40), st.integers(0, 40), st.booleans()),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_the_outer_collate_takes_ids_and_real_lengths_and_passes_the_items_on(rows):
+    # any items, padded (a mask) or not: the composition holds each item's index and real
+    # tokens; the real collate function gets the very items the dataset gave, in order
+    dataset = {}
+    for index, real, pad, masked in rows:
+        item = {"input_ids": list(range(real + (pad if masked else 0)))}
+        if masked:
+            item["attention_mask"] = [1] * real + [0] * pad
+        dataset[index] = item
+    indices = [r[0] for r in rows]
+    got: list[Any] = []
+    outer = IndexingCollator(lambda items: got.extend(items) or {"n": len(items)})
+    batch = outer(IndexedView(dataset).__getitems__(indices))
+    comp = batch.pop(BATCH_KEY)
+    assert batch == {"n": len(indices)}
+    assert got == [dataset[i] for i in indices]
+    assert all(a is b for a, b in zip(got, (dataset[i] for i in indices), strict=True))
+    assert comp.ids.tolist() == indices
+    assert comp.lengths.tolist() == [
+        dataset[i].get("attention_mask", dataset[i]["input_ids"]).count(1)
+        if "attention_mask" in dataset[i]
+        else len(dataset[i]["input_ids"])
+        for i in indices
+    ]
+
+
+def test_a_batch_that_is_not_a_dict_or_an_item_without_tokens_is_said():
+    view = IndexedView([{"input_ids": [1, 2]}, {"text": "no tokens"}])
+    with pytest.raises(TypeError, match="returned a tuple; recorded batches must be dicts"):
+        IndexingCollator(lambda items: tuple(items))(view.__getitems__([0]))
+    with pytest.raises(TypeError, match="length of a dict item .*pass length_of="):
+        IndexingCollator(lambda items: {})(view.__getitems__([1]))
+    # length_of: the caller says what a sample's real length is
+    batch = IndexingCollator(lambda items: {}, length_of=lambda x: 7)(view.__getitems__([1, 0]))
+    assert batch[BATCH_KEY].lengths.tolist() == [7, 7]
 
 
 def test_an_iterable_dataset_is_refused(tmp_path):
