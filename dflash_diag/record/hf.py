@@ -251,8 +251,8 @@ class StepRecorder:
         comp = inputs.pop(BATCH_KEY, None) if isinstance(inputs, MutableMapping) else None
         if comp is None:
             raise RuntimeError(
-                "record_trainer: a training batch came without its sample ids (was the train "
-                "dataloader built by something other than Trainer.get_train_dataloader?)"
+                "dflash_diag.record: a training batch came without its sample ids (batches "
+                "must be dicts, from the train DataLoader the trainer built)"
             )
         self.micro = self.micro + 1 if step == self.step else 0
         self.step = step

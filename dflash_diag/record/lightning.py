@@ -30,11 +30,11 @@ importing this module does not import lightning.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable
 from typing import Any
 
 from dflash_diag.record import BatchRecorder
-from dflash_diag.record.hf import BATCH_KEY, index_loader
+from dflash_diag.record.hf import StepRecorder, index_loader
 
 
 def lightning_settings(trainer: Any, loader: Any) -> dict[str, Any]:
@@ -80,31 +80,26 @@ class RecorderState:
         self.length_of = length_of
         self.settings = dict(settings or {})
         self.recorder: BatchRecorder | None = None
-        self.rank = 0
-        self.step = -1
-        self.micro = 0
+        self.steps: StepRecorder | None = None
 
     def index(self, trainer: Any, loader: Any) -> None:
         """Index the train loader (not yet iterated) and open the file."""
         index_loader(loader, self.length_of, "input_ids")
         if self.recorder is None:
-            self.rank = trainer.global_rank
             header = lightning_settings(trainer, loader) | self.settings
             self.recorder = BatchRecorder(
-                self.path, rank=self.rank, world_size=trainer.world_size, settings=header
+                self.path,
+                rank=trainer.global_rank,
+                world_size=trainer.world_size,
+                settings=header,
             )
+            self.steps = StepRecorder(self.recorder, trainer.global_rank)
 
     def take(self, batch: Any, step: int) -> None:
         """Pop the composition out of the batch; write it as a micro-batch of ``step``."""
-        comp = batch.pop(BATCH_KEY, None) if isinstance(batch, MutableMapping) else None
-        if comp is None or self.recorder is None:
-            raise RuntimeError(
-                "LightningRecorder: a training batch came without its sample ids "
-                "(batches must be dicts, from a DataLoader over a map-style dataset)"
-            )
-        self.micro = self.micro + 1 if step == self.step else 0
-        self.step = step
-        self.recorder.log(step, comp.ids, comp.lengths, rank=self.rank, micro=self.micro)
+        if self.steps is None:
+            raise RuntimeError("LightningRecorder: training began before its loader was built")
+        self.steps.take(batch, step)
 
     def flush(self) -> None:
         if self.recorder is not None:
