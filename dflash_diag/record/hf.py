@@ -265,44 +265,57 @@ def record_trainer(
     *,
     length_of: Callable[[Any], int] | None = None,
     **settings: Any,
-) -> BatchRecorder:
+) -> None:
     """Record every micro-batch a ``transformers.Trainer`` trains on; call before ``train()``.
+
+    The file is opened when training builds its train loader; its header holds the
+    trainer's arguments (seed, batch size, gradient accumulation, world size, sampling
+    strategy, data seed, max steps, epochs) and ``steps_per_epoch`` (optimizer steps in an
+    epoch: ``ceil(micro-batches per rank / gradient_accumulation_steps)``).
 
     :param trainer: a ``transformers.Trainer`` (or a subclass: TRL's trainers).
     :param path: the file to write, e.g. ``train.batches``; rank ``r`` of a run over several
         processes writes ``train.rank{r}.batches``.
     :param length_of: item -> real tokens of one dataset item (as the dataset returns it,
         before the collator pads); default ``sum(attention_mask)`` or ``len(input_ids)``.
-    :param settings: more of the run's settings for the file's header (JSON-able values);
-        the trainer's own arguments (seed, batch size, gradient accumulation, world size,
-        sampling strategy, data seed, max steps, epochs) are written anyway.
-    :returns: the :class:`BatchRecorder` (closed when training ends).
+    :param settings: more of the run's settings for the file's header (JSON-able values).
+    :raises TypeError: the trainer's train dataset is iterable (no indices to record).
     """
     check_map_style(trainer.train_dataset)
-    args = trainer.args
-    header = trainer_settings(trainer) | settings
-    recorder = BatchRecorder(
-        path, rank=args.process_index, world_size=args.world_size, settings=header
-    )
-    steps = StepRecorder(recorder, args.process_index)
     input_name = getattr(trainer.model, "main_input_name", "input_ids")
     get_loader = trainer.get_train_dataloader
     training_step = trainer.training_step
+    opened: list[StepRecorder] = []
 
     def get_train_dataloader() -> Any:
         loader = get_loader()
         index_loader(loader, length_of, input_name)
+        if not opened:
+            opened.append(open_recorder(trainer, loader, path, settings))
+            trainer.add_callback(closing_callback(opened[0].recorder))
         return loader
 
     def recorded_training_step(model: Any, inputs: Any, *rest: Any, **kw: Any) -> Any:
         # the update these micro-batches make will be logged as global_step + 1
-        steps.take(inputs, trainer.state.global_step + 1)
+        opened[0].take(inputs, trainer.state.global_step + 1)
         return training_step(model, inputs, *rest, **kw)
 
     trainer.get_train_dataloader = get_train_dataloader
     trainer.training_step = recorded_training_step
-    trainer.add_callback(closing_callback(recorder))
-    return recorder
+
+
+def open_recorder(
+    trainer: Any, loader: Any, path: str | os.PathLike[str], settings: dict[str, Any]
+) -> StepRecorder:
+    """The rank's file, its header the trainer's settings, the loader's steps per epoch
+    and the caller's ``settings``."""
+    args = trainer.args
+    accum = max(1, int(args.gradient_accumulation_steps))
+    header = trainer_settings(trainer) | {"steps_per_epoch": -(-len(loader) // accum)}
+    recorder = BatchRecorder(
+        path, rank=args.process_index, world_size=args.world_size, settings=header | settings
+    )
+    return StepRecorder(recorder, args.process_index)
 
 
 def closing_callback(recorder: BatchRecorder) -> Any:

@@ -48,6 +48,8 @@ def lightning_settings(trainer: Any, loader: Any) -> dict[str, Any]:
         "seed": os.environ.get("PL_GLOBAL_SEED"),
         "batch_size": getattr(loader, "batch_size", None),
         "accumulate_grad_batches": trainer.accumulate_grad_batches,
+        # an epoch's last, shorter accumulation is a step of its own
+        "steps_per_epoch": -(-len(loader) // max(1, trainer.accumulate_grad_batches)),
         "world_size": trainer.world_size,
         "max_epochs": trainer.max_epochs,
         "max_steps": trainer.max_steps,

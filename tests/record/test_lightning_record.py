@@ -67,6 +67,8 @@ def test_steps_are_the_logged_steps(recorded):
     assert sorted(set(table["step"])) == logged_steps(out)
     assert table.groupby("step")["micro"].nunique().tolist() == ([2] * 7 + [1]) * 3
     assert Counter(table["sample_id"].tolist()) == {i: 3 for i in range(runs.N_SAMPLES)}
+    replay = read_recording(out / "train.batches").to_replay()
+    assert replay.steps["epoch"].tolist() == [e for e in range(3) for _ in range(8)]
 
 
 def test_the_header_says_the_trainer_settings(recorded):
@@ -77,6 +79,7 @@ def test_the_header_says_the_trainer_settings(recorded):
     assert settings["world_size"] == 1
     assert settings["sampler"] == "RandomSampler"
     assert settings["seed"] == "42"
+    assert settings["steps_per_epoch"] == 8
     assert settings["run"] == "lightning_runs"
 
 

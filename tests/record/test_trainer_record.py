@@ -106,6 +106,13 @@ def test_steps_are_the_logged_steps_and_accumulation_is_numbered(recorded):
     assert micros == ([2] * 7 + [1]) * 3
     # every sample once per epoch
     assert Counter(table["sample_id"].tolist()) == {i: 3 for i in range(runs.N_SAMPLES)}
+    # what spikes --composition takes: the log's steps and the recorded schedule line up
+    from dflash_diag import read_log
+
+    assert read_log(out / "train.log").table["step"].tolist() == logged
+    replay = read_recording(out / "train.batches").to_replay()
+    assert replay.steps["step"].tolist() == logged
+    assert replay.steps["epoch"].tolist() == [e for e in range(3) for _ in range(8)]
 
 
 def test_the_header_says_the_trainer_settings(recorded):
@@ -118,6 +125,7 @@ def test_the_header_says_the_trainer_settings(recorded):
     assert settings["gradient_accumulation_steps"] == 2
     assert settings["world_size"] == 1
     assert settings["train_sampling_strategy"] == "group_by_length"
+    assert settings["steps_per_epoch"] == 8  # 15 micro-batches, accumulation 2
     assert settings["run"] == "trainer_runs"  # the caller's own setting
 
 
