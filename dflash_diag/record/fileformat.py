@@ -3,23 +3,28 @@
 Layout (all integers little-endian)::
 
     file   := MAGIC (8 bytes, b"DFDBATCH") version (u32) frame*
-    frame  := size (u32) crc (u32, CRC-32 of payload) payload (size bytes)
+    frame  := size (u32) check (u16) crc (u32) payload (size bytes)
+              check: the low 16 bits of the CRC-32 of the 4 size bytes, so that a
+              damaged size is told from a frame cut short; crc: CRC-32 of payload
     payload:= b"H" JSON        a header: format version, dflash_diag version, rank,
                                world size, the run's settings; the first frame, and
                                again at each reopening (a resumed run: a new session)
-            | b"B" varint*     one optimizer step's micro-batches logged by one process
+            | b"B" block       one optimizer step's micro-batches logged by one process
 
-A ``B`` payload is unsigned LEB128 varints (7 bits a byte, low group first, high bit
-set on every byte but the last)::
+A ``B`` payload (after its kind byte) is a count ``V`` of bytes, then ``V`` bytes of
+unsigned LEB128 varints (7 bits a byte, low group first, high bit set on every byte but
+the last), then raw bits::
 
-    step R (rank micro n) x R   code x sum(n)   length x sum(flags)
+    V | step R (rank micro n L H mode) x R  length x K | (low high flags) x R
 
-Record ``j`` (one micro-batch) holds ``n_j`` sample ids sorted ascending; each id is
-written as ``code = delta << 1 | flag`` where ``delta`` is the id minus the previous id
-of the micro-batch (the first id is its own delta) and ``flag`` says its length follows
-in the length section.  A writer sets the flag the first time it records an id in its
-session and whenever the id's length differs from the one it recorded before; a reader
-takes an unflagged id's length from the last flagged record of that id before it.
+``step`` is the zigzag of the change from the previous block's step in the same
+session (the first block's is from 0).  Micro-batch ``j``'s ``n`` sample ids, sorted
+ascending, are Elias-Fano coded (:func:`elias_fano`): ``ceil(n*L/8)`` bytes of low bits
+and ``H`` bytes of high bits.  ``mode`` says whose lengths follow in the ``K`` lengths
+of the block: 0 none, 1 all, 2 those whose bit is set in ``ceil(n/8)`` flag bytes.  A
+writer gives the length of an id the first time it records it in its session, when it
+changes, and for every copy of an id held twice in one micro-batch; a reader takes an
+id's length from the last record of it that gave one.
 
 A process killed in the middle of a write leaves a partial last frame (or a last
 frame whose checksum fails): :func:`scan_frames` ignores it and counts it as torn.  A
@@ -43,7 +48,7 @@ MAGIC = b"DFDBATCH"
 FORMAT_VERSION = 1
 #: bytes before the first frame: magic and format version
 PREAMBLE = MAGIC + struct.pack("<I", FORMAT_VERSION)
-FRAME_HEAD = struct.Struct("<II")
+FRAME_HEAD = struct.Struct("<IHI")
 KIND_HEADER = b"H"
 KIND_BLOCK = b"B"
 #: a frame larger than this is corruption, not data (a step of 64M samples at most)
@@ -130,7 +135,13 @@ def _decode_chunk(data: np.ndarray) -> np.ndarray:
 
 def frame(payload: bytes) -> bytes:
     """``payload`` with its size and CRC-32 in front."""
-    return FRAME_HEAD.pack(len(payload), zlib.crc32(payload)) + payload
+    size = len(payload)
+    return FRAME_HEAD.pack(size, size_check(size), zlib.crc32(payload)) + payload
+
+
+def size_check(size: int) -> int:
+    """The 16-bit check of a frame's size field."""
+    return zlib.crc32(size.to_bytes(4, "little")) & 0xFFFF
 
 
 def header_frame(info: dict[str, Any]) -> bytes:
@@ -139,34 +150,65 @@ def header_frame(info: dict[str, Any]) -> bytes:
     return frame(KIND_HEADER + text.encode())
 
 
+def zigzag(value: int) -> int:
+    """A signed int as an unsigned one, small magnitudes small: 0, -1, 1, -2 -> 0, 1, 2, 3."""
+    return 2 * value if value >= 0 else -2 * value - 1
+
+
+def elias_fano(x: np.ndarray) -> tuple[int, bytes, bytes]:
+    """Elias-Fano code of sorted ids ``x`` (int64 >= 0, at least one): ``(L, low, high)``.
+
+    ``L = floor(log2(U / n))`` (``U`` = largest id + 1, at most 56); ``low`` packs the
+    ``L`` low bits of every id (id ``i`` at bits ``i*L .. i*L+L-1``, least significant
+    bit first); ``high`` is a bit vector with bit ``(x_i >> L) + i`` set for every ``i``.
+    About ``2 + L`` bits an id (Elias 1974, Fano 1971).
+    """
+    import numpy as np
+
+    n = len(x)
+    width = min(max(((int(x[-1]) + 1) // n).bit_length() - 1, 0), 56)
+    u = x.astype(np.uint64)
+    if width:
+        bits = (u[:, None] >> np.arange(width, dtype=np.uint64)) & np.uint64(1)
+        low = np.packbits(bits.astype(np.uint8).ravel(), bitorder="little").tobytes()
+    else:
+        low = b""
+    at = (u >> np.uint64(width)).astype(np.int64) + np.arange(n)
+    vector = np.zeros(int(at[-1]) + 1, dtype=np.uint8)
+    vector[at] = 1
+    return width, low, np.packbits(vector, bitorder="little").tobytes()
+
+
 def block_payload(
-    step: int,
+    step_code: int,
     ranks: list[int],
     micros: list[int],
     ids: list[Any],
     flags: list[Any],
     lens: list[Any],
 ) -> bytes:
-    """The ``B`` payload of one step: micro-batch ``j`` has rank ``ranks[j]``, micro
-    ``micros[j]``, sorted sample ids ``ids[j]`` (int64 arrays), their length flags
-    ``flags[j]`` (bool arrays) and the flagged lengths ``lens[j]``."""
+    """The ``B`` payload of one step's micro-batches (see the module docstring).
+
+    Micro-batch ``j`` has rank ``ranks[j]``, micro ``micros[j]``, sorted sample ids
+    ``ids[j]`` (int64 arrays), their length flags ``flags[j]`` (bool arrays) and the
+    flagged lengths ``lens[j]``; ``step_code`` is :func:`zigzag` of the step minus the
+    previous block's step in this session (0 before the first).
+    """
     import numpy as np
 
-    head = [step, len(ids)]
-    for r, m, x in zip(ranks, micros, ids, strict=True):
-        head += (r, m, len(x))
-    x = ids[0] if len(ids) == 1 else np.concatenate(ids)
-    d = x.astype(np.uint64)  # (a copy: deltas in place; wrapping never happens, sorted)
-    d[1:] -= d[:-1].copy()
-    if len(ids) > 1:  # each micro-batch's first id is its own delta
-        firsts = np.cumsum([0] + [len(y) for y in ids[:-1]])
-        d[firsts] = x[firsts]
-    codes = (d << np.uint64(1)) | np.concatenate(flags).astype(np.uint64)
+    head = [step_code, len(ids)]
+    raw: list[bytes] = []
+    for r, m, x, f in zip(ranks, micros, ids, flags, strict=True):
+        width, low, high = elias_fano(x)
+        mode = 0 if not f.any() else (1 if f.all() else 2)
+        head += (r, m, len(x), width, len(high), mode)
+        raw += (low, high, np.packbits(f, bitorder="little").tobytes() if mode == 2 else b"")
     tail = lens[0] if len(lens) == 1 else np.concatenate(lens)
-    if len(codes) + len(tail) <= SMALL:
-        return KIND_BLOCK + small_varints(head + codes.tolist() + tail.tolist())
-    body = np.concatenate([np.array(head, dtype=np.uint64), codes, tail.astype(np.uint64)])
-    return KIND_BLOCK + encode_varints(body)
+    if len(tail) <= SMALL:
+        varints = small_varints(head + tail.tolist())
+    else:
+        varints = small_varints(head) + encode_varints(tail)
+    return KIND_BLOCK + small_varints([len(varints)]) + varints + b"".join(raw)
 
 
 #: up to this many values, varints are encoded in Python (faster than numpy's set-up)
@@ -187,6 +229,13 @@ def small_varints(values: list[int]) -> bytes:
             v >>= 7
         append(v)
     return bytes(out)
+
+
+class NoHeader(InputError):
+    """A recording cut before its header was whole (the run stopped at once)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path, "holds no complete header (the run stopped at once)", "")
 
 
 @dataclass(frozen=True)
@@ -219,7 +268,7 @@ def scan_frames(buf: bytes, path: str) -> Scan:
 
     if len(buf) < len(PREAMBLE) or buf[: len(MAGIC)] != MAGIC:
         if MAGIC.startswith(buf[: len(MAGIC)]) and len(buf) < len(PREAMBLE):
-            raise InputError(path, "holds no complete header (the run stopped at once)", "")
+            raise NoHeader(path)
         raise InputError(path, "not a dflash-diag batch recording (no DFDBATCH header)", "")
     (version,) = struct.unpack_from("<I", buf, len(MAGIC))
     if version != FORMAT_VERSION:
@@ -228,49 +277,70 @@ def scan_frames(buf: bytes, path: str) -> Scan:
             f"recording format version {version}; this dflash-diag reads {FORMAT_VERSION}",
             "upgrade dflash-diag" if version > FORMAT_VERSION else "",
         )
-    headers: list[dict[str, Any]] = []
-    starts: list[int] = []
-    ends: list[int] = []
-    session: list[int] = []
+    frames, end, torn = _walk(buf, path)
+    data = np.frombuffer(buf, dtype=np.uint8)
+    at = np.array(frames, dtype=np.int64)
+    ends = np.r_[at[1:], end] if len(at) else at  # (frames follow each other)
+    kinds = data[at + FRAME_HEAD.size] if len(at) else data[:0]
+    odd = np.flatnonzero((kinds != KIND_BLOCK[0]) & (kinds != KIND_HEADER[0]))
+    if len(odd):
+        pos = int(at[odd[0]])
+        kind = bytes(data[pos + FRAME_HEAD.size : pos + FRAME_HEAD.size + 1])
+        raise InputError(path, f"unknown record kind {kind!r} at byte {pos}", "")
+    is_head = kinds == KIND_HEADER[0]
+    if not len(at) or not is_head[0]:
+        if len(at):
+            where = int(at[0])
+            raise InputError(path, f"corrupt record at byte {where}: data before the header", "")
+        raise NoHeader(path)
+    view = memoryview(buf)
+    headers = [
+        _header_json(view[int(a) + FRAME_HEAD.size + 1 : int(b)], path, int(a))
+        for a, b in zip(at[is_head], ends[is_head], strict=True)
+    ]
+    blocks = ~is_head
+    return Scan(
+        headers=headers,
+        starts=at[blocks] + FRAME_HEAD.size + 1,
+        ends=ends[blocks],
+        session=(np.cumsum(is_head) - 1)[blocks],
+        end=end,
+        torn=torn,
+    )
+
+
+def _walk(buf: bytes, path: str) -> tuple[list[int], int, int]:
+    """The byte offset of every good frame, where the good frames end, and 1 if a torn
+    last frame follows them (else 0).  The one Python loop of the reader: a frame's
+    size says where the next one starts."""
+    frames: list[int] = []
+    add = frames.append
     pos = len(PREAMBLE)
     size_all = len(buf)
     crc32 = zlib.crc32
     view = memoryview(buf)
     unpack = FRAME_HEAD.unpack_from
-    torn = 0
+    head = FRAME_HEAD.size
+    checks: dict[int, int] = {}
     while pos < size_all:
-        if pos + 8 > size_all:
-            torn = 1
-            break
-        size, crc = unpack(buf, pos)
-        a, b = pos + 8, pos + 8 + size
-        if b > size_all or size == 0 or size > MAX_FRAME or crc32(view[a:b]) != crc:
-            if b >= size_all or not any(view[pos:]):  # the last frame, or a zeroed tail
-                torn = 1
-                break
+        if pos + head > size_all:
+            return frames, pos, 1
+        size, check, crc = unpack(buf, pos)
+        good = checks.get(size)
+        if good is None:
+            good = checks[size] = size_check(size)
+        b = pos + head + size
+        if check != good or size == 0 or size > MAX_FRAME:
+            if not any(view[pos:]):  # a zeroed tail (a crash before the data reached disk)
+                return frames, pos, 1
             raise InputError(path, f"corrupt record at byte {pos}", "the file is damaged")
-        kind = buf[a : a + 1]
-        if kind == KIND_BLOCK:
-            starts.append(a + 1)
-            ends.append(b)
-            session.append(len(headers) - 1)
-        elif kind == KIND_HEADER:
-            headers.append(_header_json(view[a + 1 : b], path, pos))
-        else:
-            raise InputError(path, f"unknown record kind {kind!r} at byte {pos}", "")
-        if not headers:
-            raise InputError(path, f"corrupt record at byte {pos}: data before the header", "")
+        if b > size_all or crc32(view[pos + head : b]) != crc:
+            if b >= size_all:  # the last record, cut short or not all written
+                return frames, pos, 1
+            raise InputError(path, f"corrupt record at byte {pos}", "the file is damaged")
+        add(pos)
         pos = b
-    if not headers:
-        raise InputError(path, "holds no complete header (the run stopped at once)", "")
-    return Scan(
-        headers=headers,
-        starts=np.array(starts, dtype=np.int64),
-        ends=np.array(ends, dtype=np.int64),
-        session=np.array(session, dtype=np.int64),
-        end=pos,
-        torn=torn,
-    )
+    return frames, pos, 0
 
 
 def _header_json(data: memoryview, path: str, pos: int) -> dict[str, Any]:
@@ -283,18 +353,40 @@ def _header_json(data: memoryview, path: str, pos: int) -> dict[str, Any]:
     return info
 
 
-def block_bytes(buf: bytes, scan: Scan) -> np.ndarray:
-    """The block payloads of ``buf`` concatenated (uint8), one copy."""
+def gather_ranges(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """``concatenate([data[a:b] for a, b in zip(starts, ends)])`` for sorted,
+    non-overlapping ranges, in one pass (a mask, no Python loop)."""
     import numpy as np
 
-    data = np.frombuffer(buf, dtype=np.uint8)
-    if not len(scan.starts):
+    keep = ends > starts
+    starts, ends = starts[keep], ends[keep]
+    if not len(starts):
         return data[:0]
     edge = np.zeros(len(data) + 1, dtype=np.int8)
-    edge[scan.starts] = 1
-    edge[scan.ends] -= 1
-    inside = np.cumsum(edge[:-1], dtype=np.int8).view(np.bool_)
-    return data[inside]
+    edge[starts] = 1
+    edge[ends] -= 1  # (an end meeting the next start cancels it: the range goes on)
+    return data[np.cumsum(edge[:-1], dtype=np.int8).view(np.bool_)]
+
+
+def first_varints(data: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The varint starting at each offset ``at`` of ``data``: (values, bytes each)."""
+    import numpy as np
+
+    vals = np.zeros(len(at), dtype=np.uint64)
+    n_bytes = np.zeros(len(at), dtype=np.int64)
+    live = np.ones(len(at), dtype=bool)
+    for k in range(10):
+        if not live.any():
+            break
+        b = data[np.minimum(at + k, len(data) - 1)]
+        vals[live] |= (b[live] & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        n_bytes += live
+        live &= b >= 128
+    return vals, n_bytes
+
+
+def _bad(path: str, what: str) -> InputError:
+    return InputError(path, f"corrupt batch records: {what}", "the file is damaged")
 
 
 def decode_blocks(buf: bytes, scan: Scan, path: str) -> dict[str, np.ndarray]:
@@ -304,111 +396,189 @@ def decode_blocks(buf: bytes, scan: Scan, path: str) -> dict[str, np.ndarray]:
     sample (file order) int64 ``sample_id``, ``length`` (-1 where the id's length is not
     in this record: see :func:`resolve_lengths`) and bool ``flag``.
 
-    :raises InputError: a block whose varints do not add up (a foreign or damaged file
+    :raises InputError: a block whose parts do not add up (a foreign or damaged file
         whose checksums still pass).
     """
     import numpy as np
 
-    data = block_bytes(buf, scan)
+    data = np.frombuffer(buf, dtype=np.uint8)
+    vlen, nb = first_varints(data, scan.starts)
+    vstart = scan.starts + nb
+    vend = vstart + vlen.astype(np.int64)
+    if (vlen == 0).any() or (vlen >= 2**40).any() or (vend > scan.ends).any():
+        raise _bad(path, "a step record with a wrong size")
+    if len(vend) and (data[vend - 1] >= 128).any():
+        raise _bad(path, "a step record cut inside a number")
+    vbytes = gather_ranges(data, vstart, vend)
     try:
-        vals = decode_varints(data)
+        vals = decode_varints(vbytes)
     except ValueError as err:
-        raise InputError(path, f"corrupt batch records ({err})", "") from None
-    n_blocks = len(scan.starts)
-    sizes = scan.ends - scan.starts
-    bounds = np.zeros(n_blocks + 1, dtype=np.int64)
-    if n_blocks:  # varints per block: the last bytes in it
-        last = (data < 128).view(np.uint8)
-        byte_starts = np.zeros(n_blocks, dtype=np.int64)
-        np.cumsum(sizes[:-1], out=byte_starts[1:])
-        np.cumsum(np.add.reduceat(last, byte_starts, dtype=np.int64), out=bounds[1:])
-    recs = _block_records(vals, bounds, path)
-    rows = _block_rows(vals, bounds, recs, path)
-    recs["session"] = np.repeat(scan.session, recs.pop("per_block"))
-    return recs | rows
+        raise _bad(path, str(err)) from None
+    bounds = np.zeros(len(vstart) + 1, dtype=np.int64)
+    if len(vstart):  # varints per block: the last bytes in its section
+        section = np.zeros(len(vstart), dtype=np.int64)
+        np.cumsum(vlen[:-1].astype(np.int64), out=section[1:])
+        last = (vbytes < 128).view(np.uint8)
+        np.cumsum(np.add.reduceat(last, section, dtype=np.int64), out=bounds[1:])
+    recs = _block_heads(vals, bounds, scan.session, path)
+    raw_at = _raw_layout(recs, vend, scan.ends, path)
+    rows = _block_rows(data, vals, bounds, recs, raw_at, path)
+    return {k: recs[k] for k in ("step", "rank", "micro", "n", "session")} | rows
 
 
-def _bad(path: str, what: str) -> InputError:
-    return InputError(path, f"corrupt batch records: {what}", "the file is damaged")
-
-
-def _block_records(vals: np.ndarray, bounds: np.ndarray, path: str) -> dict[str, np.ndarray]:
-    """Micro-batch heads of every block: step, rank, micro, n (int64) and the block of
-    each, where each block's code section starts (``code_at``)."""
+def _block_heads(
+    vals: np.ndarray, bounds: np.ndarray, session: np.ndarray, path: str
+) -> dict[str, np.ndarray]:
+    """The head of every micro-batch (int64): step, rank, micro, n, width L, high
+    bytes, flag mode, and its block and session; per block ``per_block`` and ``first``."""
     import numpy as np
 
     v0 = bounds[:-1]
     count = np.diff(bounds)
-    if (count < 5).any():
+    if (count < 8).any():
         raise _bad(path, "a step record too short")
-    if len(vals) and int(vals.max()) >= 2**63:
-        raise _bad(path, "a number beyond int64")
-    ivals = vals.view(np.int64)
-    per_block = ivals[v0 + 1]
-    if (per_block < 1).any() or (2 + 3 * per_block > count).any():
+    if (vals[v0 + 1] > np.uint64(2**32)).any():
         raise _bad(path, "a step record with a wrong micro-batch count")
+    per_block = vals[v0 + 1].astype(np.int64)
+    if (per_block < 1).any() or (2 + 6 * per_block > count).any():
+        raise _bad(path, "a step record with a wrong micro-batch count")
+    # steps: zigzag deltas, summed within each session (mod 2**64: exact)
+    z = vals[v0]
+    delta = (z >> np.uint64(1)) ^ (np.uint64(0) - (z & np.uint64(1)))
+    sums = np.cumsum(delta)
+    new_session = np.r_[True, session[1:] != session[:-1]] if len(session) else session
+    base = (sums - delta)[new_session]
+    steps = sums - np.repeat(base, np.diff(np.r_[np.flatnonzero(new_session), len(z)]))
     block = np.repeat(np.arange(len(v0)), per_block)
     first = np.zeros(len(v0), dtype=np.int64)
     np.cumsum(per_block[:-1], out=first[1:])
     j = np.arange(len(block), dtype=np.int64) - first[block]
-    head = v0[block] + 2 + 3 * j
-    if (ivals[head + 2] > len(vals)).any():
-        raise _bad(path, "a micro-batch larger than the file")
-    return {
-        "step": ivals[v0][block],
-        "rank": ivals[head],
-        "micro": ivals[head + 1],
-        "n": ivals[head + 2],
-        "block": block,
-        "per_block": per_block,
-        "code_at": (v0 + 2 + 3 * per_block)[block],
-        "first": first,
-    }
+    head = v0[block] + 2 + 6 * j
+    fields = {}
+    for k, name in enumerate(("rank", "micro", "n", "width", "high", "mode")):
+        column = vals[head + k]
+        if (column >= np.uint64(2**63)).any():
+            raise _bad(path, f"a {name} beyond int64")
+        fields[name] = column.astype(np.int64)
+    steps_i = steps.view(np.int64)
+    if (steps_i < 0).any():
+        raise _bad(path, "a step beyond int64")
+    if (fields["width"] > 56).any() or (fields["mode"] > 2).any():
+        raise _bad(path, "a micro-batch head out of range")
+    if (fields["n"] < 1).any() or (fields["n"] > 8 * fields["high"]).any():
+        raise _bad(path, "a micro-batch size out of range")
+    fields |= {"step": steps_i[block], "session": session[block], "block": block}
+    return fields | {"per_block": per_block, "first": first}
+
+
+def _raw_layout(
+    recs: dict[str, np.ndarray], vend: np.ndarray, ends: np.ndarray, path: str
+) -> dict[str, np.ndarray]:
+    """Byte offsets of every micro-batch's low bits, high bits and flag bits."""
+    import numpy as np
+
+    n, width, high, mode = recs["n"], recs["width"], recs["high"], recs["mode"]
+    low = (n * width + 7) // 8
+    flags = np.where(mode == 2, (n + 7) // 8, 0)
+    size = low + high + flags
+    block, first = recs["block"], recs["first"]
+    done = np.zeros(len(size) + 1, dtype=np.int64)
+    np.cumsum(size, out=done[1:])
+    start = vend[block] + done[:-1] - done[first][block]
+    per_block = np.add.reduceat(size, first) if len(first) else first
+    if (vend + per_block != ends).any():
+        raise _bad(path, "micro-batch bits and record size do not match")
+    return {"low": start, "high": start + low, "flags": start + low + high}
 
 
 def _block_rows(
-    vals: np.ndarray, bounds: np.ndarray, recs: dict[str, np.ndarray], path: str
+    data: np.ndarray,
+    vals: np.ndarray,
+    bounds: np.ndarray,
+    recs: dict[str, np.ndarray],
+    raw_at: dict[str, np.ndarray],
+    path: str,
 ) -> dict[str, np.ndarray]:
-    """Sample ids, flags and flagged lengths of every micro-batch (file order)."""
+    """Sample ids (Elias-Fano decoded), flags and flagged lengths, rows in file order."""
     import numpy as np
 
-    n, block, first = recs.pop("n"), recs.pop("block"), recs.pop("first")
-    recs["n"] = n
+    n, width = recs["n"], recs["width"]
     row_start = np.zeros(len(n) + 1, dtype=np.int64)
     np.cumsum(n, out=row_start[1:])
-    # a micro-batch's codes start after those of the earlier micro-batches of its block
-    within = row_start[:-1] - row_start[first][block]
-    code_start = recs.pop("code_at") + within
     total = int(row_start[-1])
-    if total > len(vals):
-        raise _bad(path, "more sample ids announced than stored")
-    at = np.arange(total, dtype=np.int64)
-    at += np.repeat(code_start - row_start[:-1], n)
-    n_block = np.add.reduceat(n, first) if len(first) else first
-    length_at = bounds[:-1] + 2 + 3 * recs["per_block"] + n_block
-    if (length_at > bounds[1:]).any():
-        raise _bad(path, "fewer sample ids than announced")
-    codes = vals[at]
-    del at
-    flag = (codes & np.uint64(1)).astype(bool)
-    sums = np.zeros(total + 1, dtype=np.uint64)  # (wraps mod 2**64: differences stay exact)
-    np.cumsum(codes >> np.uint64(1), out=sums[1:])
-    ids = sums[1:] - np.repeat(sums[row_start[:-1]], n)
-    del sums
-    del codes
-    row_block = np.repeat(block, n)
-    k_block = np.bincount(row_block[flag], minlength=len(first))
+    rec = np.repeat(np.arange(len(n)), n)
+    j = np.arange(total, dtype=np.int64) - row_start[:-1][rec]
+    # high parts: the set bits of each micro-batch's bit vector, minus their rank
+    high_bits = np.unpackbits(
+        gather_ranges(data, raw_at["high"], raw_at["high"] + recs["high"]), bitorder="little"
+    )
+    ones = np.flatnonzero(high_bits)
+    del high_bits
+    bit0 = np.zeros(len(n) + 1, dtype=np.int64)
+    np.cumsum(8 * recs["high"], out=bit0[1:])
+    if len(ones) != total or (np.diff(np.searchsorted(ones, bit0)) != n).any():
+        raise _bad(path, "sample id bits do not match the micro-batch sizes")
+    hi = (ones - bit0[:-1][rec] - j).view(np.uint64)
+    del ones
+    # ids are sorted in a micro-batch: its last high part is its largest
+    if (hi[row_start[1:] - 1] >> (np.uint64(63) - width.view(np.uint64))).any():
+        raise _bad(path, "a sample id beyond int64")
+    # low parts: L bits at bit j*L of the micro-batch's low bits, read 8 bytes at a time
+    padded = np.concatenate([data, np.zeros(8, dtype=np.uint8)])
+    words = np.ndarray((len(data) + 1,), dtype="<u8", buffer=padded, strides=(1,))
+    w = width[rec]
+    bit = j * w
+    lo = words[raw_at["low"][rec] + (bit >> 3)] >> (bit & 7).view(np.uint64)
+    del bit
+    w = w.view(np.uint64)
+    lo &= (np.uint64(1) << w) - np.uint64(1)
+    ids = ((hi << w) | lo).view(np.int64)
+    del hi, lo, w
+    flag = recs["mode"][rec] == 1
+    two = np.flatnonzero(recs["mode"] == 2)
+    if len(two):
+        nbytes = (n[two] + 7) // 8
+        bits = np.unpackbits(
+            gather_ranges(data, raw_at["flags"][two], raw_at["flags"][two] + nbytes),
+            bitorder="little",
+        )
+        at = np.zeros(len(two), dtype=np.int64)
+        np.cumsum(8 * nbytes[:-1], out=at[1:])
+        mark = np.zeros(len(n), dtype=bool)
+        mark[two] = True
+        rows = np.flatnonzero(mark[rec])
+        flag[rows] = bits[np.repeat(at, n[two]) + j[rows]].astype(bool)
+    length = _flagged_lengths(vals, bounds, recs, rec, flag, path)
+    return {"sample_id": ids, "flag": flag, "length": length}
+
+
+def _flagged_lengths(
+    vals: np.ndarray,
+    bounds: np.ndarray,
+    recs: dict[str, np.ndarray],
+    rec: np.ndarray,
+    flag: np.ndarray,
+    path: str,
+) -> np.ndarray:
+    """The lengths of flagged rows, in order, from each block's length varints; -1 else."""
+    import numpy as np
+
+    per_block = recs["per_block"]
+    length_at = bounds[:-1] + 2 + 6 * per_block
+    row_block = recs["block"][rec]
+    flagged = np.flatnonzero(flag)
+    k_block = np.bincount(row_block[flagged], minlength=len(per_block))
     if (length_at + k_block != bounds[1:]).any():
         raise _bad(path, "lengths and flags do not match")
-    flagged = np.flatnonzero(flag)
-    k_first = np.zeros(len(first), dtype=np.int64)
+    k_first = np.zeros(len(per_block), dtype=np.int64)
     np.cumsum(k_block[:-1], out=k_first[1:])
     rb = row_block[flagged]
-    length = np.full(total, -1, dtype=np.int64)
-    length[flagged] = vals[length_at[rb] + np.arange(len(flagged)) - k_first[rb]].view(np.int64)
-    if total and int(ids.max()) >= 2**63:
-        raise _bad(path, "a sample id beyond int64")
-    return {"sample_id": ids.view(np.int64), "length": length, "flag": flag}
+    values = vals[length_at[rb] + np.arange(len(flagged)) - k_first[rb]]
+    if (values >= np.uint64(2**63)).any():
+        raise _bad(path, "a length beyond int64")
+    length = np.full(len(flag), -1, dtype=np.int64)
+    length[flagged] = values.astype(np.int64)
+    return length
 
 
 def resolve_lengths(sample_id: np.ndarray, length: np.ndarray, flag: np.ndarray) -> np.ndarray:

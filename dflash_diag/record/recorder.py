@@ -26,7 +26,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .fileformat import FORMAT_VERSION, PREAMBLE, block_payload, frame, header_frame, scan_frames
+from .fileformat import (
+    FORMAT_VERSION,
+    PREAMBLE,
+    NoHeader,
+    block_payload,
+    frame,
+    header_frame,
+    scan_frames,
+    zigzag,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -58,6 +67,8 @@ def _whole(value: Any, name: str) -> int:
     """``value`` as an int >= 0 (Python, numpy or a 0-d tensor's integer), else ValueError."""
     import numpy as np
 
+    if type(value) is int and 0 <= value < 2**63:  # (the common case, first)
+        return value
     if not isinstance(value, bool):
         out: int | None
         try:
@@ -92,10 +103,13 @@ def _int_array(values: Any, name: str) -> np.ndarray:
         arr = arr.reshape(1)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
-    if arr.dtype.kind not in "iu" and not (arr.dtype == object and len(arr) == 0):
-        if arr.size and arr.dtype.kind != "b":
-            try:  # (a list of Python ints that are too big, or floats)
-                exact = arr.astype(np.int64)
+    if arr.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if arr.dtype.kind not in "iu":
+        if arr.dtype.kind != "b":
+            try:  # (whole floats pass; Python ints beyond int64 do not)
+                with np.errstate(invalid="ignore"):
+                    exact = arr.astype(np.int64)
                 if (exact == arr).all():
                     arr = exact
             except (TypeError, ValueError, OverflowError):
@@ -123,21 +137,29 @@ class _Sink:
             self.file.seek(append_at)
             self.file.write(head)
         self.step: int | None = None
+        self.last_written = 0  # (steps are written as the change from the last block's)
         self.parts: tuple[list[Any], ...] = ([], [], [], [], [])
         self.pending = 0
+        self.pid = os.getpid()
 
     def write(self) -> None:
-        if self.step is None or self.file.closed:
+        # (a forked child, e.g. a DataLoader worker, holds a copy: it must not write it)
+        if self.step is None or self.file.closed or os.getpid() != self.pid:
             return
         ranks, micros, ids, flags, lens = self.parts
         if ids:
-            self.file.write(frame(block_payload(self.step, ranks, micros, ids, flags, lens)))
+            code = zigzag(self.step - self.last_written)
+            self.file.write(frame(block_payload(code, ranks, micros, ids, flags, lens)))
+            self.last_written = self.step
         for part in self.parts:
             part.clear()
         self.pending = 0
 
     def close(self) -> None:
         if self.file.closed:
+            return
+        if os.getpid() != self.pid:
+            self.file.close()
             return
         try:
             self.write()
@@ -202,7 +224,10 @@ class BatchRecorder:
         """Where to append to an existing recording (after its last good record)."""
         if not self.path.exists() or self.path.stat().st_size == 0:
             return None
-        return scan_frames(self.path.read_bytes(), str(self.path)).end
+        try:
+            return scan_frames(self.path.read_bytes(), str(self.path)).end
+        except NoHeader:  # (a run that stopped while writing the header: start over)
+            return None
 
     def log(
         self, step: Any, sample_ids: Any, lengths: Any, rank: Any = None, micro: Any = 0
@@ -237,10 +262,16 @@ class BatchRecorder:
         if sink.step != step_i or sink.pending >= PENDING_LIMIT:
             sink.write()  # the previous step is complete: to the OS with it
             sink.step = step_i
-        if len(ids) > 1:
+        if len(ids) > 1:  # (the gathers copy: the caller may reuse its buffers)
             order = ids.argsort(kind="stable")
             ids, lens = ids[order], lens[order]
+        else:
+            ids, lens = ids.copy(), lens.copy()
         flags = self._flags(ids, lens)
+        if len(ids) > 1:  # an id twice in one micro-batch: every copy carries its length
+            twice = ids[1:] == ids[:-1]
+            flags[1:] |= twice
+            flags[:-1] |= twice
         for part, value in zip(sink.parts, (rank_i, micro_i, ids, flags, lens[flags]), strict=True):
             part.append(value)
         sink.pending += len(ids)
@@ -265,10 +296,12 @@ class BatchRecorder:
 
         top = int(ids[-1])  # (sorted)
         if top >= len(self._known) and len(self._known) < KNOWN_LIMIT:
-            size = min(max(top + 1, 2 * len(self._known), 1024), KNOWN_LIMIT)
-            grown = np.full(size, -1, dtype=np.int32)
-            grown[: len(self._known)] = self._known
-            self._known = grown
+            cover = top if top < KNOWN_LIMIT else int(ids[ids < KNOWN_LIMIT].max(initial=-1))
+            if cover >= len(self._known):
+                size = min(max(cover + 1, 2 * len(self._known), 1024), KNOWN_LIMIT)
+                grown = np.full(size, -1, dtype=np.int32)
+                grown[: len(self._known)] = self._known
+                self._known = grown
         known = self._known
         if top < len(known):
             seen = known[ids]

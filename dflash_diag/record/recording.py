@@ -119,11 +119,21 @@ class Recording:
         """The cap on lengths and the lengths source for the replay, checked."""
         import numpy as np
 
+        from ..records import value_problem
         from ..schedule.replay import as_lengths
 
         cap = _setting_int(self.settings, "max_seq_len")
+        if cap is not None and value_problem("max_seq_len", cap) is not None:
+            cap = None  # (not a cap a schedule can have: not used)
         if lengths is None:
-            full = np.zeros(int(ids.max()) + 1, dtype=np.int64)
+            top = int(ids.max())
+            if top >= max(4 * len(ids), 1 << 26):  # (a table by dataset index that big)
+                raise InputError(
+                    self.paths[0],
+                    f"sample ids up to {top} for {len(ids)} recorded samples",
+                    "give the manifest's lengths: to_replay(manifest)",
+                )
+            full = np.zeros(top + 1, dtype=np.int64)
             full[ids] = recorded
             return cap, full
         man = as_lengths(lengths)
@@ -155,7 +165,9 @@ class Recording:
                     params = params.replace(**{name: value})
                 except (InputError, TypeError, ValueError):
                     continue  # (a setting named like a field but not one: left out)
-        per_rank = np.unique(np.c_[rows["step"], rows["rank"]], axis=0, return_counts=True)[1]
+        step, rank = rows["step"], rows["rank"]  # (in step, rank, micro order)
+        new = np.r_[True, (step[1:] != step[:-1]) | (rank[1:] != rank[:-1]), True]
+        per_rank = np.diff(np.flatnonzero(new))  # micro-batches of a rank in a step
         world = max(int(self.header.get("world_size", 1)), int(rows["rank"].max()) + 1)
         lo, hi = INT_BOUNDS["grad_accum"]
         changes: dict[str, Any] = {
@@ -219,7 +231,7 @@ def infer_epochs(step: np.ndarray, ids: np.ndarray, bounds: np.ndarray) -> np.nd
     """The epoch of every micro-batch, from recurrences of sample ids.
 
     Rule: epoch 0 starts at the first step; a new epoch starts at the first later step
-    in which at least half of the samples were already seen in the current epoch (every
+    in which more than half of the samples were already seen in the current epoch (every
     sampler covers the dataset once an epoch, so the first step of the next epoch is
     made of samples seen before, while a padded last step of an epoch, as
     ``DistributedSampler`` and accelerate pad it, repeats only a few).  Steps never
@@ -234,13 +246,11 @@ def infer_epochs(step: np.ndarray, ids: np.ndarray, bounds: np.ndarray) -> np.nd
     out = np.zeros(n_micro, dtype=np.int64)
     if n_micro == 0:
         return out
-    # previous row of the same sample id (-1: none)
-    order = np.argsort(ids, kind="stable")
-    prev_sorted = np.r_[-1, order[:-1]]
-    same = np.r_[False, ids[order][1:] == ids[order][:-1]]
-    prev = np.full(len(ids), -1, dtype=np.int64)
-    prev[order] = np.where(same, prev_sorted, -1)
-    del order, prev_sorted, same
+    top = int(ids.max())
+    if top >= 4 * len(ids) + (1 << 20):  # sparse ids: number them densely first
+        ids = np.unique(ids, return_inverse=True)[1].reshape(-1)
+        top = int(ids.max())
+    first = np.empty(top + 1, dtype=np.int64)  # scratch: first row of an id in a window
     micro_starts = np.r_[0, np.flatnonzero(step[1:] != step[:-1]) + 1]  # step -> micro
     row_starts = np.r_[bounds[micro_starts], len(ids)]  # step -> rows
     n_steps = len(micro_starts)
@@ -249,10 +259,14 @@ def infer_epochs(step: np.ndarray, ids: np.ndarray, bounds: np.ndarray) -> np.nd
     window = 64
     while a + 1 < n_steps:
         b = min(a + 1 + window, n_steps)
-        lo, hi = int(row_starts[a + 1]), int(row_starts[b])
-        seen = (prev[lo:hi] >= row_starts[a]).astype(np.int64)
+        lo, hi = int(row_starts[a]), int(row_starts[b])
+        # a row was seen in the epoch begun at step a when its id came earlier in it;
+        # (every id of the window is written, so no stale entry is read)
+        window_ids = ids[lo:hi]
+        first[window_ids[::-1]] = np.arange(hi - 1, lo - 1, -1, dtype=np.int64)
+        seen = (first[window_ids] < np.arange(lo, hi)).astype(np.int64)
         counts = np.add.reduceat(seen, row_starts[a + 1 : b] - lo)
-        hit = np.flatnonzero(2 * counts >= np.diff(row_starts[a + 1 : b + 1]))
+        hit = np.flatnonzero(2 * counts > np.diff(row_starts[a + 1 : b + 1]))
         if len(hit):
             window = max(64, a + 1 + int(hit[0]) - a)
             a = a + 1 + int(hit[0])
@@ -298,14 +312,13 @@ def read_recording(path: str | os.PathLike[str]) -> Recording:
     """Read a recording: one file, or every rank file of a run given its base path
     (``train.batches`` reads ``train.rank*.batches`` when it is not a file itself).
 
-    Vectorised: about a second per 10 million samples (the benchmark
-    ``benchmarks/bench_record_size.py`` says how long on the machine it runs on).
+    Vectorised but for one Python loop over the file's records (one per step of each
+    rank); ``benchmarks/bench_record_size.py`` says how long 60 million samples take.
 
     :raises InputError: no such file(s), a foreign or corrupt file (one line, with the
         byte offset), rank files of different runs, a micro-batch recorded twice.
     """
     import numpy as np
-    import pandas as pd
 
     p = Path(path)
     files = [p] if p.is_file() else _rank_files(p)
@@ -321,27 +334,7 @@ def read_recording(path: str | os.PathLike[str]) -> Recording:
     n = np.concatenate([r["n"] for _, r, _, _ in parts])
     ids = np.concatenate([rows[0] for *_, rows, _ in parts])
     lens = np.concatenate([rows[1] for *_, rows, _ in parts])
-    order = np.lexsort((recs["micro"], recs["rank"], recs["step"]))
-    key = np.c_[recs["step"], recs["rank"], recs["micro"]][order]
-    twice = np.flatnonzero((key[1:] == key[:-1]).all(axis=1))
-    if len(twice):
-        s, r, m = key[twice[0]].tolist()
-        raise InputError(str(p), f"micro-batch {m} of step {s}, rank {r} recorded twice", "")
-    from ..schedule.base import gather_segments
-
-    offsets = np.zeros(len(n) + 1, dtype=np.int64)
-    np.cumsum(n, out=offsets[1:])
-    sizes = n[order]
-    table = pd.DataFrame(
-        {
-            "step": np.repeat(key[:, 0], sizes),
-            "rank": np.repeat(key[:, 1], sizes),
-            "micro": np.repeat(key[:, 2], sizes),
-            "sample_id": gather_segments(ids, offsets, order),
-            "length": gather_segments(lens, offsets, order),
-        },
-        copy=False,
-    )
+    table = _merge(str(p), recs, n, ids, lens)
     return Recording(
         header=headers[0],
         paths=tuple(str(f) for f in files),
@@ -349,6 +342,39 @@ def read_recording(path: str | os.PathLike[str]) -> Recording:
         table=table,
         sessions=sum(r["sessions"] for _, r, _, _ in parts),
     )
+
+
+def _merge(
+    path: str, recs: dict[str, np.ndarray], n: np.ndarray, ids: np.ndarray, lens: np.ndarray
+) -> pd.DataFrame:
+    """The table: micro-batches sorted by (step, rank, micro), each (step, rank, micro)
+    once, rows gathered in that order (no gather when they already are: one file)."""
+    import numpy as np
+    import pandas as pd
+
+    step, rank, micro = recs["step"], recs["rank"], recs["micro"]
+    later = (step[1:] > step[:-1]) | (
+        (step[1:] == step[:-1])
+        & ((rank[1:] > rank[:-1]) | ((rank[1:] == rank[:-1]) & (micro[1:] > micro[:-1])))
+    )
+    if not later.all():  # (several files, or ranks interleaved): sort, then find repeats
+        order = np.lexsort((micro, rank, step))
+        step, rank, micro = step[order], rank[order], micro[order]
+        same = (step[1:] == step[:-1]) & (rank[1:] == rank[:-1]) & (micro[1:] == micro[:-1])
+        twice = np.flatnonzero(same)
+        if len(twice):
+            s, r, m = (int(a[twice[0]]) for a in (step, rank, micro))
+            raise InputError(path, f"micro-batch {m} of step {s}, rank {r} recorded twice", "")
+        from ..schedule.base import gather_segments
+
+        offsets = np.zeros(len(n) + 1, dtype=np.int64)
+        np.cumsum(n, out=offsets[1:])
+        ids = gather_segments(ids, offsets, order)
+        lens = gather_segments(lens, offsets, order)
+        n = n[order]
+    columns = {"step": step, "rank": rank, "micro": micro}
+    columns = {k: np.repeat(v, n) for k, v in columns.items()}
+    return pd.DataFrame(columns | {"sample_id": ids, "length": lens}, copy=False)
 
 
 def _read_file(f: Path) -> tuple[dict[str, Any], dict[str, Any], tuple[Any, Any], int]:
