@@ -176,7 +176,9 @@ def build_class() -> type:
                 self.restore()
                 self.restore = None
 
+    # pickled by name (ddp_spawn pickles the trainer's callbacks): found by __getattr__
     LightningRecorder.__module__ = __name__
+    LightningRecorder.__qualname__ = "LightningRecorder"
     return LightningRecorder
 
 

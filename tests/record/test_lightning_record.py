@@ -132,3 +132,15 @@ def test_two_processes_write_one_file_each(tmp_path):
     for first in (0, 4):
         epoch = table[table["step"].between(first, first + 3)]["sample_id"]
         assert sorted(epoch) == list(range(runs.N_SAMPLES))
+
+
+def test_the_callback_is_a_lightning_callback_and_pickles():
+    # ddp_spawn pickles the trainer's callbacks; the class is made on first use
+    import pickle
+
+    from lightning.pytorch import Callback
+
+    from dflash_diag.record import LightningRecorder
+
+    again = pickle.loads(pickle.dumps(LightningRecorder("train.batches")))
+    assert isinstance(again, Callback) and type(again) is LightningRecorder
