@@ -7,14 +7,15 @@ Two figures, each a ratio to the same training step:
   batch, ``BatchRecorder.log`` and the per-step flush) over what the step itself costs
   (forward, backward and AdamW update of a GPT-2 of 2 layers, 64 wide, batch 8 x up to 128
   tokens, gradient accumulation 2);
-- end to end: a ``transformers.Trainer`` run of the same model with and without
-  ``record_trainer``, alternating, best of each (noisier: a shared machine's load moves it
-  by more than the recorder costs).
+- end to end: ``transformers.Trainer`` runs of the same model with and without
+  ``record_trainer``, back to back, the median of their ratios over rounds (noisy: on a
+  shared machine the load moves one run by more than the recorder costs; the spread is
+  printed).
 
 Needs torch and transformers (the ``train-test`` extra)::
 
-    python benchmarks/bench_record_overhead.py            # 200-step Trainer runs, 5 rounds
-    python benchmarks/bench_record_overhead.py --quick    # 60-step runs, 2 rounds
+    python benchmarks/bench_record_overhead.py            # 200-step Trainer runs, 7 rounds
+    python benchmarks/bench_record_overhead.py --quick    # 60-step runs, 3 rounds
 """
 
 from __future__ import annotations
@@ -106,8 +107,9 @@ def record_seconds(data: list[dict[str, Any]], path: Path, steps: int) -> float:
     return (t_rec - t_plain) / steps
 
 
-def trainer_seconds(data: list[dict[str, Any]], out: Path, steps: int, rounds: int) -> tuple:
-    """Best wall time of ``trainer.train()`` without and with ``record_trainer``."""
+def trainer_ratios(data: list[dict[str, Any]], out: Path, steps: int, rounds: int) -> list:
+    """Per round, ``trainer.train()`` wall time with ``record_trainer`` over without (the
+    two run back to back, their order alternating), after one untimed pair."""
     from transformers import Trainer, TrainingArguments
 
     from dflash_diag.record import record_trainer
@@ -134,25 +136,34 @@ def trainer_seconds(data: list[dict[str, Any]], out: Path, steps: int, rounds: i
         trainer.train()
         return time.perf_counter() - start
 
-    best = alternating(rounds, lambda: run(False), lambda: run(True))
-    return best[0][1], best[1][1]
+    run(False), run(True)
+    ratios = []
+    for r in range(rounds):
+        first = bool(r % 2)
+        a, b = run(first), run(not first)
+        t_with, t_without = (a, b) if first else (b, a)
+        ratios.append(t_with / t_without)
+    return sorted(ratios)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="60-step runs, 2 rounds")
+    parser.add_argument("--quick", action="store_true", help="60-step runs, 3 rounds")
     args = parser.parse_args()
-    steps, rounds = (60, 2) if args.quick else (200, 5)
+    steps, rounds = (60, 3) if args.quick else (200, 7)
     data = dataset(BATCH * ACCUM * steps)
     with tempfile.TemporaryDirectory() as tmp:
         t_step = step_seconds(data, 20)
         t_rec = record_seconds(data, Path(tmp) / "bench.batches", steps)
-        t_plain, t_with = trainer_seconds(data, Path(tmp), steps, rounds)
+        ratios = trainer_ratios(data, Path(tmp), steps, rounds)
     print(f"GPT-2 2x64, batch {BATCH} x up to {MAX_LEN} tokens, accumulation {ACCUM}, CPU")
     print(f"training step (best of 20)            {t_step * 1e3:9.2f} ms   1.0000x")
     print(f"recorder per step (measured apart)    {t_rec * 1e3:9.3f} ms   {t_rec / t_step:.4f}x")
-    print(f"Trainer, {steps} steps, without recorder {t_plain:8.2f} s    1.0000x")
-    print(f"Trainer, {steps} steps, with recorder    {t_with:8.2f} s    {t_with / t_plain:.4f}x")
+    spread = ", ".join(f"{r:.3f}" for r in ratios)
+    print(
+        f"Trainer, {steps} steps, with / without recorder: median "
+        f"{ratios[len(ratios) // 2]:.4f}x over {rounds} rounds ({spread})"
+    )
 
 
 if __name__ == "__main__":
