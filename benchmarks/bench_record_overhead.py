@@ -3,14 +3,15 @@
 Two figures, each a ratio to the same training step:
 
 - per step, measured apart: what ``record_trainer`` adds to one optimizer step (the indexed
-  view and outer collate function around the real one, taking the composition out of the
-  batch, ``BatchRecorder.log`` and the per-step flush) over what the step itself costs
+  view, the outer collate function's own work, taking the composition out of the batch,
+  ``BatchRecorder.log`` and the per-step flush, file open and close included) over what
+  the step itself costs
   (forward, backward and AdamW update of a GPT-2 of 2 layers, 64 wide, batch 8 x up to 128
   tokens, gradient accumulation 2);
 - end to end: ``transformers.Trainer`` runs of the same model with and without
-  ``record_trainer``, back to back, the median of their ratios over rounds (noisy: on a
-  shared machine the load moves one run by more than the recorder costs; the spread is
-  printed).
+  ``record_trainer``, back to back, the median of their CPU-time ratios over rounds
+  (noisier: on a shared machine the load moves one run by more than the recorder costs;
+  the spread is printed).
 
 Needs torch and transformers (the ``train-test`` extra)::
 
@@ -82,33 +83,35 @@ def step_seconds(data: list[dict[str, Any]], rounds: int) -> float:
 
 
 def record_seconds(data: list[dict[str, Any]], path: Path, steps: int) -> float:
-    """Per optimizer step: the recorded data path minus the plain one (best of 3 each)."""
+    """Per optimizer step, what the recorder adds: the indexed fetch, the outer collate
+    function's own work (ids, real lengths, the composition in the batch), taking it out
+    and ``BatchRecorder.log``, the per-step flush; minus the plain fetch. The real collate
+    function runs in both paths alike, so it is left out of both (best of 5 each)."""
     from dflash_diag.record import BatchRecorder
     from dflash_diag.record.hf import IndexedView, IndexingCollator, StepRecorder
 
-    view, outer = IndexedView(data), IndexingCollator(collate)
+    view, outer = IndexedView(data), IndexingCollator(lambda items: {})
     idx = [list(range(i, i + BATCH)) for i in range(0, len(data) - BATCH, BATCH)]
     micro = steps * ACCUM
 
     def plain() -> None:
         for k in range(micro):
-            collate([data[i] for i in idx[k % len(idx)]])
+            [data[i] for i in idx[k % len(idx)]]
 
     def recorded() -> None:
         with BatchRecorder(path, rank=0, world_size=1) as rec:
             steps_ = StepRecorder(rec, 0)
             for k in range(micro):
-                batch = outer(view.__getitems__(idx[k % len(idx)]))
-                steps_.take(batch, k // ACCUM)
+                steps_.take(outer(view.__getitems__(idx[k % len(idx)])), k // ACCUM)
                 if k % ACCUM == ACCUM - 1:
                     rec.flush()
 
-    (t_plain, _), (t_rec, _) = alternating(3, plain, recorded)
+    (t_plain, _), (t_rec, _) = alternating(5, plain, recorded)
     return (t_rec - t_plain) / steps
 
 
 def trainer_ratios(data: list[dict[str, Any]], out: Path, steps: int, rounds: int) -> list:
-    """Per round, ``trainer.train()`` wall time with ``record_trainer`` over without (the
+    """Per round, ``trainer.train()`` CPU time with ``record_trainer`` over without (the
     two run back to back, their order alternating), after one untimed pair."""
     from transformers import Trainer, TrainingArguments
 
@@ -132,9 +135,9 @@ def trainer_ratios(data: list[dict[str, Any]], out: Path, steps: int, rounds: in
         trainer = Trainer(model=model(), args=args, train_dataset=data, data_collator=collate)
         if record:
             record_trainer(trainer, out / "train.batches")
-        start = time.perf_counter()
+        start = time.process_time()  # CPU time: what other sessions' load moves least
         trainer.train()
-        return time.perf_counter() - start
+        return time.process_time() - start
 
     run(False), run(True)
     ratios = []
@@ -161,7 +164,7 @@ def main() -> None:
     print(f"recorder per step (measured apart)    {t_rec * 1e3:9.3f} ms   {t_rec / t_step:.4f}x")
     spread = ", ".join(f"{r:.3f}" for r in ratios)
     print(
-        f"Trainer, {steps} steps, with / without recorder: median "
+        f"Trainer, {steps} steps, with / without recorder (CPU time): median "
         f"{ratios[len(ratios) // 2]:.4f}x over {rounds} rounds ({spread})"
     )
 
