@@ -506,8 +506,10 @@ def _block_rows(
     row_start = np.zeros(len(n) + 1, dtype=np.int64)
     np.cumsum(n, out=row_start[1:])
     total = int(row_start[-1])
+    # (in place where it can be: fresh big arrays cost page faults)
     rec = np.repeat(np.arange(len(n)), n)
-    j = np.arange(total, dtype=np.int64) - row_start[:-1][rec]
+    j = np.arange(total, dtype=np.int64)
+    j -= row_start[:-1][rec]
     # high parts: the set bits of each micro-batch's bit vector, minus their rank
     high_bits = np.unpackbits(
         gather_ranges(data, raw_at["high"], raw_at["high"] + recs["high"]), bitorder="little"
@@ -518,8 +520,9 @@ def _block_rows(
     np.cumsum(8 * recs["high"], out=bit0[1:])
     if len(ones) != total or (np.diff(np.searchsorted(ones, bit0)) != n).any():
         raise _bad(path, "sample id bits do not match the micro-batch sizes")
-    hi = (ones - bit0[:-1][rec] - j).view(np.uint64)
-    del ones
+    ones -= bit0[:-1][rec]
+    ones -= j
+    hi = ones.view(np.uint64)
     # ids are sorted in a micro-batch: its last high part is its largest
     if (hi[row_start[1:] - 1] >> (np.uint64(63) - width.view(np.uint64))).any():
         raise _bad(path, "a sample id beyond int64")
@@ -527,13 +530,24 @@ def _block_rows(
     padded = np.concatenate([data, np.zeros(8, dtype=np.uint8)])
     words = np.ndarray((len(data) + 1,), dtype="<u8", buffer=padded, strides=(1,))
     w = width[rec]
-    bit = j * w
-    lo = words[raw_at["low"][rec] + (bit >> 3)] >> (bit & 7).view(np.uint64)
-    del bit
+    at = raw_at["low"][rec]
+    at <<= 3
+    j *= w
+    at += j  # (bit address of each low part)
+    del j
+    lo = words[at >> 3]
+    at &= 7
+    lo >>= at.view(np.uint64)
+    del at
     w = w.view(np.uint64)
-    lo &= (np.uint64(1) << w) - np.uint64(1)
-    ids = ((hi << w) | lo).view(np.int64)
-    del hi, lo, w
+    mask = np.left_shift(np.uint64(1), w)
+    mask -= np.uint64(1)
+    lo &= mask
+    del mask
+    hi <<= w
+    hi |= lo
+    ids = hi.view(np.int64)
+    del lo, w
     flag = recs["mode"][rec] == 1
     two = np.flatnonzero(recs["mode"] == 2)
     if len(two):
@@ -547,7 +561,8 @@ def _block_rows(
         mark = np.zeros(len(n), dtype=bool)
         mark[two] = True
         rows = np.flatnonzero(mark[rec])
-        flag[rows] = bits[np.repeat(at, n[two]) + j[rows]].astype(bool)
+        within = rows - row_start[rec[rows]]
+        flag[rows] = bits[np.repeat(at, n[two]) + within].astype(bool)
     length = _flagged_lengths(vals, bounds, recs, rec, flag, path)
     return {"sample_id": ids, "flag": flag, "length": length}
 

@@ -198,3 +198,22 @@ def test_the_header_holds_versions_rank_and_settings(tmp_path):
     assert (head["format_version"], head["rank"], head["world_size"]) == (1, 0, 1)
     assert head["settings"] == {"seed": 3}
     assert os.path.getsize(path) == scan.end
+
+
+def test_lengths_given_for_some_ids_of_a_micro_batch_only(tmp_path):
+    # step 1: id 1 known, id 3 new; step 2: id 2's length changed, id 3 known
+    path = tmp_path / "m.batches"
+    with BatchRecorder(path, rank=0, world_size=1) as rec:
+        rec.log(0, [1, 2], [5, 6])
+        rec.log(1, [3, 1], [7, 5])
+        rec.log(2, [3, 2], [7, 9])
+    scan = scan_frames(path.read_bytes(), str(path))
+    assert len(scan.starts) == 3
+    assert read_recording(path).table[["step", "sample_id", "length"]].values.tolist() == [
+        [0, 1, 5],
+        [0, 2, 6],
+        [1, 1, 5],
+        [1, 3, 7],
+        [2, 2, 9],
+        [2, 3, 7],
+    ]
