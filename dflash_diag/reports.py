@@ -18,7 +18,7 @@ draws a progress bar on stderr.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -631,7 +631,7 @@ def _recorded_batches(
     from dataclasses import replace as with_
 
     from .batchstats import schedule_stats
-    from .buckets import optimize_buckets, training_time
+    from .buckets import optimize_buckets
     from .logs import read_log
     from .record import read_recording
     from .schedule import verify_tokens
@@ -659,12 +659,7 @@ def _recorded_batches(
         with stage("optimising buckets") as tick:
             plan = optimize_buckets(m, params, k_max, rate, progress=tick)
     check = verify_tokens(schedule, read_log(log).table) if log is not None else None
-    seconds: dict[str, float] = {}
-    if rate is not None:
-        for st in (stats, *compared):
-            seconds[st.strategy] = training_time(
-                st.tokens_per_epoch, st.epochs, st.padding_efficiency, rate
-            )
+    seconds = _training_seconds((stats, *compared), rate)
     written = None
     if export is not None:
         protect = [x for x in (path, manifest, log, resolved.config_path) if x is not None]
@@ -789,7 +784,7 @@ def _batches(
     stage: Stage,
 ) -> BatchesReport:
     from .batchstats import schedule_stats, schedule_warnings
-    from .buckets import optimize_buckets, training_time
+    from .buckets import optimize_buckets
     from .manifest import read_manifest
     from .schedule import replay, verify_tokens
     from .schedule.export import export_schedule
@@ -814,12 +809,7 @@ def _batches(
     check = verify_tokens(schedule, run.table) if run is not None else None
     verification = search.best if search is not None else check
     unfound = search is not None and not search.seed_found
-    seconds: dict[str, float] = {}
-    if rate is not None:
-        for st in (stats, *compared):
-            seconds[st.strategy] = training_time(
-                st.tokens_per_epoch, st.epochs, st.padding_efficiency, rate
-            )
+    seconds = _training_seconds((stats, *compared), rate)
     written = None
     if export is not None:
         inputs = [manifest_path, *(x for x in (log, config_path) if x is not None)]
@@ -943,3 +933,16 @@ def parse_report(
     return ParseReport(
         shown, summarise(shown, rank) | {"steps_shown": list(steps), "of_steps": whole}
     )
+
+
+def _training_seconds(stats: Sequence[Any], rate: float | None) -> dict[str, float]:
+    """Training time (s) by strategy at ``rate`` tokens/s and 100% padding efficiency
+    (:func:`~dflash_diag.buckets.training_time`); empty without a rate."""
+    from .buckets import training_time
+
+    if rate is None:
+        return {}
+    return {
+        st.strategy: training_time(st.tokens_per_epoch, st.epochs, st.padding_efficiency, rate)
+        for st in stats
+    }

@@ -15,6 +15,7 @@ import inspect
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -363,3 +364,10 @@ def parse_smooth(alpha: float | None) -> float | None:
             "--smooth", f"ALPHA must be in 0 <= ALPHA < 1, got {alpha:g}", "e.g. --smooth 0.6"
         )
     return alpha
+
+
+class Covers(StrEnum):
+    """``--covers``: what one logged point stands for (spikes, watch)."""
+
+    window = "window"
+    step = "step"

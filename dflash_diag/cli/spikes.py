@@ -11,6 +11,7 @@ import typer
 from .options import (
     SCHEDULE_PANEL,
     CompositionOpt,
+    Covers,
     FormatOpt,
     JsonOpt,
     LogYOpt,
@@ -63,11 +64,6 @@ class DetectorName(StrEnum):
     olmo = "olmo"
     foundry = "foundry"
     megatron = "megatron"
-
-
-class Covers(StrEnum):
-    window = "window"
-    step = "step"
 
 
 def register(app: typer.Typer) -> None:

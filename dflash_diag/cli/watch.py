@@ -3,13 +3,12 @@
 # No `from __future__ import annotations`: schedule_options reads this signature with
 # inspect.signature, and typer needs the Annotated objects, not their strings.
 import math
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from .options import SCHEDULE_PANEL, FormatOpt, StepEveryOpt, schedule_options
+from .options import SCHEDULE_PANEL, Covers, FormatOpt, StepEveryOpt, schedule_options
 
 #: Exit status of ``--exit-on-spike`` when a spike was reported (0 done, 1 a bug, 2 bad
 #: input, 3 ``compare --fail-on``).
@@ -41,11 +40,6 @@ _HELP = (
     f"summary and exit status 0; --until STEP ends after that step; --exit-on-spike ends at "
     f"the first spike reported with exit status {SPIKE_EXIT}."
 )
-
-
-class Covers(StrEnum):
-    window = "window"
-    step = "step"
 
 
 def register(app: typer.Typer) -> None:
