@@ -371,3 +371,27 @@ class Covers(StrEnum):
 
     window = "window"
     step = "step"
+
+
+CoversOpt = Annotated[
+    Covers,
+    typer.Option(
+        "--covers",
+        help="With a point every N steps: 'window' (a mean over the N steps up to it) "
+        "or 'step' (that step only).",
+    ),
+]
+MetricRankOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--metric-rank",
+        help="Whose batches the logged metric describes: 'auto' (the pooled step or "
+        "the rank that fits best; the default), 'all' (a mean over ranks, e.g. "
+        "all-reduced) or a rank number (printed by that rank alone). Also "
+        "metric_rank in \\[schedule].",
+    ),
+]
+ForceOpt = Annotated[
+    bool,
+    typer.Option("--force", help="Attribute even when the replayed tokens mismatch."),
+]

@@ -12,9 +12,12 @@ from .options import (
     SCHEDULE_PANEL,
     CompositionOpt,
     Covers,
+    CoversOpt,
+    ForceOpt,
     FormatOpt,
     JsonOpt,
     LogYOpt,
+    MetricRankOpt,
     PlotOpt,
     RankOpt,
     SmoothOpt,
@@ -108,28 +111,9 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         composition: CompositionOpt = None,
-        covers: Annotated[
-            Covers,
-            typer.Option(
-                "--covers",
-                help="With a point every N steps: 'window' (a mean over the N steps up to it) "
-                "or 'step' (that step only).",
-            ),
-        ] = Covers.window,
-        metric_rank: Annotated[
-            str | None,
-            typer.Option(
-                "--metric-rank",
-                help="Whose batches the logged metric describes: 'auto' (the pooled step or "
-                "the rank that fits best; the default), 'all' (a mean over ranks, e.g. "
-                "all-reduced) or a rank number (printed by that rank alone). Also "
-                "metric_rank in \\[schedule].",
-            ),
-        ] = None,
-        force: Annotated[
-            bool,
-            typer.Option("--force", help="Attribute even when the replayed tokens mismatch."),
-        ] = False,
+        covers: CoversOpt = Covers.window,
+        metric_rank: MetricRankOpt = None,
+        force: ForceOpt = False,
         json: JsonOpt = False,
         plot: PlotOpt = None,
         html: HtmlOpt = None,

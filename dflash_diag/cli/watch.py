@@ -8,7 +8,17 @@ from typing import Annotated, Any
 
 import typer
 
-from .options import SCHEDULE_PANEL, Covers, FormatOpt, StepEveryOpt, schedule_options
+from .options import (
+    SCHEDULE_PANEL,
+    CompositionOpt,
+    Covers,
+    CoversOpt,
+    ForceOpt,
+    FormatOpt,
+    MetricRankOpt,
+    StepEveryOpt,
+    schedule_options,
+)
 
 #: Exit status of ``--exit-on-spike`` when a spike was reported (0 done, 1 a bug, 2 bad
 #: input, 3 ``compare --fail-on``).
@@ -67,35 +77,10 @@ def register(app: typer.Typer) -> None:
             Path | None,
             typer.Option("--manifest", help="Per-sample lengths, as for 'spikes'."),
         ] = None,
-        composition: Annotated[
-            Path | None,
-            typer.Option(
-                "--composition",
-                help="The batches recorded during training (dflash_diag.record; default: "
-                "LOG's name with .batches, when there): no replay, the verdicts rest on "
-                "what each step consumed.",
-                metavar="FILE",
-            ),
-        ] = None,
-        covers: Annotated[
-            Covers,
-            typer.Option(
-                "--covers",
-                help="With a point every N steps: 'window' (a mean over the N steps up to "
-                "it) or 'step' (that step only).",
-            ),
-        ] = Covers.window,
-        metric_rank: Annotated[
-            str | None,
-            typer.Option(
-                "--metric-rank",
-                help="Whose batches the logged metric describes: 'auto', 'all' or a rank.",
-            ),
-        ] = None,
-        force: Annotated[
-            bool,
-            typer.Option("--force", help="Attribute even when the replayed tokens mismatch."),
-        ] = False,
+        composition: CompositionOpt = None,
+        covers: CoversOpt = Covers.window,
+        metric_rank: MetricRankOpt = None,
+        force: ForceOpt = False,
         until: Annotated[
             int | None, typer.Option("--until", help="Stop after the point of this step.")
         ] = None,
