@@ -22,7 +22,8 @@ def spike_lines(spike: Spike, metric: str, width: int = 80) -> list[str]:
     ground) and its evidence, indented.
 
     The head reads ``step 254  loss 5.857 over 0.9649  z 68.9  composition (verified)``;
-    a spike that was already in the log when the watch began starts with ``backlog``.
+    a spike that was already in the log when the watch began starts with ``backlog``; one
+    at a step that spiked before a resume ends with ``again, after the resume``.
     Evidence lines are wrapped to ``width`` columns."""
     import textwrap
 
@@ -36,6 +37,8 @@ def spike_lines(spike: Spike, metric: str, width: int = 80) -> list[str]:
             f"step {spike.step}  {metric} {_num(spike.value)} over {_num(spike.baseline)}  "
             f"z {spike.z:.3g}{warm}  {v.verdict}{ground}"
         )
+    if spike.again:
+        head = f"{head}  again, after the resume"
     if spike.backlog:
         head = f"backlog {head}"
     lines = [head]
@@ -47,8 +50,9 @@ def spike_lines(spike: Spike, metric: str, width: int = 80) -> list[str]:
 def spike_json(spike: Spike) -> dict[str, Any]:
     """One JSON object per spike: ``step``, ``value``, ``baseline``, ``z``, ``verdict``,
     ``evidence`` (the reasons), then ``kind``, ``critical``, ``rule``, ``ground``,
-    ``backlog``, ``metric_rank`` and, with a composition, ``batch`` (the point's batch
-    features) and ``explained`` (the share of the rise its batch predicts)."""
+    ``backlog``, ``again`` (the step spiked before a resume too), ``metric_rank`` and,
+    with a composition, ``batch`` (the point's batch features) and ``explained`` (the
+    share of the rise its batch predicts)."""
     from .jsonout import to_jsonable
 
     v = spike.verdict
@@ -64,6 +68,7 @@ def spike_json(spike: Spike) -> dict[str, Any]:
         "rule": spike.rule,
         "ground": v.ground,
         "backlog": spike.backlog,
+        "again": spike.again,
     }
     if v.evidence is not None and v.ground is not None:
         out["metric_rank"] = "all" if v.metric_rank is None else v.metric_rank

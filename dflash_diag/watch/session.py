@@ -16,7 +16,8 @@ rank holding the metric; its step is its own (a ``step`` field or a progress bar
 count).  A log whose records carry no step numbers them 1, 2, ... (times
 ``step_every``).  A step at or below the last one is a resume: the points from that
 step on are forgotten and the values logged again replace them (as ``read_log`` keeps
-the later value of a repeated step); spikes already reported stay reported.
+the later value of a repeated step); spikes already reported stay reported, and a
+spike at a step reported before the resume is marked ``again``.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ class Spike:
     :param verdict: the :class:`~.verdict.LiveVerdict`.
     :param backlog: the line was already in the file when the watch began.
     :param seen_at: ``time.time()`` when the session decided it.
+    :param again: a spike at this step was already reported before the log went back to
+        an earlier step (a resume): the step was trained again and spiked again.
     """
 
     step: int
@@ -63,6 +66,7 @@ class Spike:
     verdict: LiveVerdict
     backlog: bool
     seen_at: float
+    again: bool = False
 
 
 @dataclass(frozen=True)
@@ -310,6 +314,7 @@ class WatchSession:
             verdict=verdict,
             backlog=backlog,
             seen_at=time.time(),
+            again=any(s.step == d.step for s in self.summary.spikes),
         )
         self.summary.spikes.append(spike)
         return spike

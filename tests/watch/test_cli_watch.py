@@ -150,3 +150,19 @@ def test_a_schedule_the_logged_tokens_refute_ends_the_watch_with_one_line(run):
         "log) matches "
         "the logged tokens at only 0% of 52 steps (first mismatch: step 1);"
     )
+
+
+def test_a_spike_in_steps_trained_again_after_a_resume_is_marked_again(run):
+    # run.log crashes after step 1637 and resumes from step 1501: its spikes at 1502, 1517
+    # and 1580 are trained again and spike again
+    result = runner.invoke(app, ["watch", str(run), "--until", "1700", "--json"])
+    assert result.exit_code == 0
+    docs = [json.loads(line) for line in result.stdout.splitlines()]
+    counts: dict[int, int] = {}
+    for d in docs:
+        counts[d["step"]] = counts.get(d["step"], 0) + 1
+        # the first report of a step is not "again"; a second one, after the resume, is
+        assert d["again"] == (counts[d["step"]] > 1), d["step"]
+    assert any(d["again"] for d in docs)
+    text = runner.invoke(app, ["watch", str(run), "--until", "1700"]).stdout
+    assert "again, after the resume" in text
