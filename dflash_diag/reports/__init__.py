@@ -31,7 +31,7 @@ from .common import (
 )
 from .compare import compare_report
 from .parse import ParseReport, parse_report
-from .spikes import SpikesReport, recorded_replay, spike_batches, spikes_report
+from .spikes import SpikesReport, recorded_replay, recording_to_use, spike_batches, spikes_report
 
 __all__ = [
     "BatchesReport",
@@ -51,6 +51,7 @@ __all__ = [
     "parse_report",
     "quiet",
     "recorded_replay",
+    "recording_to_use",
     "spike_batches",
     "spikes_report",
 ]

@@ -87,7 +87,7 @@ def spikes_report(
     resolved = resolve_schedule(schedule or {}, config, near=log, manifest=manifest)
     if metric_rank is not None:
         resolved = replace(resolved, metric_rank=metric_rank)
-    recording, notes = _recording(composition, log, schedule or {})
+    recording, notes = recording_to_use(composition, log, schedule or {})
     with stage("reading log") as bar:
         run = read_log(log, format=fmt, rank=rank, progress=bar, step_every=step_every)
     logged = run.logged(metric) if metric in run.table.columns else None
@@ -161,12 +161,13 @@ def _attributed(
     return attribution, replayed, m, epochs, samples, notes
 
 
-def _recording(
+def recording_to_use(
     composition: str | Path | None, log: str, flags: dict[str, Any]
 ) -> tuple[tuple[Path, str] | None, tuple[str, ...]]:
     """The recording to line the log up with, as ``(path, where it came from in words)``,
     and notes: ``--composition`` (refused beside schedule flags: nothing is replayed),
-    else the one beside the log unless schedule flags name a schedule to replay."""
+    else the one beside the log unless schedule flags name a schedule to replay (the
+    rule of ``spikes`` and ``watch``)."""
     from ..errors import InputError
     from ..record import find_recording
 

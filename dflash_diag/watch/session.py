@@ -402,11 +402,10 @@ def open_session(
 
     :raises InputError: a format that cannot be followed, a bad schedule or manifest.
     """
-    from pathlib import Path
 
     from ..errors import InputError
     from ..logs import check_format
-    from ..record import find_recording
+    from ..reports import recording_to_use
     from ..schedule.config import resolve_schedule
     from .verdict import recorded_composition, replayed_composition
 
@@ -422,15 +421,14 @@ def open_session(
     resolved = resolve_schedule(schedule or {}, config, near=log, manifest=manifest)
     if metric_rank is None:
         metric_rank = resolved.metric_rank
-    notes = []
-    found = find_recording(log) if composition is None else None
+    recording, said = recording_to_use(composition, log, schedule or {})
+    notes = list(said)
     source: Composition | None = None
-    if composition is not None:
-        named = f"--composition {Path(composition).name}"
-        source = recorded_composition(composition, resolved.manifest, named)
-    elif found is not None:
-        notes.append(f"composition: {found} (found beside the log)")
-        source = recorded_composition(found, resolved.manifest, f"{found} (beside the log)")
+    if recording is not None:
+        path, named = recording
+        if composition is None:
+            notes.append(f"composition: {named}")
+        source = recorded_composition(path, resolved.manifest, named, force)
     elif resolved.manifest is not None:
         source = replayed_composition(resolved, config, log, force)
     session = WatchSession(

@@ -135,11 +135,14 @@ class RecordedComposition:
     :param path: the recording (a file, or the base path of rank files).
     :param manifest: lengths to check it against (None: the recorded lengths).
     :param named_by: where it came from, in words.
+    :param force: attribute even when the recorded tokens disagree with the log's
+        (``refuted``), as ``spikes --force``.
     """
 
     path: str
     manifest: Any = None
     named_by: str = ""
+    force: bool = False
     reads: int = 0
     _replay: Any = field(default=None, repr=False)
 
@@ -165,11 +168,14 @@ class RecordedComposition:
         self.reads += 1
 
     def ground(self, replay: Replay, table: pd.DataFrame) -> ScheduleGround:
-        from ..spikes.coverage import ScheduleGround
+        """The recording checked against the points so far as ``spikes`` checks it
+        (:func:`~dflash_diag.spikes.coverage.check_recording`): it must hold 90% of the
+        logged steps, and its tokens must match the logged ones where the log has them;
+        a recording of another run is refused (InputError: one line, exit status 2)."""
+        from ..spikes.coverage import check_recording
 
-        last = int(replay.steps["step"].max())
-        detail = f"the batches were recorded during training ({self.named_by}, to step {last})"
-        return ScheduleGround("recorded", self.named_by, detail)
+        steps = table["step"].to_numpy()
+        return check_recording(replay, table, steps, self.force, self.path, self.named_by)
 
 
 #: A recording that does not reach a spike's step yet is read again this many times ...
@@ -179,7 +185,7 @@ RECORD_RETRY_SECONDS = 0.1
 
 
 def recorded_composition(
-    path: str | Path, manifest: str | Path | None, named_by: str
+    path: str | Path, manifest: str | Path | None, named_by: str, force: bool = False
 ) -> RecordedComposition:
     """A :class:`RecordedComposition`, read once now so that a foreign or corrupt
     recording is refused before the log is followed (one line, exit status 2)."""
@@ -188,7 +194,7 @@ def recorded_composition(
         from ..manifest import read_manifest
 
         m = read_manifest(manifest)
-    comp = RecordedComposition(str(path), m, named_by)
+    comp = RecordedComposition(str(path), m, named_by, force)
     comp.read()
     return comp
 

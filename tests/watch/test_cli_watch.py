@@ -95,9 +95,9 @@ def test_bad_options_are_one_line(tmp_path, args, message):
     assert result.exit_code == 2 and result.stderr.startswith(message)
 
 
-def record_rank0(path: Path, last_step: int) -> None:
-    """What the sample run's rank 0 consumed, steps 1..last_step, as BatchRecorder
-    writes it during training."""
+def record_run(path: Path, last_step: int, ranks: int = 8) -> None:
+    """What the sample run's first ``ranks`` ranks consumed, steps 1..last_step, as
+    BatchRecorder writes it during training (one file, every rank's micro-batches)."""
     from dflash_diag.manifest import read_manifest
     from dflash_diag.record import BatchRecorder
     from dflash_diag.schedule import replay
@@ -106,17 +106,18 @@ def record_rank0(path: Path, last_step: int) -> None:
     resolved = resolve_schedule({}, SAMPLE / "dflash-diag.toml")
     rep = replay(read_manifest(resolved.manifest), resolved.params, epochs=1)
     micro = rep.micro
+    keep = (micro["rank"] < ranks) & (micro["step"] <= last_step)
     with BatchRecorder(path, rank=0, world_size=1) as rec:
-        for i in micro.index[(micro["rank"] == 0) & (micro["step"] <= last_step)]:
+        for i in micro.index[keep]:
             ids = rep.batch(i)
-            rec.log(int(micro.at[i, "step"]), ids, rep.lengths[ids])
+            rec.log(int(micro.at[i, "step"]), ids, rep.lengths[ids], rank=int(micro.at[i, "rank"]))
 
 
 def test_a_recorded_composition_is_what_the_verdicts_rest_on(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # (no schedule anywhere: only the recording)
     shutil.copy(SAMPLE / "run.log", tmp_path / "train.log")
-    record_rank0(tmp_path / "rank0.batches", 300)
-    args = ["watch", "train.log", "--composition", "rank0.batches", "--until", "300", "--json"]
+    record_run(tmp_path / "run8.batches", 300)
+    args = ["watch", "train.log", "--composition", "run8.batches", "--until", "300", "--json"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.stderr
     docs = {d["step"]: d for d in map(json.loads, result.stdout.splitlines())}
@@ -128,7 +129,7 @@ def test_a_recorded_composition_is_what_the_verdicts_rest_on(tmp_path, monkeypat
 def test_a_recording_beside_the_log_is_found_and_said(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     shutil.copy(SAMPLE / "run.log", tmp_path / "train.log")
-    record_rank0(tmp_path / "train.batches", 300)
+    record_run(tmp_path / "train.batches", 300)
     result = runner.invoke(app, ["watch", "train.log", "--until", "260", "--json"])
     assert result.stderr.startswith("watch: composition: train.batches (found beside the log)\n")
     assert json.loads(result.stdout.splitlines()[-1])["ground"] == "recorded"
@@ -166,3 +167,30 @@ def test_a_spike_in_steps_trained_again_after_a_resume_is_marked_again(run):
     assert any(d["again"] for d in docs)
     text = runner.invoke(app, ["watch", str(run), "--until", "1700"]).stdout
     assert "again, after the resume" in text
+
+
+def test_a_recording_whose_tokens_are_not_the_logs_ends_the_watch_with_one_line(
+    tmp_path, monkeypatch
+):
+    # rank 0's batches alone: the log's ntok counts all 8 ranks' tokens
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(SAMPLE / "run.log", tmp_path / "train.log")
+    record_run(tmp_path / "rank0.batches", 300, ranks=1)
+    args = ["watch", "train.log", "--composition", "rank0.batches", "--until", "300", "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith("error: rank0.batches: the recorded tokens match the log's")
+    assert len(result.stderr.splitlines()) == 1
+    forced = runner.invoke(app, [*args, "--force"])
+    assert forced.exit_code == 0
+    assert {json.loads(x)["ground"] for x in forced.stdout.splitlines()} == {"refuted"}
+
+
+def test_schedule_flags_beside_a_recording_are_refused_as_spikes_refuses_them(tmp_path):
+    log = tmp_path / "train.log"
+    shutil.copy(SAMPLE / "run.log", log)
+    record_run(tmp_path / "run8.batches", 10)
+    args = ["watch", str(log), "--composition", str(tmp_path / "run8.batches"), "--seed", "1"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: --composition: a recorded composition is not replayed")
