@@ -280,3 +280,8 @@ def test_two_processes_write_one_file_each(tmp_path):
     # differ; the recording says what really happened (checked against the forward above)
     first = table[table["step"] <= 4]["sample_id"]
     assert set(first) == set(range(runs.N_SAMPLES)) and len(first) == 64
+    second = table[(table["step"] > 4) & (table["step"] <= 8)]["sample_id"]
+    counts = second.value_counts()
+    twice, never = int((counts > 1).sum()), runs.N_SAMPLES - second.nunique()
+    # (the padding of even_batches repeats one batch of 4: more than that is the divergence)
+    assert len(second) == 64 and never > 0 and twice > 4, (twice, never)
