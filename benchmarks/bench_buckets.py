@@ -14,9 +14,14 @@ import argparse
 import numpy as np
 from common import long_tailed_lengths, timed
 
-from dflash_diag.batchstats import schedule_stats
-from dflash_diag.buckets import batch_max_uppers, length_histogram, optimal_uppers, optimize_buckets
-from dflash_diag.records import ScheduleParams
+from dflash_diag.batches.buckets import (
+    batch_max_uppers,
+    length_histogram,
+    optimal_uppers,
+    optimize_buckets,
+)
+from dflash_diag.batches.stats import schedule_stats
+from dflash_diag.data import ScheduleParams
 from dflash_diag.schedule import replay
 
 

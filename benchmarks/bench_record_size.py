@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 from common import long_tailed_lengths, timed
 
+from dflash_diag.data import Manifest
 from dflash_diag.manifest.write import write_manifest
 from dflash_diag.record import BatchRecorder, read_recording
-from dflash_diag.records import Manifest
 
 
 def epoch_batches(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:

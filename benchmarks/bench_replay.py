@@ -33,7 +33,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from dflash_diag.records import ScheduleParams  # noqa: E402
+from dflash_diag.data import ScheduleParams  # noqa: E402
 from dflash_diag.schedule.packing import Budget  # noqa: E402
 from dflash_diag.schedule.rng import make_shuffler  # noqa: E402
 from dflash_diag.schedule.sorted_greedy import SortedGreedy, build_sorted_batches  # noqa: E402
@@ -93,7 +93,7 @@ if {trace}:
     tracemalloc.start()
 t = time.perf_counter()
 if mode == "replay":
-    from dflash_diag.records import ScheduleParams
+    from dflash_diag.data import ScheduleParams
     from dflash_diag.schedule import replay
     p = ScheduleParams(seed=SEED, token_budget=BUDGET, max_seq_len=MAX_SEQ_LEN, world_size=8,
                        epochs=6)

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 from common import long_tailed_lengths, run_cli, timed
 
-from dflash_diag.records import ScheduleParams
+from dflash_diag.data import ScheduleParams
 from dflash_diag.schedule import replay
 
 PARAMS = ScheduleParams(
@@ -84,7 +84,7 @@ def main() -> None:
             detect_spikes,
             epochs_to_cover,
         )
-        from dflash_diag.variance import variance_proxies
+        from dflash_diag.spikes.variance import variance_proxies
 
         run, t_log = timed(read_log, log)
         m, t_man = timed(read_manifest, manifest)

@@ -22,10 +22,10 @@ __version__ = "0.1.0"
 # public name -> module that defines it
 _EXPORTS: dict[str, str] = {
     "InputError": "dflash_diag.errors",
-    "RunLog": "dflash_diag.records",
-    "Manifest": "dflash_diag.records",
-    "ScheduleParams": "dflash_diag.records",
-    "Replay": "dflash_diag.records",
+    "RunLog": "dflash_diag.data",
+    "Manifest": "dflash_diag.data",
+    "ScheduleParams": "dflash_diag.data",
+    "Replay": "dflash_diag.data",
     "read_log": "dflash_diag.logs",
     "detect_format": "dflash_diag.logs",
     "read_manifest": "dflash_diag.manifest",
@@ -34,8 +34,8 @@ _EXPORTS: dict[str, str] = {
     "search_seed": "dflash_diag.schedule",
     "resolve_schedule": "dflash_diag.schedule.config",
     "compare_runs": "dflash_diag.compare",
-    "lr_phases": "dflash_diag.phases",
-    "phase_labels": "dflash_diag.phases",
+    "lr_phases": "dflash_diag.lr_phases",
+    "phase_labels": "dflash_diag.lr_phases",
 }
 
 __all__ = sorted(_EXPORTS)

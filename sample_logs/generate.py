@@ -156,7 +156,7 @@ def sample_difficulty(length: np.ndarray, source: np.ndarray) -> np.ndarray:
 
 def schedule_params(strategy: str = "sorted-greedy", seed: int = 0, epochs: int = EPOCHS):
     """The ScheduleParams of the sample runs (``bucketed`` uses the story's buckets)."""
-    from dflash_diag.records import STORY_BUCKETS, ScheduleParams
+    from dflash_diag.data import STORY_BUCKETS, ScheduleParams
 
     return ScheduleParams(
         strategy=strategy,
@@ -698,7 +698,7 @@ def toml_text(strategy: str, seed: int, comment: str) -> str:
         f"max_seq_len = {MAX_SEQ_LEN}",
     ]
     if strategy == "bucketed":
-        from dflash_diag.records import STORY_BUCKETS
+        from dflash_diag.data import STORY_BUCKETS
 
         lines.append(f"buckets = [{', '.join(str(b) for b in STORY_BUCKETS)}]")
     lines += [

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dflash_diag.batchstats import (
+from dflash_diag.batches.stats import (
     BatchMoments,
     batch_moments,
     check_strategy_names,
@@ -25,8 +25,8 @@ from dflash_diag.batchstats import (
     schedule_stats,
     schedule_warnings,
 )
+from dflash_diag.data import Replay, ScheduleParams
 from dflash_diag.errors import InputError
-from dflash_diag.records import Replay, ScheduleParams
 from dflash_diag.schedule import replay
 from dflash_diag.schedule.export import export_schedule, schedule_table
 
@@ -391,8 +391,8 @@ def test_epochs_the_seed_does_not_decide_are_a_warning():
     # torch's global generator with dropout not ruled out: only epoch 0 follows
     import numpy as np
 
-    from dflash_diag.batchstats import schedule_warnings
-    from dflash_diag.records import ScheduleParams
+    from dflash_diag.batches.stats import schedule_warnings
+    from dflash_diag.data import ScheduleParams
 
     lengths = np.arange(1, 101)
     p = ScheduleParams(

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dflash_diag.buckets import (
+from dflash_diag.batches.buckets import (
     METHODS,
     batch_max_efficiency,
     batch_max_uppers,
@@ -25,8 +25,8 @@ from dflash_diag.buckets import (
     quantile_uppers,
     training_time,
 )
+from dflash_diag.data import ScheduleParams
 from dflash_diag.errors import InputError
-from dflash_diag.records import ScheduleParams
 
 
 def padded_to_edges(lengths: list[int], uppers: list[int]) -> int:

@@ -11,13 +11,13 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from dflash_diag.batchstats import schedule_stats
+from dflash_diag.batches.stats import schedule_stats
 from dflash_diag.cli import app
+from dflash_diag.composition.ground import MIN_TOKENS_MATCH
+from dflash_diag.data import ScheduleParams
 from dflash_diag.manifest import read_manifest
-from dflash_diag.records import ScheduleParams
 from dflash_diag.render.jsonout import to_jsonable
 from dflash_diag.schedule import replay
-from dflash_diag.spikes.coverage import MIN_TOKENS_MATCH
 
 DATA = Path(__file__).parent / "data"
 BATCHES = DATA / "batches"

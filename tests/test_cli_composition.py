@@ -369,12 +369,12 @@ def test_a_recorded_schedule_is_its_replay(lengths, budget, world, accum, strate
 
     import pandas as pd
 
-    from dflash_diag.batchstats import schedule_stats
+    from dflash_diag.batches.stats import schedule_stats
+    from dflash_diag.composition.ground import check_recording
+    from dflash_diag.data import ScheduleParams
     from dflash_diag.errors import InputError
     from dflash_diag.record import read_recording
-    from dflash_diag.records import ScheduleParams
     from dflash_diag.schedule import replay
-    from dflash_diag.spikes.coverage import check_recording
 
     params = ScheduleParams(
         strategy=strategy,

@@ -44,7 +44,8 @@ def test_the_analyses_do_not_import_scipy_stats():
     """scipy.stats adds about 0.45 s to start-up; the tests and intervals come from
     dflash_diag.stattests, on scipy.special."""
     code = (
-        "import dflash_diag.spikes.attribute, dflash_diag.variance, dflash_diag.batchstats\n"
+        "import dflash_diag.spikes.attribute, dflash_diag.spikes.variance\n"
+        "import dflash_diag.batches.stats\n"
         "import dflash_diag.compare.summary\n"
         "from dflash_diag import stattests\n"
         "stattests.pearson([1, 2, 3], [1, 3, 2]); stattests.f_sf(1.0, 2, 3)"

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from dflash_diag.buckets import default_edges
+from dflash_diag.batches.buckets import default_edges
 from dflash_diag.cli import app
 from dflash_diag.cli.options import parse_steps
 from dflash_diag.errors import InputError
@@ -261,8 +261,8 @@ def test_default_buckets_hold_equal_counts():
 
 
 def test_bucketed_without_buckets_uses_the_manifests_and_says_so():
+    from dflash_diag.data import ScheduleParams
     from dflash_diag.manifest import read_manifest
-    from dflash_diag.records import ScheduleParams
     from dflash_diag.schedule import replay
 
     m = read_manifest(ROOT / "sample_logs/manifest.parquet")

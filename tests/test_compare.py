@@ -21,8 +21,8 @@ from dflash_diag.compare import (
     slope_with_ci,
     versus_figures,
 )
+from dflash_diag.data import CANONICAL_COLUMNS, RunLog
 from dflash_diag.errors import InputError
-from dflash_diag.records import CANONICAL_COLUMNS, RunLog
 
 PEAK = 6e-4
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from dflash_diag.data import DEFAULT_BUCKETS, ScheduleParams
 from dflash_diag.errors import InputError
-from dflash_diag.records import DEFAULT_BUCKETS, ScheduleParams
 from dflash_diag.schedule.config import CONFIG_NAME, parse_buckets, resolve_schedule
 
 

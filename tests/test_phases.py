@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dflash_diag.errors import InputError
-from dflash_diag.phases import Phases, lr_phases, phase_labels, warmup_progress
+from dflash_diag.lr_phases import Phases, lr_phases, phase_labels, warmup_progress
 
 PEAK = 6e-4
 

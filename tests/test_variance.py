@@ -8,11 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from spikes.constructed import PARAMS, manifest, run  # tests/ is on sys.path (rootless)
 
-from dflash_diag.records import STORY_BUCKETS, ScheduleParams
+from dflash_diag.data import STORY_BUCKETS, ScheduleParams
 from dflash_diag.schedule import replay
 from dflash_diag.spikes.attribute import attribute_spikes
 from dflash_diag.spikes.detect import detect_spikes
-from dflash_diag.variance import (
+from dflash_diag.spikes.variance import (
     GNS_MIN_SPREAD,
     NO_STRATA,
     noise_scale,

@@ -1,6 +1,6 @@
 """``dflash-diag batches MANIFEST``: what a batching strategy does, before the GPUs spend days.
 
-Parses options, calls :mod:`dflash_diag.batchstats` / :mod:`dflash_diag.buckets` /
+Parses options, calls :mod:`dflash_diag.batches.stats` / :mod:`dflash_diag.batches.buckets` /
 :mod:`dflash_diag.schedule`, hands the results to :mod:`dflash_diag.render.batches`.
 Only typer, rich and light dflash_diag modules are imported at module level.
 """
@@ -13,8 +13,8 @@ from typing import Annotated, Any
 
 import typer
 
+from ..composition.ground import MIN_TOKENS_MATCH
 from ..errors import InputError
-from ..spikes.coverage import MIN_TOKENS_MATCH
 from .options import (
     SCHEDULE_PANEL,
     CompositionOpt,
@@ -174,7 +174,7 @@ def register(app: typer.Typer) -> None:
         check_outputs(plot, html)
         names = None
         if compare is not None:
-            from ..batchstats import check_strategy_names
+            from ..batches.stats import check_strategy_names
 
             names = check_strategy_names(compare.split(","))
         if optimize_buckets is not None and optimize_buckets < 1:
@@ -185,7 +185,7 @@ def register(app: typer.Typer) -> None:
             )
         rate = None
         if throughput is not None:
-            from ..buckets import parse_throughput
+            from ..batches.buckets import parse_throughput
 
             rate = parse_throughput(throughput)
         seeds = parse_seed_range(search_seed) if search_seed is not None else None

@@ -10,7 +10,7 @@ import typer
 from .options import progress
 
 if TYPE_CHECKING:
-    from ..records import Manifest
+    from ..data import Manifest
 
 _HELP = """Write a length manifest (sample_id, length[, category]) from a dataset.
 

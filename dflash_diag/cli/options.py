@@ -21,7 +21,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..records import BUDGET_MODES, RNG_NAMES, SEEDINGS, SHARDS
+from ..data import BUDGET_MODES, RNG_NAMES, SEEDINGS, SHARDS
 
 SCHEDULE_PANEL = "Schedule (also from --config / dflash-diag.toml \\[schedule]; flags win)"
 

@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import InputError
-from ..phases import Phases, lr_phases
+from ..lr_phases import Phases, lr_phases
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..records import RunLog
+    from ..data import RunLog
 
 ALIGN_MODES: tuple[str, ...] = ("step", "tokens", "warmup")
 #: Interpolation stops at gaps wider than this many median spacings (a missing stretch).
@@ -58,7 +58,7 @@ class AlignedLog:
     x: np.ndarray
     phases: Phases
     #: per column, bool per table row: the log printed the value as NaN (the reader's
-    #: :attr:`RunLog.logged_nan <dflash_diag.records.RunLog.logged_nan>`), or None when
+    #: :attr:`RunLog.logged_nan <dflash_diag.data.RunLog.logged_nan>`), or None when
     #: the table did not come from a reader (then it is guessed from the table).
     printed_nan: dict[str, np.ndarray] | None = None
 

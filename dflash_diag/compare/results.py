@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..phases import Phases
+    from ..lr_phases import Phases
 
 
 @dataclass(frozen=True)
@@ -191,7 +191,7 @@ class Comparison:
     :param band_method: how the band was made, in words.
     :param warmup: the phases of every log, by file.
     :param step_sources: where each log's step numbers came from
-        (:attr:`~dflash_diag.records.RunLog.step_source`): ``line order`` means logging
+        (:attr:`~dflash_diag.data.RunLog.step_source`): ``line order`` means logging
         events numbered 1, 2, ..., not optimizer steps.
     :param anchors: with ``warmup`` alignment, the step at which each aligned log's
         warmup ends (the points lined up with each other); else empty.

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 
 from ..errors import InputError
-from ..phases import phase_labels, warmup_progress
+from ..lr_phases import phase_labels, warmup_progress
 from .align import (
     ALIGN_MODES,
     AXIS_NAMES,
@@ -56,7 +56,7 @@ from .values import logged_nonfinite, nonfinite_summary
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..records import RunLog
+    from ..data import RunLog
 
 DEFAULT_METRICS: tuple[str, ...] = ("loss", "acc", "grad_norm")
 _POSITION = re.compile(r"^(acc|loss)_\d+$")

@@ -18,7 +18,7 @@ from ..logs import with_interval
 from .align import short_name
 
 if TYPE_CHECKING:
-    from ..records import RunLog
+    from ..data import RunLog
 
 LINE_ORDER = "line order"
 #: How the text and JSON say that steps are line numbers.

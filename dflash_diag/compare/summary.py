@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import InputError
-from ..phases import Phases, phase_labels
+from ..lr_phases import Phases, phase_labels
 from .align import AlignedLog, column, short_name
 from .band import MIN_BAND_POINTS, BandAt, local_fit, side_of
 from .results import Departure, Milestone, NonFinite, PhaseSummary, PointAnswer, Slope

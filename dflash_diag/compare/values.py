@@ -4,7 +4,7 @@ A metric not logged at a step is absent (``eval_loss`` on the steps between
 evaluations): it is neither a value nor a failure.  A value logged as ``nan`` or
 ``inf`` is a numerical failure, and is reported (count, first step), never dropped
 silently.  The reader marks the two apart (:attr:`RunLog.logged_nan
-<dflash_diag.records.RunLog.logged_nan>`); :func:`logged_nonfinite` uses those marks, and
+<dflash_diag.data.RunLog.logged_nan>`); :func:`logged_nonfinite` uses those marks, and
 guesses from the table alone only for a table that did not come from a reader.
 """
 
@@ -47,7 +47,7 @@ def logged_nonfinite(
     """Per row of ``table``: True where ``name`` was logged as ``nan``/``inf``.
 
     With ``printed_nan`` (the reader's marks, per column a bool per row: see
-    :attr:`RunLog.logged_nan <dflash_diag.records.RunLog.logged_nan>`) that is exact:
+    :attr:`RunLog.logged_nan <dflash_diag.data.RunLog.logged_nan>`) that is exact:
     ``+-inf`` or a printed NaN.  Without it (a table from elsewhere) it is guessed:
 
     - ``+-inf``: logged non-finite.

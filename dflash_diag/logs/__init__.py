@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
+from ..data import RunLog
 from ..errors import InputError
-from ..records import RunLog
 from . import io, text
 from .detect import detect_format, refuse_binary
 from .fast import lineshape as fastpath
@@ -33,7 +33,7 @@ def read_log(
     progress: Callable[[int, int], None] | None = None,
     step_every: int | None = None,
 ) -> RunLog:
-    """Read a training log into a :class:`~dflash_diag.records.RunLog`.
+    """Read a training log into a :class:`~dflash_diag.data.RunLog`.
 
     The table has one row per optimizer step (per ``(rank, step)`` with
     ``rank="all"``), sorted by step, with the canonical columns ``step`` (int64),

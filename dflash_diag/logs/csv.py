@@ -15,8 +15,8 @@ import math
 import re
 from typing import Any
 
+from ..data import RunLog
 from ..errors import InputError
-from ..records import RunLog
 from .io import RawLog, decode
 from .names import EVAL_PREFIXES, LOGGED_NAN, NEUTRAL, canonical_name, is_logged_nan
 from .normalise import build_table

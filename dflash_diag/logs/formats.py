@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..data import RunLog
 from ..errors import InputError
-from ..records import RunLog
 from .csv import read_csv
 from .hf_state import read_hf_state
 from .io import RawLog

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..data import RunLog
 from ..errors import InputError
-from ..records import RunLog
 from .fields import fields_from_mapping, load_json
 from .io import RawLog, decode
 from .normalise import build_table

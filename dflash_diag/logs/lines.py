@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..records import RunLog
+from ..data import RunLog
 from .bars import RICH_BAR, RICH_EPOCH, RICH_POSTFIX, TQDM, is_training_bar
 from .fields import FIELD, Message, parse_dict_repr, parse_json_object, parse_text
 from .grammar import (

@@ -6,7 +6,7 @@ line or record number), ``rank`` (int), ``step`` (float or NaN), ``step_source``
 columns, already under their canonical names
 (:func:`~dflash_diag.logs.names.canonical_name`) and in canonical units
 (:func:`~dflash_diag.logs.names.unit_factor`).  :func:`build_table` turns those into the
-tidy table of a :class:`~dflash_diag.records.RunLog`: steps filled in, restarts
+tidy table of a :class:`~dflash_diag.data.RunLog`: steps filled in, restarts
 resolved, one rank chosen, one row per step.
 
 Only the standard library is imported at module level; pandas is imported inside
@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..data import CANONICAL_COLUMNS, RunLog
 from ..errors import InputError
-from ..records import CANONICAL_COLUMNS, RunLog
 from .names import is_logged_nan
 
 

@@ -41,8 +41,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..data import RunLog
 from ..errors import InputError, MissingDependency
-from ..records import RunLog
 from .names import EVAL_PREFIXES, canonical_name, logged, snake
 from .normalise import build_table
 

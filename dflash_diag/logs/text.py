@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..records import RunLog
+from ..data import RunLog
 from .bars import write_steps
 from .fast import jsonlines
 from .fast import lineshape as fastpath

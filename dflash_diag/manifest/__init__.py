@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..data import Manifest
 from ..errors import InputError
-from ..records import Manifest
 from .columns import IDS_COLUMN, no_length_column, pick_list_or_text, read_lengths
 from .npy import read_npy
 from .sources import ARROW_SUFFIXES, Source, clip, jsonl_file, names, open_source

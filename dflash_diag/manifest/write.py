@@ -1,4 +1,4 @@
-"""Write a :class:`~dflash_diag.records.Manifest` as a length manifest file:
+"""Write a :class:`~dflash_diag.data.Manifest` as a length manifest file:
 ``sample_id, length[, category]``, one row per sample in dataset order."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..data import Manifest
 from ..errors import InputError
-from ..records import Manifest
 
 #: Output extensions and their format.
 WRITE_SUFFIXES = (".parquet", ".csv")

@@ -10,7 +10,7 @@ A training loop adds a few lines::
             rec.log(step, batch["idx"], batch["lengths"])  # dataset indices, real lengths
 
 and ``read_recording("train.batches").to_replay(manifest)`` gives the schedule the run
-really saw as the :class:`~dflash_diag.records.Replay` every analysis takes.
+really saw as the :class:`~dflash_diag.data.Replay` every analysis takes.
 
 Importing this package imports neither torch, transformers nor lightning (nor numpy
 until a recorder is made): ``record_trainer`` (``.hf``) and ``LightningRecorder``

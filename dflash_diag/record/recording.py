@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-    from ..records import Manifest, Replay, ScheduleParams
+    from ..data import Manifest, Replay, ScheduleParams
 
 #: the table's columns, all int64
 COLUMNS = ("step", "rank", "micro", "sample_id", "length")
@@ -80,7 +80,7 @@ class Recording:
         lengths: Manifest | np.ndarray | Sequence[int] | None = None,
         categories: Sequence[Any] | np.ndarray | None = None,
     ) -> Replay:
-        """The recorded schedule as a :class:`~dflash_diag.records.Replay`.
+        """The recorded schedule as a :class:`~dflash_diag.data.Replay`.
 
         The ``micro`` and ``steps`` tables are built as a replay builds them (``batch_id``
         by composition, so recurrences are found); the ``epoch`` column comes from the
@@ -119,7 +119,7 @@ class Recording:
         """The cap on lengths and the lengths source for the replay, checked."""
         import numpy as np
 
-        from ..records import value_problem
+        from ..data import value_problem
         from ..schedule.replay import as_lengths
 
         cap = _setting_int(self.settings, "max_seq_len")
@@ -155,7 +155,7 @@ class Recording:
         epochs and max_seq_len from what was recorded."""
         import numpy as np
 
-        from ..records import INT_BOUNDS, ScheduleParams
+        from ..data import INT_BOUNDS, ScheduleParams
 
         known = set(ScheduleParams.field_names())
         params = ScheduleParams()

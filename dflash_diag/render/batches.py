@@ -1,7 +1,7 @@
 """Rendering for ``dflash-diag batches``: rich tables, the JSON document, the plot.
 
 Nothing here computes a statistic: the numbers come from
-:mod:`dflash_diag.batchstats` and :mod:`dflash_diag.buckets`; this module only lays
+:mod:`dflash_diag.batches.stats` and :mod:`dflash_diag.batches.buckets`; this module only lays
 them out (and formats durations).
 """
 
@@ -17,8 +17,8 @@ from ..reports import BatchesReport
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ..batchstats import ScheduleStats
-    from ..buckets import BucketPlan
+    from ..batches.buckets import BucketPlan
+    from ..batches.stats import ScheduleStats
 
 
 def duration(seconds: float | None) -> str:
@@ -284,7 +284,7 @@ def _verification_lines(report: BatchesReport) -> list[str]:
 def _render_plan(plan: BucketPlan, console: Console) -> None:
     from rich.table import Table
 
-    from ..buckets import METHODS
+    from ..batches.buckets import METHODS
 
     sim = (
         f"simulated on {plan.simulated_samples:,} samples, 1 epoch"

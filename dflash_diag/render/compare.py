@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..compare import Comparison, MetricComparison
-    from ..phases import Phases
+    from ..lr_phases import Phases
 
 
 def _num(x: float | None, digits: int = 3) -> str:

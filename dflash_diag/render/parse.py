@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..records import RunLog
+from ..data import RunLog
 
 
 def summarise(run: RunLog, rank: int | str = 0) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Render `dflash-diag spikes` results: JSON document, rich text, plot.
 
 Nothing here computes a statistic: the numbers come from
-:mod:`dflash_diag.spikes` and :mod:`dflash_diag.variance`; this module picks words and
+:mod:`dflash_diag.spikes` and :mod:`dflash_diag.spikes.variance`; this module picks words and
 lays them out.
 """
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ..reports import MicroBatch, SpikesReport
     from ..spikes.attribute import Attribution, SpikeEvidence
     from ..spikes.detect import Detection
-    from ..variance import VarianceReport
+    from ..spikes.variance import VarianceReport
 
 #: Spikes in the default text table (``--verbose`` shows every one); the summary sentences
 #: (text, JSON and HTML alike) name these, the others counted.
@@ -330,7 +330,7 @@ def _ground_json(g: Any) -> dict[str, Any]:
 
 
 def ground_of(attribution: Attribution | None) -> str:
-    """What the verdicts rest on: a :data:`~dflash_diag.spikes.coverage.GROUNDS` status,
+    """What the verdicts rest on: a :data:`~dflash_diag.composition.ground.GROUNDS` status,
     or ``none`` (no schedule: detection only)."""
     if attribution is None or attribution.schedule_check is None:
         return "none"

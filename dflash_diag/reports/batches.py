@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..batchstats import ScheduleStats, ScheduleWarning
-    from ..buckets import BucketPlan
-    from ..records import Replay
+    from ..batches.buckets import BucketPlan
+    from ..batches.stats import ScheduleStats, ScheduleWarning
+    from ..data import Replay
     from ..schedule.verify import SeedSearch
 
 from .common import Stage, display_path, quiet
@@ -65,7 +65,7 @@ class BatchesReport:
     :param seed: the seed of the schedule that ``stats`` (and every table) describes: the
         one found by the search, else the one given.
     :param warnings: what the schedule does to samples that do not fit it
-        (:func:`~dflash_diag.batchstats.schedule_warnings`).
+        (:func:`~dflash_diag.batches.stats.schedule_warnings`).
     :param given_check: after a search that found no seed, the ``Verification`` of the
         schedule as given (what ``spikes`` would check).
     :param micro: rank 0's micro-batch lengths per strategy drawn (each ``--compare``d
@@ -73,7 +73,7 @@ class BatchesReport:
     :param composition: the recording measured (``--composition``), whose statistics
         are ``stats`` (strategy ``recorded``); ``manifest`` is then ``none`` without one.
     :param bucket_edges: the edges a ``bucketed`` schedule here used when none were given
-        (:func:`~dflash_diag.buckets.default_edges`); empty otherwise.
+        (:func:`~dflash_diag.batches.buckets.default_edges`); empty otherwise.
     :param label: a name for the header, the plot's title and the HTML's title
         (``--label``; None: the manifest's path).
     """
@@ -202,8 +202,8 @@ def _recorded_batches(
     schedule's parameters, over as many epochs as were recorded (unless ``--epochs``)."""
     from dataclasses import replace as with_
 
-    from ..batchstats import schedule_stats
-    from ..buckets import optimize_buckets
+    from ..batches.buckets import optimize_buckets
+    from ..batches.stats import schedule_stats
     from ..logs import read_log
     from ..record import read_recording
     from ..schedule import verify_tokens
@@ -292,9 +292,9 @@ def _check_log(
     """Read the log; with ``seeds``, search them.  Returns ``(params, run, search)``:
     the params with the found seed and first step when the search found one (else as
     given), the RunLog, and the SeedSearch (None without ``seeds``)."""
+    from ..composition.ground import MIN_TOKENS_MATCH
     from ..logs import read_log
     from ..schedule import search_seed
-    from ..spikes.coverage import MIN_TOKENS_MATCH
 
     run = read_log(log)
     if seeds is None:
@@ -318,9 +318,9 @@ def _compare(
     stage: Stage,
     plots: bool,
 ) -> tuple[tuple[Any, ...], tuple[MicroLengths, ...]]:
-    """Each named strategy's statistics (as :func:`~dflash_diag.batchstats.
+    """Each named strategy's statistics (as :func:`~dflash_diag.batches.stats.
     compare_strategies`), and with ``plots`` its rank-0 micro-batch lengths."""
-    from ..batchstats import check_strategy_names, params_for, schedule_stats
+    from ..batches.stats import check_strategy_names, params_for, schedule_stats
     from ..schedule import replay
 
     names = check_strategy_names(names)
@@ -355,8 +355,8 @@ def _batches(
     plots: bool,
     stage: Stage,
 ) -> BatchesReport:
-    from ..batchstats import schedule_stats, schedule_warnings
-    from ..buckets import optimize_buckets
+    from ..batches.buckets import optimize_buckets
+    from ..batches.stats import schedule_stats, schedule_warnings
     from ..manifest import read_manifest
     from ..schedule import replay, verify_tokens
     from ..schedule.export import export_schedule
@@ -391,7 +391,7 @@ def _batches(
         drawn = (micro_lengths(schedule, stats.padding_efficiency),)
     derived: tuple[int, ...] = ()
     if not params.buckets and "bucketed" in (params.strategy, *(names or ())):
-        from ..buckets import default_edges
+        from ..batches.buckets import default_edges
 
         cap = params.max_seq_len
         derived = default_edges(manifest.lengths if cap is None else manifest.lengths.clip(max=cap))
@@ -416,8 +416,8 @@ def _batches(
 
 def _training_seconds(stats: Sequence[Any], rate: float | None) -> dict[str, float]:
     """Training time (s) by strategy at ``rate`` tokens/s and 100% padding efficiency
-    (:func:`~dflash_diag.buckets.training_time`); empty without a rate."""
-    from ..buckets import training_time
+    (:func:`~dflash_diag.batches.buckets.training_time`); empty without a rate."""
+    from ..batches.buckets import training_time
 
     if rate is None:
         return {}

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..records import RunLog
+    from ..data import RunLog
 
 from .common import Stage, check_steps_in, in_steps, quiet
 

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..records import Replay, RunLog
+    from ..data import Replay, RunLog
     from ..spikes.attribute import Attribution, SpikeEvidence
     from ..spikes.detect import Detection
-    from ..variance import VarianceReport
+    from ..spikes.variance import VarianceReport
 
 from .common import Context, MicroBatch, Stage, check_steps_in, display_path, in_steps, quiet
 
@@ -80,7 +80,7 @@ def spikes_report(
     from ..schedule.replay import undetermined_notes
     from ..spikes.attribute import log_only_evidence
     from ..spikes.detect import detect_spikes
-    from ..variance import variance_proxies
+    from ..spikes.variance import variance_proxies
 
     log = str(log)
     fmt = check_format(format)
@@ -140,7 +140,7 @@ def _attributed(
 ) -> tuple[Any, Any, Any, int | None, dict[int, tuple[MicroBatch, ...]], tuple[str, ...]]:
     """Attribution on the recording, else on the replayed schedule of a manifest, else
     none: ``(attribution, replay, manifest, epochs replayed, spike batches, notes)``."""
-    from ..spikes.coverage import check_steps, schedule_source
+    from ..composition.ground import check_steps, schedule_source
 
     if recording is None and resolved.manifest is None:
         return None, None, None, None, {}, ()
@@ -220,9 +220,9 @@ def _attribute_recorded(
 ) -> tuple[Any, Any, Any, tuple[str, ...]]:
     """Read the recording (and the manifest, if any), check it against the log,
     attribute.  Returns ``(attribution, replay, manifest or None, notes)``."""
+    from ..composition.ground import check_recording
     from ..record import read_recording
     from ..spikes.attribute import attribute_spikes
-    from ..spikes.coverage import check_recording
     from ..spikes.optimizer import lr_at
 
     path, named_by = recording
@@ -261,10 +261,10 @@ def _attribute(
     source: str,
 ) -> tuple[Any, Any, Any, int]:
     """Read the manifest, replay once (enough epochs for the log), check, attribute."""
+    from ..composition.ground import check_schedule, epochs_to_cover
     from ..manifest import read_manifest
     from ..schedule import replay
     from ..spikes.attribute import attribute_spikes
-    from ..spikes.coverage import check_schedule, epochs_to_cover
     from ..spikes.optimizer import lr_at
 
     with stage("reading manifest") as bar:

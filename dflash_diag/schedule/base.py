@@ -26,7 +26,7 @@ from ..errors import InputError
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..records import ScheduleParams
+    from ..data import ScheduleParams
     from .rng import Shuffler
 
 
@@ -164,7 +164,7 @@ def need_batch_size(params: ScheduleParams) -> int:
 #: ``--strategy`` name -> ``module:Class`` implementing it.  One line per strategy; a
 #: ``FILE.py:FUNC`` / ``module:FUNC`` value is a user's own function instead
 #: (:mod:`dflash_diag.schedule.custom`).  New names also go in
-#: :data:`dflash_diag.records.STRATEGY_NAMES`, which validates ``--strategy``.
+#: :data:`dflash_diag.data.STRATEGY_NAMES`, which validates ``--strategy``.
 STRATEGY_CLASSES: dict[str, str] = {
     "sorted-greedy": "sorted_greedy:SortedGreedy",
     "bucketed": "bucketed:Bucketed",

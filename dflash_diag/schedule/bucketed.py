@@ -2,7 +2,8 @@
 
 The procedure, every epoch (lengths capped at ``max_seq_len``, edges ``e_0 < ... < e_K``
 from ``--buckets``; without them six equal-count buckets of the manifest's capped lengths,
-:func:`dflash_diag.buckets.default_edges`; the story's were 0,770,1216,1728,2432,3296,8192)::
+:func:`dflash_diag.batches.buckets.default_edges`; the story's were
+0,770,1216,1728,2432,3296,8192)::
 
     bucket(L) = i such that e_i <= L < e_(i+1)   # the last bucket is closed above;
                                                  # L < e_0 goes to the first bucket and
@@ -24,8 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..buckets import default_edges
-from ..records import ScheduleParams
+from ..batches.buckets import default_edges
+from ..data import ScheduleParams
 from .base import Batches, EpochPlan
 from .packing import Budget, pack_in_order
 from .rng import Shuffler

@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..data import ScheduleParams, value_problem
 from ..errors import InputError
-from ..records import ScheduleParams, value_problem
 from .presets import PRESET_KEYS, apply_preset
 
 CONFIG_NAME = "dflash-diag.toml"

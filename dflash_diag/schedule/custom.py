@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from ..data import ScheduleParams
 from ..errors import InputError
-from ..records import ScheduleParams
 from .base import Batches, EpochPlan
 from .rng import Shuffler
 

@@ -9,14 +9,14 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..batchstats import CHUNK_SAMPLES
+from ..batches.stats import CHUNK_SAMPLES
 from .replay import batch_chunks
 
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-    from ..records import Replay
+    from ..data import Replay
 
 
 def schedule_tables(

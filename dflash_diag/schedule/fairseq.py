@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..records import ScheduleParams
+from ..data import ScheduleParams
 from .base import Batches, EpochPlan
 from .rng import LegacyNumpyShuffler, Shuffler
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..records import ScheduleParams
+from ..data import ScheduleParams
 from .base import EpochPlan, need_batch_size
 from .random_batches import fixed_size_batches
 from .rng import Shuffler

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..records import ScheduleParams
+from ..data import ScheduleParams
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..records import ScheduleParams
+from ..data import ScheduleParams
 from .base import Batches, EpochPlan, need_batch_size
 from .rng import Shuffler, TorchShuffler
 

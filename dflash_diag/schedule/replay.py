@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..data import BATCH_FEATURES, Manifest, Replay, ScheduleParams, value_problem
 from ..errors import InputError
-from ..records import BATCH_FEATURES, Manifest, Replay, ScheduleParams, value_problem
 from .accelerate import even_batches, step_positions
 from .base import Batches, EpochPlan, Strategy, gather_segments, get_strategy
 from .rng import EpochShufflers

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..records import ScheduleParams
+from ..data import ScheduleParams
 from .base import Batches, EpochPlan
 from .packing import Budget, pack_sorted, stable_argsort
 from .rng import Shuffler

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..data import Manifest, Replay, RunLog, ScheduleParams
 from ..errors import InputError
-from ..records import Manifest, Replay, RunLog, ScheduleParams
 from .base import Batches, get_strategy
 from .replay import accelerate_shards, as_lengths, determined_epochs, micro_positions, step_starts
 from .rng import EpochShufflers
@@ -300,7 +300,7 @@ def search_seed(
     of the log's steps within ``params.epochs``; that full comparison is
     :attr:`SeedSearch.best`, and the seed counts as found when its tokens match at
     ``min_match`` or more of the compared steps (``spikes`` accepts a schedule at
-    :data:`dflash_diag.spikes.coverage.MIN_TOKENS_MATCH`; ``batches`` passes that).
+    :data:`dflash_diag.composition.ground.MIN_TOKENS_MATCH`; ``batches`` passes that).
 
     :param source: manifest or lengths.
     :param params: the schedule (its ``seed`` and ``first_step`` are the searched ones).

@@ -5,9 +5,10 @@
 - :func:`attribute_spikes` (``attribute.py``): evidence and a verdict per spike, on the
   composition model of ``model.py``, the detrended correlations of ``correlate.py`` and
   the recurring batches of ``recurrence.py``;
-- :func:`check_schedule`, :func:`epochs_to_cover` (``coverage.py``): the replay must
-  reach and match the log before attribution runs;
-- ``windows.py``: the rolling baselines; the variance panel is :mod:`dflash_diag.variance`.
+- :func:`check_schedule`, :func:`epochs_to_cover` (:mod:`dflash_diag.composition.ground`):
+  the replay must reach and match the log before attribution runs;
+- ``windows.py``: the rolling baselines; the variance panel is
+  :mod:`dflash_diag.spikes.variance`.
 
 Names load lazily so that importing this package pulls in neither numpy nor pandas.
 """

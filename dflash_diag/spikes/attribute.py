@@ -1,7 +1,7 @@
 """Line every logged point up with its batches and say which spikes the batch explains.
 
 :func:`attribute_spikes` takes a :class:`~dflash_diag.spikes.detect.Detection` and a
-:class:`~dflash_diag.records.Replay` and returns an :class:`Attribution`:
+:class:`~dflash_diag.data.Replay` and returns an :class:`Attribution`:
 
 1. **Detrending.**  ``residual = x - trend`` with ``trend`` the centred robust-line
    baseline of the metric over the detection window
@@ -76,7 +76,7 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-    from ..records import Replay
+    from ..data import Replay
 
 Progress = Callable[[int, int], None]
 
@@ -131,7 +131,7 @@ class Attribution:
 
     :param points: one row per logged point: ``step, value, trend, residual, predicted,
         flagged`` and the batch features of :func:`point_features`.
-    :param schedule_check: the :class:`~dflash_diag.spikes.coverage.ScheduleGround` the
+    :param schedule_check: the :class:`~dflash_diag.composition.ground.ScheduleGround` the
         verdicts rest on (verified / given / refuted), or None (not checked).
     :param notes: limitations a reader should know, in words.
     :param r2_similar: held-out R² of the similar-batch predictor (each point predicted by
@@ -363,7 +363,7 @@ def attribute_spikes(
     :param detection: from :func:`~dflash_diag.spikes.detect.detect_spikes`.
     :param replay: the run's schedule, replayed once for all spikes.
     :param covers: ``window`` or ``step``: what a logged point covers (see features).
-    :param schedule_check: the :class:`~dflash_diag.spikes.coverage.ScheduleGround`
+    :param schedule_check: the :class:`~dflash_diag.composition.ground.ScheduleGround`
         every verdict rests on (see :func:`check_schedule`), kept with the result.
     :param metric_rank: whose batches the logged metric describes: ``"all"`` (pooled over
         ranks, an all-reduced loss), a rank (printed by that rank alone, e.g. rank 0

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..records import BATCH_FEATURES
+from ..data import BATCH_FEATURES
 
 if TYPE_CHECKING:
     import numpy as np

@@ -316,7 +316,7 @@ def _phases(steps: np.ndarray, lr: np.ndarray | None) -> np.ndarray:
 
     if lr is None or not np.isfinite(lr).any():
         return np.full(steps.shape[0], "unknown", dtype=object)
-    from ..phases import lr_phases, phase_labels
+    from ..lr_phases import lr_phases, phase_labels
 
     return np.asarray(phase_labels(lr_phases(steps, lr), steps), dtype=object)
 
@@ -378,7 +378,7 @@ def detect_spikes(
         whose name starts with ``acc`` (accuracy falls when training goes wrong), else ``up``.
     :param path: the log's path, for error messages.
     :param logged: bool per row of ``table``: ``metric`` was logged there (a number, inf,
-        or a printed NaN): :meth:`RunLog.logged <dflash_diag.records.RunLog.logged>`.
+        or a printed NaN): :meth:`RunLog.logged <dflash_diag.data.RunLog.logged>`.
         Rows where it was not are left out; a logged NaN or inf is a non-finite event.
         None (a table from elsewhere): guessed from the row's other columns.
     :raises InputError: unknown detector, missing column, no finite value, bad window.

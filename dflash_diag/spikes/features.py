@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-    from ..records import Replay
+    from ..data import Replay
 
 COVERS: tuple[str, ...] = ("window", "step")
 
@@ -159,7 +159,7 @@ def point_features(
     :returns: one row per logged step, in the order given.
 
     >>> import numpy as np
-    >>> from dflash_diag.records import ScheduleParams
+    >>> from dflash_diag.data import ScheduleParams
     >>> from dflash_diag.schedule import replay
     >>> r = replay(np.array([3, 1, 2, 2]), ScheduleParams(token_budget=4), epochs=2)
     >>> point_features(r, np.array([0, 1]))[["step", "n_samples", "tokens"]].values.tolist()

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..records import Replay
+    from ..data import Replay
 
 #: A recurrence is high again at this share of the spike's rise and these robust sigmas.
 RECUR_SHARE = 0.25

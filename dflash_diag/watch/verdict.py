@@ -1,8 +1,8 @@
 """A live spike's verdict, from the points so far: :func:`judge`.
 
 The composition a verdict rests on is a :class:`Composition`: something that hands
-out a :class:`~dflash_diag.records.Replay` reaching a step and says what it rests on
-(:class:`~dflash_diag.spikes.coverage.ScheduleGround`).  :class:`ReplayedComposition`
+out a :class:`~dflash_diag.data.Replay` reaching a step and says what it rests on
+(:class:`~dflash_diag.composition.ground.ScheduleGround`).  :class:`ReplayedComposition`
 replays a named schedule from a manifest (checked against the logged tokens so far,
 as ``spikes`` checks it: ``verified`` / ``given`` / ``refuted``); a composition recorded
 during training is a :class:`FixedComposition` holding its replay with the ground
@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ..records import Replay
+    from ..composition.ground import ScheduleGround
+    from ..data import Replay
     from ..spikes.attribute import Attribution, SpikeEvidence
-    from ..spikes.coverage import ScheduleGround
     from .causal import CausalDetector
 
 #: Earlier batches within this log-distance of a spike's mean length are "as long".
@@ -73,7 +73,7 @@ class FixedComposition:
         return self.replay
 
     def ground(self, replay: Replay, table: pd.DataFrame) -> ScheduleGround:
-        from ..spikes.coverage import ScheduleGround
+        from ..composition.ground import ScheduleGround
 
         return ScheduleGround(self.status, self.named_by, self.detail)
 
@@ -103,8 +103,8 @@ class ReplayedComposition:
     _replay: Any = field(default=None, repr=False)
 
     def replay_for(self, step: int) -> Replay:
+        from ..composition.ground import epochs_to_cover
         from ..schedule import replay
-        from ..spikes.coverage import epochs_to_cover
 
         rep = self._replay
         if rep is not None and (self.epochs_given or int(rep.steps["step"].max()) >= step):
@@ -120,7 +120,7 @@ class ReplayedComposition:
         return self._replay  # type: ignore[no-any-return]
 
     def ground(self, replay: Replay, table: pd.DataFrame) -> ScheduleGround:
-        from ..spikes.coverage import check_schedule
+        from ..composition.ground import check_schedule
 
         return check_schedule(
             replay, table, self.force, self.path, named_by=self.named_by, named=self.named
@@ -169,10 +169,10 @@ class RecordedComposition:
 
     def ground(self, replay: Replay, table: pd.DataFrame) -> ScheduleGround:
         """The recording checked against the points so far as ``spikes`` checks it
-        (:func:`~dflash_diag.spikes.coverage.check_recording`): it must hold 90% of the
+        (:func:`~dflash_diag.composition.ground.check_recording`): it must hold 90% of the
         logged steps, and its tokens must match the logged ones where the log has them;
         a recording of another run is refused (InputError: one line, exit status 2)."""
-        from ..spikes.coverage import check_recording
+        from ..composition.ground import check_recording
 
         steps = table["step"].to_numpy()
         return check_recording(replay, table, steps, self.force, self.path, self.named_by)
@@ -205,8 +205,8 @@ def replayed_composition(
     """A :class:`ReplayedComposition` from a resolved schedule
     (:func:`~dflash_diag.schedule.config.resolve_schedule`): the manifest is read now,
     so a bad one is refused before the log is followed."""
+    from ..composition.ground import schedule_source
     from ..manifest import read_manifest
-    from ..spikes.coverage import schedule_source
 
     m = read_manifest(resolved.manifest, resolved.length_column, resolved.category_column)
     source = schedule_source(resolved.config_path, config, bool(resolved.given), log)
@@ -362,7 +362,7 @@ def _phase(steps: Any, lr: Any) -> str:
 
     if not np.isfinite(lr).any():
         return "unknown"
-    from ..phases import lr_phases, phase_labels
+    from ..lr_phases import lr_phases, phase_labels
 
     return str(phase_labels(lr_phases(steps, lr), steps[-1:])[0])
 

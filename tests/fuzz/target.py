@@ -28,8 +28,8 @@ class ContractBreak(AssertionError):
 def _log(path: Path) -> None:
     import numpy as np
 
+    from dflash_diag.data import CANONICAL_COLUMNS
     from dflash_diag.logs import read_log
-    from dflash_diag.records import CANONICAL_COLUMNS
 
     t = read_log(path).table
     if list(t.columns[:8]) != list(CANONICAL_COLUMNS):
@@ -41,8 +41,8 @@ def _log(path: Path) -> None:
 
 
 def _manifest(path: Path) -> None:
+    from dflash_diag.data import ScheduleParams
     from dflash_diag.manifest import read_manifest
-    from dflash_diag.records import ScheduleParams
     from dflash_diag.schedule.replay import replay
 
     m = read_manifest(path)

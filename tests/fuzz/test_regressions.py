@@ -27,10 +27,10 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from dflash_diag.cli import app
+from dflash_diag.data import ScheduleParams
 from dflash_diag.errors import InputError
 from dflash_diag.logs import read_log
 from dflash_diag.manifest import read_manifest
-from dflash_diag.records import ScheduleParams
 from dflash_diag.schedule import replay
 from dflash_diag.schedule.config import resolve_schedule
 
@@ -279,7 +279,7 @@ def test_the_cli_error_for_a_wrapped_length_is_one_line(tmp_path, monkeypatch):
 def test_no_degrees_of_freedom_warning_for_a_schedule_with_no_step():
     # batchstats._category_spread took np.std of no micro-batch: "Degrees of freedom <= 0"
     # on stderr under exit 0 (pyproject makes the warning an error here)
-    from dflash_diag.batchstats import schedule_stats
+    from dflash_diag.batches.stats import schedule_stats
 
     r = replay(np.array([308, 2479]), ScheduleParams(world_size=8), categories=["a", "b"])
     assert len(r.steps) == 0
@@ -350,7 +350,7 @@ def test_spikes_on_a_log_of_one_step_prints_no_warning(tmp_path):
 
 def test_a_grad_norm_whose_square_overflows_is_left_out_quietly():
     # variance.noise_scale squared 1e200: "overflow encountered in square" on stderr
-    from dflash_diag.variance import noise_scale
+    from dflash_diag.spikes.variance import noise_scale
 
     rng = np.random.default_rng(0)
     b = rng.uniform(1000, 4000, 400)

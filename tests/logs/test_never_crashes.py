@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dflash_diag.data import CANONICAL_COLUMNS, RunLog
 from dflash_diag.errors import InputError
 from dflash_diag.logs import read_log
-from dflash_diag.records import CANONICAL_COLUMNS, RunLog
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 FIXTURES = sorted(

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dflash_diag.data import CANONICAL_COLUMNS
 from dflash_diag.logs import read_log
-from dflash_diag.records import CANONICAL_COLUMNS
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 REAL = DATA / "real_logs"

@@ -26,10 +26,10 @@ from tensorboard.util import tensor_util
 from typer.testing import CliRunner
 
 from dflash_diag.cli import app
+from dflash_diag.data import CANONICAL_COLUMNS, RunLog
 from dflash_diag.errors import InputError, MissingDependency
 from dflash_diag.logs import detect_format, read_log
 from dflash_diag.logs.tensorboard import masked_crc32c, read_tensorboard
-from dflash_diag.records import CANONICAL_COLUMNS, RunLog
 
 TB = Path(__file__).resolve().parents[1] / "data" / "logs" / "tensorboard"
 HF = TB / "hf_resume"

@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dflash_diag.data import ScheduleParams
 from dflash_diag.errors import InputError
 from dflash_diag.manifest import read_manifest
 from dflash_diag.record import BatchRecorder, read_recording
 from dflash_diag.record.recording import infer_epochs
-from dflash_diag.records import ScheduleParams
 from dflash_diag.schedule import replay
 from dflash_diag.schedule.config import resolve_schedule
 

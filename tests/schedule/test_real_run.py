@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dflash_diag.records import ScheduleParams
+from dflash_diag.data import ScheduleParams
 from dflash_diag.schedule import replay
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "real_run"

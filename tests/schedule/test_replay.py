@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dflash_diag.data import Manifest, ScheduleParams
 from dflash_diag.errors import InputError
-from dflash_diag.records import Manifest, ScheduleParams
 from dflash_diag.schedule import STRATEGIES, epoch_batches, replay
 
 USER = Path(__file__).resolve().parents[1] / "data" / "manifests" / "user_batches.py"

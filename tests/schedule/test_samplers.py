@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dflash_diag.data import ScheduleParams
 from dflash_diag.errors import InputError
-from dflash_diag.records import ScheduleParams
 from dflash_diag.schedule import STRATEGIES, epoch_batches, replay, verify_tokens
 from dflash_diag.schedule.accelerate import even_batches, step_positions
 from dflash_diag.schedule.base import Batches

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from dflash_diag.records import ScheduleParams
+from dflash_diag.data import ScheduleParams
 from dflash_diag.schedule import STRATEGIES, epoch_batches, make_shuffler, packing, replay
 from dflash_diag.schedule.fairseq import batch_by_size
 from dflash_diag.schedule.length_grouped import length_grouped_order
@@ -265,7 +265,7 @@ def test_bucketed_compositions_do_not_recur():
 
 
 def test_every_strategy_name_is_registered_and_named_alike():
-    from dflash_diag.records import STRATEGY_NAMES
+    from dflash_diag.data import STRATEGY_NAMES
 
     # --strategy is validated against STRATEGY_NAMES; each must have a class, and back
     assert set(STRATEGIES) == set(STRATEGY_NAMES)

@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dflash_diag.composition.ground import MIN_TOKENS_MATCH
+from dflash_diag.data import ScheduleParams
 from dflash_diag.errors import InputError
-from dflash_diag.records import ScheduleParams
 from dflash_diag.schedule import replay, search_seed, verify_tokens
 from dflash_diag.schedule.verify import step_token_table
-from dflash_diag.spikes.coverage import MIN_TOKENS_MATCH
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "real_run"
 RUN = ScheduleParams(token_budget=16384, max_seq_len=2048, first_step=1, epochs=2, seed=1234)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from dflash_diag.records import Manifest, Replay, ScheduleParams
+from dflash_diag.data import Manifest, Replay, ScheduleParams
 from dflash_diag.schedule import replay
 
 PARAMS = ScheduleParams(strategy="sorted-greedy", seed=7, token_budget=16384, first_step=1)

@@ -8,12 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dflash_diag.composition.ground import check_schedule, epochs_to_cover
+from dflash_diag.data import ScheduleParams
 from dflash_diag.errors import InputError
-from dflash_diag.records import ScheduleParams
 from dflash_diag.schedule import replay
 from dflash_diag.spikes.attribute import attribute_spikes, log_only_evidence
 from dflash_diag.spikes.correlate import correlations
-from dflash_diag.spikes.coverage import check_schedule, epochs_to_cover
 from dflash_diag.spikes.detect import LEGACY_THRESHOLD, detect_spikes
 from dflash_diag.spikes.model import NEIGHBOURS
 

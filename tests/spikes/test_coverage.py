@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from dflash_diag.composition.ground import MIN_TOKENS_MATCH, check_schedule, epochs_to_cover
 from dflash_diag.errors import InputError
 from dflash_diag.schedule import replay
-from dflash_diag.spikes.coverage import MIN_TOKENS_MATCH, check_schedule, epochs_to_cover
 
 from .constructed import run
 

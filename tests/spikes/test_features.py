@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dflash_diag.data import ScheduleParams
 from dflash_diag.errors import InputError
-from dflash_diag.records import ScheduleParams
 from dflash_diag.schedule import replay
 from dflash_diag.spikes.features import point_features, point_index, rank_features
 

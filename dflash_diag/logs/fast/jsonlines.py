@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ...records import RunLog
+from ...data import RunLog
 from .leftover import Leftover, NotUtf8
 
 if TYPE_CHECKING:

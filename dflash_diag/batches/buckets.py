@@ -36,13 +36,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .errors import InputError
-from .records import ScheduleParams
+from ..data import ScheduleParams
+from ..errors import InputError
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from .records import Manifest
+    from ..data import Manifest
 
 Progress = Callable[[int, int], None]
 
@@ -463,7 +463,7 @@ def _simulate(lengths: np.ndarray, params: ScheduleParams, edges: tuple[int, ...
     distribution of the shuffle, not on which generator drew it, and numpy's is ~10x
     faster than Python's ``random.shuffle``.
     """
-    from .schedule import replay
+    from ..schedule import replay
 
     sim = params.replace(strategy="bucketed", buckets=edges, epochs=1, rng="numpy")
     r = replay(lengths, sim, epochs=1)

@@ -3,7 +3,7 @@
 What each number is:
 
 - **length ICC** and **adjacent-batch length correlation** of the schedule (see
-  :mod:`dflash_diag.batchstats`): how length-homogeneous batches are, and how much a
+  :mod:`dflash_diag.batches.stats`): how length-homogeneous batches are, and how much a
   batch's mean length predicts the next one's (lag-1 autocorrelation of step mean length);
 - **composition share**: the composition model's R² (in-sample and cross-validated), the
   share of the detrended metric's step-to-step variance batch features explain;
@@ -45,9 +45,9 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-    from .records import Manifest, Replay
-    from .spikes.attribute import Attribution
-    from .spikes.detect import Detection
+    from ..data import Manifest, Replay
+    from .attribute import Attribution
+    from .detect import Detection
 
 Progress = Callable[[int, int], None]
 
@@ -119,7 +119,7 @@ class VarianceReport:
 
 def schedule_spread(replay: Replay) -> tuple[Any, Any, Any, Any]:
     """``(length_icc, its CI, adjacent length corr, its p)`` of a replayed schedule."""
-    from .batchstats import batch_moments, lag1_corr, length_icc
+    from ..batches.stats import batch_moments, lag1_corr, length_icc
 
     icc, ci, _ = length_icc(batch_moments(replay))
     adj, p = lag1_corr(replay.steps["mean_len"].to_numpy(dtype=float))
@@ -132,8 +132,8 @@ def grad_norm_stats(
     """Local CV of grad_norm and Spearman of detrended grad_norm with batch features."""
     import numpy as np
 
-    from .spikes.correlate import detrend
-    from .stattests import spearman
+    from ..stattests import spearman
+    from .correlate import detrend
 
     g = np.asarray(grad, dtype=np.float64)
     ok = np.isfinite(g)
@@ -255,7 +255,7 @@ def _positive_p(values: np.ndarray) -> float:
     """One-sided p-value of "mean > 0" (Student t); 1.0 when it cannot be tested."""
     import numpy as np
 
-    from .stattests import mean_above_zero_p
+    from ..stattests import mean_above_zero_p
 
     if values.size < 2:
         return 1.0
@@ -281,11 +281,11 @@ def counterfactual(
     """
     import numpy as np
 
-    from .batchstats import params_for
-    from .errors import InputError
-    from .schedule import replay as run_replay
-    from .spikes.features import micro_points
-    from .spikes.model import fit_model, mixture_shares, sample_cells
+    from ..batches.stats import params_for
+    from ..errors import InputError
+    from ..schedule import replay as run_replay
+    from .features import micro_points
+    from .model import fit_model, mixture_shares, sample_cells
 
     pts = attribution.points
     steps = pts["step"].to_numpy(dtype=np.int64)

@@ -2,7 +2,7 @@
 
 These are the contracts between modules.  They hold data only; the functions that make
 and use them live in ``logs/``, ``manifest.py``, ``schedule/``, ``spikes/``,
-``compare/`` and ``buckets.py``.
+``compare/`` and ``batches/``.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ BATCH_FEATURES: tuple[str, ...] = (
 )
 
 #: No bucket edges given: ``bucketed`` derives six equal-count buckets from the manifest
-#: (:func:`dflash_diag.buckets.default_edges`).
+#: (:func:`dflash_diag.batches.buckets.default_edges`).
 DEFAULT_BUCKETS: tuple[int, ...] = ()
 #: The story's bucket edges (tokens), fitted to its dataset: six buckets ``[e_i, e_{i+1})``.
 STORY_BUCKETS: tuple[int, ...] = (0, 770, 1216, 1728, 2432, 3296, 8192)

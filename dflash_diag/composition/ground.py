@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-    from ..records import Manifest, Replay, ScheduleParams
+    from ..data import Manifest, Replay, ScheduleParams
     from ..schedule.verify import Verification
 
 #: More epochs than this to reach the log's last step means the manifest is not the run's.

@@ -8,7 +8,7 @@ How the lr is read (real logs are untidy):
 
 - NaN, infinite and negative lr values are ignored (not logged at that step).
 - Steps may repeat after a resume from a checkpoint: the LAST value logged for a step
-  wins, as in :attr:`dflash_diag.records.RunLog.restarts`.
+  wins, as in :attr:`dflash_diag.data.RunLog.restarts`.
 - Logging every N steps is fine: the warmup end is fitted between logged points.
 - lr printed with few decimals (llm.c's ``0.000000`` early in warmup) is quantised; the
   fits treat it as noise and a step "at the peak" allows for the print resolution.

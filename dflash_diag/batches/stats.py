@@ -1,6 +1,6 @@
 """What a batch schedule does to padding and batch composition: :func:`schedule_stats`.
 
-Everything is computed from a :class:`~dflash_diag.records.Replay` with numpy over its
+Everything is computed from a :class:`~dflash_diag.data.Replay` with numpy over its
 flat ``sample_ids``/``offsets`` arrays, in chunks of a few million samples, so a
 10,000,000-sample manifest replayed for several epochs stays in memory and in seconds.
 
@@ -25,16 +25,16 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .errors import InputError
-from .records import STRATEGY_NAMES, Replay, ScheduleParams
-from .schedule.base import is_sized
-from .schedule.replay import batch_chunks, determined_epochs
+from ..data import STRATEGY_NAMES, Replay, ScheduleParams
+from ..errors import InputError
+from ..schedule.base import is_sized
+from ..schedule.replay import batch_chunks, determined_epochs
 
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-    from .records import Manifest
+    from ..data import Manifest
 
 Progress = Callable[[int, int], None]
 
@@ -175,7 +175,7 @@ def length_icc(m: BatchMoments) -> tuple[float | None, tuple[float, float] | Non
     """
     import numpy as np
 
-    from .stattests import f_quantile, f_sf
+    from ..stattests import f_quantile, f_sf
 
     keep = m.n > 0
     n = m.n[keep].astype(np.float64)
@@ -223,7 +223,7 @@ def lag1_corr(x: np.ndarray) -> tuple[float | None, float | None]:
     """
     import numpy as np
 
-    from .stattests import normal_sf
+    from ..stattests import normal_sf
 
     x = np.asarray(x, dtype=np.float64)
     if x.shape[0] < MIN_POINTS:
@@ -295,7 +295,7 @@ def schedule_stats(replay: Replay) -> ScheduleStats:
     :returns: a :class:`ScheduleStats`; the module docstring gives every formula.
 
     >>> from dflash_diag.schedule import replay
-    >>> from dflash_diag.records import ScheduleParams
+    >>> from dflash_diag.data import ScheduleParams
     >>> import numpy as np
     >>> lengths = np.array([100, 100, 100, 100, 400, 400])
     >>> s = schedule_stats(replay(lengths, ScheduleParams(token_budget=800, epochs=2)))
@@ -424,7 +424,7 @@ def schedule_warnings(
       Not checked for ``random`` and ``length-grouped``, which take a batch size.
 
     >>> import numpy as np
-    >>> from dflash_diag.records import ScheduleParams
+    >>> from dflash_diag.data import ScheduleParams
     >>> w = schedule_warnings(np.array([50, 300, 900]),
     ...                       ScheduleParams(token_budget=100, max_seq_len=512))
     >>> [(x.level, x.kind, x.samples) for x in w]
@@ -548,7 +548,7 @@ def compare_strategies(
     :param reuse: statistics already computed for ``params`` itself (same epochs), used
         for ``params.strategy`` instead of replaying it again.
     """
-    from .schedule import replay
+    from ..schedule import replay
 
     names = check_strategy_names(names)
     lengths = source if not hasattr(source, "lengths") else source.lengths
