@@ -7,7 +7,9 @@ and use them live in ``logs/``, ``manifest.py``, ``schedule/``, ``spikes/``,
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import InputError
@@ -15,6 +17,23 @@ from .errors import InputError
 if TYPE_CHECKING:  # pandas/numpy stay out of `--help`'s import path
     import numpy as np
     import pandas as pd
+
+#: ``progress(done, total)``: what long work calls as it goes (the CLI draws a bar).
+Progress = Callable[[int, int], None]
+
+
+def display_path(path: str | Path) -> str:
+    """``path`` relative to the working directory when it is under it, else as given.
+
+    >>> display_path("no/such/file.log")
+    'no/such/file.log'
+    """
+    p = Path(path)
+    try:
+        return str(p.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
 
 #: Columns every RunLog table has (NaN where the log did not say), in this order.
 CANONICAL_COLUMNS: tuple[str, ...] = (
@@ -42,19 +61,65 @@ BATCH_FEATURES: tuple[str, ...] = (
 )
 
 #: No bucket edges given: ``bucketed`` derives six equal-count buckets from the manifest
-#: (:func:`dflash_diag.batches.buckets.default_edges`).
+#: (:func:`dflash_diag.schedule.edges.default_edges`).
 DEFAULT_BUCKETS: tuple[int, ...] = ()
 #: The story's bucket edges (tokens), fitted to its dataset: six buckets ``[e_i, e_{i+1})``.
 STORY_BUCKETS: tuple[int, ...] = (0, 770, 1216, 1728, 2432, 3296, 8192)
 
-STRATEGY_NAMES: tuple[str, ...] = (
-    "sorted-greedy",
-    "bucketed",
-    "length-grouped",
-    "fairseq",
-    "random",
-    "distributed",
+
+@dataclass(frozen=True)
+class StrategyInfo:
+    """A registered ``--strategy``: its name, where it lives and its declared traits.
+
+    :param name: the ``--strategy`` value.
+    :param implementation: ``module:Class`` under :mod:`dflash_diag.schedule`.
+    :param sized: it cuts batches of ``--batch-size`` samples and never reads the token
+        budget (False: it packs under the budget).
+    :param fixed_batches: its batches are built once and only their order changes
+        between epochs, so every epoch has the same number of steps.
+    :param prepare_uses_seed: its one-time preparation draws from the seed (a seed
+        search must prepare it again for every seed).
+    """
+
+    name: str
+    implementation: str
+    sized: bool
+    fixed_batches: bool = False
+    prepare_uses_seed: bool = False
+
+
+#: Every registered strategy, in the order the help lists them: the one registry from
+#: which ``--strategy``'s choices, the strategy classes' traits and the tests derive.
+STRATEGIES: tuple[StrategyInfo, ...] = (
+    StrategyInfo("sorted-greedy", "sorted_greedy:SortedGreedy", sized=False, fixed_batches=True),
+    StrategyInfo("bucketed", "bucketed:Bucketed", sized=False),
+    StrategyInfo("length-grouped", "length_grouped:LengthGrouped", sized=True),
+    StrategyInfo(
+        "fairseq", "fairseq:Fairseq", sized=False, fixed_batches=True, prepare_uses_seed=True
+    ),
+    StrategyInfo("random", "random_batches:RandomBatches", sized=True),
+    StrategyInfo("distributed", "distributed:Distributed", sized=True),
 )
+STRATEGY_NAMES: tuple[str, ...] = tuple(s.name for s in STRATEGIES)
+
+
+def strategy_info(name: str) -> StrategyInfo | None:
+    """The registered strategy ``name`` (None: not registered, e.g. ``FILE.py:FUNC``).
+
+    >>> strategy_info("bucketed").sized, strategy_info("train.py:build") is None
+    (False, True)
+    """
+    return next((s for s in STRATEGIES if s.name == name), None)
+
+
+def registered_strategy(name: str) -> StrategyInfo:
+    """:func:`strategy_info` of a name that must be registered (ValueError if not)."""
+    info = strategy_info(name)
+    if info is None:
+        raise ValueError(f"no registered strategy {name!r}")
+    return info
+
+
 BUDGET_MODES: tuple[str, ...] = ("padded", "tokens")
 RNG_NAMES: tuple[str, ...] = ("python", "numpy", "numpy-legacy", "torch")
 SEEDINGS: tuple[str, ...] = ("once", "per-epoch", "global")

@@ -17,11 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from dflash_diag.batches.buckets import default_edges
 from dflash_diag.cli import app
 from dflash_diag.cli.options import parse_steps
 from dflash_diag.errors import InputError
 from dflash_diag.render.plots import ema
+from dflash_diag.schedule.edges import default_edges
 
 ROOT = Path(__file__).resolve().parent.parent
 runner = CliRunner()

@@ -13,10 +13,20 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from dflash_diag.composition import Request
 from dflash_diag.render.batches import batches_figure
 from dflash_diag.render.compare import comparison_figure, run_labels
 from dflash_diag.render.spikes_plot import VERDICT_COLOURS, labelled, spikes_figure
-from dflash_diag.reports import batches_report, compare_report, spikes_report
+from dflash_diag.reports import (
+    BatchesOptions,
+    SpikesOptions,
+    batches_report,
+    compare_report,
+    spikes_report,
+)
+
+SAMPLE_MANIFEST = "sample_logs/manifest.parquet"
+SAMPLE_CONFIG = "sample_logs/dflash-diag.toml"
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -145,11 +155,8 @@ def test_two_files_of_the_same_name_get_their_folders():
 def test_batches_plot_draws_every_compared_strategy(monkeypatch):
     monkeypatch.chdir(ROOT)
     r = batches_report(
-        "sample_logs/manifest.parquet",
-        config="sample_logs/dflash-diag.toml",
-        schedule={"epochs": 1},
-        compare=["sorted-greedy", "bucketed", "random"],
-        plots=True,
+        Request(manifest=SAMPLE_MANIFEST, config=SAMPLE_CONFIG, flags={"epochs": 1}),
+        BatchesOptions(compare=["sorted-greedy", "bucketed", "random"], plots=True),
     )
     fig = batches_figure(r)
     panels = [ax for ax in fig.axes if ax.get_title(loc="left")]
@@ -171,10 +178,8 @@ def test_batches_plot_draws_every_compared_strategy(monkeypatch):
 def test_one_strategy_has_no_lone_dot(monkeypatch):
     monkeypatch.chdir(ROOT)
     r = batches_report(
-        "sample_logs/manifest.parquet",
-        config="sample_logs/dflash-diag.toml",
-        schedule={"epochs": 1},
-        plots=True,
+        Request(manifest=SAMPLE_MANIFEST, config=SAMPLE_CONFIG, flags={"epochs": 1}),
+        BatchesOptions(plots=True),
     )
     fig = batches_figure(r)
     assert len(fig.axes) == 1 and "--compare" in fig._suptitle.get_text()
@@ -206,7 +211,7 @@ def test_spikes_plot_smooths_over_the_faint_raw_curve_and_takes_a_label(spikes):
 def test_spikes_plot_of_a_step_range():
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(ROOT)
-        report = spikes_report("sample_logs/run.log", steps=(200, 300))
+        report = spikes_report("sample_logs/run.log", SpikesOptions(steps=(200, 300)))
     fig = spikes_figure(report)
     main, strip, lengths = fig.axes[:3]
     lo, hi = main.get_xlim()

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from dflash_diag.composition import Request
 from dflash_diag.render.jsonout import dumps
 from dflash_diag.render.spikes import spikes_json
 from dflash_diag.reports import (
+    BatchesOptions,
     MicroBatch,
     batches_report,
     compare_report,
@@ -125,10 +127,8 @@ def test_batches_report_is_what_the_cli_prints(monkeypatch):
     monkeypatch.chdir(ROOT)
     args = ["sample_logs/manifest.parquet", "--config", "sample_logs/dflash-diag.toml"]
     r = batches_report(
-        "sample_logs/manifest.parquet",
-        config="sample_logs/dflash-diag.toml",
-        compare=["sorted-greedy", "random"],
-        plots=True,
+        Request(manifest="sample_logs/manifest.parquet", config="sample_logs/dflash-diag.toml"),
+        BatchesOptions(compare=["sorted-greedy", "random"], plots=True),
     )
     cli = _cli_json("batches", *args, "--compare", "sorted-greedy,random")
     same_document(json.loads(dumps(report_document(r))), cli)

@@ -25,10 +25,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..data import STRATEGY_NAMES, Replay, ScheduleParams
+from ..data import STRATEGY_NAMES, Progress, Replay, ScheduleParams
 from ..errors import InputError
 from ..schedule.base import is_sized
-from ..schedule.replay import batch_chunks, determined_epochs
+from ..schedule.replay import CHUNK_SAMPLES, batch_chunks, determined_epochs
 
 if TYPE_CHECKING:
     import numpy as np
@@ -36,12 +36,9 @@ if TYPE_CHECKING:
 
     from ..data import Manifest
 
-Progress = Callable[[int, int], None]
 
 #: Fewer points than this and a correlation is "not enough data" (None).
 MIN_POINTS = 10
-#: Samples handled per chunk by the vectorised moments (memory ~ 30 bytes x this).
-CHUNK_SAMPLES = 1 << 22
 
 
 @dataclass(frozen=True)

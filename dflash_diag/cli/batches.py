@@ -190,28 +190,27 @@ def register(app: typer.Typer) -> None:
             rate = parse_throughput(throughput)
         seeds = parse_seed_range(search_seed) if search_seed is not None else None
 
-        from ..reports import batches_report
+        from ..composition import Request
+        from ..reports import BatchesOptions, batches_report
 
-        report = batches_report(
-            manifest,
-            schedule=schedule,
+        batches = Request(
+            flags=schedule,
             config=config,
+            manifest=manifest,
+            composition=composition,
+            columns=(length_column, category_column),
+        )
+        options = BatchesOptions(
             compare=names,
             optimize_buckets=optimize_buckets,
             throughput=rate,
             log=log,
             search_seed=seeds,
             export=export,
-            length_column=length_column,
-            category_column=category_column,
             plots=plot is not None or html is not None,
-            stage=stages(not json_out),
-            composition=composition,
+            label=label,
         )
-        if label is not None:
-            from dataclasses import replace
-
-            report = replace(report, label=label)
+        report = batches_report(batches, options, stage=stages(not json_out))
         _show(report, json_out, plot, html, verbose)
 
 

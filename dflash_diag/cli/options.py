@@ -21,7 +21,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..data import BUDGET_MODES, RNG_NAMES, SEEDINGS, SHARDS
+from ..data import BUDGET_MODES, RNG_NAMES, SEEDINGS, SHARDS, Progress
 
 SCHEDULE_PANEL = "Schedule (also from --config / dflash-diag.toml \\[schedule]; flags win)"
 
@@ -256,11 +256,8 @@ def parse_rank(value: str) -> int | str:
     return r
 
 
-ProgressFn = Callable[[int, int], None]
-
-
 @contextmanager
-def progress(description: str, enabled: bool = True) -> Iterator[ProgressFn | None]:
+def progress(description: str, enabled: bool = True) -> Iterator[Progress | None]:
     """A ``(done, total)`` callback drawing a progress bar on stderr.
 
     Yields None (no bar) when ``enabled`` is false (``--json``) or stderr is not a

@@ -154,35 +154,37 @@ def register(app: typer.Typer) -> None:
         *,
         schedule: dict[str, Any],
     ) -> None:
+        from ..composition import Request
         from ..render.jsonout import dumps
         from ..render.spikes import plot_spikes, spikes_json, spikes_text
-        from ..reports import spikes_report
+        from ..reports import SpikesOptions, spikes_report
         from .consoles import out_console
 
         which = parse_rank(rank)
         shown = parse_steps(steps)
         alpha = parse_smooth(smooth)
         check_outputs(plot, html)
-        report = spikes_report(
-            log,
+        options = SpikesOptions(
             metric=metric,
             window=window,
             threshold=threshold,
             detector=detector.value,
-            manifest=manifest,
             covers=covers.value,
             metric_rank=_metric_rank(metric_rank) if metric_rank is not None else None,
-            force=force,
             format=format,
             rank=which,
             step_every=step_every,
-            config=config,
-            schedule=schedule,
-            stage=stages(not json),
-            composition=composition,
             steps=shown,
             label=label,
         )
+        batches = Request(
+            flags=schedule,
+            config=config,
+            manifest=manifest,
+            composition=composition,
+            force=force,
+        )
+        report = spikes_report(log, options, batches, stage=stages(not json))
         if plot is not None:
             plot_spikes(plot, report, smooth=alpha, log_y=log_y)
         if html is not None:

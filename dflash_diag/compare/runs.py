@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from ..data import Progress
 from ..errors import InputError
 from ..lr_phases import phase_labels, warmup_progress
 from .align import (
@@ -61,7 +62,6 @@ if TYPE_CHECKING:
 DEFAULT_METRICS: tuple[str, ...] = ("loss", "acc", "grad_norm")
 _POSITION = re.compile(r"^(acc|loss)_\d+$")
 _NOT_METRICS = frozenset({"step", "lr", "tokens", "tok_per_s", "epoch", "rank", "elapsed"})
-Progress = Callable[[int, int], None]
 
 
 def metric_kind(name: str) -> str:

@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..data import strategy_info
 from ..errors import InputError
 
 if TYPE_CHECKING:
@@ -168,7 +169,8 @@ def epochs_to_cover(
             f"would need {need} epochs",
             "check that the manifest is the run's, and --token-budget/--world-size/--grad-accum",
         )
-    fixed = params.strategy == "sorted-greedy"
+    info = strategy_info(params.strategy)
+    fixed = info is not None and info.fixed_batches
     return max(1, need + (0 if fixed else 1))
 
 

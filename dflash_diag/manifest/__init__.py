@@ -16,11 +16,10 @@ cell's whole content.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..data import Manifest
+from ..data import Manifest, Progress
 from ..errors import InputError
 from .columns import IDS_COLUMN, no_length_column, pick_list_or_text, read_lengths
 from .npy import read_npy
@@ -58,8 +57,6 @@ _FORMATS = {
     ".npy": "npy",
     **dict.fromkeys(ARROW_SUFFIXES, "arrow"),
 }
-
-Progress = Callable[[int, int], None]
 
 
 def _format(path: Path) -> str:

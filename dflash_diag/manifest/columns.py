@@ -6,10 +6,10 @@ sums where the ids are padded, token counts of a text column, or the numbers the
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..data import Progress
 from ..errors import InputError
 from .sources import Source, clip, names
 from .text import count_tokens, describe_tokenizer, load_tokenizer
@@ -19,8 +19,6 @@ IDS_COLUMN = "input_ids"
 #: A text column taken when a tokenizer is given and no column is named.
 TEXT_COLUMN = "text"
 MASK_COLUMN = "attention_mask"
-
-Progress = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)

@@ -18,40 +18,38 @@ draws a progress bar on stderr.
 
 from __future__ import annotations
 
-from .batches import BatchesReport, MicroLengths, batches_report, micro_lengths
+from .batches import BatchesOptions, BatchesReport, MicroLengths, batches_report, micro_lengths
 from .common import (
     Context,
     MicroBatch,
     ProgressFn,
     Stage,
     check_steps_in,
-    display_path,
     in_steps,
     quiet,
 )
 from .compare import compare_report
 from .parse import ParseReport, parse_report
-from .spikes import SpikesReport, recorded_replay, recording_to_use, spike_batches, spikes_report
+from .spikes import SpikesOptions, SpikesReport, spike_batches, spikes_report
 
 __all__ = [
+    "BatchesOptions",
     "BatchesReport",
     "Context",
     "MicroBatch",
     "MicroLengths",
     "ParseReport",
     "ProgressFn",
+    "SpikesOptions",
     "SpikesReport",
     "Stage",
     "batches_report",
     "check_steps_in",
     "compare_report",
-    "display_path",
     "in_steps",
     "micro_lengths",
     "parse_report",
     "quiet",
-    "recorded_replay",
-    "recording_to_use",
     "spike_batches",
     "spikes_report",
 ]

@@ -13,11 +13,15 @@ if TYPE_CHECKING:
 
     from ..batches.buckets import BucketPlan
     from ..batches.stats import ScheduleStats, ScheduleWarning
+    from ..composition import Request, Resolution
     from ..data import Replay
+    from ..schedule.config import ResolvedSchedule
     from ..schedule.verify import SeedSearch
 
-from .common import Stage, display_path, quiet
-from .spikes import recorded_replay
+from ..composition.recorded import RecordedSource
+from ..composition.replayed import ReplayedSource
+from ..data import display_path
+from .common import Stage, quiet
 
 
 @dataclass(frozen=True)
@@ -73,7 +77,7 @@ class BatchesReport:
     :param composition: the recording measured (``--composition``), whose statistics
         are ``stats`` (strategy ``recorded``); ``manifest`` is then ``none`` without one.
     :param bucket_edges: the edges a ``bucketed`` schedule here used when none were given
-        (:func:`~dflash_diag.batches.buckets.default_edges`); empty otherwise.
+        (:func:`~dflash_diag.schedule.edges.default_edges`); empty otherwise.
     :param label: a name for the header, the plot's title and the HTML's title
         (``--label``; None: the manifest's path).
     """
@@ -97,144 +101,145 @@ class BatchesReport:
     label: str | None = None
 
 
-def batches_report(
-    manifest: str | Path | None = None,
-    schedule: dict[str, Any] | None = None,
-    config: str | Path | None = None,
-    compare: list[str] | None = None,
-    optimize_buckets: int | None = None,
-    throughput: float | None = None,
-    log: str | Path | None = None,
-    search_seed: range | None = None,
-    export: str | Path | None = None,
-    length_column: str | None = None,
-    category_column: str | None = None,
-    plots: bool = False,
-    stage: Stage = quiet,
-    composition: str | Path | None = None,
-) -> BatchesReport:
-    """Replay a schedule from a length manifest and measure it (``dflash-diag batches``).
+@dataclass(frozen=True)
+class BatchesOptions:
+    """What ``batches`` measures beside the schedule (the command's options).
 
-    :param compare: strategy names (checked); ``optimize_buckets``: the most buckets K;
-        ``throughput``: tokens/s at 100% padding efficiency; ``search_seed``: the seeds
-        to search (needs ``log``); ``export``: a .parquet/.csv file to write.
-    :param plots: also gather what the plots draw (``strip``, ``micro``).
-    :param composition: measure the batches a run recorded (:mod:`dflash_diag.record`)
-        instead of a replay; the manifest is then optional (needed by ``compare`` and
-        ``optimize_buckets``, which replay it).
+    :param compare: strategy names to replay and measure beside it (checked).
+    :param optimize_buckets: the most buckets K to optimise edges for.
+    :param throughput: tokens/s at 100% padding efficiency, for training times.
+    :param log: a run's log to check the schedule against (``--log``).
+    :param search_seed: the seeds to search (needs ``log``).
+    :param export: a .parquet/.csv file to write the schedule to.
+    :param plots: also gather what the plots draw (``micro``).
+    :param label: a name for the header, the plot's title and the HTML's title.
     """
-    from ..errors import InputError
-    from ..schedule.config import resolve_schedule
 
-    log = Path(log) if log is not None else None
-    manifest = Path(manifest) if manifest is not None else None
-    if search_seed is not None and log is None:
+    compare: Sequence[str] | None = None
+    optimize_buckets: int | None = None
+    throughput: float | None = None
+    log: str | Path | None = None
+    search_seed: range | None = None
+    export: str | Path | None = None
+    plots: bool = False
+    label: str | None = None
+
+
+def batches_report(
+    batches: Request,
+    options: BatchesOptions | None = None,
+    stage: Stage = quiet,
+) -> BatchesReport:
+    """Measure a schedule (``dflash-diag batches``): the one the manifest replays under
+    the schedule of the flags and the config, or, with ``batches.composition``, the one
+    a run recorded (:mod:`dflash_diag.record`; the manifest is then optional, needed by
+    ``compare`` and ``optimize_buckets``, which replay it).
+
+    :param batches: the manifest, the schedule flags, ``--config``, ``--composition``
+        and the manifest's columns (:class:`~dflash_diag.composition.Request`).
+    :param options: what else to measure (:class:`BatchesOptions`).
+    """
+    from dataclasses import replace as with_
+
+    from ..composition import resolve
+    from ..errors import InputError
+
+    o = options or BatchesOptions()
+    if o.search_seed is not None and o.log is None:
         raise InputError("--search-seed", "needs a log to match", "add --log RUN.log")
-    if composition is not None:
-        return _recorded_batches(
-            Path(composition),
-            manifest,
-            schedule or {},
-            config,
-            names=compare,
-            k_max=optimize_buckets,
-            rate=throughput,
-            log=log,
-            searching=search_seed is not None,
-            export=Path(export) if export is not None else None,
-            columns=(length_column, category_column),
-            plots=plots,
-            stage=stage,
+    recorded = batches.composition is not None
+    if recorded and o.search_seed is not None:
+        raise InputError(
+            "--search-seed",
+            "a recorded composition is not replayed, so it has no seed to search",
+            "drop --search-seed (--log checks the recording against the log)",
         )
-    resolved = resolve_schedule(schedule or {}, config, near=manifest, manifest=manifest)
-    if resolved.manifest is None:
+    near = batches.manifest if batches.manifest is not None else batches.composition
+    res = resolve(with_(batches, log=None, near=near, flags_name_schedule=False))
+    _check_inputs(res, o, recorded)
+    source = res.source
+    if isinstance(source, RecordedSource):
+        report = _recorded_batches(source, res.schedule, o, stage)
+    elif isinstance(source, ReplayedSource):
+        report = _batches(source, res.schedule, o, stage)
+    else:  # (_check_inputs refuses a request with no manifest and no recording)
+        raise TypeError(f"no source to measure: {source!r}")
+    return with_(report, label=o.label)
+
+
+def _check_inputs(res: Resolution, o: BatchesOptions, recorded: bool) -> None:
+    """Refuse, before any reading, what cannot be measured: no manifest where one is
+    needed, a manifest or log that is not there, an export over an input."""
+    from ..errors import InputError
+
+    resolved = res.schedule
+    manifest = resolved.manifest
+    log = Path(o.log) if o.log is not None else None
+    if recorded:
+        replays = "--compare" if o.compare else None
+        replays = replays or ("--optimize-buckets" if o.optimize_buckets is not None else None)
+        if manifest is None and replays is not None:
+            raise InputError(replays, "replays the manifest, and none was given", "give MANIFEST")
+        if manifest is not None and not manifest.exists():
+            raise InputError(str(manifest), "manifest not found", "check the path")
+        return
+    if manifest is None:
         raise InputError(
             "MANIFEST",
             "no manifest given",
             'name one, or set manifest = "..." under [schedule] in dflash-diag.toml',
         )
-    if not resolved.manifest.exists():  # (a file, or a dataset folder)
-        raise InputError(str(resolved.manifest), "manifest not found", "check the path")
+    if not manifest.exists():  # (a file, or a dataset folder)
+        raise InputError(str(manifest), "manifest not found", "check the path")
     if log is not None and str(log) != "-" and not log.is_file():
         raise InputError(str(log), "log not found", "check the --log path")
-    inputs = [resolved.manifest, *(x for x in (log, resolved.config_path) if x)]
-    if export is not None:
+    if o.export is not None:
         from ..schedule.export import check_export_path
 
-        check_export_path(Path(export), protect=inputs)
-    return _batches(
-        resolved.manifest,
-        resolved.params,
-        config_path=resolved.config_path,
-        columns=(
-            length_column or resolved.length_column,
-            category_column or resolved.category_column,
-        ),
-        names=compare,
-        k_max=optimize_buckets,
-        rate=throughput,
-        log=log,
-        seeds=search_seed,
-        export=Path(export) if export is not None else None,
-        plots=plots,
-        stage=stage,
-    )
+        inputs = [manifest, *(x for x in (log, resolved.config_path) if x)]
+        check_export_path(Path(o.export), protect=inputs)
 
 
 def _recorded_batches(
-    path: Path,
-    manifest: Path | None,
-    flags: dict[str, Any],
-    config: str | Path | None,
-    *,
-    names: list[str] | None,
-    k_max: int | None,
-    rate: float | None,
-    log: Path | None,
-    searching: bool,
-    export: Path | None,
-    columns: tuple[str | None, str | None],
-    plots: bool,
-    stage: Stage,
+    source: RecordedSource, resolved: ResolvedSchedule, o: BatchesOptions, stage: Stage
 ) -> BatchesReport:
     """``batches --composition FILE``: the recorded schedule measured as a replayed one
-    is (strategy ``recorded``); ``names`` are replayed from the manifest with the
+    is (strategy ``recorded``); ``o.compare`` are replayed from the manifest with the
     schedule's parameters, over as many epochs as were recorded (unless ``--epochs``)."""
     from dataclasses import replace as with_
 
     from ..batches.buckets import optimize_buckets
     from ..batches.stats import schedule_stats
     from ..logs import read_log
-    from ..record import read_recording
     from ..schedule import verify_tokens
     from ..schedule.export import export_schedule
 
-    replays = "--compare" if names else "--optimize-buckets" if k_max is not None else None
-    resolved = _recorded_inputs(path, manifest, flags, config, columns, replays, searching)
-    with stage("reading recording"):
-        rec = read_recording(path)
-    m, schedule = recorded_replay(rec, resolved, stage)
+    source.load(stage)
+    m, schedule = source.manifest, source.replay_for(None)
     stats = with_(schedule_stats(schedule), strategy="recorded")
     params = resolved.params
     if "epochs" not in resolved.given:
         params = params.replace(epochs=max(stats.epochs, 1))
     compared: tuple[Any, ...] = ()
     drawn: tuple[MicroLengths, ...] = ()
-    if names:
-        compared, drawn = _compare(m, params, names, stats, schedule, stage, plots)
+    if o.compare:
+        compared, drawn = _compare(m, params, list(o.compare), stats, schedule, stage, o.plots)
         compared = (stats, *compared)
-    if plots:
+    if o.plots:
         mine = micro_lengths(schedule, stats.padding_efficiency)
         drawn = (with_(mine, strategy="recorded"), *drawn)
     plan = None
-    if k_max is not None:
+    if o.optimize_buckets is not None and m is not None:  # (_check_inputs: needs one)
         with stage("optimising buckets") as tick:
-            plan = optimize_buckets(m, params, k_max, rate, progress=tick)
+            plan = optimize_buckets(m, params, o.optimize_buckets, o.throughput, progress=tick)
+    log = Path(o.log) if o.log is not None else None
     check = verify_tokens(schedule, read_log(log).table) if log is not None else None
-    seconds = _training_seconds((stats, *compared), rate)
+    seconds = _training_seconds((stats, *compared), o.throughput)
     written = None
-    if export is not None:
-        protect = [x for x in (path, manifest, log, resolved.config_path) if x is not None]
+    path = source.path
+    if o.export is not None:
+        protect = [x for x in (path, resolved.manifest, log, resolved.config_path) if x]
+        export = Path(o.export)
         export_schedule(schedule, export, m.ids if m is not None else None, protect=protect)
         written = display_path(export)
     return BatchesReport(
@@ -245,44 +250,10 @@ def _recorded_batches(
         plan=plan,
         verification=check,
         training_seconds=seconds,
-        throughput=rate,
+        throughput=o.throughput,
         export=written,
         micro=drawn,
         composition=display_path(path),
-    )
-
-
-def _recorded_inputs(
-    path: Path,
-    manifest: Path | None,
-    flags: dict[str, Any],
-    config: str | Path | None,
-    columns: tuple[str | None, str | None],
-    replays: str | None,
-    searching: bool,
-) -> Any:
-    """The schedule and manifest ``batches --composition`` uses (a ResolvedSchedule),
-    checked: no seed search, and a manifest when an option (``replays``) replays it."""
-    from dataclasses import replace as with_
-
-    from ..errors import InputError
-    from ..schedule.config import resolve_schedule
-
-    if searching:
-        raise InputError(
-            "--search-seed",
-            "a recorded composition is not replayed, so it has no seed to search",
-            "drop --search-seed (--log checks the recording against the log)",
-        )
-    resolved = resolve_schedule(flags, config, near=manifest or path, manifest=manifest)
-    if resolved.manifest is None and replays is not None:
-        raise InputError(replays, "replays the manifest, and none was given", "give MANIFEST")
-    if resolved.manifest is not None and not resolved.manifest.exists():
-        raise InputError(str(resolved.manifest), "manifest not found", "check the path")
-    return with_(
-        resolved,
-        length_column=columns[0] or resolved.length_column,
-        category_column=columns[1] or resolved.category_column,
     )
 
 
@@ -341,77 +312,79 @@ def _compare(
 
 
 def _batches(
-    manifest_path: Path,
-    params: Any,
-    *,
-    config_path: Path | None,
-    columns: tuple[str | None, str | None],
-    names: list[str] | None,
-    k_max: int | None,
-    rate: float | None,
-    log: Path | None,
-    seeds: range | None,
-    export: Path | None,
-    plots: bool,
-    stage: Stage,
+    source: ReplayedSource, resolved: ResolvedSchedule, o: BatchesOptions, stage: Stage
 ) -> BatchesReport:
+    """The schedule replayed from the manifest, measured; with ``o.log`` checked against
+    the run (and with ``o.search_seed``, the run's seed searched first)."""
     from ..batches.buckets import optimize_buckets
     from ..batches.stats import schedule_stats, schedule_warnings
-    from ..manifest import read_manifest
-    from ..schedule import replay, verify_tokens
     from ..schedule.export import export_schedule
 
-    with stage("reading manifest") as tick:
-        manifest = read_manifest(manifest_path, *columns, progress=tick)
+    source.load(stage)
+    manifest, params = source.manifest, source.params
+    if manifest is None or resolved.manifest is None:
+        raise TypeError("a replayed source with no manifest")
+    log = Path(o.log) if o.log is not None else None
     run = search = None
     if log is not None:
-        params, run, search = _check_log(manifest, params, log, seeds, stage)
+        params, run, search = _check_log(manifest, params, log, o.search_seed, stage)
+        source.params = params
     with stage("replaying") as tick:
-        schedule = replay(manifest, params, progress=tick)
+        schedule = source.replay_for(None, tick)
     stats = schedule_stats(schedule)
+    names = list(o.compare) if o.compare else None
     compared: tuple[Any, ...] = ()
     drawn: tuple[MicroLengths, ...] = ()
     if names:
-        compared, drawn = _compare(manifest, params, names, stats, schedule, stage, plots)
+        compared, drawn = _compare(manifest, params, names, stats, schedule, stage, o.plots)
     plan = None
-    if k_max is not None:
+    if o.optimize_buckets is not None:
         with stage("optimising buckets") as tick:
-            plan = optimize_buckets(manifest, params, k_max, rate, progress=tick)
+            plan = optimize_buckets(
+                manifest, params, o.optimize_buckets, o.throughput, progress=tick
+            )
+    from ..schedule import verify_tokens
+
     # the schedule the tables describe (the given one unless a seed was found), checked
     check = verify_tokens(schedule, run.table) if run is not None else None
     verification = search.best if search is not None else check
     unfound = search is not None and not search.seed_found
-    seconds = _training_seconds((stats, *compared), rate)
+    seconds = _training_seconds((stats, *compared), o.throughput)
     written = None
-    if export is not None:
-        inputs = [manifest_path, *(x for x in (log, config_path) if x is not None)]
-        export_schedule(schedule, export, manifest.ids, protect=inputs)
-        written = display_path(export)
-    if plots and not drawn:
+    if o.export is not None:
+        inputs = [resolved.manifest, *(x for x in (log, resolved.config_path) if x is not None)]
+        export_schedule(schedule, Path(o.export), manifest.ids, protect=inputs)
+        written = display_path(o.export)
+    if o.plots and not drawn:
         drawn = (micro_lengths(schedule, stats.padding_efficiency),)
-    derived: tuple[int, ...] = ()
-    if not params.buckets and "bucketed" in (params.strategy, *(names or ())):
-        from ..batches.buckets import default_edges
-
-        cap = params.max_seq_len
-        derived = default_edges(manifest.lengths if cap is None else manifest.lengths.clip(max=cap))
     return BatchesReport(
-        manifest=display_path(manifest_path),
-        config=display_path(config_path) if config_path is not None else None,
+        manifest=display_path(resolved.manifest),
+        config=display_path(resolved.config_path) if resolved.config_path is not None else None,
         stats=stats,
         strategies=compared,
         plan=plan,
         verification=verification,
         training_seconds=seconds,
-        throughput=rate,
+        throughput=o.throughput,
         export=written,
         search=search,
         seed=params.seed,
         warnings=tuple(schedule_warnings(manifest, params)),
         given_check=check if unfound else None,
         micro=drawn,
-        bucket_edges=derived,
+        bucket_edges=_derived_edges(manifest, params, names),
     )
+
+
+def _derived_edges(manifest: Any, params: Any, names: list[str] | None) -> tuple[int, ...]:
+    """The edges a ``bucketed`` schedule here used when none were given (six
+    equal-count buckets of the capped lengths); empty otherwise."""
+    if params.buckets or "bucketed" not in (params.strategy, *(names or ())):
+        return ()
+    from ..schedule.edges import default_edges
+
+    cap = params.max_seq_len
+    return default_edges(manifest.lengths if cap is None else manifest.lengths.clip(max=cap))
 
 
 def _training_seconds(stats: Sequence[Any], rate: float | None) -> dict[str, float]:

@@ -6,15 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     pass
 
 
-ProgressFn = Callable[[int, int], None]
-
+from ..data import Progress as ProgressFn
 
 #: ``stage("replaying") -> context manager yielding a progress callback (or None)``.
 Stage = Callable[[str], AbstractContextManager[ProgressFn | None]]
@@ -76,15 +74,6 @@ class MicroBatch:
     rank: int
     micro: int
     sample_ids: tuple[int, ...]
-
-
-def display_path(path: str | Path) -> str:
-    """``path`` relative to the working directory when it is under it, else as given."""
-    p = Path(path)
-    try:
-        return str(p.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
 
 
 def check_steps_in(logged: Any, steps: tuple[int | None, int | None] | None) -> None:

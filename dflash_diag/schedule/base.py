@@ -11,7 +11,8 @@ does that in two parts, so that work shared by every epoch is done once:
 
 Everything the strategies share (epochs, seeding, ranks, grad-accum, steps) lives in
 :mod:`dflash_diag.schedule.replay`.  Adding a strategy is one module with a class like
-:class:`Strategy` plus one line in :data:`STRATEGY_CLASSES`; the parametrized tests pick it up.
+:class:`Strategy` plus one line in :data:`dflash_diag.data.STRATEGIES` (its name, module and
+traits); the parametrized tests pick it up.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..data import STRATEGIES, strategy_info
 from ..errors import InputError
 
 if TYPE_CHECKING:
@@ -161,18 +163,10 @@ def need_batch_size(params: ScheduleParams) -> int:
     return int(params.batch_size)
 
 
-#: ``--strategy`` name -> ``module:Class`` implementing it.  One line per strategy; a
-#: ``FILE.py:FUNC`` / ``module:FUNC`` value is a user's own function instead
-#: (:mod:`dflash_diag.schedule.custom`).  New names also go in
-#: :data:`dflash_diag.data.STRATEGY_NAMES`, which validates ``--strategy``.
-STRATEGY_CLASSES: dict[str, str] = {
-    "sorted-greedy": "sorted_greedy:SortedGreedy",
-    "bucketed": "bucketed:Bucketed",
-    "length-grouped": "length_grouped:LengthGrouped",
-    "fairseq": "fairseq:Fairseq",
-    "random": "random_batches:RandomBatches",
-    "distributed": "distributed:Distributed",
-}
+#: ``--strategy`` name -> ``module:Class`` implementing it, from the one registry
+#: (:data:`dflash_diag.data.STRATEGIES`); a ``FILE.py:FUNC`` / ``module:FUNC`` value is a
+#: user's own function instead (:mod:`dflash_diag.schedule.custom`).
+STRATEGY_CLASSES: dict[str, str] = {s.name: s.implementation for s in STRATEGIES}
 
 
 def strategy_class(name: str) -> type:
@@ -188,7 +182,8 @@ def is_sized(name: str) -> bool:
     >>> is_sized("length-grouped"), is_sized("bucketed"), is_sized("train.py:build")
     (True, False, False)
     """
-    return name in STRATEGY_CLASSES and bool(getattr(strategy_class(name), "sized", False))
+    info = strategy_info(name)
+    return info is not None and info.sized
 
 
 def load_strategies() -> dict[str, type]:

@@ -2,7 +2,7 @@
 
 The procedure, every epoch (lengths capped at ``max_seq_len``, edges ``e_0 < ... < e_K``
 from ``--buckets``; without them six equal-count buckets of the manifest's capped lengths,
-:func:`dflash_diag.batches.buckets.default_edges`; the story's were
+:func:`dflash_diag.schedule.edges.default_edges`; the story's were
 0,770,1216,1728,2432,3296,8192)::
 
     bucket(L) = i such that e_i <= L < e_(i+1)   # the last bucket is closed above;
@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..batches.buckets import default_edges
-from ..data import ScheduleParams
+from ..data import ScheduleParams, registered_strategy
 from .base import Batches, EpochPlan
+from .edges import default_edges
 from .packing import Budget, pack_in_order
 from .rng import Shuffler
 
@@ -47,7 +47,7 @@ class Bucketed:
     """Shuffle within buckets, pack each bucket, shuffle the pooled batches (every epoch)."""
 
     name = "bucketed"
-    sized = False
+    sized = registered_strategy(name).sized
 
     def prepare(self, lengths: np.ndarray, params: ScheduleParams) -> tuple:
         edges = params.buckets or default_edges(lengths)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data import ScheduleParams
+from ..data import ScheduleParams, registered_strategy
 from .base import Batches, EpochPlan, need_batch_size
 from .rng import Shuffler
 
@@ -71,7 +71,7 @@ class Distributed:
     """``DistributedSampler`` on every rank, each rank's samples cut into batches."""
 
     name = "distributed"
-    sized = True
+    sized = registered_strategy(name).sized
 
     def prepare(self, lengths: np.ndarray, params: ScheduleParams) -> tuple:
         batch_size = need_batch_size(params)

@@ -9,8 +9,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..batches.stats import CHUNK_SAMPLES
-from .replay import batch_chunks
+from .replay import CHUNK_SAMPLES, batch_chunks
 
 if TYPE_CHECKING:
     import numpy as np

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..data import ScheduleParams
+from ..data import ScheduleParams, registered_strategy
 from .base import Batches, EpochPlan
 from .rng import LegacyNumpyShuffler, Shuffler
 
@@ -90,9 +90,9 @@ class Fairseq:
     ``np.random.shuffle`` of the batch list under ``numpy_seed(seed + epoch)``."""
 
     name = "fairseq"
-    sized = False
+    sized = registered_strategy(name).sized
     #: the batches themselves depend on the seed (the tie order of the sort)
-    prepare_uses_seed = True
+    prepare_uses_seed = registered_strategy(name).prepare_uses_seed
 
     def prepare(self, lengths: np.ndarray, params: ScheduleParams) -> _Prepared:
         perm = LegacyNumpyShuffler(params.seed).permutation(len(lengths))

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data import ScheduleParams
+from ..data import ScheduleParams, registered_strategy
 from .base import EpochPlan, need_batch_size
 from .random_batches import fixed_size_batches
 from .rng import Shuffler
@@ -54,7 +54,7 @@ class LengthGrouped:
     """Random megabatches sorted by length, longest first, then fixed-size batches."""
 
     name = "length-grouped"
-    sized = True
+    sized = registered_strategy(name).sized
 
     def prepare(self, lengths: np.ndarray, params: ScheduleParams) -> tuple:
         batch_size = need_batch_size(params)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data import ScheduleParams
+from ..data import ScheduleParams, registered_strategy
 from .base import Batches, EpochPlan, need_batch_size
 from .rng import Shuffler, TorchShuffler
 
@@ -48,7 +48,7 @@ class RandomBatches:
     """Shuffle all samples every epoch, then cut fixed-size batches."""
 
     name = "random"
-    sized = True
+    sized = registered_strategy(name).sized
 
     def prepare(self, lengths: np.ndarray, params: ScheduleParams) -> tuple[int, int, bool, bool]:
         own_seed = params.seeding == "global"

@@ -23,10 +23,10 @@ strategy:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..data import BATCH_FEATURES, Manifest, Replay, ScheduleParams, value_problem
+from ..data import BATCH_FEATURES, Manifest, Progress, Replay, ScheduleParams, value_problem
 from ..errors import InputError
 from .accelerate import even_batches, step_positions
 from .base import Batches, EpochPlan, Strategy, gather_segments, get_strategy
@@ -34,8 +34,6 @@ from .rng import EpochShufflers
 
 if TYPE_CHECKING:
     import numpy as np
-
-Progress = Callable[[int, int], None]
 
 
 def sample_keys(ids: np.ndarray) -> np.ndarray:
@@ -117,6 +115,11 @@ def micro_positions(m: int, params: ScheduleParams) -> tuple[np.ndarray, ...]:
 #: samples handled at once when gathering or summing over batches: bounds the
 #: temporaries (a few arrays of this many int64) whatever the manifest's size
 CHUNK = 1 << 21
+
+
+#: Samples handled per chunk by the vectorised moments and the export (memory ~ 30
+#: bytes x this).
+CHUNK_SAMPLES = 1 << 22
 
 
 def batch_chunks(offsets: np.ndarray, chunk: int = CHUNK) -> list[tuple[int, int]]:

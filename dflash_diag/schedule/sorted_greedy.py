@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data import ScheduleParams
+from ..data import ScheduleParams, registered_strategy
 from .base import Batches, EpochPlan
 from .packing import Budget, pack_sorted, stable_argsort
 from .rng import Shuffler
@@ -46,7 +46,7 @@ class SortedGreedy:
     shuffled, with one ``permutation(n_batches)`` draw from the epoch's shuffler."""
 
     name = "sorted-greedy"
-    sized = False
+    sized = registered_strategy(name).sized
 
     def prepare(self, lengths: np.ndarray, params: ScheduleParams) -> Batches:
         return build_sorted_batches(lengths, Budget.from_params(params))

@@ -22,13 +22,13 @@ result.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..data import Manifest, Replay, RunLog, ScheduleParams
+from ..data import Manifest, Progress, Replay, RunLog, ScheduleParams
 from ..errors import InputError
 from .base import Batches, get_strategy
 from .replay import accelerate_shards, as_lengths, determined_epochs, micro_positions, step_starts
@@ -37,7 +37,6 @@ from .rng import EpochShufflers
 if TYPE_CHECKING:
     import pandas as pd
 
-Progress = Callable[[int, int], None]
 
 #: token bases compared: whole step, rank 0's micro-batches, mean over ranks, and for a
 #: log written every g > 1 steps the sum and the mean over the g steps up to each line

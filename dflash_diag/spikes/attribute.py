@@ -51,10 +51,10 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..data import Progress
 from ..errors import InputError
 from .correlate import CORRELATION_FEATURES, Correlation, correlations, detrend
 from .detect import Detection, SpikeEvent
@@ -78,7 +78,6 @@ if TYPE_CHECKING:
 
     from ..data import Replay
 
-Progress = Callable[[int, int], None]
 
 #: A model predicting less than this share of held-out variance predicts nothing.
 R2_MIN = 0.05

@@ -57,7 +57,6 @@ which runs the same rules on ``-x`` (ratio rules on ``1/x``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -76,7 +75,6 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-Progress = Callable[[int, int], None]
 
 DETECTORS: tuple[str, ...] = ("robust", "olmo", "foundry", "megatron")
 #: Default ``window`` (logged points) per detector.

@@ -37,9 +37,10 @@ What each number is:
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from ..data import Progress
 
 if TYPE_CHECKING:
     import numpy as np
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
     from .attribute import Attribution
     from .detect import Detection
 
-Progress = Callable[[int, int], None]
 
 GNS_WINDOW = 100
 GNS_MIN_POINTS = 10

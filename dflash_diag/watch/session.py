@@ -4,8 +4,8 @@ A session owns a :class:`~.follow.Follower`, the project's line parser
 (:func:`~dflash_diag.logs.lines.parse_line`, the same formats ``spikes`` reads: free
 ``key=value`` text, the HF Trainer's dict lines, JSON lines, progress-bar postfixes),
 a :class:`~.causal.CausalDetector` and, when the batches are known, a
-:class:`~.verdict.Composition`.  :meth:`WatchSession.poll` reads what was written since
-the last poll, parses each new line once, turns the records of the watched metric into
+:class:`~dflash_diag.composition.source.Source`.  :meth:`WatchSession.poll` reads what was
+written since the last poll, parses each new line once, turns the records of the watched metric into
 points, decides each point, and returns the events: a :class:`Spike` for each new
 event (judged at once, :func:`~.verdict.judge`) and a :class:`Notice` for what the
 reader should know (the file is missing, was truncated; the log went back to an
@@ -26,13 +26,16 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..logs.grammar import LINE_FORMATS
 from ..logs.lines import LineState, parse_line
 from .causal import DEFAULT_WINDOW, CausalDetector
 from .follow import POLL_SECONDS, Follower
-from .verdict import Composition, LiveVerdict, judge
+from .verdict import LiveVerdict, judge
+
+if TYPE_CHECKING:
+    from ..composition.source import Source
 
 #: Columns kept per point besides the metric, for the verdicts.
 EXTRA_COLUMNS = ("lr", "grad_norm", "tokens")
@@ -140,7 +143,7 @@ class WatchSession:
         window: int = DEFAULT_WINDOW,
         threshold: float | None = None,
         direction: str | None = None,
-        composition: Composition | None = None,
+        composition: Source | None = None,
         covers: str = "window",
         metric_rank: int | str | None = None,
         fmt: str | None = None,
@@ -403,11 +406,9 @@ def open_session(
     :raises InputError: a format that cannot be followed, a bad schedule or manifest.
     """
 
+    from ..composition import Request, resolve
     from ..errors import InputError
     from ..logs import check_format
-    from ..reports import recording_to_use
-    from ..schedule.config import resolve_schedule
-    from .verdict import recorded_composition, replayed_composition
 
     fmt = check_format(fmt)
     if fmt is not None and fmt not in LINE_FORMATS:
@@ -418,25 +419,31 @@ def open_session(
         )
     if log == "-":
         raise InputError("-", "standard input cannot be watched", "give the log file's path")
-    resolved = resolve_schedule(schedule or {}, config, near=log, manifest=manifest)
+    req = Request(
+        log=log,
+        flags=schedule or {},
+        config=config,
+        manifest=manifest,
+        composition=composition,
+        force=force,
+        live=True,
+    )
+    res = resolve(req)
     if metric_rank is None:
-        metric_rank = resolved.metric_rank
-    recording, said = recording_to_use(composition, log, schedule or {})
-    notes = list(said)
-    source: Composition | None = None
-    if recording is not None:
-        path, named = recording
-        if composition is None:
-            notes.append(f"composition: {named}")
-        source = recorded_composition(path, resolved.manifest, named, force)
-    elif resolved.manifest is not None:
-        source = replayed_composition(resolved, config, log, force)
+        metric_rank = res.schedule.metric_rank
+    notes = list(res.notes)
+    if res.found and res.source is not None:
+        notes.append(f"composition: {res.source.named_by}")
+    if res.source is not None:
+        # read now: a bad manifest or a foreign recording is refused before the log is
+        # followed (one line, exit status 2)
+        res.source.load()
     session = WatchSession(
         log,
         metric=metric,
         window=window or DEFAULT_WINDOW,
         threshold=threshold,
-        composition=source,
+        composition=res.source,
         covers=covers,
         metric_rank=metric_rank,
         fmt=fmt,

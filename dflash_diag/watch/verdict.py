@@ -1,12 +1,11 @@
 """A live spike's verdict, from the points so far: :func:`judge`.
 
-The composition a verdict rests on is a :class:`Composition`: something that hands
-out a :class:`~dflash_diag.data.Replay` reaching a step and says what it rests on
-(:class:`~dflash_diag.composition.ground.ScheduleGround`).  :class:`ReplayedComposition`
-replays a named schedule from a manifest (checked against the logged tokens so far,
-as ``spikes`` checks it: ``verified`` / ``given`` / ``refuted``); a composition recorded
-during training is a :class:`FixedComposition` holding its replay with the ground
-``recorded``.
+The composition a verdict rests on comes from a
+:class:`~dflash_diag.composition.source.Source` (the one ``spikes`` resolves): it hands
+out a replay reaching a step and says what it rests on, given the points so far (a
+replayed schedule checked against the logged tokens so far, as ``spikes`` checks it:
+``verified`` / ``given`` / ``refuted``; a recording, read again as it grows:
+``recorded``).
 
 :func:`judge` lines the points so far up with the replay and runs ``spikes``'
 attribution (:func:`~dflash_diag.spikes.attribute.attribute_spikes`) on the new event
@@ -25,15 +24,11 @@ reason names those steps, so a reader sees on how many batches it rests.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    import pandas as pd
-
-    from ..composition.ground import ScheduleGround
-    from ..data import Replay
+    from ..composition.source import Source
     from ..spikes.attribute import Attribution, SpikeEvidence
     from .causal import CausalDetector
 
@@ -41,184 +36,6 @@ if TYPE_CHECKING:
 BAND = 0.05
 #: Steps named in the "earlier batches alike" reason at most.
 NAMED_STEPS = 5
-
-
-class Composition(Protocol):
-    """What a live verdict needs to know about the batches."""
-
-    def replay_for(self, step: int) -> Replay:
-        """A replay that reaches ``step`` (raises InputError when none can)."""
-        ...
-
-    def ground(self, replay: Replay, table: pd.DataFrame) -> ScheduleGround:
-        """What the batches rest on, given the points so far (``step``, ``tokens``)."""
-        ...
-
-
-@dataclass
-class FixedComposition:
-    """A composition known in full: a recorded one (``status="recorded"``), or any
-    replay the caller made.
-
-    :param replay: the schedule, every step it will be asked about.
-    :param named_by: where it came from, in words (``--composition FILE``).
-    """
-
-    replay: Replay
-    named_by: str
-    status: str = "recorded"
-    detail: str = "the composition was recorded during training"
-
-    def replay_for(self, step: int) -> Replay:
-        return self.replay
-
-    def ground(self, replay: Replay, table: pd.DataFrame) -> ScheduleGround:
-        from ..composition.ground import ScheduleGround
-
-        return ScheduleGround(self.status, self.named_by, self.detail)
-
-
-@dataclass
-class ReplayedComposition:
-    """A named schedule replayed from a manifest, once, and again with more epochs
-    when the run goes past the replay's last step.
-
-    :param manifest: the manifest read (:func:`~dflash_diag.manifest.read_manifest`).
-    :param params: the schedule (its ``epochs`` used when ``epochs_given``).
-    :param named_by: where the schedule came from, in words.
-    :param named: the user named the strategy (without logged tokens, only a named
-        schedule is attributed on).
-    :param force: attribute even when the tokens disagree (``refuted``).
-    :param path: the log, for messages.
-    """
-
-    manifest: Any
-    params: Any
-    named_by: str
-    named: bool
-    force: bool = False
-    path: str = ""
-    epochs_given: bool = False
-    replays: int = 0
-    _replay: Any = field(default=None, repr=False)
-
-    def replay_for(self, step: int) -> Replay:
-        from ..composition.ground import epochs_to_cover
-        from ..schedule import replay
-
-        rep = self._replay
-        if rep is not None and (self.epochs_given or int(rep.steps["step"].max()) >= step):
-            return rep  # type: ignore[no-any-return]
-        if self.epochs_given:
-            epochs = int(self.params.epochs)
-        else:
-            need = epochs_to_cover(self.manifest, self.params, step, self.path)
-            have = 0 if rep is None else int(rep.steps["epoch"].max()) + 1
-            epochs = max(need, 2 * have)
-        self._replay = replay(self.manifest, self.params, epochs=epochs)
-        self.replays += 1
-        return self._replay  # type: ignore[no-any-return]
-
-    def ground(self, replay: Replay, table: pd.DataFrame) -> ScheduleGround:
-        from ..composition.ground import check_schedule
-
-        return check_schedule(
-            replay, table, self.force, self.path, named_by=self.named_by, named=self.named
-        )
-
-
-@dataclass
-class RecordedComposition:
-    """A composition recorded during training (:mod:`dflash_diag.record`), read again
-    when a spike's step is past what was read: the recording grows with the run.
-
-    :param path: the recording (a file, or the base path of rank files).
-    :param manifest: lengths to check it against (None: the recorded lengths).
-    :param named_by: where it came from, in words.
-    :param force: attribute even when the recorded tokens disagree with the log's
-        (``refuted``), as ``spikes --force``.
-    """
-
-    path: str
-    manifest: Any = None
-    named_by: str = ""
-    force: bool = False
-    reads: int = 0
-    _replay: Any = field(default=None, repr=False)
-
-    def replay_for(self, step: int) -> Replay:
-        import time
-
-        # The recorder writes a step when the next one starts: its line in the log may
-        # come a moment before it is in the file.
-        for attempt in range(RECORD_RETRIES + 1):
-            rep = self._replay
-            if rep is not None and int(rep.steps["step"].max()) >= step:
-                break
-            if attempt:
-                time.sleep(RECORD_RETRY_SECONDS)
-            self.read()
-        return self._replay  # type: ignore[no-any-return]
-
-    def read(self) -> None:
-        """Read the recording (again) as it is now."""
-        from ..record import read_recording
-
-        self._replay = read_recording(self.path).to_replay(self.manifest)
-        self.reads += 1
-
-    def ground(self, replay: Replay, table: pd.DataFrame) -> ScheduleGround:
-        """The recording checked against the points so far as ``spikes`` checks it
-        (:func:`~dflash_diag.composition.ground.check_recording`): it must hold 90% of the
-        logged steps, and its tokens must match the logged ones where the log has them;
-        a recording of another run is refused (InputError: one line, exit status 2)."""
-        from ..composition.ground import check_recording
-
-        steps = table["step"].to_numpy()
-        return check_recording(replay, table, steps, self.force, self.path, self.named_by)
-
-
-#: A recording that does not reach a spike's step yet is read again this many times ...
-RECORD_RETRIES = 3
-#: ... this many seconds apart.
-RECORD_RETRY_SECONDS = 0.1
-
-
-def recorded_composition(
-    path: str | Path, manifest: str | Path | None, named_by: str, force: bool = False
-) -> RecordedComposition:
-    """A :class:`RecordedComposition`, read once now so that a foreign or corrupt
-    recording is refused before the log is followed (one line, exit status 2)."""
-    m = None
-    if manifest is not None:
-        from ..manifest import read_manifest
-
-        m = read_manifest(manifest)
-    comp = RecordedComposition(str(path), m, named_by, force)
-    comp.read()
-    return comp
-
-
-def replayed_composition(
-    resolved: Any, config: str | Path | None, log: str, force: bool = False
-) -> ReplayedComposition:
-    """A :class:`ReplayedComposition` from a resolved schedule
-    (:func:`~dflash_diag.schedule.config.resolve_schedule`): the manifest is read now,
-    so a bad one is refused before the log is followed."""
-    from ..composition.ground import schedule_source
-    from ..manifest import read_manifest
-
-    m = read_manifest(resolved.manifest, resolved.length_column, resolved.category_column)
-    source = schedule_source(resolved.config_path, config, bool(resolved.given), log)
-    return ReplayedComposition(
-        manifest=m,
-        params=resolved.params,
-        named_by=source,
-        named="strategy" in resolved.given,
-        force=force,
-        path=log,
-        epochs_given="epochs" in resolved.given,
-    )
 
 
 @dataclass(frozen=True)
@@ -244,7 +61,7 @@ def judge(
     det: CausalDetector,
     extra: dict[str, list[float]],
     metric: str,
-    composition: Composition | None,
+    composition: Source | None,
     covers: str = "window",
     metric_rank: int | str | None = None,
     line_order: bool = False,
@@ -273,7 +90,7 @@ def judge(
 
     rep = composition.replay_for(int(detection.steps[-1]))
     table = pd.DataFrame({"step": detection.steps, "tokens": extra["tokens"]})
-    ground = composition.ground(rep, table)
+    ground = composition.ground(rep, table, detection.steps)
     lr = _finite_or_none(extra["lr"])
     att = attribute_spikes(detection, rep, covers, ground, metric_rank, lr=lr)
     (evidence,) = att.spikes

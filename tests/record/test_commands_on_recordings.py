@@ -68,10 +68,11 @@ def test_the_recording_beside_the_log_is_found(hf_run, tmp_path):
 
 
 def test_every_logged_step_is_lined_up_with_what_it_recorded(hf_run):
+    from dflash_diag.composition import Request
     from dflash_diag.reports import spikes_report
 
     log, recording = hf_run
-    report = spikes_report(log, composition=recording)
+    report = spikes_report(log, batches=Request(composition=recording))
     points = report.attribution.points.set_index("step")
     per_step = read_recording(recording).table.groupby("step")["length"]
     assert set(points.index) == set(per_step.groups)  # every logged step has its batches
