@@ -52,6 +52,7 @@ class ReplayedSource(Source):
     replays: int = 0
     _manifest: Any = field(default=None, repr=False)
     _replay: Any = field(default=None, repr=False)
+    _epochs: int | None = field(default=None, repr=False)
 
     @classmethod
     def of(cls, manifest: Manifest, params: ScheduleParams, **kw: Any) -> ReplayedSource:
@@ -91,6 +92,7 @@ class ReplayedSource(Source):
             have = 0 if rep is None else int(rep.steps["epoch"].max()) + 1
             epochs = max(need, 2 * have)
         self._replay = replay(self._manifest, self.params, epochs=epochs, progress=progress)
+        self._epochs = epochs
         self.replays += 1
         return self._replay  # type: ignore[no-any-return]
 
@@ -102,4 +104,4 @@ class ReplayedSource(Source):
         )
 
     def epochs(self, replay: Replay) -> int | None:
-        return int(replay.params.epochs)
+        return self._epochs

@@ -182,13 +182,7 @@ def spikes_html(
             body.append("<div class='ids'>" + table(cols, _micro_rows(batches), cols[-1:]))
             body.append("</div>")
         body.append("</section>")
-    body.append(
-        text_output(
-            lambda c: render_text(
-                c, ctx, d, r.spikes, r.attribution, r.variance, r.samples, verbose=True
-            )
-        )
-    )
+    body.append(text_output(lambda c: render_text(c, r, verbose=True)))
     return write(path, page(f"dflash-diag spikes: {ctx.label or ctx.log}", body))
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..reports import Context
-from ..spikes.detect import NearMiss, near_misses, noise_reach
+from ..spikes.detect import NearMiss
 from ..spikes.model import NEIGHBOURS
 
 if TYPE_CHECKING:
@@ -77,19 +77,15 @@ def _batches_json(
     return [asdict(b) for b in samples.get(s.event.peak_step, ())]
 
 
-def to_json(
-    ctx: Context,
-    detection: Detection,
-    spikes: tuple[SpikeEvidence, ...],
-    attribution: Attribution | None,
-    variance: VarianceReport | None,
-    samples: dict[int, tuple[MicroBatch, ...]] | None = None,
-) -> dict[str, Any]:
-    """The ``--json`` document (snake_case keys; NaN becomes null in ``dumps``).  With
-    ``samples``, each spike has ``batches``: its micro-batches (``step, rank, micro,
-    sample_ids``).  ``label`` is ``--label`` (or null); ``steps_shown`` is ``--steps`` as
-    ``[first, last]`` (null: an open end; the whole key null: every step), and then
-    ``spikes`` holds the spikes of that range only."""
+def to_json(report: SpikesReport) -> dict[str, Any]:
+    """The ``--json`` document (snake_case keys; NaN becomes null in ``dumps``).  Each
+    spike has ``batches``: its micro-batches (``step, rank, micro, sample_ids``) when a
+    composition was lined up.  ``label`` is ``--label`` (or null); ``steps_shown`` is
+    ``--steps`` as ``[first, last]`` (null: an open end; the whole key null: every step),
+    and then ``spikes`` holds the spikes of that range only."""
+    r = report
+    ctx, detection, spikes = r.context, r.detection, r.spikes
+    attribution, variance, samples = r.attribution, r.variance, r.samples or None
     d = detection
     att: dict[str, Any] | None = None
     check = None
@@ -154,7 +150,7 @@ def to_json(
             )
             for s in spikes
         ],
-        "below_cut": [asdict(m) for m in near_misses(d)],
+        "below_cut": [asdict(m) for m in r.below_cut],
         "attribution": att,
         "variance": asdict(variance) if variance is not None else None,
         "summary": summary(d, spikes, attribution, variance, ctx.line_order),
@@ -239,16 +235,12 @@ def batch_line(s: SpikeEvidence, full: bool = True) -> str:
 
 def spikes_json(report: SpikesReport) -> dict[str, Any]:
     """:func:`to_json` of a :class:`~dflash_diag.reports.SpikesReport`."""
-    r = report
-    return to_json(r.context, r.detection, r.spikes, r.attribution, r.variance, r.samples or None)
+    return to_json(report)
 
 
 def spikes_text(console: Console, report: SpikesReport, verbose: bool = False) -> None:
     """:func:`render_text` of a :class:`~dflash_diag.reports.SpikesReport`."""
-    r = report
-    render_text(
-        console, r.context, r.detection, r.spikes, r.attribution, r.variance, r.samples, verbose
-    )
+    render_text(console, report, verbose)
 
 
 #: Table order: the spikes to act on first.
@@ -270,10 +262,11 @@ def ranked_spikes(spikes: tuple[SpikeEvidence, ...]) -> list[SpikeEvidence]:
     )
 
 
-def _chance_line(d: Detection, spikes: tuple[SpikeEvidence, ...]) -> str:
-    """How many of the spikes this log's own noise could have made, and which."""
+def _chance_line(d: Detection, spikes: tuple[SpikeEvidence, ...], reach: float | None) -> str:
+    """How many of the spikes this log's own noise could have made, and which
+    (``reach``: the z this log's noise reaches, :func:`~dflash_diag.spikes.detect.
+    noise_reach`)."""
     chance = d.expected_false_events
-    reach = noise_reach(d)
     head = f"chance flags expected from this log's noise: {chance:.2g}"
     if reach is None or not spikes:
         return head
@@ -289,11 +282,10 @@ def _chance_line(d: Detection, spikes: tuple[SpikeEvidence, ...]) -> str:
     )
 
 
-def _chance_short(d: Detection, spikes: tuple[SpikeEvidence, ...]) -> str:
+def _chance_short(d: Detection, spikes: tuple[SpikeEvidence, ...], reach: float | None) -> str:
     """:func:`_chance_line` in a line or two: how many flags noise makes, and which
     spikes are no higher than it reaches."""
     head = f"chance: {d.expected_false_events:.2g} flags expected from this log's noise"
-    reach = noise_reach(d)
     if reach is None or not spikes:
         return head
     weak = sorted(s.event.peak_step for s in spikes if s.event.z < reach)
@@ -476,16 +468,7 @@ def _f(x: float | None, spec: str = ".3g") -> str:
     return "-" if x is None or not math.isfinite(x) else format(x, spec)
 
 
-def render_text(
-    console: Console,
-    ctx: Context,
-    detection: Detection,
-    spikes: tuple[SpikeEvidence, ...],
-    attribution: Attribution | None,
-    variance: VarianceReport | None,
-    samples: dict[int, tuple[MicroBatch, ...]] | None = None,
-    verbose: bool = False,
-) -> None:
+def render_text(console: Console, report: SpikesReport, verbose: bool = False) -> None:
     """Header, the answer (summary sentences), the spike table, the evidence of the
     spikes that matter (their batches and first sample ids), then what ``verbose`` adds.
 
@@ -494,6 +477,9 @@ def render_text(
     variance proxies and a last line saying what ``--verbose`` would add.  ``verbose``:
     every row and every spike's evidence in full, the rises under the cut, the
     correlations and the variance panel."""
+    r = report
+    ctx, detection, spikes = r.context, r.detection, r.spikes
+    attribution, variance, samples = r.attribution, r.variance, r.samples
     d = detection
     ground = ground_of(attribution)
     _header(console, ctx, d, attribution)
@@ -504,7 +490,7 @@ def render_text(
         console.print(sentence, markup=False)
     console.print()
     shown = sorted(ranked[:rows], key=lambda s: s.event.peak_step)
-    _spike_table(console, ctx, d, spikes, shown, ground, verbose)
+    _spike_table(console, r, shown, ground, verbose)
     told = ranked if verbose else ranked[:DEFAULT_EVIDENCE]
     _spike_lines(console, ctx, told, ground, samples, full=verbose)
     if verbose:
@@ -516,7 +502,7 @@ def render_text(
     line = _variance_line(variance)
     if line:
         console.print(line, markup=False)
-    more = _verbose_adds(d, ranked, told, shown, attribution, variance)
+    more = _verbose_adds(r.below_cut, ranked, told, shown, attribution, variance)
     if more:
         console.print(more, markup=False, style="dim")
 
@@ -540,7 +526,7 @@ def _variance_line(v: VarianceReport | None) -> str:
 
 
 def _verbose_adds(
-    d: Detection,
+    below_cut: tuple[NearMiss, ...],
     ranked: list[SpikeEvidence],
     told: list[SpikeEvidence],
     shown: list[SpikeEvidence],
@@ -554,7 +540,7 @@ def _verbose_adds(
         adds.append(f"{n} more spike{'s' if n > 1 else ''}' evidence")
     if len(ranked) > len(shown):
         adds.append(f"{len(ranked) - len(shown)} more rows")
-    if near_misses(d):
+    if below_cut:
         adds.append("rises under the cut")
     if attribution is not None and attribution.correlations:
         adds.append("correlations")
@@ -610,15 +596,14 @@ def steps_line(ctx: Context) -> str:
 
 def _spike_table(
     console: Console,
-    ctx: Context,
-    d: Detection,
-    spikes: tuple[SpikeEvidence, ...],
+    report: SpikesReport,
     shown: list[SpikeEvidence],
     ground: str,
     verbose: bool = False,
 ) -> None:
     """The table of the spikes shown, then the chance line (and, ``verbose``, the near
     misses)."""
+    ctx, d, spikes = report.context, report.detection, report.spikes
     from rich.box import SIMPLE_HEAD
     from rich.table import Table
 
@@ -655,9 +640,10 @@ def _spike_table(
                 markup=False,
             )
     if math.isfinite(d.expected_false_events):  # robust only: this log's own noise
-        chance = _chance_line(d, spikes) if verbose else _chance_short(d, spikes)
+        reach = report.noise_reach
+        chance = _chance_line(d, spikes, reach) if verbose else _chance_short(d, spikes, reach)
         console.print(chance, markup=False)
-    misses = near_misses(d)
+    misses = report.below_cut
     if misses and verbose:
         word = "event" if ctx.line_order else "step"
         console.print(_near_miss_line(misses, word), markup=False)

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from ..composition import Composition, Request, Resolution
     from ..data import Replay, RunLog
     from ..spikes.attribute import Attribution, SpikeEvidence
-    from ..spikes.detect import Detection
+    from ..spikes.detect import Detection, NearMiss
     from ..spikes.variance import VarianceReport
 
 from .common import Context, MicroBatch, Stage, check_steps_in, in_steps, quiet
@@ -32,6 +32,10 @@ class SpikesReport:
         (the metric's rank only, when it follows one rank), with their sample ids;
         empty without a manifest.
     :param run: the log read (its table has ``lr`` and ``grad_norm`` for the plots).
+    :param below_cut: the rises just under the detector's cut
+        (:func:`~dflash_diag.spikes.detect.near_misses`).
+    :param noise_reach: the z this log's own noise reaches (None: not robust, or not
+        enough points; :func:`~dflash_diag.spikes.detect.noise_reach`).
     """
 
     context: Context
@@ -41,6 +45,8 @@ class SpikesReport:
     variance: VarianceReport | None
     samples: dict[int, tuple[MicroBatch, ...]]
     run: RunLog
+    below_cut: tuple[NearMiss, ...] = ()
+    noise_reach: float | None = None
 
 
 @dataclass(frozen=True)
@@ -91,7 +97,7 @@ def spikes_report(
     from ..composition import Request, resolve
     from ..logs import check_format, read_log
     from ..spikes.attribute import log_only_evidence
-    from ..spikes.detect import detect_spikes
+    from ..spikes.detect import detect_spikes, near_misses, noise_reach
     from ..spikes.variance import variance_proxies
 
     o = options or SpikesOptions()
@@ -127,7 +133,17 @@ def spikes_report(
     if o.steps is not None:
         evidence = tuple(s for s in evidence if in_steps(s.event.peak_step, o.steps))
         samples = {k: v for k, v in samples.items() if in_steps(k, o.steps)}
-    return SpikesReport(ctx, detection, evidence, attribution, variance, samples, run)
+    return SpikesReport(
+        ctx,
+        detection,
+        evidence,
+        attribution,
+        variance,
+        samples,
+        run,
+        below_cut=near_misses(detection),
+        noise_reach=noise_reach(detection),
+    )
 
 
 def _composition(
