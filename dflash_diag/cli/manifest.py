@@ -40,65 +40,66 @@ def _summary(m: Manifest, to: Path) -> list[str]:
     return lines
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("manifest", help=_HELP)
-    def manifest(
-        data: Annotated[str, typer.Argument(help="The dataset: a file or a folder.")],
-        to: Annotated[Path, typer.Option("--to", help="The manifest to write: .parquet or .csv.")],
-        length_column: Annotated[
-            str | None,
-            typer.Option(
-                "--length-column",
-                help="The column of lengths, of token ids (a list column) or, with "
-                "--tokenizer, of text (default: length, ..., else input_ids; text).",
-            ),
-        ] = None,
-        category_column: Annotated[
-            str | None,
-            typer.Option(
-                "--category-column", help="A column of categories (default: source, category)."
-            ),
-        ] = None,
-        split: Annotated[
-            str | None,
-            typer.Option("--split", help="The split of a DatasetDict folder (default: train)."),
-        ] = None,
-        tokenizer: Annotated[
-            Path | None,
-            typer.Option(
-                "--tokenizer", help="A local tokenizer.json counting a text column's tokens."
-            ),
-        ] = None,
-        special_tokens: Annotated[
-            bool,
-            typer.Option(
-                "--special-tokens/--no-special-tokens",
-                help="With --tokenizer, count the special tokens it adds (BOS, EOS...).",
-            ),
-        ] = True,
-        force: Annotated[
-            bool, typer.Option("--force", help="Replace the --to file if it exists.")
-        ] = False,
-    ) -> None:
-        """Write a length manifest from a dataset."""
-        from ..errors import InputError
-        from ..manifest import read_manifest
-        from ..manifest.write import WRITE_SUFFIXES, write_manifest
-        from ..outpath import check_output_path
+def manifest(
+    data: Annotated[str, typer.Argument(help="The dataset: a file or a folder.")],
+    to: Annotated[Path, typer.Option("--to", help="The manifest to write: .parquet or .csv.")],
+    length_column: Annotated[
+        str | None,
+        typer.Option(
+            "--length-column",
+            help="The column of lengths, of token ids (a list column) or, with "
+            "--tokenizer, of text (default: length, ..., else input_ids; text).",
+        ),
+    ] = None,
+    category_column: Annotated[
+        str | None,
+        typer.Option(
+            "--category-column", help="A column of categories (default: source, category)."
+        ),
+    ] = None,
+    split: Annotated[
+        str | None,
+        typer.Option("--split", help="The split of a DatasetDict folder (default: train)."),
+    ] = None,
+    tokenizer: Annotated[
+        Path | None,
+        typer.Option("--tokenizer", help="A local tokenizer.json counting a text column's tokens."),
+    ] = None,
+    special_tokens: Annotated[
+        bool,
+        typer.Option(
+            "--special-tokens/--no-special-tokens",
+            help="With --tokenizer, count the special tokens it adds (BOS, EOS...).",
+        ),
+    ] = True,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace the --to file if it exists.")
+    ] = False,
+) -> None:
+    """Write a length manifest from a dataset."""
+    from ..errors import InputError
+    from ..manifest import read_manifest
+    from ..manifest.write import WRITE_SUFFIXES, write_manifest
+    from ..outpath import check_output_path
 
-        out = check_output_path(to, WRITE_SUFFIXES, "manifest", protect=[data])
-        if out.exists() and not force:
-            raise InputError(str(out), "already exists", "add --force to replace it")
-        with progress("reading the dataset") as tick:
-            m = read_manifest(
-                data,
-                length_column,
-                category_column,
-                progress=tick,
-                split=split,
-                tokenizer=tokenizer,
-                special_tokens=special_tokens,
-            )
-        write_manifest(m, out, force=force)
-        for line in _summary(m, out):
-            print(line)
+    out = check_output_path(to, WRITE_SUFFIXES, "manifest", protect=[data])
+    if out.exists() and not force:
+        raise InputError(str(out), "already exists", "add --force to replace it")
+    with progress("reading the dataset") as tick:
+        m = read_manifest(
+            data,
+            length_column,
+            category_column,
+            progress=tick,
+            split=split,
+            tokenizer=tokenizer,
+            special_tokens=special_tokens,
+        )
+    write_manifest(m, out, force=force)
+    for line in _summary(m, out):
+        print(line)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``manifest`` to ``app``."""
+    app.command("manifest", help=_HELP)(manifest)

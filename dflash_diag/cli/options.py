@@ -47,6 +47,26 @@ StepEveryOpt = Annotated[
 RankOpt = Annotated[
     str, typer.Option("--rank", help="Which rank's lines to use: a number, or 'all'.")
 ]
+MetricOpt = Annotated[
+    str, typer.Option("--metric", help="Column to examine: loss, acc, grad_norm, ...")
+]
+ManifestOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--manifest",
+        help="Per-sample lengths (parquet/csv/jsonl/npy), or a dataset with token ids: "
+        "input_ids in Parquet/JSONL/Arrow, a save_to_disk folder, Parquet shards.",
+    ),
+]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        help="TOML file with a \\[schedule] section (default: dflash-diag.toml beside "
+        "the log, else in the working directory).",
+        rich_help_panel=SCHEDULE_PANEL,
+    ),
+]
 CompositionOpt = Annotated[
     Path | None,
     typer.Option(

@@ -48,43 +48,45 @@ def write_table(table: object, to: Path) -> None:
         table.to_json(to, orient="records", lines=True)  # type: ignore[attr-defined]
 
 
+def parse(
+    log: Annotated[str, typer.Argument(help="The log file ('-' for standard input).")],
+    format: FormatOpt = None,
+    rank: RankOpt = "0",
+    step_every: StepEveryOpt = None,
+    to: Annotated[
+        Path | None,
+        typer.Option("--to", help="Write the per-step table: .parquet, .csv or .jsonl."),
+    ] = None,
+    json: JsonOpt = False,
+    steps: StepsOpt = None,
+) -> None:
+    from ..render.jsonout import dumps
+    from ..render.parse import render_text
+    from ..reports import parse_report
+    from .consoles import out_console
+    from .outputs import stages
+
+    which = parse_rank(rank)
+    shown = parse_steps(steps)
+    if to is not None:
+        check_to(to, log)
+    report = parse_report(log, format, which, step_every, stage=stages(not json), steps=shown)
+    if to is not None:
+        write_table(report.run.table, to)
+    if json:
+        doc = dict(report.summary)
+        if to is not None:
+            doc["written"] = str(to)
+        typer.echo(dumps(doc))
+    else:
+        render_text(report.summary, out_console, written=str(to) if to is not None else None)
+
+
 def register(app: typer.Typer) -> None:
+    """Add ``parse`` to ``app``."""
     from typer.core import TyperCommand
 
     from .outputs import plain_help_types
 
     PLAIN = plain_help_types(TyperCommand)
-
-    @app.command("parse", help=_HELP, cls=PLAIN)
-    def parse(
-        log: Annotated[str, typer.Argument(help="The log file ('-' for standard input).")],
-        format: FormatOpt = None,
-        rank: RankOpt = "0",
-        step_every: StepEveryOpt = None,
-        to: Annotated[
-            Path | None,
-            typer.Option("--to", help="Write the per-step table: .parquet, .csv or .jsonl."),
-        ] = None,
-        json: JsonOpt = False,
-        steps: StepsOpt = None,
-    ) -> None:
-        from ..render.jsonout import dumps
-        from ..render.parse import render_text
-        from ..reports import parse_report
-        from .consoles import out_console
-        from .outputs import stages
-
-        which = parse_rank(rank)
-        shown = parse_steps(steps)
-        if to is not None:
-            check_to(to, log)
-        report = parse_report(log, format, which, step_every, stage=stages(not json), steps=shown)
-        if to is not None:
-            write_table(report.run.table, to)
-        if json:
-            doc = dict(report.summary)
-            if to is not None:
-                doc["written"] = str(to)
-            typer.echo(dumps(doc))
-        else:
-            render_text(report.summary, out_console, written=str(to) if to is not None else None)
+    app.command("parse", help=_HELP, cls=PLAIN)(parse)

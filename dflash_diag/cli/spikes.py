@@ -3,20 +3,21 @@
 # No `from __future__ import annotations`: schedule_options reads this signature with
 # inspect.signature, and typer needs the Annotated objects, not their strings.
 from enum import StrEnum
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from .options import (
-    SCHEDULE_PANEL,
     CompositionOpt,
+    ConfigOpt,
     Covers,
     CoversOpt,
     ForceOpt,
     FormatOpt,
     JsonOpt,
     LogYOpt,
+    ManifestOpt,
+    MetricOpt,
     MetricRankOpt,
     PlotOpt,
     RankOpt,
@@ -69,136 +70,121 @@ class DetectorName(StrEnum):
     megatron = "megatron"
 
 
+@schedule_options
+def spikes(
+    log: Annotated[str, typer.Argument(help="The training log ('-' for standard input).")],
+    metric: MetricOpt = "loss",
+    window: Annotated[
+        int | None,
+        typer.Option(
+            "--window",
+            help="Baseline window in logged points (robust 50, olmo 128, foundry 100).",
+        ),
+    ] = None,
+    threshold: Annotated[
+        float | None,
+        typer.Option(
+            "--threshold",
+            help="robust: a fixed critical z instead of the calibrated one (3.5: the old "
+            "rule); "
+            "olmo: sigmas (6); foundry/megatron: multiple (2 / 10).",
+        ),
+    ] = None,
+    detector: Annotated[
+        DetectorName, typer.Option("--detector", help="Which rule flags spikes.")
+    ] = DetectorName.robust,
+    manifest: ManifestOpt = None,
+    composition: CompositionOpt = None,
+    covers: CoversOpt = Covers.window,
+    metric_rank: MetricRankOpt = None,
+    force: ForceOpt = False,
+    json: JsonOpt = False,
+    plot: PlotOpt = None,
+    html: HtmlOpt = None,
+    format: FormatOpt = None,
+    rank: RankOpt = "0",
+    step_every: StepEveryOpt = None,
+    verbose: VerboseOpt = False,
+    steps: Annotated[
+        str | None,
+        typer.Option(
+            "--steps",
+            help="Report and plot only the spikes at steps A to B, both included, as the "
+            "log numbers them (A: or :B leave that end open), e.g. 200:300. Detection, the "
+            "composition model and the variance figures still use the whole log.",
+            metavar="STEPS",
+        ),
+    ] = None,
+    label: Annotated[
+        str | None,
+        typer.Option(
+            "--label",
+            help="The run's name in the header, the plot's title and the HTML's title "
+            "(default: the log's path).",
+            metavar="NAME",
+        ),
+    ] = None,
+    smooth: SmoothOpt = None,
+    log_y: LogYOpt = False,
+    config: ConfigOpt = None,
+    *,
+    schedule: dict[str, Any],
+) -> None:
+    from ..composition import Request
+    from ..render.jsonout import dumps
+    from ..render.spikes import plot_spikes, spikes_json, spikes_text
+    from ..reports import SpikesOptions, spikes_report
+    from .consoles import out_console
+
+    which = parse_rank(rank)
+    shown = parse_steps(steps)
+    alpha = parse_smooth(smooth)
+    check_outputs(plot, html)
+    options = SpikesOptions(
+        metric=metric,
+        window=window,
+        threshold=threshold,
+        detector=detector.value,
+        covers=covers.value,
+        metric_rank=_metric_rank(metric_rank) if metric_rank is not None else None,
+        format=format,
+        rank=which,
+        step_every=step_every,
+        steps=shown,
+        label=label,
+    )
+    batches = Request(
+        flags=schedule,
+        config=config,
+        manifest=manifest,
+        composition=composition,
+        force=force,
+    )
+    report = spikes_report(log, options, batches, stage=stages(not json))
+    if plot is not None:
+        plot_spikes(plot, report, smooth=alpha, log_y=log_y)
+    if html is not None:
+        from ..render.html import spikes_html
+
+        spikes_html(report, html, smooth=alpha, log_y=log_y)
+    if json:
+        typer.echo(dumps(spikes_json(report)))
+    else:
+        spikes_text(out_console, report, verbose)
+        if plot is not None:
+            out_console.print(f"plot written to {plot}")
+        if html is not None:
+            out_console.print(f"report written to {html}")
+
+
 def register(app: typer.Typer) -> None:
+    """Add ``spikes`` to ``app``."""
     from typer.core import TyperCommand
 
     from .outputs import plain_help_types
 
     PLAIN = plain_help_types(TyperCommand)
-
-    @app.command("spikes", help=_HELP, cls=PLAIN)
-    @schedule_options
-    def spikes(
-        log: Annotated[str, typer.Argument(help="The training log ('-' for standard input).")],
-        metric: Annotated[
-            str, typer.Option("--metric", help="Column to examine: loss, acc, grad_norm, ...")
-        ] = "loss",
-        window: Annotated[
-            int | None,
-            typer.Option(
-                "--window",
-                help="Baseline window in logged points (robust 50, olmo 128, foundry 100).",
-            ),
-        ] = None,
-        threshold: Annotated[
-            float | None,
-            typer.Option(
-                "--threshold",
-                help="robust: a fixed critical z instead of the calibrated one (3.5: the old "
-                "rule); "
-                "olmo: sigmas (6); foundry/megatron: multiple (2 / 10).",
-            ),
-        ] = None,
-        detector: Annotated[
-            DetectorName, typer.Option("--detector", help="Which rule flags spikes.")
-        ] = DetectorName.robust,
-        manifest: Annotated[
-            Path | None,
-            typer.Option(
-                "--manifest",
-                help="Per-sample lengths (parquet/csv/jsonl/npy), or a dataset with token ids: "
-                "input_ids in Parquet/JSONL/Arrow, a save_to_disk folder, Parquet shards.",
-            ),
-        ] = None,
-        composition: CompositionOpt = None,
-        covers: CoversOpt = Covers.window,
-        metric_rank: MetricRankOpt = None,
-        force: ForceOpt = False,
-        json: JsonOpt = False,
-        plot: PlotOpt = None,
-        html: HtmlOpt = None,
-        format: FormatOpt = None,
-        rank: RankOpt = "0",
-        step_every: StepEveryOpt = None,
-        verbose: VerboseOpt = False,
-        steps: Annotated[
-            str | None,
-            typer.Option(
-                "--steps",
-                help="Report and plot only the spikes at steps A to B, both included, as the "
-                "log numbers them (A: or :B leave that end open), e.g. 200:300. Detection, the "
-                "composition model and the variance figures still use the whole log.",
-                metavar="STEPS",
-            ),
-        ] = None,
-        label: Annotated[
-            str | None,
-            typer.Option(
-                "--label",
-                help="The run's name in the header, the plot's title and the HTML's title "
-                "(default: the log's path).",
-                metavar="NAME",
-            ),
-        ] = None,
-        smooth: SmoothOpt = None,
-        log_y: LogYOpt = False,
-        config: Annotated[
-            Path | None,
-            typer.Option(
-                "--config",
-                help="TOML file with a \\[schedule] section (default: dflash-diag.toml beside "
-                "the log, else in the working directory).",
-                rich_help_panel=SCHEDULE_PANEL,
-            ),
-        ] = None,
-        *,
-        schedule: dict[str, Any],
-    ) -> None:
-        from ..composition import Request
-        from ..render.jsonout import dumps
-        from ..render.spikes import plot_spikes, spikes_json, spikes_text
-        from ..reports import SpikesOptions, spikes_report
-        from .consoles import out_console
-
-        which = parse_rank(rank)
-        shown = parse_steps(steps)
-        alpha = parse_smooth(smooth)
-        check_outputs(plot, html)
-        options = SpikesOptions(
-            metric=metric,
-            window=window,
-            threshold=threshold,
-            detector=detector.value,
-            covers=covers.value,
-            metric_rank=_metric_rank(metric_rank) if metric_rank is not None else None,
-            format=format,
-            rank=which,
-            step_every=step_every,
-            steps=shown,
-            label=label,
-        )
-        batches = Request(
-            flags=schedule,
-            config=config,
-            manifest=manifest,
-            composition=composition,
-            force=force,
-        )
-        report = spikes_report(log, options, batches, stage=stages(not json))
-        if plot is not None:
-            plot_spikes(plot, report, smooth=alpha, log_y=log_y)
-        if html is not None:
-            from ..render.html import spikes_html
-
-            spikes_html(report, html, smooth=alpha, log_y=log_y)
-        if json:
-            typer.echo(dumps(spikes_json(report)))
-        else:
-            spikes_text(out_console, report, verbose)
-            if plot is not None:
-                out_console.print(f"plot written to {plot}")
-            if html is not None:
-                out_console.print(f"report written to {html}")
+    app.command("spikes", help=_HELP, cls=PLAIN)(spikes)
 
 
 def _metric_rank(value: str) -> int | str:

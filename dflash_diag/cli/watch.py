@@ -3,18 +3,19 @@
 # No `from __future__ import annotations`: schedule_options reads this signature with
 # inspect.signature, and typer needs the Annotated objects, not their strings.
 import math
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from .options import (
-    SCHEDULE_PANEL,
     CompositionOpt,
+    ConfigOpt,
     Covers,
     CoversOpt,
     ForceOpt,
     FormatOpt,
+    ManifestOpt,
+    MetricOpt,
     MetricRankOpt,
     StepEveryOpt,
     schedule_options,
@@ -52,94 +53,83 @@ _HELP = (
 )
 
 
+@schedule_options
+def watch(
+    log: Annotated[str, typer.Argument(help="The training log being written.")],
+    metric: MetricOpt = "loss",
+    window: Annotated[
+        int | None, typer.Option("--window", help="Baseline window in logged points (50).")
+    ] = None,
+    threshold: Annotated[
+        float | None,
+        typer.Option("--threshold", help="A fixed critical z instead of the calibrated one."),
+    ] = None,
+    manifest: ManifestOpt = None,
+    composition: CompositionOpt = None,
+    covers: CoversOpt = Covers.window,
+    metric_rank: MetricRankOpt = None,
+    force: ForceOpt = False,
+    until: Annotated[
+        int | None, typer.Option("--until", help="Stop after the point of this step.")
+    ] = None,
+    exit_on_spike: Annotated[
+        bool,
+        typer.Option(
+            "--exit-on-spike",
+            help=f"Stop at the first spike reported, with exit status {SPIKE_EXIT}.",
+        ),
+    ] = False,
+    new_only: Annotated[
+        bool,
+        typer.Option(
+            "--new-only",
+            help="Report only spikes written after the watch began (the log's earlier "
+            "points are still read, for the baselines, and counted in the summary).",
+        ),
+    ] = False,
+    json: Annotated[
+        bool,
+        typer.Option("--json", help="One JSON object per line per spike on stdout."),
+    ] = False,
+    format: FormatOpt = None,
+    rank: Annotated[int, typer.Option("--rank", help="Which rank's lines to read.")] = 0,
+    step_every: StepEveryOpt = None,
+    config: ConfigOpt = None,
+    *,
+    schedule: dict[str, Any],
+) -> None:
+    from ..watch.session import open_session
+
+    session = open_session(
+        log,
+        metric=metric,
+        window=window,
+        threshold=threshold,
+        manifest=str(manifest) if manifest is not None else None,
+        covers=covers.value,
+        metric_rank=_metric_rank(metric_rank) if metric_rank is not None else None,
+        force=force,
+        fmt=format,
+        rank=rank,
+        step_every=step_every,
+        config=str(config) if config is not None else None,
+        schedule=schedule,
+        until=until,
+        composition=str(composition) if composition is not None else None,
+    )
+    code = _follow(session, json, exit_on_spike, new_only)
+    if code:
+        raise typer.Exit(code)
+
+
 def register(app: typer.Typer) -> None:
+    """Add ``watch`` to ``app``."""
     from typer.core import TyperCommand
 
     from .outputs import plain_help_types
 
     PLAIN = plain_help_types(TyperCommand)
-
-    @app.command("watch", help=_HELP, cls=PLAIN)
-    @schedule_options
-    def watch(
-        log: Annotated[str, typer.Argument(help="The training log being written.")],
-        metric: Annotated[
-            str, typer.Option("--metric", help="Column to watch: loss, acc, grad_norm, ...")
-        ] = "loss",
-        window: Annotated[
-            int | None, typer.Option("--window", help="Baseline window in logged points (50).")
-        ] = None,
-        threshold: Annotated[
-            float | None,
-            typer.Option("--threshold", help="A fixed critical z instead of the calibrated one."),
-        ] = None,
-        manifest: Annotated[
-            Path | None,
-            typer.Option("--manifest", help="Per-sample lengths, as for 'spikes'."),
-        ] = None,
-        composition: CompositionOpt = None,
-        covers: CoversOpt = Covers.window,
-        metric_rank: MetricRankOpt = None,
-        force: ForceOpt = False,
-        until: Annotated[
-            int | None, typer.Option("--until", help="Stop after the point of this step.")
-        ] = None,
-        exit_on_spike: Annotated[
-            bool,
-            typer.Option(
-                "--exit-on-spike",
-                help=f"Stop at the first spike reported, with exit status {SPIKE_EXIT}.",
-            ),
-        ] = False,
-        new_only: Annotated[
-            bool,
-            typer.Option(
-                "--new-only",
-                help="Report only spikes written after the watch began (the log's earlier "
-                "points are still read, for the baselines, and counted in the summary).",
-            ),
-        ] = False,
-        json: Annotated[
-            bool,
-            typer.Option("--json", help="One JSON object per line per spike on stdout."),
-        ] = False,
-        format: FormatOpt = None,
-        rank: Annotated[int, typer.Option("--rank", help="Which rank's lines to read.")] = 0,
-        step_every: StepEveryOpt = None,
-        config: Annotated[
-            Path | None,
-            typer.Option(
-                "--config",
-                help="TOML file with a \\[schedule] section (default: dflash-diag.toml beside "
-                "the log, else in the working directory).",
-                rich_help_panel=SCHEDULE_PANEL,
-            ),
-        ] = None,
-        *,
-        schedule: dict[str, Any],
-    ) -> None:
-        from ..watch.session import open_session
-
-        session = open_session(
-            log,
-            metric=metric,
-            window=window,
-            threshold=threshold,
-            manifest=str(manifest) if manifest is not None else None,
-            covers=covers.value,
-            metric_rank=_metric_rank(metric_rank) if metric_rank is not None else None,
-            force=force,
-            fmt=format,
-            rank=rank,
-            step_every=step_every,
-            config=str(config) if config is not None else None,
-            schedule=schedule,
-            until=until,
-            composition=str(composition) if composition is not None else None,
-        )
-        code = _follow(session, json, exit_on_spike, new_only)
-        if code:
-            raise typer.Exit(code)
+    app.command("watch", help=_HELP, cls=PLAIN)(watch)
 
 
 def _follow(session: Any, as_json: bool, exit_on_spike: bool, new_only: bool) -> int:
