@@ -114,6 +114,8 @@ class Seen:
     ids: list[list[int]] = field(default_factory=list)  # first token - FIRST, per row
     lengths: list[list[int]] = field(default_factory=list)  # mask sums
     losses: list[float] = field(default_factory=list)
+    targets: list[list[int]] = field(default_factory=list)  # labels that are not -100, shifted
+    num_items: list[int | None] = field(default_factory=list)  # the loss's divisor, if given
 
 
 def watch_forward(model: Any, step_of: Any, seen: Seen) -> None:
@@ -127,6 +129,9 @@ def watch_forward(model: Any, step_of: Any, seen: Seen) -> None:
         seen.steps.append(step_of())
         seen.ids.append((ids[:, 0] - FIRST).tolist())
         seen.lengths.append(kwargs["attention_mask"].sum(dim=1).tolist())
+        seen.targets.append((kwargs["labels"][:, 1:] != -100).sum(dim=1).tolist())
+        items = kwargs.get("num_items_in_batch")
+        seen.num_items.append(None if items is None else int(items))
 
     def after(module: Any, args: Any, kwargs: dict[str, Any], out: Any) -> None:
         if module.training:
@@ -144,6 +149,7 @@ def train(
     workers: int = 0,
     epochs: int = 3,
     max_steps: int = -1,
+    sample_losses: bool = False,
     **overrides: Any,
 ) -> tuple[Any, Seen]:
     """One Trainer run: group_by_length, dropout 0.1, gradient accumulation 2, batch 4,
@@ -181,7 +187,7 @@ def train(
     if record is not None:
         from dflash_diag.record import record_trainer
 
-        record_trainer(trainer, record, run="trainer_runs")
+        record_trainer(trainer, record, sample_losses=sample_losses, run="trainer_runs")
     trainer.train()
     return trainer, seen
 
