@@ -241,11 +241,18 @@ def item_collate(batch: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def lightning_train(
-    out: Path, *, record: Path | None, workers: int = 0, epochs: int = 3, **trainer_kw: Any
+    out: Path,
+    *,
+    record: Path | None,
+    workers: int = 0,
+    epochs: int = 3,
+    sample_losses: bool = False,
+    **trainer_kw: Any,
 ) -> tuple[Any, Seen]:
     """One Lightning fit of the same GPT-2: shuffled DataLoader (its RandomSampler draws from
     the global generator, as dropout does), batch 4, accumulate_grad_batches 2, the loss
-    logged every step to a CSV file in ``out``; with ``LightningRecorder`` when ``record``."""
+    logged every step to a CSV file in ``out``; with ``LightningRecorder`` when ``record``;
+    ``training_step`` returns ``{"loss", "sample_losses"}`` with ``sample_losses``."""
     import lightning as L
     import torch
     from lightning.pytorch.loggers import CSVLogger
@@ -258,9 +265,14 @@ def lightning_train(
         def training_step(self, batch: dict[str, Any], batch_idx: int) -> Any:
             if set(batch) != {"input_ids", "attention_mask", "labels"}:
                 raise KeyError(f"training_step got {sorted(batch)}")
-            loss = self.model(**batch).loss
-            self.log("loss", loss)
-            return loss
+            out = self.model(**batch)
+            self.log("loss", out.loss)
+            if not sample_losses:
+                return out.loss
+            from dflash_diag.record.hf import per_sample_losses
+
+            per = torch.as_tensor(per_sample_losses(out, batch["labels"]))
+            return {"loss": out.loss, "sample_losses": per}
 
         def configure_optimizers(self) -> Any:
             return torch.optim.AdamW(self.parameters(), lr=1e-3)
