@@ -9,8 +9,9 @@ the last), then raw bits::
 
     V | step R (rank micro n L H mode) x R  length x K | (low high flags) x R
 
-``step`` is the zigzag of the change from the previous block's step in the same
-session (the first block's is from 0).  Micro-batch ``j``'s ``n`` sample ids, sorted
+``step`` is the step itself in an ``S`` or ``L`` block; in a ``B`` block (version 1) it
+is the zigzag of the change from the previous block's step in the same session (the
+first block's is from 0).  Micro-batch ``j``'s ``n`` sample ids, sorted
 ascending, are Elias-Fano coded (:func:`elias_fano`): ``ceil(n*L/8)`` bytes of low bits
 and ``H`` bytes of high bits.  ``mode`` says whose lengths follow in the ``K`` lengths
 of the block: 0 none, 1 all, 2 those whose bit is set in ``ceil(n/8)`` flag bytes.  A
@@ -34,6 +35,7 @@ from .frames import (
     KIND_BLOCK,
     KIND_BLOCK_LOSSES,
     KIND_HEADER,
+    KIND_STEP,
     MAGIC,
     MAX_FRAME,
     PREAMBLE,
@@ -54,6 +56,7 @@ __all__ = [
     "KIND_BLOCK",
     "KIND_BLOCK_LOSSES",
     "KIND_HEADER",
+    "KIND_STEP",
     "MAGIC",
     "MAX_FRAME",
     "PREAMBLE",
@@ -183,26 +186,27 @@ def elias_fano(x: np.ndarray) -> tuple[int, bytes, bytes]:
 
 
 def block_payload(
-    step_code: int,
+    step: int,
     ranks: list[int],
     micros: list[int],
     ids: list[Any],
     flags: list[Any],
     lens: list[Any],
     losses: list[Any] | None = None,
+    delta: bool = False,
 ) -> bytes:
-    """The ``B`` payload of one step's micro-batches (see the module docstring), or the
-    ``L`` payload when ``losses`` gives any.
+    """The ``S`` payload of one step's micro-batches (see the module docstring), or the
+    ``L`` payload when ``losses`` gives any, or with ``delta`` the ``B`` payload of
+    version 1 (``step`` then the zigzag of the change: what version 1 wrote).
 
     Micro-batch ``j`` has rank ``ranks[j]``, micro ``micros[j]``, sorted sample ids
     ``ids[j]`` (int64 arrays), their length flags ``flags[j]`` (bool arrays), the
     flagged lengths ``lens[j]`` and the samples' losses ``losses[j]`` (float32 arrays in
-    the order of the ids, or None: NaN); ``step_code`` is :func:`zigzag` of the step
-    minus the previous block's step in this session (0 before the first).
+    the order of the ids, or None: NaN).
     """
     import numpy as np
 
-    head = [step_code, len(ids)]
+    head = [step, len(ids)]
     raw: list[bytes] = []
     for r, m, x, f in zip(ranks, micros, ids, flags, strict=True):
         width, low, high = elias_fano(x)
@@ -214,7 +218,9 @@ def block_payload(
         varints = small_varints(head + tail.tolist())
     else:
         varints = small_varints(head) + encode_varints(tail)
-    kind = KIND_BLOCK
+    kind = KIND_BLOCK if delta else KIND_STEP
+    if delta and losses is not None:
+        raise ValueError("a version 1 block holds no losses")
     if losses is not None and any(v is not None for v in losses):
         kind = KIND_BLOCK_LOSSES
         nan = np.float32("nan")
@@ -328,7 +334,7 @@ def decode_blocks(buf: bytes, scan: Scan, path: str) -> dict[str, np.ndarray]:
         np.cumsum(vlen[:-1].astype(np.int64), out=section[1:])
         last = (vbytes < 128).view(np.uint8)
         np.cumsum(np.add.reduceat(last, section, dtype=np.int64), out=bounds[1:])
-    recs = _block_heads(vals, bounds, scan.session, path)
+    recs = _block_heads(vals, bounds, scan.session, scan.whole, path)
     _check_room(recs["n"], len(buf), path)
     recs["losses"] = scan.losses[recs["block"]]
     raw_at = _raw_layout(recs, vend, scan.ends, path)
@@ -369,7 +375,7 @@ def _losses(
 
 
 def _block_heads(
-    vals: np.ndarray, bounds: np.ndarray, session: np.ndarray, path: str
+    vals: np.ndarray, bounds: np.ndarray, session: np.ndarray, whole: np.ndarray, path: str
 ) -> dict[str, np.ndarray]:
     """The head of every micro-batch (int64): step, rank, micro, n, width L, high
     bytes, flag mode, and its block and session; per block ``per_block`` and ``first``."""
@@ -384,13 +390,16 @@ def _block_heads(
     per_block = vals[v0 + 1].astype(np.int64)
     if (per_block < 1).any() or (2 + 6 * per_block > count).any():
         raise _bad(path, "a step record with a wrong micro-batch count")
-    # steps: zigzag deltas, summed within each session (mod 2**64: exact)
+    # steps: whole, or zigzag deltas summed within each session (mod 2**64: exact); a
+    # writer never mixes the two in one session
     z = vals[v0]
     delta = (z >> np.uint64(1)) ^ (np.uint64(0) - (z & np.uint64(1)))
+    delta[whole] = 0
     sums = np.cumsum(delta)
     new_session = np.r_[True, session[1:] != session[:-1]] if len(session) else session
     base = (sums - delta)[new_session]
     steps = sums - np.repeat(base, np.diff(np.r_[np.flatnonzero(new_session), len(z)]))
+    steps[whole] = z[whole]
     block = np.repeat(np.arange(len(v0)), per_block)
     first = np.zeros(len(v0), dtype=np.int64)
     np.cumsum(per_block[:-1], out=first[1:])

@@ -7,8 +7,13 @@ Layout (all integers little-endian)::
               check: the low 16 bits of the CRC-32 of the 4 size bytes, so that a
               damaged size is told from a frame cut short; crc: CRC-32 of payload
     payload:= b"H" JSON        a header (see :func:`check_header`)
-            | b"B" block       one optimizer step's micro-batches (fileformat.py)
-            | b"L" block losses   the same, then a float32 loss per sample (version 2)
+            | b"B" block       one optimizer step's micro-batches, its step as the change
+                               from the previous block's (version 1; fileformat.py)
+            | b"S" block       the same, its step written whole (version 2)
+            | b"L" block losses   an ``S`` block, then a float32 loss per sample (version 2)
+
+A version 2 writer writes ``S`` and ``L`` blocks only: a step written whole stays right
+when a frame before it is lost.
 
 A frame is *good* when its size check and CRC pass.  :func:`scan_frames` walks the good
 frames one after the other; at a bad one it looks for the next good frame inside the
@@ -44,7 +49,10 @@ PREAMBLE = MAGIC + struct.pack("<I", FORMAT_VERSION)
 FRAME_HEAD = struct.Struct("<IHI")
 KIND_HEADER = b"H"
 KIND_BLOCK = b"B"
+KIND_STEP = b"S"
 KIND_BLOCK_LOSSES = b"L"
+#: the kinds a file of each version may hold
+KINDS = {1: KIND_HEADER + KIND_BLOCK, 2: KIND_HEADER + KIND_BLOCK + KIND_STEP + KIND_BLOCK_LOSSES}
 #: a frame larger than this is corruption, not data (a step of 64M samples at most)
 MAX_FRAME = 1 << 30
 #: a header is a few hundred bytes of settings; more than this is not one
@@ -92,6 +100,8 @@ class Scan:
     :param ends: int64 byte offset one past every block payload.
     :param session: int64 session (index into ``headers``) of every block.
     :param losses: bool per block: an ``L`` block (per-sample losses follow its bits).
+    :param whole: bool per block: its step is written whole (``S`` and ``L``), not as a
+        change from the previous block's (``B``).
     :param end: byte offset one past the last good frame (where an appender writes).
     :param torn: frames cut short and skipped (in the middle or at the end).
     :param version: the file's format version.
@@ -102,6 +112,7 @@ class Scan:
     ends: np.ndarray
     session: np.ndarray
     losses: np.ndarray
+    whole: np.ndarray
     end: int
     torn: int
     version: int = FORMAT_VERSION
@@ -133,7 +144,7 @@ def scan_frames(buf: bytes, path: str) -> Scan:
     import numpy as np
 
     version = file_version(buf, path)
-    kinds_ok = KIND_HEADER + KIND_BLOCK + (KIND_BLOCK_LOSSES if version >= 2 else b"")
+    kinds_ok = KINDS[version]
     frames, ends_l, end, torn = _walk(buf, path)
     data = np.frombuffer(buf, dtype=np.uint8)
     at = np.array(frames, dtype=np.int64)
@@ -162,6 +173,7 @@ def scan_frames(buf: bytes, path: str) -> Scan:
         ends=ends[blocks],
         session=(np.cumsum(is_head) - 1)[blocks],
         losses=kinds[blocks] == KIND_BLOCK_LOSSES[0],
+        whole=kinds[blocks] != KIND_BLOCK[0],
         end=end,
         torn=torn,
         version=version,
@@ -239,7 +251,7 @@ def _resync(buf: bytes, lo: int, hi: int, checks: dict[int, int]) -> int | None:
     head = FRAME_HEAD.size
     span = np.frombuffer(buf, dtype=np.uint8, count=hi - lo + head + 1, offset=lo)
     kinds = span[head:]
-    known = np.frombuffer(KIND_HEADER + KIND_BLOCK + KIND_BLOCK_LOSSES, dtype=np.uint8)
+    known = np.frombuffer(KINDS[FORMAT_VERSION], dtype=np.uint8)
     sizes = np.ndarray((hi - lo + 1,), dtype="<u4", buffer=span, strides=(1,))
     room = len(buf) - head - (lo + np.arange(hi - lo + 1))
     for k in np.flatnonzero(np.isin(kinds, known) & (sizes <= room) & (sizes > 0)):

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
-from .fileformat import block_payload, zigzag
+from .fileformat import block_payload
 from .frames import FORMAT_VERSION, PREAMBLE, NoHeader, frame, header_frame, scan_frames
 
 if TYPE_CHECKING:
@@ -186,8 +186,8 @@ def _loss_array(values: Any, n: int) -> np.ndarray:
 class _Sink:
     """The open, locked file, the step being gathered and the steps waiting for room.
 
-    Steps are encoded when written (each as the change from the step last written), so
-    a step dropped for want of room leaves the others exact."""
+    Steps are encoded when written, each with its step whole, so a step dropped for
+    want of room leaves the others exact."""
 
     def __init__(self, path: Path, head: bytes) -> None:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
@@ -200,12 +200,12 @@ class _Sink:
             raise
         self.path = path
         self.step: int | None = None
-        self.last_written = 0  # (steps are written as the change from the last block's)
         self.parts: tuple[list[Any], ...] = ([], [], [], [], [], [])
         self.pending = 0
         self.queue: deque[tuple[int, tuple[list[Any], ...], int]] = deque()
         self.queued = 0  # samples in the queue
         self.dropped = 0  # steps dropped for want of room
+        self.forget = False  # (set when steps were dropped: the recorder's lengths are stale)
         self.failing = False
         self.pid = os.getpid()
 
@@ -247,16 +247,27 @@ class _Sink:
 
     def drain(self) -> None:
         while self.queue:
-            step, parts, n = self.queue[0]
-            data = frame(block_payload(zigzag(step - self.last_written), *parts))
+            step, (ranks, micros, ids, flags, lens, losses), n = self.queue[0]
+            given = [x[f] for x, f in zip(lens, flags, strict=True)]
+            data = frame(block_payload(step, ranks, micros, ids, flags, given, losses))
             if not self._put(data, step):
                 break
             self.queue.popleft()
             self.queued -= n
-            self.last_written = step
-        while self.queued > QUEUE_LIMIT and len(self.queue) > 1:  # (keep the newest)
+        if self.queued > QUEUE_LIMIT and len(self.queue) > 1:
+            self._drop_oldest()
+
+    def _drop_oldest(self) -> None:
+        """Drop the oldest waiting steps, keeping the newest.  A dropped step may have
+        been the one to give an id's length: every step still waiting gives all its
+        lengths, and so do later ones until each id is seen again (``forget``)."""
+        while self.queued > QUEUE_LIMIT and len(self.queue) > 1:
             self.queued -= self.queue.popleft()[2]
             self.dropped += 1
+        for _, parts, _ in self.queue:
+            for f in parts[3]:
+                f[:] = True
+        self.forget = True
 
     def _put(self, data: bytes, step: int) -> bool:
         """Write one frame whole, or take back what was written of it and say False
@@ -419,6 +430,9 @@ class BatchRecorder:
         if sink.step != step_i or sink.pending >= PENDING_LIMIT:
             sink.write()  # the previous step is complete: to the OS with it
             sink.step = step_i
+        if sink.forget:  # (steps were dropped: lengths they gave must be given again)
+            self._known.fill(-1)
+            sink.forget = False
         if len(ids) > 1:  # (the gathers copy: the caller may reuse its buffers)
             order = ids.argsort(kind="stable")
             ids, lens = ids[order], lens[order]
@@ -431,7 +445,7 @@ class BatchRecorder:
             twice = ids[1:] == ids[:-1]
             flags[1:] |= twice
             flags[:-1] |= twice
-        values = (rank_i, micro_i, ids, flags, lens[flags], loss)
+        values = (rank_i, micro_i, ids, flags, lens, loss)
         for part, value in zip(sink.parts, values, strict=True):
             part.append(value)
         sink.pending += len(ids)
