@@ -197,7 +197,7 @@ def test_steps_waiting_too_long_are_dropped_and_counted_and_the_rest_stay_exact(
         rec.close()
     kept = sorted(set(read_recording(path).table["step"]))
     assert kept[0] == 0 and kept[-1] == 7 and len(kept) == 8 - rec.dropped_steps
-    for step, g in read_recording(path).table.groupby("step"):
+    for _, g in read_recording(path).table.groupby("step"):
         assert g["length"].tolist()[:2] == [5, 6]
 
 
