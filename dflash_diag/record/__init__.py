@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .recorder import RECORD_SUFFIX, BatchRecorder, rank_path
+from .recorder import RECORD_SUFFIX, BatchRecorder, RecordingBusy, rank_path
 from .recording import Recording, find_recording, read_recording
 
 _LAZY: dict[str, str] = {"record_trainer": "hf", "LightningRecorder": "lightning"}
@@ -32,6 +32,7 @@ __all__ = [
     "LightningRecorder",
     "RECORD_SUFFIX",
     "Recording",
+    "RecordingBusy",
     "find_recording",
     "rank_path",
     "read_recording",

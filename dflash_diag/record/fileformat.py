@@ -1,15 +1,7 @@
-"""The on-disk format of a batch recording (``train.batches``): framed, append-only.
+"""The blocks of a batch recording (``train.batches``): what one step's frame holds.
 
-Layout (all integers little-endian)::
-
-    file   := MAGIC (8 bytes, b"DFDBATCH") version (u32) frame*
-    frame  := size (u32) check (u16) crc (u32) payload (size bytes)
-              check: the low 16 bits of the CRC-32 of the 4 size bytes, so that a
-              damaged size is told from a frame cut short; crc: CRC-32 of payload
-    payload:= b"H" JSON        a header: format version, dflash_diag version, rank,
-                               world size, the run's settings; the first frame, and
-                               again at each reopening (a resumed run: a new session)
-            | b"B" block       one optimizer step's micro-batches logged by one process
+The framing (magic, version, frames with their checks, headers, what a torn write
+leaves) is :mod:`dflash_diag.record.frames`.
 
 A ``B`` payload (after its kind byte) is a count ``V`` of bytes, then ``V`` bytes of
 unsigned LEB128 varints (7 bits a byte, low group first, high bit set on every byte but
@@ -17,8 +9,9 @@ the last), then raw bits::
 
     V | step R (rank micro n L H mode) x R  length x K | (low high flags) x R
 
-``step`` is the zigzag of the change from the previous block's step in the same
-session (the first block's is from 0).  Micro-batch ``j``'s ``n`` sample ids, sorted
+``step`` is the step itself in an ``S`` or ``L`` block; in a ``B`` block (version 1) it
+is the zigzag of the change from the previous block's step in the same session (the
+first block's is from 0).  Micro-batch ``j``'s ``n`` sample ids, sorted
 ascending, are Elias-Fano coded (:func:`elias_fano`): ``ceil(n*L/8)`` bytes of low bits
 and ``H`` bytes of high bits.  ``mode`` says whose lengths follow in the ``K`` lengths
 of the block: 0 none, 1 all, 2 those whose bit is set in ``ceil(n/8)`` flag bytes.  A
@@ -26,33 +19,63 @@ writer gives the length of an id the first time it records it in its session, wh
 changes, and for every copy of an id held twice in one micro-batch; a reader takes an
 id's length from the last record of it that gave one.
 
-A process killed in the middle of a write leaves a partial last frame (or a last
-frame whose checksum fails): :func:`scan_frames` ignores it and counts it as torn.  A
-bad frame anywhere else is corruption and is refused, naming the byte offset.
+An ``L`` payload (format version 2) is a ``B`` payload followed by one little-endian
+float32 per sample of the block, in the order of its rows (micro-batch by micro-batch, ids
+ascending): the sample's loss, nats per target token, NaN where none was measured.
 """
 
 from __future__ import annotations
 
-import json
-import struct
-import zlib
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
+from .frames import (
+    FORMAT_VERSION,
+    FRAME_HEAD,
+    KIND_BLOCK,
+    KIND_BLOCK_LOSSES,
+    KIND_HEADER,
+    KIND_STEP,
+    MAGIC,
+    MAX_FRAME,
+    PREAMBLE,
+    NoHeader,
+    Scan,
+    frame,
+    header_frame,
+    scan_frames,
+    size_check,
+)
 
 if TYPE_CHECKING:
     import numpy as np
 
-MAGIC = b"DFDBATCH"
-FORMAT_VERSION = 1
-#: bytes before the first frame: magic and format version
-PREAMBLE = MAGIC + struct.pack("<I", FORMAT_VERSION)
-FRAME_HEAD = struct.Struct("<IHI")
-KIND_HEADER = b"H"
-KIND_BLOCK = b"B"
-#: a frame larger than this is corruption, not data (a step of 64M samples at most)
-MAX_FRAME = 1 << 30
+__all__ = [
+    "FORMAT_VERSION",
+    "FRAME_HEAD",
+    "KIND_BLOCK",
+    "KIND_BLOCK_LOSSES",
+    "KIND_HEADER",
+    "KIND_STEP",
+    "MAGIC",
+    "MAX_FRAME",
+    "PREAMBLE",
+    "NoHeader",
+    "Scan",
+    "block_payload",
+    "decode_blocks",
+    "decode_varints",
+    "elias_fano",
+    "encode_varints",
+    "frame",
+    "header_frame",
+    "resolve_lengths",
+    "scan_frames",
+    "size_check",
+    "small_varints",
+    "zigzag",
+]
+
 #: bytes decoded at once (bounds the temporaries of the varint decoder)
 DECODE_CHUNK = 1 << 24
 
@@ -133,23 +156,6 @@ def _decode_chunk(data: np.ndarray) -> np.ndarray:
     return vals
 
 
-def frame(payload: bytes) -> bytes:
-    """``payload`` with its size and CRC-32 in front."""
-    size = len(payload)
-    return FRAME_HEAD.pack(size, size_check(size), zlib.crc32(payload)) + payload
-
-
-def size_check(size: int) -> int:
-    """The 16-bit check of a frame's size field."""
-    return zlib.crc32(size.to_bytes(4, "little")) & 0xFFFF
-
-
-def header_frame(info: dict[str, Any]) -> bytes:
-    """A header frame holding ``info`` as JSON."""
-    text = json.dumps(info, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    return frame(KIND_HEADER + text.encode())
-
-
 def zigzag(value: int) -> int:
     """A signed int as an unsigned one, small magnitudes small: 0, -1, 1, -2 -> 0, 1, 2, 3."""
     return 2 * value if value >= 0 else -2 * value - 1
@@ -180,23 +186,27 @@ def elias_fano(x: np.ndarray) -> tuple[int, bytes, bytes]:
 
 
 def block_payload(
-    step_code: int,
+    step: int,
     ranks: list[int],
     micros: list[int],
     ids: list[Any],
     flags: list[Any],
     lens: list[Any],
+    losses: list[Any] | None = None,
+    delta: bool = False,
 ) -> bytes:
-    """The ``B`` payload of one step's micro-batches (see the module docstring).
+    """The ``S`` payload of one step's micro-batches (see the module docstring), or the
+    ``L`` payload when ``losses`` gives any, or with ``delta`` the ``B`` payload of
+    version 1 (``step`` then the zigzag of the change: what version 1 wrote).
 
     Micro-batch ``j`` has rank ``ranks[j]``, micro ``micros[j]``, sorted sample ids
-    ``ids[j]`` (int64 arrays), their length flags ``flags[j]`` (bool arrays) and the
-    flagged lengths ``lens[j]``; ``step_code`` is :func:`zigzag` of the step minus the
-    previous block's step in this session (0 before the first).
+    ``ids[j]`` (int64 arrays), their length flags ``flags[j]`` (bool arrays), the
+    flagged lengths ``lens[j]`` and the samples' losses ``losses[j]`` (float32 arrays in
+    the order of the ids, or None: NaN).
     """
     import numpy as np
 
-    head = [step_code, len(ids)]
+    head = [step, len(ids)]
     raw: list[bytes] = []
     for r, m, x, f in zip(ranks, micros, ids, flags, strict=True):
         width, low, high = elias_fano(x)
@@ -208,7 +218,17 @@ def block_payload(
         varints = small_varints(head + tail.tolist())
     else:
         varints = small_varints(head) + encode_varints(tail)
-    return KIND_BLOCK + small_varints([len(varints)]) + varints + b"".join(raw)
+    kind = KIND_BLOCK if delta else KIND_STEP
+    if delta and losses is not None:
+        raise ValueError("a version 1 block holds no losses")
+    if losses is not None and any(v is not None for v in losses):
+        kind = KIND_BLOCK_LOSSES
+        nan = np.float32("nan")
+        raw += [
+            (np.full(len(x), nan, np.float32) if v is None else v).astype("<f4").tobytes()
+            for x, v in zip(ids, losses, strict=True)
+        ]
+    return kind + small_varints([len(varints)]) + varints + b"".join(raw)
 
 
 #: up to this many values, varints are encoded in Python (faster than numpy's set-up)
@@ -229,128 +249,6 @@ def small_varints(values: list[int]) -> bytes:
             v >>= 7
         append(v)
     return bytes(out)
-
-
-class NoHeader(InputError):
-    """A recording cut before its header was whole (the run stopped at once)."""
-
-    def __init__(self, path: str) -> None:
-        super().__init__(path, "holds no complete header (the run stopped at once)", "")
-
-
-@dataclass(frozen=True)
-class Scan:
-    """Where the frames of a file are.
-
-    :param headers: the header frames' JSON, in file order, with their frame index.
-    :param starts: int64 byte offset of every block payload (after its kind byte).
-    :param ends: int64 byte offset one past every block payload.
-    :param session: int64 session (index into ``headers``) of every block.
-    :param end: byte offset one past the last good frame (where an appender writes).
-    :param torn: 1 when the file ends in a partial or unchecked frame, else 0.
-    """
-
-    headers: list[dict[str, Any]]
-    starts: np.ndarray
-    ends: np.ndarray
-    session: np.ndarray
-    end: int
-    torn: int
-
-
-def scan_frames(buf: bytes, path: str) -> Scan:
-    """Walk the frames of a file's bytes ``buf``; check every checksum.
-
-    :raises InputError: not a recording, a newer format, a file without a complete
-        header, or a bad frame that is not the last one (with its byte offset).
-    """
-    import numpy as np
-
-    if len(buf) < len(PREAMBLE) or buf[: len(MAGIC)] != MAGIC:
-        if MAGIC.startswith(buf[: len(MAGIC)]) and len(buf) < len(PREAMBLE):
-            raise NoHeader(path)
-        raise InputError(path, "not a dflash-diag batch recording (no DFDBATCH header)", "")
-    (version,) = struct.unpack_from("<I", buf, len(MAGIC))
-    if version != FORMAT_VERSION:
-        raise InputError(
-            path,
-            f"recording format version {version}; this dflash-diag reads {FORMAT_VERSION}",
-            "upgrade dflash-diag" if version > FORMAT_VERSION else "",
-        )
-    frames, end, torn = _walk(buf, path)
-    data = np.frombuffer(buf, dtype=np.uint8)
-    at = np.array(frames, dtype=np.int64)
-    ends = np.r_[at[1:], end] if len(at) else at  # (frames follow each other)
-    kinds = data[at + FRAME_HEAD.size] if len(at) else data[:0]
-    odd = np.flatnonzero((kinds != KIND_BLOCK[0]) & (kinds != KIND_HEADER[0]))
-    if len(odd):
-        pos = int(at[odd[0]])
-        kind = bytes(data[pos + FRAME_HEAD.size : pos + FRAME_HEAD.size + 1])
-        raise InputError(path, f"unknown record kind {kind!r} at byte {pos}", "")
-    is_head = kinds == KIND_HEADER[0]
-    if not len(at) or not is_head[0]:
-        if len(at):
-            where = int(at[0])
-            raise InputError(path, f"corrupt record at byte {where}: data before the header", "")
-        raise NoHeader(path)
-    view = memoryview(buf)
-    headers = [
-        _header_json(view[int(a) + FRAME_HEAD.size + 1 : int(b)], path, int(a))
-        for a, b in zip(at[is_head], ends[is_head], strict=True)
-    ]
-    blocks = ~is_head
-    return Scan(
-        headers=headers,
-        starts=at[blocks] + FRAME_HEAD.size + 1,
-        ends=ends[blocks],
-        session=(np.cumsum(is_head) - 1)[blocks],
-        end=end,
-        torn=torn,
-    )
-
-
-def _walk(buf: bytes, path: str) -> tuple[list[int], int, int]:
-    """The byte offset of every good frame, where the good frames end, and 1 if a torn
-    last frame follows them (else 0).  The one Python loop of the reader: a frame's
-    size says where the next one starts."""
-    frames: list[int] = []
-    add = frames.append
-    pos = len(PREAMBLE)
-    size_all = len(buf)
-    crc32 = zlib.crc32
-    view = memoryview(buf)
-    unpack = FRAME_HEAD.unpack_from
-    head = FRAME_HEAD.size
-    checks: dict[int, int] = {}
-    while pos < size_all:
-        if pos + head > size_all:
-            return frames, pos, 1
-        size, check, crc = unpack(buf, pos)
-        good = checks.get(size)
-        if good is None:
-            good = checks[size] = size_check(size)
-        b = pos + head + size
-        if check != good or size == 0 or size > MAX_FRAME:
-            if not any(view[pos:]):  # a zeroed tail (a crash before the data reached disk)
-                return frames, pos, 1
-            raise InputError(path, f"corrupt record at byte {pos}", "the file is damaged")
-        if b > size_all or crc32(view[pos + head : b]) != crc:
-            if b >= size_all:  # the last record, cut short or not all written
-                return frames, pos, 1
-            raise InputError(path, f"corrupt record at byte {pos}", "the file is damaged")
-        add(pos)
-        pos = b
-    return frames, pos, 0
-
-
-def _header_json(data: memoryview, path: str, pos: int) -> dict[str, Any]:
-    try:
-        info = json.loads(bytes(data))
-    except ValueError:
-        info = None
-    if not isinstance(info, dict):
-        raise InputError(path, f"corrupt header at byte {pos}", "")
-    return info
 
 
 def gather_ranges(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -389,15 +287,31 @@ def _bad(path: str, what: str) -> InputError:
     return InputError(path, f"corrupt batch records: {what}", "the file is damaged")
 
 
+#: bytes of memory a row costs the reader at its peak (decoding, the table, the sort)
+ROW_BYTES = 96
+
+
+def memory_limit() -> int:
+    """Bytes of physical memory on this machine (2**62 when it cannot be told)."""
+    import os
+
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 2**62
+
+
 def decode_blocks(buf: bytes, scan: Scan, path: str) -> dict[str, np.ndarray]:
     """Every micro-batch and sample of the blocks of ``buf``, vectorised.
 
-    Returns per micro-batch (file order) int64 ``step, rank, micro, n, session`` and per
-    sample (file order) int64 ``sample_id``, ``length`` (-1 where the id's length is not
-    in this record: see :func:`resolve_lengths`) and bool ``flag``.
+    Returns per micro-batch (file order) int64 ``step, rank, micro, n, session`` and
+    bool ``losses`` (its block carried losses), and per sample (file order) int64
+    ``sample_id``, ``length`` (-1 where the id's length is not in this record: see
+    :func:`resolve_lengths`), bool ``flag`` and float32 ``loss`` (NaN where none).
 
     :raises InputError: a block whose parts do not add up (a foreign or damaged file
-        whose checksums still pass).
+        whose checksums still pass), or more samples than this machine's memory holds
+        (:data:`ROW_BYTES` a sample).
     """
     import numpy as np
 
@@ -420,14 +334,48 @@ def decode_blocks(buf: bytes, scan: Scan, path: str) -> dict[str, np.ndarray]:
         np.cumsum(vlen[:-1].astype(np.int64), out=section[1:])
         last = (vbytes < 128).view(np.uint8)
         np.cumsum(np.add.reduceat(last, section, dtype=np.int64), out=bounds[1:])
-    recs = _block_heads(vals, bounds, scan.session, path)
+    recs = _block_heads(vals, bounds, scan.session, scan.whole, path)
+    _check_room(recs["n"], len(buf), path)
+    recs["losses"] = scan.losses[recs["block"]]
     raw_at = _raw_layout(recs, vend, scan.ends, path)
     rows = _block_rows(data, vals, bounds, recs, raw_at, path)
-    return {k: recs[k] for k in ("step", "rank", "micro", "n", "session")} | rows
+    rows["loss"] = _losses(data, recs, raw_at["losses"], scan.ends)
+    return {k: recs[k] for k in ("step", "rank", "micro", "n", "session", "losses")} | rows
+
+
+def _check_room(n: np.ndarray, size: int, path: str) -> None:
+    """Refuse, in one line, samples whose table would not fit in memory."""
+    total = int(n.sum())
+    need = total * ROW_BYTES
+    have = memory_limit()
+    if need > have:
+        raise InputError(
+            path,
+            f"claims {total} samples in {size} bytes: reading them needs about "
+            f"{need / 2**30:.1f} GiB, more than this machine's {have / 2**30:.1f} GiB",
+            "read it on a larger machine, or it is damaged",
+        )
+
+
+def _losses(
+    data: np.ndarray, recs: dict[str, np.ndarray], at: np.ndarray, ends: np.ndarray
+) -> np.ndarray:
+    """float32 loss of every row: from the ``L`` blocks' tails, NaN elsewhere."""
+    import numpy as np
+
+    with_losses = recs["losses"]
+    out = np.full(int(recs["n"].sum()), np.nan, dtype=np.float32)
+    if not with_losses.any():
+        return out
+    first = recs["first"]
+    blocks = np.flatnonzero(with_losses[first])
+    tails = gather_ranges(data, at[first[blocks]], ends[blocks])
+    out[np.repeat(with_losses, recs["n"])] = tails.view("<f4")
+    return out
 
 
 def _block_heads(
-    vals: np.ndarray, bounds: np.ndarray, session: np.ndarray, path: str
+    vals: np.ndarray, bounds: np.ndarray, session: np.ndarray, whole: np.ndarray, path: str
 ) -> dict[str, np.ndarray]:
     """The head of every micro-batch (int64): step, rank, micro, n, width L, high
     bytes, flag mode, and its block and session; per block ``per_block`` and ``first``."""
@@ -442,13 +390,16 @@ def _block_heads(
     per_block = vals[v0 + 1].astype(np.int64)
     if (per_block < 1).any() or (2 + 6 * per_block > count).any():
         raise _bad(path, "a step record with a wrong micro-batch count")
-    # steps: zigzag deltas, summed within each session (mod 2**64: exact)
+    # steps: whole, or zigzag deltas summed within each session (mod 2**64: exact); a
+    # writer never mixes the two in one session
     z = vals[v0]
     delta = (z >> np.uint64(1)) ^ (np.uint64(0) - (z & np.uint64(1)))
+    delta[whole] = 0
     sums = np.cumsum(delta)
     new_session = np.r_[True, session[1:] != session[:-1]] if len(session) else session
     base = (sums - delta)[new_session]
     steps = sums - np.repeat(base, np.diff(np.r_[np.flatnonzero(new_session), len(z)]))
+    steps[whole] = z[whole]
     block = np.repeat(np.arange(len(v0)), per_block)
     first = np.zeros(len(v0), dtype=np.int64)
     np.cumsum(per_block[:-1], out=first[1:])
@@ -474,7 +425,8 @@ def _block_heads(
 def _raw_layout(
     recs: dict[str, np.ndarray], vend: np.ndarray, ends: np.ndarray, path: str
 ) -> dict[str, np.ndarray]:
-    """Byte offsets of every micro-batch's low bits, high bits and flag bits."""
+    """Byte offsets of every micro-batch's low bits, high bits and flag bits, and of
+    its block's losses (the same for every micro-batch of a block)."""
     import numpy as np
 
     n, width, high, mode = recs["n"], recs["width"], recs["high"], recs["mode"]
@@ -486,9 +438,17 @@ def _raw_layout(
     np.cumsum(size, out=done[1:])
     start = vend[block] + done[:-1] - done[first][block]
     per_block = np.add.reduceat(size, first) if len(first) else first
-    if (vend + per_block != ends).any():
+    loss_at = vend + per_block
+    tail = np.add.reduceat(n, first) * 4 if len(first) else first
+    tail = np.where(recs["losses"][first], tail, 0) if len(first) else tail
+    if (loss_at + tail != ends).any():
         raise _bad(path, "micro-batch bits and record size do not match")
-    return {"low": start, "high": start + low, "flags": start + low + high}
+    return {
+        "low": start,
+        "high": start + low,
+        "flags": start + low + high,
+        "losses": loss_at[block],
+    }
 
 
 def _block_rows(
@@ -563,6 +523,11 @@ def _block_rows(
         rows = np.flatnonzero(mark[rec])
         within = rows - row_start[rec[rows]]
         flag[rows] = bits[np.repeat(at, n[two]) + within].astype(bool)
+    # the writer gives every copy of an id held twice in a micro-batch its length: a
+    # copy without one is not the writer's (and would cost the reader for nothing)
+    dup = np.flatnonzero((ids[1:] == ids[:-1]) & (rec[1:] == rec[:-1]))
+    if len(dup) and not (flag[dup].all() and flag[dup + 1].all()):
+        raise _bad(path, "a sample id repeated in a micro-batch without its length")
     length = _flagged_lengths(vals, bounds, recs, rec, flag, path)
     return {"sample_id": ids, "flag": flag, "length": length}
 

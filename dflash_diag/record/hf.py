@@ -248,15 +248,80 @@ class StepRecorder:
 
     def take(self, inputs: Any, step: int) -> None:
         """Pop the composition out of ``inputs`` and write it as micro-batch of ``step``."""
+        self.write(self.pop(inputs), step)
+
+    @staticmethod
+    def pop(inputs: Any) -> Composition:
+        """The composition, taken out of the batch before the model sees it."""
         comp = inputs.pop(BATCH_KEY, None) if isinstance(inputs, MutableMapping) else None
         if comp is None:
             raise RuntimeError(
                 "dflash_diag.record: a training batch came without its sample ids (batches "
                 "must be dicts, from the train DataLoader the trainer built)"
             )
+        return comp
+
+    def write(self, comp: Composition, step: int, losses: Any = None) -> None:
+        """Write ``comp`` as the next micro-batch of ``step``, with its samples' losses
+        when given (one per sample, in the batch's row order; any other count: none)."""
+        if losses is not None and len(losses) != len(comp.ids):
+            losses = None  # (rows that are not the samples: packed, padding-free)
         self.micro = self.micro + 1 if step == self.step else 0
         self.step = step
-        self.recorder.log(step, comp.ids, comp.lengths, rank=self.rank, micro=self.micro)
+        self.recorder.log(
+            step, comp.ids, comp.lengths, rank=self.rank, micro=self.micro, losses=losses
+        )
+
+
+def per_sample_losses(outputs: Any, labels: Any) -> np.ndarray | None:
+    """Each row's mean causal-LM cross-entropy over its target tokens (nats per token,
+    float32; NaN for a row without one), from a forward's detached logits.
+
+    As the causal-LM loss shifts them: row ``i``'s loss is
+    ``sum_t CE(logits[i, t], labels[i, t + 1]) / #{t : labels[i, t + 1] != -100}``,
+    the logits upcast to float32, labels -100 ignored.  Computed row by row under
+    ``torch.no_grad()`` (no graph, no random draw, one row's float32 copy at a time);
+    None when the outputs hold no logits or the labels do not match them.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    logits = getattr(outputs, "logits", None)
+    if logits is None and isinstance(outputs, Mapping):
+        logits = outputs.get("logits")
+    if not isinstance(logits, torch.Tensor) or not isinstance(labels, torch.Tensor):
+        return None
+    if logits.dim() != 3 or labels.shape != logits.shape[:2]:
+        return None
+    out = np.empty(len(logits), dtype=np.float32)
+    with torch.no_grad():
+        targets = labels[:, 1:].to(logits.device)
+        for i in range(len(logits)):
+            ce = F.cross_entropy(
+                logits[i, :-1].detach().float(), targets[i], ignore_index=-100, reduction="sum"
+            )
+            n = int((targets[i] != -100).sum())
+            out[i] = float(ce) / n if n else np.nan
+    return out
+
+
+class LossWatch:
+    """The Trainer's ``compute_loss``, wrapped to keep the per-sample losses of a
+    training micro-batch from its own forward; the loss object it returns is the one
+    the Trainer's ``compute_loss`` returned."""
+
+    def __init__(self, compute_loss: Callable[..., Any]) -> None:
+        self.compute_loss = compute_loss
+        self.active = False
+        self.losses: np.ndarray | None = None
+
+    def __call__(self, model: Any, inputs: Any, return_outputs: bool = False, **kw: Any) -> Any:
+        if not self.active:  # (evaluation, or a call outside a recorded training step)
+            return self.compute_loss(model, inputs, return_outputs, **kw)
+        labels = inputs.get("labels") if isinstance(inputs, Mapping) else None
+        loss, outputs = self.compute_loss(model, inputs, True, **kw)
+        self.losses = per_sample_losses(outputs, labels)
+        return (loss, outputs) if return_outputs else loss
 
 
 def record_trainer(
@@ -264,6 +329,7 @@ def record_trainer(
     path: str | os.PathLike[str],
     *,
     length_of: Callable[[Any], int] | None = None,
+    sample_losses: bool = False,
     **settings: Any,
 ) -> None:
     """Record every micro-batch a ``transformers.Trainer`` trains on; call before ``train()``.
@@ -278,6 +344,11 @@ def record_trainer(
         processes writes ``train.rank{r}.batches``.
     :param length_of: item -> real tokens of one dataset item (as the dataset returns it,
         before the collator pads); default ``sum(attention_mask)`` or ``len(input_ids)``.
+    :param sample_losses: also record each sample's loss (nats per target token, the
+        causal-LM shift, labels -100 ignored) from the logits of the Trainer's own
+        forward: ``compute_loss`` is asked for its outputs and returns the very loss it
+        computed; no second forward, nothing trained changes (``tests/record``).  The
+        batch's rows must be its samples (no packing into one row).
     :param settings: more of the run's settings for the file's header (JSON-able values).
     :raises TypeError: the trainer's train dataset is iterable (no indices to record).
     """
@@ -295,13 +366,27 @@ def record_trainer(
             trainer.add_callback(closing_callback(opened[0].recorder))
         return loader
 
+    watch = LossWatch(trainer.compute_loss) if sample_losses else None
+
     def recorded_training_step(model: Any, inputs: Any, *rest: Any, **kw: Any) -> Any:
         # the update these micro-batches make will be logged as global_step + 1
-        opened[0].take(inputs, trainer.state.global_step + 1)
-        return training_step(model, inputs, *rest, **kw)
+        step = trainer.state.global_step + 1
+        if watch is None:
+            opened[0].take(inputs, step)
+            return training_step(model, inputs, *rest, **kw)
+        comp = opened[0].pop(inputs)
+        watch.active, watch.losses = True, None
+        try:
+            out = training_step(model, inputs, *rest, **kw)
+        finally:
+            watch.active = False
+        opened[0].write(comp, step, watch.losses)
+        return out
 
     trainer.get_train_dataloader = get_train_dataloader
     trainer.training_step = recorded_training_step
+    if watch is not None:
+        trainer.compute_loss = watch
 
 
 def open_recorder(

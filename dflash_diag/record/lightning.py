@@ -22,6 +22,16 @@ lengths out before the real collate function runs (in the worker processes when
 ``on_train_batch_start`` takes out before ``training_step`` sees the batch. Nothing draws
 from a random generator: what is trained is unchanged (``tests/record``).
 
+Each sample's loss is recorded too when ``training_step`` returns it beside the loss::
+
+    def training_step(self, batch, batch_idx):
+        out = self.model(**batch)
+        with torch.no_grad():  # per row: mean cross-entropy over its target tokens
+            sample_losses = per_row_loss(out.logits, batch["labels"])
+        return {"loss": out.loss, "sample_losses": sample_losses}
+
+(``dflash_diag.record.hf.per_sample_losses(out, labels)`` computes that for a causal LM.)
+
 Needs a map-style dataset, and batches that are dicts (``{"input_ids": ..., ...}``);
 ``lightning.pytorch`` (the ``lightning`` package). The class is built on first use, so
 importing this module does not import lightning.
@@ -34,7 +44,10 @@ from collections.abc import Callable
 from typing import Any
 
 from dflash_diag.record import BatchRecorder
-from dflash_diag.record.hf import StepRecorder, index_loader
+from dflash_diag.record.hf import Composition, StepRecorder, index_loader
+
+#: the key of ``training_step``'s returned dict that holds each sample's loss
+LOSSES_KEY = "sample_losses"
 
 
 def lightning_settings(trainer: Any, loader: Any) -> dict[str, Any]:
@@ -83,6 +96,7 @@ class RecorderState:
         self.settings = dict(settings or {})
         self.recorder: BatchRecorder | None = None
         self.steps: StepRecorder | None = None
+        self.pending: tuple[Composition, int] | None = None
 
     def index(self, trainer: Any, loader: Any) -> None:
         """Index the train loader (not yet iterated) and open the file."""
@@ -98,16 +112,32 @@ class RecorderState:
             self.steps = StepRecorder(self.recorder, trainer.global_rank)
 
     def take(self, batch: Any, step: int) -> None:
-        """Pop the composition out of the batch; write it as a micro-batch of ``step``."""
+        """Pop the composition out of the batch before ``training_step`` sees it; it is
+        written as a micro-batch of ``step`` when the batch ends (:meth:`finish`)."""
         if self.steps is None:
             raise RuntimeError("LightningRecorder: training began before its loader was built")
-        self.steps.take(batch, step)
+        self.finish(None)  # (a batch whose end never came: written without losses)
+        self.pending = (self.steps.pop(batch), step)
 
-    def flush(self) -> None:
+    def finish(self, outputs: Any) -> None:
+        """Write the pending micro-batch, with ``outputs[LOSSES_KEY]`` as its samples'
+        losses when ``training_step`` returned a dict holding it."""
+        if self.pending is None or self.steps is None:
+            return
+        comp, step = self.pending
+        self.pending = None
+        losses = outputs.get(LOSSES_KEY) if isinstance(outputs, dict) else None
+        if losses is not None and len(losses) != len(comp.ids):
+            raise ValueError(
+                f"LightningRecorder: training_step returned {len(losses)} {LOSSES_KEY} for "
+                f"a batch of {len(comp.ids)} samples; give one loss per sample, in batch order"
+            )
+        self.steps.write(comp, step, losses)
         if self.recorder is not None:
             self.recorder.flush()
 
     def close(self) -> None:
+        self.finish(None)
         if self.recorder is not None:
             self.recorder.close()
 
@@ -126,6 +156,11 @@ def build_class() -> type:
             ``len(input_ids)``.
         :param settings: more of the run's settings for the file's header; the trainer's
             own (accumulation, world size, batch size, sampler, seed) are written anyway.
+
+        Per-sample losses: when ``training_step`` returns a dict with, beside ``loss``,
+        a ``sample_losses`` tensor (one value per sample of the batch, in batch order:
+        the sample's mean loss over its target tokens, in nats, computed from the same
+        forward, detached), each micro-batch is recorded with them.
         """
 
         def __init__(
@@ -165,7 +200,7 @@ def build_class() -> type:
         def on_train_batch_end(
             self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int
         ) -> None:
-            self.state.flush()
+            self.state.finish(outputs)
 
         def on_train_end(self, trainer: Any, pl_module: Any) -> None:
             self.state.close()

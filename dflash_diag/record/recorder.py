@@ -6,7 +6,7 @@
 >>> with BatchRecorder(path, rank=0, world_size=1, settings={"seed": 1}) as rec:
 ...     rec.log(1, [7, 3], [120, 80])
 ...     rec.log(2, [5], [64])
->>> read_recording(path).table.values.tolist()
+>>> read_recording(path).table.drop(columns="loss").values.tolist()
 [[1, 0, 0, 3, 80], [1, 0, 0, 7, 120], [2, 0, 0, 5, 64]]
 
 The file is written through the OS at every change of step (one ``write`` of the
@@ -19,23 +19,20 @@ epoch after the first at a few bytes a sample (see the file format,
 
 from __future__ import annotations
 
+import errno
 import operator
 import os
+import socket
+import warnings
 import weakref
+from collections import deque
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .fileformat import (
-    FORMAT_VERSION,
-    PREAMBLE,
-    NoHeader,
-    block_payload,
-    frame,
-    header_frame,
-    scan_frames,
-    zigzag,
-)
+from ..errors import InputError
+from .fileformat import block_payload
+from .frames import FORMAT_VERSION, PREAMBLE, NoHeader, frame, header_frame, scan_frames
 
 if TYPE_CHECKING:
     import numpy as np
@@ -124,36 +121,185 @@ def _int_array(values: Any, name: str) -> np.ndarray:
     return out
 
 
-class _Sink:
-    """The open file and the step being gathered; closed by the recorder or at exit."""
+class RecordingBusy(RuntimeError):
+    """Another recorder holds the file (two jobs with one output path, or a restarted
+    job whose old process still runs)."""
 
-    def __init__(self, path: Path, head: bytes, append_at: int | None) -> None:
-        if append_at is None:
-            self.file = open(path, "wb", buffering=0)  # noqa: SIM115 (closed in close())
-            self.file.write(PREAMBLE + head)
-        else:
-            self.file = open(path, "r+b", buffering=0)  # noqa: SIM115
-            self.file.truncate(append_at)  # (drop a torn last record before appending)
-            self.file.seek(append_at)
-            self.file.write(head)
+    def __init__(self, path: Path, holder: str) -> None:
+        super().__init__(
+            f"{path}: another recorder is writing this file ({holder}); two runs must not "
+            "share an output path: give this one its own, or stop the other process first"
+        )
+
+
+def _lock(file: Any, path: Path) -> None:
+    """An exclusive advisory lock on the open file (``flock``, non-blocking), held until
+    it is closed.  A file system without ``flock`` (some network mounts): no lock."""
+    try:
+        import fcntl
+    except ImportError:  # (not POSIX)
+        return
+    try:
+        fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise RecordingBusy(path, _holder(file, path)) from None
+    except OSError as err:
+        if err.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            raise RecordingBusy(path, _holder(file, path)) from None
+
+
+def _holder(file: Any, path: Path) -> str:
+    """Who holds the file, from the last header it wrote (its pid and host)."""
+    try:
+        file.seek(0)
+        heads = scan_frames(file.read(), str(path)).headers
+    except (InputError, OSError):
+        return "its pid is not known"
+    pid, host = heads[-1].get("pid"), heads[-1].get("host")
+    if not isinstance(pid, int):
+        return "its pid is not known"
+    return f"pid {pid}" + (f" on {host}" if isinstance(host, str) and host else "")
+
+
+#: errors of a write that a later write may not meet (a full disk or quota, a file
+#: size limit): the step is kept and written later
+SPACE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+#: samples kept waiting for room before the oldest waiting steps are dropped
+QUEUE_LIMIT = 1 << 22
+
+
+def _loss_array(values: Any, n: int) -> np.ndarray:
+    """Per-sample losses as float32 (a list, numpy array or CPU tensor), ``n`` of them."""
+    import numpy as np
+
+    if hasattr(values, "detach"):  # (a tensor: off the graph and the device)
+        values = values.detach().float().cpu().numpy()
+    try:
+        arr = np.asarray(values, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise ValueError(f"losses must be numbers, got {type(values).__name__}") from None
+    if len(arr) != n:
+        raise ValueError(f"{n} sample ids but {len(arr)} losses")
+    return arr.astype(np.float32)
+
+
+class _Sink:
+    """The open, locked file, the step being gathered and the steps waiting for room.
+
+    Steps are encoded when written, each with its step whole, so a step dropped for
+    want of room leaves the others exact."""
+
+    def __init__(self, path: Path, head: bytes) -> None:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        self.file = os.fdopen(fd, "r+b", buffering=0)
+        try:
+            _lock(self.file, path)  # (before anything is read or truncated)
+            self.end = self._open_session(path, head)
+        except BaseException:
+            self.file.close()
+            raise
+        self.path = path
         self.step: int | None = None
-        self.last_written = 0  # (steps are written as the change from the last block's)
-        self.parts: tuple[list[Any], ...] = ([], [], [], [], [])
+        self.parts: tuple[list[Any], ...] = ([], [], [], [], [], [])
         self.pending = 0
+        self.queue: deque[tuple[int, tuple[list[Any], ...], int]] = deque()
+        self.queued = 0  # samples in the queue
+        self.dropped = 0  # steps dropped for want of room
+        self.forget = False  # (set when steps were dropped: the recorder's lengths are stale)
+        self.failing = False
         self.pid = os.getpid()
 
+    def _open_session(self, path: Path, head: bytes) -> int:
+        """Write a new session's header (after the last good record of a recording
+        already there); returns where the file ends."""
+        self.file.seek(0)
+        data = self.file.read()
+        try:
+            scan = scan_frames(data, str(path)) if data else None
+        except NoHeader:  # (a run that stopped while writing the header: start over)
+            scan = None
+        if scan is None:
+            self.file.truncate(0)
+            self.file.seek(0)
+            _write_all(self.file, PREAMBLE + head)
+            return len(PREAMBLE) + len(head)
+        self.file.truncate(scan.end)  # (drop a torn last record before appending)
+        if scan.version < FORMAT_VERSION:  # (version 1 frames are version 2 frames)
+            self.file.seek(0)
+            _write_all(self.file, PREAMBLE)
+        self.file.seek(scan.end)
+        _write_all(self.file, head)
+        return scan.end + len(head)
+
     def write(self) -> None:
+        """Queue the step gathered so far and write every queued step there is room for."""
         # (a forked child, e.g. a DataLoader worker, holds a copy: it must not write it)
         if self.step is None or self.file.closed or os.getpid() != self.pid:
             return
-        ranks, micros, ids, flags, lens = self.parts
-        if ids:
-            code = zigzag(self.step - self.last_written)
-            self.file.write(frame(block_payload(code, ranks, micros, ids, flags, lens)))
-            self.last_written = self.step
+        if self.parts[2]:
+            parts = tuple(list(p) for p in self.parts)
+            self.queue.append((self.step, parts, self.pending))
+            self.queued += self.pending
         for part in self.parts:
             part.clear()
         self.pending = 0
+        self.drain()
+
+    def drain(self) -> None:
+        while self.queue:
+            step, (ranks, micros, ids, flags, lens, losses), n = self.queue[0]
+            given = [x[f] for x, f in zip(lens, flags, strict=True)]
+            data = frame(block_payload(step, ranks, micros, ids, flags, given, losses))
+            if not self._put(data, step):
+                break
+            self.queue.popleft()
+            self.queued -= n
+        if self.queued > QUEUE_LIMIT and len(self.queue) > 1:
+            self._drop_oldest()
+
+    def _drop_oldest(self) -> None:
+        """Drop the oldest waiting steps, keeping the newest.  A dropped step may have
+        been the one to give an id's length: every step still waiting gives all its
+        lengths, and so do later ones until each id is seen again (``forget``)."""
+        while self.queued > QUEUE_LIMIT and len(self.queue) > 1:
+            self.queued -= self.queue.popleft()[2]
+            self.dropped += 1
+        for _, parts, _ in self.queue:
+            for f in parts[3]:
+                f[:] = True
+        self.forget = True
+
+    def _put(self, data: bytes, step: int) -> bool:
+        """Write one frame whole, or take back what was written of it and say False
+        (no room: it stays queued)."""
+        at = self.end
+        try:
+            _write_all(self.file, data)
+        except OSError as err:
+            if err.errno not in SPACE_ERRORS:
+                raise
+            self._take_back(at)
+            if not self.failing:
+                warnings.warn(
+                    f"{self.path}: no room to write step {step} ({err.strerror}); it is "
+                    "kept and written at the next step",
+                    RuntimeWarning,
+                    stacklevel=5,
+                )
+            self.failing = True
+            return False
+        self.end = at + len(data)
+        self.failing = False
+        return True
+
+    def _take_back(self, at: int) -> None:
+        """Cut the file back to ``at`` (truncating frees room even on a full disk); if
+        even that fails, the partial frame stays and readers skip it as torn."""
+        try:
+            self.file.truncate(at)
+            self.file.seek(at)
+        except OSError:
+            self.end = self.file.seek(0, os.SEEK_END)
 
     def close(self) -> None:
         if self.file.closed:
@@ -163,9 +309,28 @@ class _Sink:
             return
         try:
             self.write()
+            if self.queue:  # (still no room at the end)
+                self.dropped += len(self.queue)
+                warnings.warn(
+                    f"{self.path}: no room for the last {len(self.queue)} steps; dropped",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
+                self.queue.clear()
             os.fsync(self.file.fileno())
         finally:
             self.file.close()
+
+
+def _write_all(file: Any, data: bytes) -> None:
+    """``data`` written whole: a raw write may take fewer bytes than it was given."""
+    view = memoryview(data)
+    done = 0
+    while done < len(view):
+        n = file.write(view[done:])
+        if not n:  # (None: would block; 0: no progress) as a full disk
+            raise OSError(errno.ENOSPC, "the write took no bytes")
+        done += n
 
 
 class BatchRecorder:
@@ -210,27 +375,26 @@ class BatchRecorder:
             "world_size": self.world_size,
             "settings": dict(settings or {}),
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
         }
         try:
             head = header_frame(info)
         except (TypeError, ValueError) as err:
             raise ValueError(f"settings must be JSON-able: {err}") from None
-        self._sink = _Sink(self.path, head, self._append_at())
+        self._sink = _Sink(self.path, head)
         self._finalizer = weakref.finalize(self, self._sink.close)
         self._known = np.full(0, -1, dtype=np.int32)
         self._last: dict[int, tuple[int, int]] = {}
 
-    def _append_at(self) -> int | None:
-        """Where to append to an existing recording (after its last good record)."""
-        if not self.path.exists() or self.path.stat().st_size == 0:
-            return None
-        try:
-            return scan_frames(self.path.read_bytes(), str(self.path)).end
-        except NoHeader:  # (a run that stopped while writing the header: start over)
-            return None
-
     def log(
-        self, step: Any, sample_ids: Any, lengths: Any, rank: Any = None, micro: Any = 0
+        self,
+        step: Any,
+        sample_ids: Any,
+        lengths: Any,
+        rank: Any = None,
+        micro: Any = 0,
+        losses: Any = None,
     ) -> None:
         """Record one micro-batch.
 
@@ -241,6 +405,9 @@ class BatchRecorder:
         :param rank: the rank that processed it (default: the recorder's rank).
         :param micro: its index among the rank's micro-batches of the step (0 without
             gradient accumulation).
+        :param losses: optional, each sample's loss from the forward that trained on
+            it, in the same order: the mean over its target tokens, in nats per token
+            (NaN for a sample without a target token); kept as float32.
         :raises ValueError: a closed recorder, bad values, or a step or micro that goes
             back.
         """
@@ -257,22 +424,29 @@ class BatchRecorder:
             raise ValueError(
                 f"an empty micro-batch (step {step_i}, rank {rank_i}, micro {micro_i})"
             )
+        loss = None if losses is None else _loss_array(losses, len(ids))
         self._check_order(step_i, rank_i, micro_i)
         sink = self._sink
         if sink.step != step_i or sink.pending >= PENDING_LIMIT:
             sink.write()  # the previous step is complete: to the OS with it
             sink.step = step_i
+        if sink.forget:  # (steps were dropped: lengths they gave must be given again)
+            self._known.fill(-1)
+            sink.forget = False
         if len(ids) > 1:  # (the gathers copy: the caller may reuse its buffers)
             order = ids.argsort(kind="stable")
             ids, lens = ids[order], lens[order]
+            loss = None if loss is None else loss[order]
         else:
             ids, lens = ids.copy(), lens.copy()
+            loss = None if loss is None else loss.copy()
         flags = self._flags(ids, lens)
         if len(ids) > 1:  # an id twice in one micro-batch: every copy carries its length
             twice = ids[1:] == ids[:-1]
             flags[1:] |= twice
             flags[:-1] |= twice
-        for part, value in zip(sink.parts, (rank_i, micro_i, ids, flags, lens[flags]), strict=True):
+        values = (rank_i, micro_i, ids, flags, lens, loss)
+        for part, value in zip(sink.parts, values, strict=True):
             part.append(value)
         sink.pending += len(ids)
 
@@ -327,6 +501,18 @@ class BatchRecorder:
     @property
     def closed(self) -> bool:
         return self._sink.file.closed
+
+    @property
+    def waiting_steps(self) -> int:
+        """Finished steps not yet written for want of room (a full disk): each write
+        tries them again, oldest first."""
+        return len(self._sink.queue)
+
+    @property
+    def dropped_steps(self) -> int:
+        """Steps dropped for want of room: more than :data:`QUEUE_LIMIT` samples
+        waiting (the oldest go), or still waiting at :meth:`close`."""
+        return self._sink.dropped
 
     def __enter__(self) -> BatchRecorder:
         return self

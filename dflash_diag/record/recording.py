@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 
     from ..data import Manifest, Replay, ScheduleParams
 
-#: the table's columns, all int64
-COLUMNS = ("step", "rank", "micro", "sample_id", "length")
+#: the table's columns: int64, then the float64 ``loss``
+COLUMNS = ("step", "rank", "micro", "sample_id", "length", "loss")
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,16 +40,20 @@ class Recording:
     """What a run recorded: one row per sample of every micro-batch.
 
     ``table`` has int64 columns ``step, rank, micro, sample_id, length`` (length: real
-    tokens as logged), rows in (step, rank, micro) order and, within a micro-batch, in
+    tokens as logged) and a float64 ``loss`` (the sample's loss in the forward that
+    trained on it, nats per target token, where the recorder was given it; NaN
+    elsewhere), rows in (step, rank, micro) order and, within a micro-batch, in
     ascending sample id (the order inside a micro-batch is not kept).
 
     :param header: the first header of the (lowest rank's) file: ``format_version``,
         ``dflash_diag`` (version that wrote it), ``rank``, ``world_size``, ``settings``,
         ``created``.
     :param paths: the files read (one per rank).
-    :param torn: partial last records ignored (a run killed mid-write), over the files.
+    :param torn: records cut short and skipped, over the files: the last one of a run
+        killed mid-write, or one in the middle whose write a full disk cut short.
     :param sessions: times the files were opened for writing, over the files (a resumed
         run appends a session; its steps supersede the earlier ones from its first on).
+    :param has_losses: some micro-batch of the table was recorded with its losses.
     """
 
     header: dict[str, Any]
@@ -57,6 +61,7 @@ class Recording:
     torn: int
     table: pd.DataFrame
     sessions: int = 1
+    has_losses: bool = False
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -332,23 +337,29 @@ def read_recording(path: str | os.PathLike[str]) -> Recording:
         raise InputError(str(p), f"rank files of different runs (world sizes {shown})", "")
     recs = {k: np.concatenate([r[k] for _, r, _, _ in parts]) for k in ("step", "rank", "micro")}
     n = np.concatenate([r["n"] for _, r, _, _ in parts])
-    ids = np.concatenate([rows[0] for *_, rows, _ in parts])
-    lens = np.concatenate([rows[1] for *_, rows, _ in parts])
-    table = _merge(str(p), recs, n, ids, lens)
+    rows = [np.concatenate([rows[k] for *_, rows, _ in parts]) for k in range(3)]
+    table = _merge(str(p), recs, n, *rows)
     return Recording(
         header=headers[0],
         paths=tuple(str(f) for f in files),
         torn=sum(t for *_, t in parts),
         table=table,
         sessions=sum(r["sessions"] for _, r, _, _ in parts),
+        has_losses=any(bool(r["losses"].any()) for _, r, _, _ in parts),
     )
 
 
 def _merge(
-    path: str, recs: dict[str, np.ndarray], n: np.ndarray, ids: np.ndarray, lens: np.ndarray
+    path: str,
+    recs: dict[str, np.ndarray],
+    n: np.ndarray,
+    ids: np.ndarray,
+    lens: np.ndarray,
+    loss: np.ndarray,
 ) -> pd.DataFrame:
     """The table: micro-batches sorted by (step, rank, micro), each (step, rank, micro)
-    once, rows gathered in that order (no gather when they already are: one file)."""
+    once, rows gathered in that order (no gather when they already are: one file); a
+    row's loss travels with it."""
     import numpy as np
     import pandas as pd
 
@@ -371,13 +382,15 @@ def _merge(
         np.cumsum(n, out=offsets[1:])
         ids = gather_segments(ids, offsets, order)
         lens = gather_segments(lens, offsets, order)
+        loss = gather_segments(loss, offsets, order)
         n = n[order]
     columns = {"step": step, "rank": rank, "micro": micro}
     columns = {k: np.repeat(v, n) for k, v in columns.items()}
-    return pd.DataFrame(columns | {"sample_id": ids, "length": lens}, copy=False)
+    rows = {"sample_id": ids, "length": lens, "loss": loss.astype(np.float64)}
+    return pd.DataFrame(columns | rows, copy=False)
 
 
-def _read_file(f: Path) -> tuple[dict[str, Any], dict[str, Any], tuple[Any, Any], int]:
+def _read_file(f: Path) -> tuple[dict[str, Any], dict[str, Any], tuple[Any, Any, Any], int]:
     """One file: its first header, its micro-batches (step, rank, micro, n), its rows
     (sample ids, lengths) in file order, superseded sessions dropped, and torn count."""
     import numpy as np
@@ -391,10 +404,10 @@ def _read_file(f: Path) -> tuple[dict[str, Any], dict[str, Any], tuple[Any, Any]
     del buf
     length = _fill_lengths(d["sample_id"], d["length"], d["flag"], str(f))
     keep = _current(d["step"], d["session"], len(scan.headers))
-    recs = {k: d[k][keep] for k in ("step", "rank", "micro", "n")}
+    recs = {k: d[k][keep] for k in ("step", "rank", "micro", "n", "losses")}
     recs["sessions"] = len(scan.headers)
     row_keep = np.repeat(keep, d["n"])
-    rows = (d["sample_id"][row_keep], length[row_keep])
+    rows = (d["sample_id"][row_keep], length[row_keep], d["loss"][row_keep])
     return scan.headers[0], recs, rows, scan.torn
 
 

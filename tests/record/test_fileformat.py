@@ -50,7 +50,8 @@ ids_lengths = st.lists(
 
 @st.composite
 def logs(draw):
-    """Calls to BatchRecorder.log in an order it accepts: (step, micro) increasing per rank."""
+    """Calls to BatchRecorder.log in an order it accepts: (step, micro) increasing per rank;
+    each with losses (float32 values, NaN among them) or without."""
     per_rank = []
     for rank in range(draw(st.integers(1, 3))):
         step, micro, calls = draw(st.integers(0, 5)), 0, []
@@ -60,22 +61,33 @@ def logs(draw):
                 micro = draw(st.integers(0, 3))
             else:
                 micro += draw(st.integers(1, 3))
-            calls.append((step, rank, micro, draw(ids_lengths)))
+            pairs = draw(ids_lengths)
+            losses = draw(st.none() | st.lists(LOSS, min_size=len(pairs), max_size=len(pairs)))
+            calls.append((step, rank, micro, pairs, losses))
         per_rank.append(calls[::-1])
     # interleave the ranks' calls in any order that keeps each rank's own order
     turns = draw(st.permutations([r for r, calls in enumerate(per_rank) for _ in calls]))
     return [per_rank[r].pop() for r in turns]
 
 
+LOSS = st.floats(width=32, allow_nan=True, allow_infinity=False)
+
+
+def shown(x):
+    """A loss as compared: NaN equal to NaN."""
+    return "nan" if np.isnan(x) else float(x)
+
+
 def expected_rows(calls):
     rows = []
-    for step, rank, micro, pairs in calls:
+    for step, rank, micro, pairs, losses in calls:
         ids = np.array([i for i, _ in pairs], dtype=np.int64)
         lens = np.array([n for _, n in pairs], dtype=np.int64)
+        loss = np.full(len(ids), np.nan) if losses is None else np.array(losses, np.float32)
         order = np.argsort(ids, kind="stable")
         rows += [
-            (step, rank, micro, int(i), int(n))
-            for i, n in zip(ids[order], lens[order], strict=True)
+            (step, rank, micro, int(i), int(n), shown(x))
+            for i, n, x in zip(ids[order], lens[order], loss[order], strict=True)
         ]
     return sorted(rows, key=lambda r: r[:3])
 
@@ -84,19 +96,25 @@ def expected_rows(calls):
 @given(calls=logs())
 def test_what_is_logged_reads_back_exactly(tmp_path_factory, calls):
     # the same sample ids recur with the same or other lengths: a length written only
-    # the first time (or when it changes) still reads back on every row
+    # the first time (or when it changes) still reads back on every row; a loss stays
+    # with its sample when the ids are sorted inside their micro-batch
     path = tmp_path_factory.mktemp("rt") / "t.batches"
     with BatchRecorder(path, rank=0, world_size=1, settings={"k": [1, "x"]}) as rec:
-        for step, rank, micro, pairs in calls:
-            rec.log(step, [i for i, _ in pairs], [n for _, n in pairs], rank=rank, micro=micro)
+        for step, rank, micro, pairs, losses in calls:
+            ids, lens = [i for i, _ in pairs], [n for _, n in pairs]
+            rec.log(step, ids, lens, rank=rank, micro=micro, losses=losses)
     if not calls:
         assert read_recording(path).table.empty
         return
     got = read_recording(path)
-    assert [tuple(r) for r in got.table.itertuples(index=False)] == expected_rows(calls)
+    table = [(*r[:5], shown(r[5])) for r in got.table.itertuples(index=False)]
+    assert table == expected_rows(calls)
+    assert got.has_losses == any(c[4] is not None for c in calls)
     assert got.header["settings"] == {"k": [1, "x"]}
     assert got.torn == 0
-    assert all(got.table[c].dtype == np.int64 for c in got.table.columns)
+    assert list(got.table.columns) == ["step", "rank", "micro", "sample_id", "length", "loss"]
+    assert all(got.table[c].dtype == np.int64 for c in got.table.columns[:5])
+    assert got.table["loss"].dtype == np.float64
 
 
 def small_file(tmp_path, steps=6):
@@ -182,7 +200,9 @@ def test_foreign_and_newer_files_are_refused_in_one_line(tmp_path):
         read_recording(other)
     newer = tmp_path / "n.batches"
     newer.write_bytes(b"DFDBATCH" + struct.pack("<I", 99) + bytes(20))
-    with pytest.raises(InputError, match="format version 99; this dflash-diag reads 1"):
+    with pytest.raises(
+        InputError, match="format version 99; this dflash-diag reads versions 1 to 2; upgrade"
+    ):
         read_recording(newer)
     with pytest.raises(InputError, match="no such file"):
         read_recording(tmp_path / "missing.batches")
@@ -195,7 +215,8 @@ def test_the_header_holds_versions_rank_and_settings(tmp_path):
     scan = scan_frames(path.read_bytes(), str(path))
     head = scan.headers[0]
     assert head["dflash_diag"] == dflash_diag.__version__
-    assert (head["format_version"], head["rank"], head["world_size"]) == (1, 0, 1)
+    assert (head["format_version"], head["rank"], head["world_size"]) == (2, 0, 1)
+    assert head["pid"] == os.getpid()
     assert head["settings"] == {"seed": 3}
     assert os.path.getsize(path) == scan.end
 

@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tests.record import trainer_runs as runs
@@ -91,6 +92,39 @@ def test_the_recorder_changes_nothing_that_is_trained(recorded, unrecorded):
     rec_params = dict(rec_trainer.lightning_module.named_parameters())
     for name, p in trainer.lightning_module.named_parameters():
         assert torch.equal(p, rec_params[name]), name
+
+
+def test_sample_losses_returned_by_training_step_are_recorded(tmp_path, unrecorded):
+    # training_step returns {"loss", "sample_losses"}: the same training, and each
+    # micro-batch's per-sample losses average (by target tokens) to its loss
+    trainer, seen = runs.lightning_train(
+        tmp_path, record=tmp_path / "train.batches", sample_losses=True
+    )
+    plain, plain_seen = unrecorded
+    assert seen.losses == plain_seen.losses
+    params = dict(trainer.lightning_module.named_parameters())
+    for name, p in plain.lightning_module.named_parameters():
+        assert torch.equal(p, params[name]), name
+    rec = read_recording(tmp_path / "train.batches")
+    assert rec.has_losses and rec.table["loss"].notna().all()
+    groups = list(rec.table.groupby(["step", "micro"], sort=False))
+    assert len(groups) == len(seen.losses) == 45
+    for (_, g), ids, targets, loss in zip(groups, seen.ids, seen.targets, seen.losses, strict=True):
+        n_of = dict(zip(ids, targets, strict=True))
+        n = [n_of[i] for i in g["sample_id"]]
+        mean = sum(x * k for x, k in zip(g["loss"], n, strict=True)) / sum(n)
+        assert mean == pytest.approx(loss, rel=1e-5)  # (no num_items: a mean over tokens)
+
+
+def test_a_wrong_count_of_sample_losses_is_said():
+    from dflash_diag.record.hf import Composition, StepRecorder
+    from dflash_diag.record.lightning import RecorderState
+
+    state = RecorderState("unused.batches", None, None)
+    state.steps = StepRecorder(recorder=None, rank=0)  # type: ignore[arg-type]
+    state.pending = (Composition(np.array([3, 1]), np.array([5, 6])), 0)
+    with pytest.raises(ValueError, match="returned 3 sample_losses for a batch of 2 samples"):
+        state.finish({"loss": 0.0, "sample_losses": [1.0, 2.0, 3.0]})
 
 
 def test_worker_processes(tmp_path):

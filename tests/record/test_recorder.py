@@ -48,7 +48,7 @@ def test_numpy_arrays_scalars_and_objects_with_array_interface_are_taken(tmp_pat
             np.int64(4), Tensorish([9, 2]), Tensorish(np.array([7, 3], np.int32)), micro=np.uint8(1)
         )
         rec.log(Tensorish(5), np.array([2], np.uint16), [3.0])
-    rows = read_recording(tmp_path / "t.batches").table.values.tolist()
+    rows = read_recording(tmp_path / "t.batches").table.drop(columns="loss").values.tolist()
     assert rows == [[4, 0, 1, 2, 3], [4, 0, 1, 9, 7], [5, 0, 0, 2, 3]]
 
 
@@ -73,6 +73,8 @@ def test_numpy_arrays_scalars_and_objects_with_array_interface_are_taken(tmp_pat
         (lambda r: r.log(-1, [1], [2]), "step must be a whole number >= 0, got -1"),
         (lambda r: r.log(True, [1], [2]), "step must be a whole number >= 0, got True"),
         (lambda r: r.log(6.0, [1], [2]), "step must be a whole number >= 0, got 6.0"),
+        (lambda r: r.log(6, [1, 2], [2, 3], losses=[0.5]), "2 sample ids but 1 losses"),
+        (lambda r: r.log(6, [1], [2], losses=["x"]), "losses must be numbers, got list"),
     ],
 )
 def test_misuse_is_a_clear_error(tmp_path, call, message):
@@ -82,7 +84,9 @@ def test_misuse_is_a_clear_error(tmp_path, call, message):
             call(rec)
         assert message in str(err.value)
     # the bad call wrote nothing: the file holds the one good micro-batch
-    assert read_recording(tmp_path / "t.batches").table.values.tolist() == [[5, 0, 0, 0, 1]]
+    assert read_recording(tmp_path / "t.batches").table.drop(columns="loss").values.tolist() == [
+        [5, 0, 0, 0, 1]
+    ]
 
 
 def test_bad_construction_and_a_closed_recorder(tmp_path, monkeypatch):
@@ -266,7 +270,7 @@ def test_a_file_cut_inside_its_header_is_started_over(tmp_path):
         rec.log(5, [3], [4])
     got = read_recording(path)
     assert got.header["settings"] == {"run": 2} and got.sessions == 1
-    assert got.table.values.tolist() == [[5, 0, 0, 3, 4]]
+    assert got.table.drop(columns="loss").values.tolist() == [[5, 0, 0, 3, 4]]
 
 
 def test_buffers_reused_by_the_caller_do_not_change_what_was_logged(tmp_path):

@@ -162,7 +162,9 @@ def test_an_empty_recording_has_no_replay(tmp_path):
         "micro",
         "sample_id",
         "length",
+        "loss",
     ]
+    assert not got.has_losses
     with pytest.raises(InputError, match="holds no recorded micro-batches"):
         got.to_replay()
 

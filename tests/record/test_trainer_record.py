@@ -21,6 +21,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import numpy as np
 import pytest
 
 from tests.record import trainer_runs as runs
@@ -141,6 +142,52 @@ def test_the_recorder_changes_nothing_that_is_trained(recorded, unrecorded):
     rec_params = dict(rec_trainer.model.named_parameters())
     for name, p in trainer.model.named_parameters():
         assert torch.equal(p, rec_params[name]), name
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, runs.Seen, Path]:
+    out = tmp_path_factory.mktemp("measured")
+    trainer, seen = runs.train(out / "run", record=out / "train.batches", sample_losses=True)
+    return trainer, seen, out
+
+
+def test_sample_losses_change_nothing_that_is_trained(measured, unrecorded):
+    rec_trainer, rec_seen, _ = measured
+    trainer, seen = unrecorded
+    assert seen_batches(rec_seen) == seen_batches(seen)
+    assert rec_seen.losses == seen.losses  # every micro-batch loss, to the bit
+    assert [h.get("loss") for h in rec_trainer.state.log_history] == [
+        h.get("loss") for h in trainer.state.log_history
+    ]
+    rec_params = dict(rec_trainer.model.named_parameters())
+    for name, p in trainer.model.named_parameters():
+        assert torch.equal(p, rec_params[name]), name
+
+
+def test_sample_losses_average_to_the_micro_batch_loss(measured):
+    _, seen, out = measured
+    rec = read_recording(out / "train.batches")
+    assert rec.has_losses and rec.table["loss"].notna().all()
+    groups = list(rec.table.groupby(["step", "micro"], sort=False))
+    assert len(groups) == len(seen.losses) == 45
+    for (_, g), ids, targets, loss, items in zip(
+        groups, seen.ids, seen.targets, seen.losses, seen.num_items, strict=True
+    ):
+        n_of = dict(zip(ids, targets, strict=True))
+        n = np.array([n_of[i] for i in g["sample_id"]], dtype=np.float64)
+        mean = float((g["loss"].to_numpy() * n).sum() / n.sum())
+        # the model's loss is the sum over the micro-batch's target tokens divided by
+        # num_items_in_batch (the accumulated batch's targets) when the Trainer gives it
+        micro_mean = loss * items / n.sum() if items is not None else loss
+        assert mean == pytest.approx(micro_mean, rel=1e-5)
+    # the losses are per sample, not the micro-batch's copied: they differ inside one
+    assert any(g["loss"].nunique() > 1 for _, g in groups)
+
+
+def test_a_recording_without_sample_losses_has_none(recorded):
+    _, _, out = recorded
+    rec = read_recording(out / "train.batches")
+    assert not rec.has_losses and rec.table["loss"].isna().all()
 
 
 def test_arrow_dataset_with_workers(tmp_path):

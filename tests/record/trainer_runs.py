@@ -114,6 +114,8 @@ class Seen:
     ids: list[list[int]] = field(default_factory=list)  # first token - FIRST, per row
     lengths: list[list[int]] = field(default_factory=list)  # mask sums
     losses: list[float] = field(default_factory=list)
+    targets: list[list[int]] = field(default_factory=list)  # labels that are not -100, shifted
+    num_items: list[int | None] = field(default_factory=list)  # the loss's divisor, if given
 
 
 def watch_forward(model: Any, step_of: Any, seen: Seen) -> None:
@@ -127,6 +129,9 @@ def watch_forward(model: Any, step_of: Any, seen: Seen) -> None:
         seen.steps.append(step_of())
         seen.ids.append((ids[:, 0] - FIRST).tolist())
         seen.lengths.append(kwargs["attention_mask"].sum(dim=1).tolist())
+        seen.targets.append((kwargs["labels"][:, 1:] != -100).sum(dim=1).tolist())
+        items = kwargs.get("num_items_in_batch")
+        seen.num_items.append(None if items is None else int(items))
 
     def after(module: Any, args: Any, kwargs: dict[str, Any], out: Any) -> None:
         if module.training:
@@ -144,6 +149,7 @@ def train(
     workers: int = 0,
     epochs: int = 3,
     max_steps: int = -1,
+    sample_losses: bool = False,
     **overrides: Any,
 ) -> tuple[Any, Seen]:
     """One Trainer run: group_by_length, dropout 0.1, gradient accumulation 2, batch 4,
@@ -181,7 +187,7 @@ def train(
     if record is not None:
         from dflash_diag.record import record_trainer
 
-        record_trainer(trainer, record, run="trainer_runs")
+        record_trainer(trainer, record, sample_losses=sample_losses, run="trainer_runs")
     trainer.train()
     return trainer, seen
 
@@ -235,11 +241,18 @@ def item_collate(batch: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def lightning_train(
-    out: Path, *, record: Path | None, workers: int = 0, epochs: int = 3, **trainer_kw: Any
+    out: Path,
+    *,
+    record: Path | None,
+    workers: int = 0,
+    epochs: int = 3,
+    sample_losses: bool = False,
+    **trainer_kw: Any,
 ) -> tuple[Any, Seen]:
     """One Lightning fit of the same GPT-2: shuffled DataLoader (its RandomSampler draws from
     the global generator, as dropout does), batch 4, accumulate_grad_batches 2, the loss
-    logged every step to a CSV file in ``out``; with ``LightningRecorder`` when ``record``."""
+    logged every step to a CSV file in ``out``; with ``LightningRecorder`` when ``record``;
+    ``training_step`` returns ``{"loss", "sample_losses"}`` with ``sample_losses``."""
     import lightning as L
     import torch
     from lightning.pytorch.loggers import CSVLogger
@@ -252,9 +265,14 @@ def lightning_train(
         def training_step(self, batch: dict[str, Any], batch_idx: int) -> Any:
             if set(batch) != {"input_ids", "attention_mask", "labels"}:
                 raise KeyError(f"training_step got {sorted(batch)}")
-            loss = self.model(**batch).loss
-            self.log("loss", loss)
-            return loss
+            out = self.model(**batch)
+            self.log("loss", out.loss)
+            if not sample_losses:
+                return out.loss
+            from dflash_diag.record.hf import per_sample_losses
+
+            per = torch.as_tensor(per_sample_losses(out, batch["labels"]))
+            return {"loss": out.loss, "sample_losses": per}
 
         def configure_optimizers(self) -> Any:
             return torch.optim.AdamW(self.parameters(), lr=1e-3)
