@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -144,7 +145,7 @@ def test_a_named_list_column_and_a_length_column_first(tmp_path):
     assert read_manifest(p).lengths.tolist() == [7, 8]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     rows=st.lists(
         st.one_of(st.none(), st.lists(st.integers(0, 2**31 - 1), max_size=9)), max_size=60

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from budget import examples
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
@@ -48,7 +49,7 @@ def _same_test(got: tuple[float, float], want, n: int) -> bool:
     return p == pytest.approx(want.pvalue, rel=1e-7 + 1e-13 / gap, abs=1e-12)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(samples)
 def test_pearson_and_spearman_are_scipys(xy):
     x, y = xy
@@ -57,13 +58,13 @@ def test_pearson_and_spearman_are_scipys(xy):
     assert _same_test(stattests.spearman(x, y), stats.spearmanr(x, y), x.size)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(arrays(np.float64, st.integers(0, 60), elements=st.integers(-3, 3).map(float)))
 def test_average_ranks_are_rankdatas(x):
     np.testing.assert_array_equal(stattests.average_ranks(x), stats.rankdata(x))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(arrays(np.float64, st.integers(2, 60), elements=st.floats(-100, 100)))
 def test_mean_above_zero_is_the_one_sided_t_test(v):
     assume(np.std(v) > 1e-6)

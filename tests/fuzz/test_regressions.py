@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -309,7 +310,7 @@ def test_a_manifest_cell_holding_a_list(tmp_path):
     assert "non-numbers at rows 1 (a list of 2)" in one_line_error(p, lambda: read_manifest(p))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     data=st.lists(st.sampled_from([b"{", b"[", b"}", b"\n", b"a", b'"']), max_size=80).map(
         b"".join

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -406,7 +407,7 @@ def _megatron(i: int) -> str:
     )
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(
     edits=st.lists(
         st.tuples(st.integers(0, 199), st.integers(0, 200), st.sampled_from(_MUTATIONS)),

@@ -8,6 +8,7 @@ import re
 
 import pandas as pd
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -120,7 +121,7 @@ _VALUES = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     st.lists(
         st.dictionaries(st.sampled_from(_KEYS), _VALUES, min_size=1, max_size=6),
@@ -165,7 +166,7 @@ def _records_of(types: dict, max_keys: int, max_lines: int):
     )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(_records_of(_STABLE, 6, 40))
 def test_json_lines_of_one_type_per_key_are_read_by_arrow(records):
     raw = _raw([json.dumps(r) for r in records])
@@ -193,7 +194,7 @@ def _same_once_edited(lines: list[str], edits) -> None:
     same_or_both_refuse(_raw(lines))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(_edits(['"', "{", "}", ",", ":", "1", "e", "-", " ", "x", "é", "[", "\\"]))
 def test_mutated_json_lines_read_as_the_line_parser_reads_them(edits):
     lines = [
@@ -244,7 +245,7 @@ _DICT_VALUES = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     st.lists(
         st.dictionaries(
@@ -271,7 +272,7 @@ _HF_KEYS = {
 }
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(_records_of(_HF_KEYS, 5, 30))
 def test_dict_lines_of_one_type_per_key_are_read_by_arrow(records):
     raw = _raw([repr(r) for r in records])
@@ -309,7 +310,7 @@ def test_dict_lines_among_the_trainers_other_lines_are_read_by_arrow():
     assert run.format == "hf-dict" and len(run.table) == 300
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     st.lists(st.tuples(st.integers(0, 60), st.sampled_from(_OTHER_LINES)), max_size=8),
     st.booleans(),
@@ -341,7 +342,7 @@ def test_dict_lines_after_a_long_head_are_read_after_the_line_shape_path(monkeyp
     assert run.format == "hf-dict" and len(run.table) == 300
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(_edits(["'", '"', "{", "}", ",", ":", "1", "-", " ", "\n", "%|", "\r", "\x1b["]))
 def test_mutated_dict_lines_read_as_the_line_parser_reads_them(edits):
     lines = [repr({"loss": i / 7, "grad_norm": 1 + i / 50, "epoch": i / 60}) for i in range(60)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+from budget import examples
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -36,7 +37,7 @@ def _exponent(text: str) -> int:
     return (int(exp) if exp else 0) - frac
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     layout=_layout(),
     data=st.data(),
@@ -74,7 +75,7 @@ def test_a_column_of_one_layout_reads_as_float_reads_it(layout, data, head, tail
     assert np.array_equal(got.view(np.int64), want.view(np.int64)), (rows, got, want)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     good=st.lists(st.sampled_from(["4.8123", "0.0460", "9.9999"]), min_size=1, max_size=10),
     odd=st.sampled_from(["4.8e-3", "-1.234", "48123.", "nan123", "4.81.3", "4:8123", "4.8 23"]),

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -42,13 +43,13 @@ def check(data: bytes, name: str = "log.txt") -> None:
     assert t["step"].is_monotonic_increasing and len(t) > 0
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.binary(max_size=400))
 def test_random_bytes(data):
     check(data)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.lists(
         st.sampled_from(
@@ -104,7 +105,9 @@ def _mutate(data: bytes, draw) -> bytes:
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name)
 @settings(
-    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(12),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(data=st.data())
 def test_mutated_fixtures(path, data):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -78,7 +79,7 @@ def test_units(unit, factor):
     assert unit_factor(unit) == factor
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.text(alphabet="abcXYZ_/ .-@0123", min_size=1, max_size=20))
 def test_snake_is_snake(key):
     s = snake(key)
@@ -86,7 +87,7 @@ def test_snake_is_snake(key):
     assert snake(s) == s  # idempotent
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.floats(allow_nan=False, allow_infinity=False, min_value=-1e12, max_value=1e12),
     st.sampled_from(["", "K", "M", "%"]),
@@ -127,7 +128,7 @@ def _records(steps, ranks=None):
     ]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.integers(0, 40), min_size=1, max_size=60))
 def test_later_values_supersede_and_restarts_are_the_backward_jumps(steps):
     run = build_table(_records(steps), path="x", fmt="text")
@@ -153,7 +154,7 @@ def test_rank_selection():
     assert both[["rank", "step"]].values.tolist() == [[0, 1], [0, 2], [1, 1], [1, 2]]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.lists(
         st.tuples(st.integers(0, 3), st.integers(0, 30), st.sampled_from([None, 1.5, 2.5])),
@@ -192,7 +193,7 @@ def test_a_mode_word_before_the_step_key_still_gives_the_step(tmp_path):
     assert "eval_step" not in table.columns
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.lists(
         st.tuples(
@@ -244,7 +245,7 @@ def test_steps_logged_several_times_keep_each_columns_last_value(rows, rank):
             assert (want is None and math.isnan(got)) or got == want, (key, col)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(
         st.sampled_from(

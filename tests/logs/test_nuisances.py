@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -179,7 +180,7 @@ def test_ranks(tmp_path):
     assert only.ranks == (3,) and len(only.table) == 2
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.lists(
         st.sampled_from(["Warning:", "warnings.warn(", "User", " ", "x", "_", ":", "\t", "W"]),
@@ -192,7 +193,7 @@ def test_the_warning_prefilter_finds_what_the_regex_finds(text):
     assert warning_text(text) == bool(WARNING_TEXT.search(text))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(
         st.sampled_from(["dflash", ".train", " | ", ":", "=", "7", "٣", "nan", "Inf", "x", " "]),

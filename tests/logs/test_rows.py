@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,7 +18,7 @@ from dflash_diag.logs.text import read_lines
 _LINE = st.text(alphabet="ab=1 .\r\xe9", max_size=12).map(lambda s: s.replace("\r", ""))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(lines=st.lists(_LINE, min_size=1, max_size=30), k=st.integers(0, 3), cut=st.booleans())
 def test_lines_are_split_by_their_number_of_delimiters(lines, k, cut):
     cut = cut and lines[-1] != ""  # (a log that ends in a newline has no cut last line)
@@ -36,7 +37,7 @@ def test_lines_are_split_by_their_number_of_delimiters(lines, k, cut):
         assert other.text[-1].as_py() == lines[-1].encode()
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     pairs=st.dictionaries(st.integers(1, 10_000), _LINE, max_size=40),
     cuts=st.lists(st.integers(0, 40), max_size=3),

@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pyarrow as pa
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -131,7 +132,7 @@ def _rows(draw, seg):
     return rows
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(data=st.data(), value=st.booleans())
 def test_segment_checks_agree_with_a_byte_by_byte_oracle(data, value):
     head = data.draw(_pattern())

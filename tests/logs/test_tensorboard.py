@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -362,7 +363,9 @@ def test_checksum_is_the_tfrecord_one():
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(60),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     cut=st.integers(min_value=0, max_value=HF_FIRST.stat().st_size),

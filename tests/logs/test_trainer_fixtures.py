@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -182,7 +183,7 @@ def _trainer_console(total: int, every: int, draws: list[bool], flushes: list[bo
     return "".join(out + ["\n"] + pending)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     total=st.integers(10, 120),
     every=st.integers(1, 7),

@@ -7,6 +7,7 @@ import struct
 
 import numpy as np
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -92,7 +93,7 @@ def expected_rows(calls):
     return sorted(rows, key=lambda r: r[:3])
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(calls=logs())
 def test_what_is_logged_reads_back_exactly(tmp_path_factory, calls):
     # the same sample ids recur with the same or other lengths: a length written only

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -83,7 +84,7 @@ def test_steps_keep_counting_across_epochs_and_pool_the_micro_batches():
     assert (steps.n_micro == 6).all()
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(
     lens=st.lists(st.integers(0, 3000), min_size=1, max_size=200),
     name=st.sampled_from(sorted(STRATEGIES)),

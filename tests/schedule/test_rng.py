@@ -7,6 +7,7 @@ import random
 
 import numpy as np
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -34,7 +35,7 @@ def test_published_permutations(rng, seed, expected):
     assert make_shuffler(rng, seed).permutation(10).tolist() == expected
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(seed=st.integers(0, 2**40), sizes=st.lists(st.integers(0, 700), min_size=1, max_size=3))
 def test_torch_replica_equals_reference_mt19937_including_carried_state(seed, sizes):
     # One generator reused for several randperm calls, as with --seeding once; sizes
@@ -45,7 +46,7 @@ def test_torch_replica_equals_reference_mt19937_including_carried_state(seed, si
         assert mine.permutation(n).tolist() == torch_randperm(n, ref)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(seed=st.integers(-(2**40), 2**40), n=st.integers(0, 300))
 def test_python_permutation_is_random_shuffle_of_any_list(seed, n):
     items = [f"batch{i}" for i in range(n)]

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -396,7 +397,7 @@ def test_trainer_with_gradient_accumulation_replays_every_micro_batch(case):
 # ---- invariants ------------------------------------------------------------------------------
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     sizes=st.lists(st.integers(1, 5), min_size=1, max_size=12),
     world=st.integers(1, 4),
@@ -428,7 +429,7 @@ def test_even_batches_invariants(sizes, world, drop_last):
     assert set(added) <= head
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(n=st.integers(1, 60), world=st.integers(1, 5), drop=st.booleans(), seed=st.integers(0, 99))
 def test_distributed_ranks_are_equal_and_cover_the_epoch(n, world, drop, seed):
     perm = make_shuffler("torch", seed).permutation(n)

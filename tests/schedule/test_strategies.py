@@ -7,6 +7,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
+from budget import examples
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -34,7 +35,7 @@ def as_lists(batches):
 # --- literal transcriptions ---------------------------------------------------------
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     lens=lengths_st,
     budget=st.integers(1, 1000),
@@ -52,7 +53,7 @@ def test_sorted_greedy_batches_equal_build_batches(lens, budget, mode, max_bs, c
     assert as_lists(strategy.prepare(capped, params)) == expected
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(lens=tailed_st, budget=st.integers(100, 3000), seed=st.integers(0, 2**31))
 def test_sorted_greedy_epoch_orders_equal_the_pipeline(lens, budget, seed):
     params = ScheduleParams(token_budget=budget, seed=seed)
@@ -61,7 +62,7 @@ def test_sorted_greedy_epoch_orders_equal_the_pipeline(lens, budget, seed):
         assert as_lists(epoch_batches(np.array(lens), params, epoch)) == expected[epoch]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     lens=st.lists(st.integers(0, 1000), min_size=0, max_size=120),
     budget=st.integers(50, 3000),
@@ -78,7 +79,7 @@ def test_bucketed_equals_its_written_procedure(lens, budget, seed, mode):
         assert as_lists(epoch_batches(np.array(lens), params, epoch)) == expected[epoch]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     lens=st.lists(st.integers(1, 50), min_size=0, max_size=80),
     max_tokens=st.integers(50, 400),
@@ -114,7 +115,7 @@ def test_fairseq_epoch_is_numpy_seeded_shuffle_of_frozen_batches():
         assert as_lists(epoch_batches(lens, params, epoch)) == shuffled
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     lens=st.lists(st.integers(0, 30), min_size=1, max_size=100),
     batch_size=st.integers(1, 6),
@@ -149,7 +150,7 @@ def test_random_is_a_shuffle_cut_into_batches():
     ]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     lens=lengths_st,
     budget=st.integers(1, 1000),
@@ -162,7 +163,7 @@ def test_vectorised_packer_equals_the_loop(lens, budget, mode, max_bs):
     assert pack_sorted(ls, b).tolist() == pack_in_order(ls, b).tolist()
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     lens=st.one_of(
         lengths_st,
@@ -200,7 +201,7 @@ BUDGETED = {"sorted-greedy", "bucketed", "fairseq"}
 
 
 @pytest.mark.parametrize("name", sorted(STRATEGIES))
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(
     lens=st.lists(st.integers(0, 800), min_size=0, max_size=120),
     seed=st.integers(0, 10_000),
@@ -242,7 +243,7 @@ def test_replay_is_deterministic(name):
     assert np.array_equal(a.sample_ids, b.sample_ids)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(lens=tailed_st, seed=st.integers(0, 2**31), budget=st.integers(900, 5000))
 def test_sorted_greedy_compositions_recur_every_epoch_with_the_same_batch_id(lens, seed, budget):
     r = replay(np.array(lens), ScheduleParams(token_budget=budget, seed=seed, epochs=3))

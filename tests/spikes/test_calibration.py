@@ -8,6 +8,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
@@ -146,7 +147,7 @@ def test_a_given_threshold_is_the_fixed_rule() -> None:
     assert (d.values[d.flagged] / d.baseline[d.flagged] >= 1.05).all()
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(
     factor=st.floats(1e-3, 1e3),
     shift=st.floats(0.0, 2.0),

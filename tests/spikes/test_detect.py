@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -31,7 +32,7 @@ def noisy(
     return pd.DataFrame({"step": np.arange(n), "loss": level + noise})
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     level=st.floats(1e-3, 1e3),
     n=st.integers(2, 400),
@@ -44,7 +45,7 @@ def test_a_flat_noiseless_curve_has_no_spikes(level: float, n: int, detector: st
     assert not d.flagged.any()
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     at=st.integers(10, 290),
     rise=st.floats(0.10, 0.40),

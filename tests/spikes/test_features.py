@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -32,7 +33,7 @@ def test_one_point_per_step_equals_the_replayed_step(rep) -> None:
         np.testing.assert_allclose(f[c], steps[c].to_numpy(dtype=float), rtol=1e-9, err_msg=c)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(interval=st.integers(2, 25))
 def test_a_window_point_pools_the_steps_up_to_it(rep, interval: int) -> None:
     steps = rep.steps

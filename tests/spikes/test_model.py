@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from budget import examples
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
@@ -16,7 +17,7 @@ token_lengths = arrays(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(lengths=token_lengths, n_cat=st.one_of(st.none(), st.integers(1, 4)), seed=st.integers(0, 9))
 # a quantile exactly at a length's end: 40 x 1 token are half of all 80 tokens
 @example(lengths=np.array([1] * 40 + [2] * 2 + [36], dtype=np.int64), n_cat=None, seed=0)

@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+from budget import examples
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -109,7 +110,7 @@ def test_causal_detection_differs_from_spikes_only_by_the_future():
 series = st.lists(st.floats(min_value=0.5, max_value=5.0, allow_nan=False), min_size=8, max_size=90)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     values=series,
     later=st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=30),

@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -44,7 +45,7 @@ def brute_force_best(lengths: list[int], k: int) -> int:
     return int(best)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.integers(1, 60), min_size=1, max_size=40), st.integers(1, 5))
 def test_dp_is_optimal_against_brute_force(lengths, k):
     hist = length_histogram(np.asarray(lengths))
@@ -74,7 +75,7 @@ def lhotse_literal(sizes: list[int], num_buckets: int) -> list[int]:
     return bins
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.integers(0, 50), min_size=1, max_size=300), st.integers(1, 8))
 def test_lhotse_buckets_follow_lhotse_rule(lengths, k):
     hist = length_histogram(np.asarray(lengths))
@@ -88,7 +89,7 @@ def test_quantile_buckets_hold_equal_counts():
     assert uppers == [100, 200, 300, 400, 500, 600]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.lists(st.integers(0, 3000), min_size=1, max_size=50),
     st.integers(1, 6),
@@ -192,7 +193,7 @@ def batch_max_brute_force(lengths: list[int], k: int, params: ScheduleParams) ->
     return best
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     st.lists(st.integers(1, 400), min_size=1, max_size=40),
     st.integers(1, 4),

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from spikes.constructed import PARAMS, manifest, run  # tests/ is on sys.path (rootless)
 
 from dflash_diag.data import STORY_BUCKETS, ScheduleParams
 from dflash_diag.schedule import replay
@@ -20,8 +20,10 @@ from dflash_diag.spikes.variance import (
     variance_proxies,
 )
 
+from .constructed import PARAMS, manifest, run  # tests/ is on sys.path (rootless)
 
-@settings(max_examples=25, deadline=None)
+
+@settings(max_examples=examples(25), deadline=None)
 @given(
     g2=st.floats(0.5, 5.0),
     b_true=st.floats(500.0, 8000.0),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -176,7 +177,7 @@ def test_labels_follow_the_phases():
     assert labels.tolist() == ["warmup", "warmup", "peak", "peak", "decay", "unknown"]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     warmup=st.integers(20, 3000),
     every=st.integers(1, 50),

@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -181,7 +182,7 @@ def _anova_icc(groups: list[np.ndarray]) -> float:
     return (msb - msw) / (msb + (k0 - 1) * msw)
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.lists(st.lists(st.integers(0, 5000), min_size=1, max_size=12), min_size=2, max_size=30))
 def test_icc_matches_a_direct_anova(groups):
     arrays = [np.asarray(g, dtype=np.int64) for g in groups]
@@ -202,7 +203,7 @@ def test_icc_matches_a_direct_anova(groups):
     assert 0.0 <= p <= 1.0
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     st.lists(st.integers(0, 9000), min_size=1, max_size=200),
     st.integers(1, 9),
@@ -325,7 +326,7 @@ def test_real_strategies_sorted_greedy_against_random():
 # --- schedule_warnings: what the schedule does to samples that do not fit it ---------
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     st.lists(st.integers(1, 3000), min_size=1, max_size=200),
     st.integers(1, 4000),

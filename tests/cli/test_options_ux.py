@@ -23,7 +23,7 @@ from dflash_diag.errors import InputError
 from dflash_diag.render.plots import ema
 from dflash_diag.schedule.edges import default_edges
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
 
 

@@ -7,6 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -330,7 +331,7 @@ def test_logged_nonfinite_tells_absent_from_failed():
     infs=st.lists(st.integers(0, 79), max_size=3),
     every=st.integers(2, 9),
 )
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 def test_logged_nonfinite_flags_exactly_the_failures(n, holes, infs, every):
     # Invariant: on a metric logged with every training record (nan in at most a third of
     # them, so most of its gaps are one row), the failures flagged are exactly its nan
@@ -472,7 +473,7 @@ def test_metric_kinds():
     ]
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(
     seed=st.integers(0, 10_000),
     every=st.integers(1, 20),

@@ -7,8 +7,7 @@ import pytest
 from dflash_diag.composition.ground import MIN_TOKENS_MATCH, check_schedule, epochs_to_cover
 from dflash_diag.errors import InputError
 from dflash_diag.schedule import replay
-
-from .constructed import run
+from tests.spikes.constructed import run
 
 
 @pytest.fixture(scope="module")

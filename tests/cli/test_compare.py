@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from dflash_diag.cli import app
 
 runner = CliRunner()
-DATA = Path(__file__).parent / "data" / "compare"
-SAMPLE = Path(__file__).parent.parent / "sample_logs"
+DATA = Path(__file__).parents[1] / "data" / "compare"
+SAMPLE = Path(__file__).parents[2] / "sample_logs"
 
 
 def log(name: str) -> str:

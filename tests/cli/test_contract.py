@@ -78,7 +78,7 @@ def test_version_is_the_installed_packages(flag):
 @pytest.mark.parametrize("command", ["parse", "spikes"])
 def test_a_reader_that_closes_the_pipe_is_not_a_bug(command):
     # `dflash-diag parse run.log | head -1`: exit 0 (1 is reserved for bugs), stderr empty
-    log = Path(__file__).resolve().parents[1] / "sample_logs" / "run.log"
+    log = Path(__file__).resolve().parents[2] / "sample_logs" / "run.log"
     shell = f"{shlex.quote(sys.executable)} -m dflash_diag {command} {shlex.quote(str(log))}"
     out = subprocess.run(
         ["bash", "-c", f"{shell} | head -1 >/dev/null; echo ${{PIPESTATUS[0]}}"],

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from dflash_diag.cli import app
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RUN = str(ROOT / "sample_logs" / "run.log")
 runner = CliRunner()
 

@@ -23,7 +23,7 @@ from dflash_diag.reports import (
     spikes_report,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cli_json(*args: str) -> object:

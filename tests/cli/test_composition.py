@@ -15,13 +15,14 @@ from typing import Any
 
 import numpy as np
 import pytest
+from budget import examples
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from dflash_diag.cli import app
 
-SAMPLE = Path(__file__).resolve().parents[1] / "sample_logs"
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
 LOG = str(SAMPLE / "run.log")
 MANIFEST = str(SAMPLE / "manifest.parquet")
 
@@ -353,7 +354,7 @@ def test_the_html_report_says_recorded(recorded, tmp_path):
     assert "These verdicts rest on the batches recorded during training in" in page
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(
     lengths=st.lists(st.integers(1, 300), min_size=8, max_size=120),
     budget=st.integers(300, 1200),

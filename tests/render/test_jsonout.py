@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -34,7 +35,7 @@ def test_numpy_pandas_and_dataclasses_become_plain_json():
     }
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=20))
 def test_any_floats_give_strict_json(values):
     text = dumps({"values": values, "array": np.array(values, dtype=float)})

@@ -13,7 +13,7 @@ import pytest
 
 from dflash_diag.render.spikes import DEFAULT_ROWS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = "sample_logs"
 COMMANDS = {
     "spikes": ["spikes", f"{SAMPLES}/run.log"],

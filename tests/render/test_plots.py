@@ -28,7 +28,7 @@ from dflash_diag.reports import (
 SAMPLE_MANIFEST = "sample_logs/manifest.parquet"
 SAMPLE_CONFIG = "sample_logs/dflash-diag.toml"
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from dflash_diag.cli import app
 
-REAL = Path(__file__).parent / "data" / "real_run"
+REAL = Path(__file__).parents[1] / "data" / "real_run"
 # the real run's schedule (tests/data/real_run/README.md); epochs: as many as the log needs
 REAL_FLAGS = ["--seed", "1234", "--token-budget", "16384", "--max-seq-len", "2048"]
 REAL_FLAGS += ["--first-step", "1"]
@@ -171,7 +171,7 @@ def test_too_few_points_say_not_enough_data(work):
     )
 
 
-SAMPLE = Path(__file__).resolve().parents[1] / "sample_logs"
+SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
 # sample_logs/README.md, "The truth": composition spikes on rank 0's longest batches,
 # one optimizer event at step 1999.
 SAMPLE_COMPOSITION = {52, 254, 258, 396, 483, 580, 735, 773, 861, 1182, 1291, 1334, 1502}

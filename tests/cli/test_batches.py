@@ -19,7 +19,7 @@ from dflash_diag.manifest import read_manifest
 from dflash_diag.render.jsonout import to_jsonable
 from dflash_diag.schedule import replay
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 BATCHES = DATA / "batches"
 REAL = DATA / "real_run"
 # the real run's schedule (tests/data/real_run/README.md)
