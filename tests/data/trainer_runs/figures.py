@@ -4,9 +4,9 @@
 
 Per run: the optimizer steps; the steps that held a poison sample and how many of them have
 a logged loss over the local median (a centred rolling median of the logged loss over
-``WINDOW`` steps), beside the same share for the other steps; the median excess of the
-poison steps' loss over that median; the token-weighted per-sample loss of each source kind
-and of the poison per epoch (from ``sample_loss.parquet``); for a hidden lr surge, the loss
+``WINDOW`` steps) and a robust z over 3, beside the same for the other steps; the median
+excess of the poison steps' loss over that median; the token-weighted per-sample loss of
+each source kind and of the poison per epoch (from ``sample_loss.parquet``); for a hidden lr surge, the loss
 and grad norm around it.
 """
 
@@ -39,14 +39,24 @@ def spike_figures(run: Path, truth: dict) -> str:
     bad = set(truth["poison"]["ids"])
     psteps = sorted(set(sl.loc[sl.sample_id.isin(bad), "step"]))
     if not psteps:
-        return f"{len(log)} steps; no poison; {over.mean():.0%} of steps over the local median"
+        high = int((robust_z(log["loss"]) > 3).sum())
+        return f"{len(log)} steps; no poison; {over.mean():.0%} over the local median; z>3: {high}"
     others = log.index.difference(psteps)
     excess = (log.loc[psteps, "loss"] / local[psteps] - 1).median()
+    high = robust_z(log["loss"]) > 3
     return (
         f"{len(log)} steps; {len(psteps)} steps hold a poison sample, "
         f"{int(over[psteps].sum())} of them over the local median ({over[psteps].mean():.0%}; "
-        f"other steps {over[others].mean():.0%}); median excess {excess:+.0%}"
+        f"other steps {over[others].mean():.0%}); median excess {excess:+.0%}; "
+        f"robust z > 3: {int(high[psteps].sum())} poison steps, {int(high[others].sum())} others"
     )
+
+
+def robust_z(x: pd.Series) -> pd.Series:
+    """``(x - rolling median) / (1.4826 x rolling MAD)``, centred, ``WINDOW`` steps."""
+    med = x.rolling(WINDOW, center=True, min_periods=1).median()
+    mad = (x - med).abs().rolling(WINDOW, center=True, min_periods=1).median()
+    return (x - med) / (1.4826 * mad)
 
 
 def kind_losses(run: Path, truth: dict) -> pd.DataFrame:
