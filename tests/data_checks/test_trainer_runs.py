@@ -21,6 +21,7 @@ from dflash_diag.record import read_recording
 
 RUNS_DIR = Path(__file__).resolve().parents[1] / "data" / "trainer_runs"
 RUNS = ("poison_ordinary", "poison_long", "lr_surge", "clean", "grouped")
+POISONED = ("poison_ordinary", "poison_long", "grouped")
 #: the files a run folder holds, and nothing else (no checkpoints, no weights)
 FILES = {
     "manifest.parquet",
@@ -144,16 +145,22 @@ def test_applied_lr_is_the_logged_lr_but_at_the_hidden_surge(run: dict[str, Any]
     np.testing.assert_array_equal(steps.loc[logged.index, "grad_norm"], logged["grad_norm"])
 
 
-def test_poison_samples_have_a_higher_loss_than_the_rest(run: dict[str, Any]) -> None:
+@pytest.mark.parametrize("name", POISONED)
+def test_poison_samples_have_a_higher_loss_than_the_rest(name: str) -> None:
     # what makes the poison a cause: in the last epoch its token loss is over twice the rest's
+    run = load(name)
     s = run["samples"]
     bad = s["sample_id"].isin(run["truth"]["poison"]["ids"])
-    if not bad.any():
-        pytest.skip("a run without poison")
     last = s["step"] > s["step"].max() * 3 // 4
 
     def mean(rows: pd.Series) -> float:
         x = s[rows]
         return float((x["loss"] * x["targets"]).sum() / x["targets"].sum())
 
+    assert bad.sum() == 40  # 10 samples x 4 epochs
     assert mean(bad & last) > 2 * mean(~bad & last)
+
+
+def test_runs_without_poison_say_so() -> None:
+    for name in set(RUNS) - set(POISONED):
+        assert load(name)["truth"]["poison"] == {"where": None, "ids": [], "samples": []}

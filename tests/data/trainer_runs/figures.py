@@ -6,8 +6,8 @@ Per run: the optimizer steps; the steps that held a poison sample and how many o
 a logged loss over the local median (a centred rolling median of the logged loss over
 ``WINDOW`` steps) and a robust z over 3, beside the same for the other steps; the median
 excess of the poison steps' loss over that median; the token-weighted per-sample loss of
-each source kind and of the poison per epoch (from ``sample_loss.parquet``); for a hidden lr surge, the loss
-and grad norm around it.
+each source kind and of the poison per epoch (from ``sample_loss.parquet``); for a hidden
+lr surge, the loss and grad norm around it.
 """
 
 from __future__ import annotations
