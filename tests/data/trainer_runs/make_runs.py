@@ -15,7 +15,7 @@ Each run trains a tiny GPT-2 (built from a ``GPT2Config``; nothing downloaded) w
   (float32, nats per predicted token: the mean over the sample's ``targets`` tokens),
   ``targets`` (int16, predicted tokens = length - 1);
 - ``steps.parquet``: per optimizer step, ``step``, ``lr_applied`` (float64, the learning rate
-  the optimizer really used: the scheduler's, times the hidden surge where there is one) and
+  the optimizer really used: the scheduler's, times the hidden surge where there is one),
   ``grad_norm`` (float64, the pre-clip norm the Trainer logs) and ``loss_divisor`` (int32, the
   ``num_items_in_batch`` the Trainer divided the step's summed cross-entropy by: see README.md
   on why it is the step's real tokens, not its predicted ones, under transformers 5.24);
