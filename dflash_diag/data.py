@@ -79,6 +79,11 @@ class StrategyInfo:
         between epochs, so every epoch has the same number of steps.
     :param prepare_uses_seed: its one-time preparation draws from the seed (a seed
         search must prepare it again for every seed).
+    :param ids_observable: which rows of the manifest fill a batch shows in the tokens
+        per step: the batches are drawn by index (a random sampler), so the same lengths
+        in another row order replay other token counts.  False where batches are formed
+        by length order (sorted-greedy, fairseq): there matching tokens confirm the
+        lengths, never which sample ids held them.
     """
 
     name: str
@@ -86,16 +91,28 @@ class StrategyInfo:
     sized: bool
     fixed_batches: bool = False
     prepare_uses_seed: bool = False
+    ids_observable: bool = True
 
 
 #: Every registered strategy, in the order the help lists them: the one registry from
 #: which ``--strategy``'s choices, the strategy classes' traits and the tests derive.
 STRATEGIES: tuple[StrategyInfo, ...] = (
-    StrategyInfo("sorted-greedy", "sorted_greedy:SortedGreedy", sized=False, fixed_batches=True),
+    StrategyInfo(
+        "sorted-greedy",
+        "sorted_greedy:SortedGreedy",
+        sized=False,
+        fixed_batches=True,
+        ids_observable=False,
+    ),
     StrategyInfo("bucketed", "bucketed:Bucketed", sized=False),
     StrategyInfo("length-grouped", "length_grouped:LengthGrouped", sized=True),
     StrategyInfo(
-        "fairseq", "fairseq:Fairseq", sized=False, fixed_batches=True, prepare_uses_seed=True
+        "fairseq",
+        "fairseq:Fairseq",
+        sized=False,
+        fixed_batches=True,
+        prepare_uses_seed=True,
+        ids_observable=False,
     ),
     StrategyInfo("random", "random_batches:RandomBatches", sized=True),
     StrategyInfo("distributed", "distributed:Distributed", sized=True),

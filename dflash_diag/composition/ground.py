@@ -53,12 +53,18 @@ class ScheduleGround:
         (found beside the log)``, ``flags``, ``the default schedule``).
     :param detail: one sentence a reader can check.
     :param verification: the token comparison (None: no tokens to compare).
+    :param ids_confirmed: something confirmed which samples (not only which lengths)
+        each batch held: a recording, or matching tokens under a strategy whose
+        batches are drawn by index (:attr:`~dflash_diag.data.StrategyInfo.ids_observable`).
+        False: the sample ids shown are the manifest's rows as the replay assigns them,
+        right only if the manifest's rows are in the run's order.
     """
 
     status: str
     named_by: str
     detail: str
     verification: Verification | None = None
+    ids_confirmed: bool = True
 
 
 def check_schedule(
@@ -97,7 +103,7 @@ def check_schedule(
             f"the log has no tokens column, so {_subject(named_by)} cannot be "
             "checked: every verdict rests on it being the run's"
         )
-        return ScheduleGround("given", named_by, detail)
+        return ScheduleGround("given", named_by, detail, ids_confirmed=False)
     check = verify_tokens(replay, log_table)
     if check.n_compared == 0:
         raise InputError(
@@ -111,7 +117,15 @@ def check_schedule(
         detail = f"replayed tokens match the log at {match}"
         if not named:
             detail += f" ({named_by})"
-        return ScheduleGround("verified", named_by, detail, check)
+        info = strategy_info(replay.params.strategy)
+        seen = info is not None and info.ids_observable
+        if not seen:
+            detail += (
+                f"; {replay.params.strategy} batches by length, so the tokens confirm the "
+                "samples' lengths, not which sample ids held them (the same lengths in "
+                "another row order replay the same tokens)"
+            )
+        return ScheduleGround("verified", named_by, detail, check, ids_confirmed=seen)
     if not force:
         raise InputError(
             path,
@@ -125,7 +139,7 @@ def check_schedule(
         f"replayed tokens match the log at only {match}: the schedule is not the run's, "
         "and every verdict below is forced onto it (--force)"
     )
-    return ScheduleGround("refuted", named_by, detail, check)
+    return ScheduleGround("refuted", named_by, detail, check, ids_confirmed=False)
 
 
 def _subject(named_by: str) -> str:
@@ -200,14 +214,20 @@ def check_recording(
     path: str = "",
     named_by: str = "",
 ) -> ScheduleGround:
-    """Check batches recorded during training against the log they are lined up with.
+    """Check batches recorded during training against the log they are lined up with,
+    where the two overlap.
 
-    - the recording must hold :data:`MIN_RECORDED_STEPS` of ``logged_steps`` or more,
-      else InputError (a recording of another run, or of another part of it);
-    - tokens logged: the recorded per-step tokens are compared as a replay's are
-      (:func:`dflash_diag.schedule.verify_tokens`); a match below
+    - the recording must hold some of ``logged_steps``, else InputError (a recording of
+      another run, or of another part of it);
+    - tokens logged: the recorded per-step tokens are compared, on the steps both hold,
+      as a replay's are (:func:`dflash_diag.schedule.verify_tokens`); a match below
       :data:`MIN_TOKENS_MATCH` is an InputError, or ``refuted`` with ``force``;
-    - otherwise ``recorded``: every verdict rests on the recorded composition.
+    - without tokens, a recording holding under :data:`MIN_RECORDED_STEPS` of the
+      logged steps cannot be told from another run's: InputError unless ``force``;
+    - otherwise ``recorded``: every verdict rests on the recorded composition.  A
+      recording that starts or stops inside the log (the recorder added on a resume, a
+      run still being written) is used for the steps it holds, and the detail says which
+      logged steps it does not cover (their spikes get no batch).
 
     :param recorded: ``Recording.to_replay()``.
     :param logged_steps: the steps of the logged points to be lined up.
@@ -221,27 +241,33 @@ def check_recording(
     want = np.unique(np.asarray(logged_steps, dtype=np.int64))
     held = np.isin(want, have)
     share = float(held.mean()) if want.size else 0.0
-    if share < MIN_RECORDED_STEPS:
-        span = f"{have[0]}..{have[-1]}" if have.size else "none"
+    span = f"{have[0]}..{have[-1]}" if have.size else "none"
+    logs_tokens = "tokens" in log_table.columns and bool(np.isfinite(log_table["tokens"]).any())
+    if not held.any() or (share < MIN_RECORDED_STEPS and not logs_tokens and not force):
+        what = (
+            f"the recording holds {int(held.sum())} of the log's {want.size} logged steps "
+            f"({share:.0%}; it has steps {span}, the log {want[0]}..{want[-1]})"
+        )
+        if not held.any():
+            raise InputError(
+                path, f"{what}: it is not this run's", "give the recording of this run"
+            )
         raise InputError(
             path,
-            f"the recording holds {int(held.sum())} of the log's {want.size} logged steps "
-            f"({share:.0%}; it has steps {span}, the log {want[0]}..{want[-1]}): it is not "
-            "this run's",
-            f"give the recording of this run (it must hold {MIN_RECORDED_STEPS:.0%} of the "
-            "logged steps)",
+            f"{what}, and the log has no tokens to tell whether it is this run's",
+            "give the recording of this run, or --force to use it where it overlaps",
         )
-    logs_tokens = "tokens" in log_table.columns and bool(np.isfinite(log_table["tokens"]).any())
+    uncovered = _uncovered(want, held, span)
     check = verify_tokens(recorded, log_table) if logs_tokens else None
     if check is None or check.n_compared == 0:
         detail = (
             f"the recording holds {share:.1%} of the logged steps; the log has no tokens "
-            "to cross-check it"
+            "to cross-check it" + uncovered
         )
         return ScheduleGround("recorded", named_by, detail)
     match = f"{check.tokens_match:.1%} of {check.n_compared} steps"
     if check.tokens_match >= MIN_TOKENS_MATCH:
-        detail = f"recorded tokens match the log at {match}"
+        detail = f"recorded tokens match the log at {match}" + uncovered
         return ScheduleGround("recorded", named_by, detail, check)
     if not force:
         raise InputError(
@@ -253,6 +279,33 @@ def check_recording(
         )
     detail = (
         f"the tokens recorded in {named_by} match the log at only {match}: the recording "
-        "is not this run's, and every verdict below is forced onto it (--force)"
+        "is not this run's, and every verdict below is forced onto it (--force)" + uncovered
     )
-    return ScheduleGround("refuted", named_by, detail, check)
+    return ScheduleGround("refuted", named_by, detail, check, ids_confirmed=False)
+
+
+def _uncovered(want: np.ndarray, held: np.ndarray, span: str) -> str:
+    """``; the recording holds steps A..B: the N logged steps outside it (...) have no
+    batch`` when it does not hold every logged step, else ``""``."""
+    missing = want[~held]
+    if not missing.size:
+        return ""
+    ranges = _ranges(missing)
+    shown = ", ".join(ranges[:3]) + (
+        f" and {len(ranges) - 3} more ranges" if len(ranges) > 3 else ""
+    )
+    return (
+        f"; it holds steps {span}: the {missing.size} logged steps it does not cover "
+        f"({shown}) have no batch"
+    )
+
+
+def _ranges(steps: np.ndarray) -> list[str]:
+    """Sorted steps as runs: ``[1, 2, 3, 7]`` -> ``["1-3", "7"]``."""
+    import numpy as np
+
+    cut = np.flatnonzero(np.diff(steps) != 1) + 1
+    out = []
+    for run in np.split(steps, cut):
+        out.append(f"{run[0]}" if run.size == 1 else f"{run[0]}-{run[-1]}")
+    return out

@@ -164,9 +164,11 @@ FIRST_IDS = 5
 FIRST_MICRO = 3
 
 
-def samples_line(batches: tuple[MicroBatch, ...]) -> str:
+def samples_line(batches: tuple[MicroBatch, ...], confirmed: bool = True) -> str:
     """``  samples: rank 0 micro 0: 17, 4, 9 (+5 more); ...`` -- the first
-    :data:`FIRST_IDS` ids of the first :data:`FIRST_MICRO` micro-batches."""
+    :data:`FIRST_IDS` ids of the first :data:`FIRST_MICRO` micro-batches; not
+    ``confirmed``: the ids are the manifest's rows as the replay assigns them, which
+    nothing confirmed, and the line says so."""
     parts = []
     for b in batches[:FIRST_MICRO]:
         ids = ", ".join(str(i) for i in b.sample_ids[:FIRST_IDS])
@@ -178,7 +180,8 @@ def samples_line(batches: tuple[MicroBatch, ...]) -> str:
         )
     rest = len(batches) - FIRST_MICRO
     tail = f"; {rest} more micro-batches (--json, --html)" if rest > 0 else ""
-    return "  sample ids: " + "; ".join(parts) + tail
+    head = "  sample ids: " if confirmed else "  sample ids (manifest rows, not confirmed): "
+    return head + "; ".join(parts) + tail
 
 
 #: The spike table's columns (the first is "event" for logs numbered by line).
@@ -317,8 +320,19 @@ def _near_miss_line(misses: tuple[NearMiss, ...], word: str) -> str:
 
 def _ground_json(g: Any) -> dict[str, Any]:
     """``schedule_check``: status, where the schedule came from, and the token check."""
-    out = {"status": g.status, "named_by": g.named_by, "detail": g.detail}
+    out = {
+        "status": g.status,
+        "named_by": g.named_by,
+        "detail": g.detail,
+        "ids_confirmed": g.ids_confirmed,
+    }
     return out | (asdict(g.verification) if g.verification is not None else {})
+
+
+def ids_confirmed(attribution: Attribution | None) -> bool:
+    """Whether the ground confirmed the sample ids (not only the lengths)."""
+    check = attribution.schedule_check if attribution is not None else None
+    return bool(getattr(check, "ids_confirmed", True))
 
 
 def ground_of(attribution: Attribution | None) -> str:
@@ -492,7 +506,8 @@ def render_text(console: Console, report: SpikesReport, verbose: bool = False) -
     shown = sorted(ranked[:rows], key=lambda s: s.event.peak_step)
     _spike_table(console, r, shown, ground, verbose)
     told = ranked if verbose else ranked[:DEFAULT_EVIDENCE]
-    _spike_lines(console, ctx, told, ground, samples, full=verbose)
+    confirmed = ids_confirmed(attribution)
+    _spike_lines(console, ctx, told, ground, samples, full=verbose, confirmed=confirmed)
     if verbose:
         if attribution is not None and attribution.correlations:
             _correlation_table(console, d, attribution)
@@ -656,9 +671,11 @@ def _spike_lines(
     ground: str,
     samples: dict[int, tuple[MicroBatch, ...]] | None,
     full: bool = True,
+    confirmed: bool = True,
 ) -> None:
-    """Each told spike's verdict with its reasons, its batch, and its sample ids; lines
-    wrap at the terminal's width, continuations indented."""
+    """Each told spike's verdict with its reasons, its batch, and its sample ids
+    (``confirmed``: see :func:`samples_line`); lines wrap at the terminal's width,
+    continuations indented."""
     from rich.padding import Padding
     from rich.text import Text
 
@@ -678,7 +695,7 @@ def _spike_lines(
             continue
         lines = [batch_line(s, full).strip()]
         if samples and samples.get(s.event.peak_step):
-            lines.append(samples_line(samples[s.event.peak_step]).strip())
+            lines.append(samples_line(samples[s.event.peak_step], confirmed).strip())
         for line in lines:
             console.print(Padding(Text(line), (0, 0, 0, 2), expand=False))
 

@@ -197,9 +197,31 @@ def test_a_recording_of_other_steps_is_refused(schedule, tmp_path):
     line = refused(["spikes", LOG, "--composition", str(far)])
     assert "the recording holds 0 of the log's 2961 logged steps" in line
     assert "it is not this run's" in line
-    head = record(schedule, tmp_path / "head.batches", last_step=1000)
-    line = refused(["spikes", LOG, "--composition", str(head)])
-    assert "the recording holds 1000 of the log's 2961 logged steps (34%" in line
+
+
+def test_a_partial_recording_is_used_where_it_overlaps(schedule, tmp_path):
+    """The recorder added late (or a run still being written): steps 1..329 of 2961.
+    Where it overlaps, its tokens match the log's, so it is the run's: used for those
+    steps, and the check says which logged steps it does not cover."""
+    head = record(schedule, tmp_path / "head.batches", last_step=329)
+    doc = run_json(["spikes", LOG, "--composition", str(head)])
+    check = doc["schedule_check"]
+    assert check["status"] == "recorded"
+    assert check["detail"] == (
+        "recorded tokens match the log at 100.0% of 329 steps; it holds steps 1..329: the "
+        "2632 logged steps it does not cover (330-2961) have no batch"
+    )
+    spikes = {s["step"]: s for s in doc["spikes"]}
+    # 254 and 258 are judged on their recorded batches (of the longest samples) ...
+    for step in (254, 258):
+        assert spikes[step]["batch"]["mean_len"] == 8192
+    # ... and a spike past the recording has no batch to judge
+    later = [s for s in doc["spikes"] if s["step"] > 329 and s["kind"] != "non-finite"]
+    assert later
+    for s in later:
+        assert s["batch"] == {} and s["evidence"] == ["the replay has no batch for this step"]
+    shown = run_json(["spikes", LOG, "--composition", str(head), "--steps", "1:329"])
+    assert {s["step"] for s in shown["spikes"]} <= set(range(1, 330))
 
 
 def test_a_recording_one_step_off_is_refused_by_the_tokens(schedule, tmp_path):

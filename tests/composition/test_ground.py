@@ -69,3 +69,51 @@ def test_epochs_to_cover_the_log(short_hard) -> None:
         f"last step 10000000 would need {-(-10_000_000 // per_epoch)} epochs; check that the "
         "manifest is the run's, and --token-budget/--world-size/--grad-accum"
     )
+
+
+def _logged_tokens(rep) -> object:
+    import pandas as pd
+
+    return pd.DataFrame(
+        {"step": rep.steps["step"].to_numpy(), "tokens": rep.steps["tokens"].to_numpy()}
+    )
+
+
+def test_tokens_confirm_lengths_not_ids_when_batches_are_formed_by_length() -> None:
+    """A manifest whose rows are shuffled has the same lengths: under sorted-greedy the
+    replay gives the same tokens, so "verified" must say it confirmed lengths only."""
+    import numpy as np
+
+    from tests.spikes.constructed import PARAMS, manifest
+
+    m = manifest(n=1500)
+    run_replay = replay(m, PARAMS, epochs=2)
+    logged = _logged_tokens(run_replay)
+    perm = np.random.default_rng(1).permutation(len(m.lengths))
+    shuffled = type(m)(m.path, m.lengths[perm], m.ids[perm], m.categories[perm], m.category_names)
+    g = check_schedule(replay(shuffled, PARAMS, epochs=2), logged)
+    assert (g.status, g.ids_confirmed) == ("verified", False)
+    assert g.detail.endswith(
+        "; sorted-greedy batches by length, so the tokens confirm the samples' lengths, not "
+        "which sample ids held them (the same lengths in another row order replay the same "
+        "tokens)"
+    )
+
+
+def test_tokens_confirm_ids_when_batches_are_drawn_by_index() -> None:
+    """Under a random sampler the same shuffled manifest no longer replays the logged
+    tokens (refused), and the run's own manifest is verified with its ids confirmed."""
+    import numpy as np
+
+    from tests.spikes.constructed import PARAMS, manifest
+
+    m = manifest(n=1500)
+    params = PARAMS.replace(strategy="random", batch_size=8)
+    logged = _logged_tokens(replay(m, params, epochs=2))
+    ok = check_schedule(replay(m, params, epochs=2), logged)
+    assert (ok.status, ok.ids_confirmed) == ("verified", True)
+    assert "confirm the samples' lengths" not in ok.detail
+    perm = np.random.default_rng(1).permutation(len(m.lengths))
+    shuffled = type(m)(m.path, m.lengths[perm], m.ids[perm], m.categories[perm], m.category_names)
+    with pytest.raises(InputError, match="matches the logged tokens at only"):
+        check_schedule(replay(shuffled, params, epochs=2), logged)
