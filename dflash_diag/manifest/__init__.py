@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Any
 from ..data import Manifest
 from ..errors import InputError
 from .columns import IDS_COLUMN, no_length_column, pick_list_or_text, read_lengths
+from ..storage import display, has_glob, is_uri, local_path, uri_text
 from .npy import read_npy
+from .remote import local_copy, renamed, uri_source
 from .sources import ARROW_SUFFIXES, Source, clip, jsonl_file, names, open_source
 
 if TYPE_CHECKING:
@@ -83,7 +85,7 @@ def _rows(index: Any, limit: int = 5) -> str:
 
 
 def _pick(
-    path: Path, columns: list[str], named: str | None, candidates: tuple[str, ...], what: str
+    path: Path | str, columns: list[str], named: str | None, candidates: tuple[str, ...], what: str
 ) -> str | None:
     if named is not None:
         if named not in columns:
@@ -193,7 +195,7 @@ def _numbers(s: pd.Series) -> Any:
 
 
 def _whole_numbers(
-    path: Path, column: str, values: Any, what: str, bounds: tuple[int, int]
+    path: Path | str, column: str, values: Any, what: str, bounds: tuple[int, int]
 ) -> np.ndarray:
     """int64 array of ``values``, or an InputError naming the rows that are missing, not
     numbers, not whole or outside ``bounds`` (inclusive), checked before the cast."""
@@ -270,7 +272,7 @@ def _kind(value: Any) -> str:
     return "a number" if isinstance(value, (int, float)) or hasattr(value, "dtype") else "a value"
 
 
-def _list_cells(path: Path, column: str, s: Any) -> Any:
+def _list_cells(path: Path | str, column: str, s: Any) -> Any:
     """``len(cell)`` of a column whose cells are mostly lists (JSON lines of mixed
     cells), or the column as it is; the rows that are not lists are named by kind."""
     import numpy as np
@@ -334,6 +336,12 @@ def read_manifest(
     >>> read_manifest(p).lengths.tolist()
     [3, 1, 2]
     """
+    if is_uri(path) or has_glob(path):
+        local = local_path(path)
+        if local is None or has_glob(local):
+            options = (length_column, category_column, progress)
+            return _read_uri(uri_text(path), options, split, tokenizer, special_tokens)
+        path = local
     p = Path(path)
     if not p.exists():
         raise InputError(str(p), "manifest not found", "check the path")
@@ -364,6 +372,45 @@ def read_manifest(
             "give Parquet, JSONL, Arrow or a dataset folder",
         )
     return _from_table(p, fmt, length_column, category_column, progress)
+
+
+def _read_uri(
+    uri: str,
+    options: tuple[str | None, str | None, Progress | None],
+    split: str | None,
+    tokenizer: str | os.PathLike[str] | None,
+    special_tokens: bool,
+) -> Manifest:
+    """A manifest at a URI or a glob of shards: Parquet read in place, any other format
+    from a temporary local copy (:mod:`.remote`)."""
+    import dataclasses
+
+    length_column, category_column, progress = options
+    source = uri_source(uri, split)
+    if source is not None:
+        return _from_source(
+            display(uri),
+            source,
+            length_column,
+            category_column,
+            progress,
+            tokenizer,
+            special_tokens,
+        )
+    with local_copy(uri) as local:
+        try:
+            m = read_manifest(
+                local,
+                length_column,
+                category_column,
+                progress,
+                split=split,
+                tokenizer=tokenizer,
+                special_tokens=special_tokens,
+            )
+        except InputError as e:
+            raise renamed(e, local, uri) from None
+    return dataclasses.replace(m, path=display(uri))
 
 
 def _file_source(p: Path, fmt: str) -> Any:
@@ -429,7 +476,7 @@ def _from_table(
 
 
 def _from_source(
-    p: Path,
+    p: Path | str,
     source: Source,
     length_column: str | None,
     category_column: str | None,
@@ -467,7 +514,7 @@ def _from_source(
 
 
 def _finish(
-    p: Path, df: Any, length_col: str, cat_col: str | None, has_id: bool, description: str
+    p: Path | str, df: Any, length_col: str, cat_col: str | None, has_id: bool, description: str
 ) -> Manifest:
     """Check the columns read and make the Manifest."""
     import numpy as np
@@ -495,7 +542,7 @@ def _finish(
     )
 
 
-def _check_unique(path: Path, ids: np.ndarray) -> None:
+def _check_unique(path: Path | str, ids: np.ndarray) -> None:
     import numpy as np
 
     order = np.argsort(ids, kind="stable")
