@@ -288,3 +288,35 @@ def local_path(x: str | os.PathLike[str]) -> str | None:
     if text.startswith("file://"):
         return str(PurePath("/" + text[len("file://") :].lstrip("/")))
     return None
+
+
+def stage(x: str | os.PathLike[str]) -> str:
+    """A local path for ``x``: itself for a local path (``file://`` unwrapped), else a
+    copy of the file at the URI in a temporary folder removed when the process ends.
+
+    The one call a reader of whole files (a log, a recording) makes at its open:
+    ``Path(stage(name))`` instead of ``Path(name)``.
+
+    :raises StorageError: the endpoint does not answer, access is denied, or nothing is
+        there.
+    """
+    import atexit
+    import shutil
+    import tempfile
+
+    local = local_path(x)
+    if local is not None:
+        return local
+    loc = locate(x)
+    if info(loc) != "file":
+        raise StorageError(loc.shown, "no file there", "give the URI of one file")
+    folder = tempfile.mkdtemp(prefix="dflash-diag-")
+    atexit.register(shutil.rmtree, folder, True)
+    dest = os.path.join(folder, loc.path.rsplit("/", 1)[-1] or "data")
+    try:
+        with loc.fs.open_input_stream(loc.path) as src, open(dest, "wb") as out:
+            while chunk := src.read(1 << 22):
+                out.write(chunk)
+    except store_errors() as e:
+        raise classify(e, loc.shown) from None
+    return dest

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..data import Manifest
 from ..errors import InputError
-from .columns import IDS_COLUMN, no_length_column, pick_list_or_text, read_lengths
 from ..storage import display, has_glob, is_uri, local_path, uri_text
+from .columns import IDS_COLUMN, no_length_column, pick_list_or_text, read_lengths
 from .npy import read_npy
 from .remote import local_copy, renamed, uri_source
 from .sources import ARROW_SUFFIXES, Source, clip, jsonl_file, names, open_source

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ..data import Replay
     from ..schedule.verify import SeedSearch
 
+from ..storage import is_uri
 from .common import Stage, display_path, quiet
 from .spikes import recorded_replay
 
@@ -153,7 +154,7 @@ def batches_report(
             "no manifest given",
             'name one, or set manifest = "..." under [schedule] in dflash-diag.toml',
         )
-    if not resolved.manifest.exists():  # (a file, or a dataset folder)
+    if not is_uri(resolved.manifest) and not resolved.manifest.exists():  # (a file, a folder)
         raise InputError(str(resolved.manifest), "manifest not found", "check the path")
     if log is not None and str(log) != "-" and not log.is_file():
         raise InputError(str(log), "log not found", "check the --log path")
@@ -277,7 +278,9 @@ def _recorded_inputs(
     resolved = resolve_schedule(flags, config, near=manifest or path, manifest=manifest)
     if resolved.manifest is None and replays is not None:
         raise InputError(replays, "replays the manifest, and none was given", "give MANIFEST")
-    if resolved.manifest is not None and not resolved.manifest.exists():
+    if resolved.manifest is not None and not (
+        is_uri(resolved.manifest) or resolved.manifest.exists()
+    ):
         raise InputError(str(resolved.manifest), "manifest not found", "check the path")
     return with_(
         resolved,

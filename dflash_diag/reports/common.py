@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..storage import display, is_uri
+
 if TYPE_CHECKING:
     pass
 
@@ -80,6 +82,8 @@ class MicroBatch:
 
 def display_path(path: str | Path) -> str:
     """``path`` relative to the working directory when it is under it, else as given."""
+    if is_uri(path):  # (a URI as dflash_diag.storage shows it: no credentials)
+        return display(path)
     p = Path(path)
     try:
         return str(p.resolve().relative_to(Path.cwd().resolve()))

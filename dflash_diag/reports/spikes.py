@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from ..spikes.detect import Detection
     from ..spikes.variance import VarianceReport
 
+from ..storage import display
 from .common import Context, MicroBatch, Stage, check_steps_in, display_path, in_steps, quiet
 
 
@@ -111,7 +112,7 @@ def spikes_report(
         log=log,
         log_format=run.format,
         config=str(resolved.config_path) if resolved.config_path else None,
-        manifest=str(resolved.manifest) if resolved.manifest else None,
+        manifest=display(resolved.manifest) if resolved.manifest else None,
         schedule=_params(resolved.params) if resolved.manifest and not recording else None,
         epochs=epochs,
         step_source=run.step_source,
