@@ -470,7 +470,7 @@ def _from_table(
             raise InputError(
                 str(p), f"cannot read as {fmt} ({clip(str(e))})", "check the file"
             ) from None
-    return _finish(
+    return finish_manifest(
         p, df, length_col, cat_col, has_id, f"{fmt} file; lengths: column {length_col!r}"
     )
 
@@ -485,6 +485,28 @@ def _from_source(
     special_tokens: bool,
 ) -> Manifest:
     """A manifest from a dataset read through Arrow (see :mod:`.sources`)."""
+    length_col, cat_col, has_id = plan_columns(p, source, length_column, category_column, tokenizer)
+    others = ([cat_col] if cat_col else []) + ([ID_COLUMN] if has_id else [])
+    try:
+        read = read_lengths(source, length_col, others, progress, tokenizer, special_tokens)
+    except _read_errors() as e:
+        raise InputError(str(p), f"cannot read ({clip(str(e))})", "check the data") from None
+    if len(read.table) == 0:
+        raise InputError(str(p), "holds no samples (0 rows)", "check the dataset or its split")
+    return finish_manifest(
+        p, read.table, length_col, cat_col, has_id, f"{source.description}; {read.how}"
+    )
+
+
+def plan_columns(
+    p: Path | str,
+    source: Source,
+    length_column: str | None,
+    category_column: str | None,
+    tokenizer: str | os.PathLike[str] | None,
+) -> tuple[str, str | None, bool]:
+    """The columns a source's manifest is read from: ``(length column, category column or
+    None, whether a sample_id column is read)``, as :func:`read_manifest` picks them."""
     columns = source.columns
     if tokenizer is not None:
         length_col = _pick(p, columns, length_column, (), "text") or pick_list_or_text(
@@ -503,20 +525,14 @@ def _from_source(
             raise no_length_column(source, LENGTH_COLUMNS)
     cat_col = _pick(p, columns, category_column, CATEGORY_COLUMNS, "category")
     has_id = ID_COLUMN in columns and ID_COLUMN not in (length_col, cat_col)
-    others = ([cat_col] if cat_col else []) + ([ID_COLUMN] if has_id else [])
-    try:
-        read = read_lengths(source, length_col, others, progress, tokenizer, special_tokens)
-    except _read_errors() as e:
-        raise InputError(str(p), f"cannot read ({clip(str(e))})", "check the data") from None
-    if len(read.table) == 0:
-        raise InputError(str(p), "holds no samples (0 rows)", "check the dataset or its split")
-    return _finish(p, read.table, length_col, cat_col, has_id, f"{source.description}; {read.how}")
+    return length_col, cat_col, has_id
 
 
-def _finish(
+def finish_manifest(
     p: Path | str, df: Any, length_col: str, cat_col: str | None, has_id: bool, description: str
 ) -> Manifest:
-    """Check the columns read and make the Manifest."""
+    """The Manifest of the columns read (``df``: the length column as numbers, the
+    category and sample_id columns as read), checked as every reader's is."""
     import numpy as np
 
     column = _list_cells(p, length_col, df[length_col])
@@ -574,3 +590,32 @@ def _factorize(values: pd.Series) -> tuple[np.ndarray, tuple[str, ...]]:
     # Distinct labels may collide once stringified (1 and "1"): merge them, sorted by name.
     names, remap = np.unique(np.array(labels, dtype=object).astype(str), return_inverse=True)
     return remap[codes].astype(np.int32), tuple(str(n) for n in names)
+
+
+def open_shards(data: str | os.PathLike[str], split: str | None = None) -> tuple[str, Source]:
+    """``(data as shown, its Source)`` for a Parquet file or a folder or glob of Parquet
+    shards, local or at a URI, in dataset order; what an engine that reads the shards
+    elsewhere (:mod:`.ray_engine`) starts from.
+
+    :raises InputError: ``data`` is not Parquet (name the local engine), or unreadable.
+    """
+    local = None if is_uri(data) and local_path(data) is None else local_path(data)
+    if local is None or has_glob(local):
+        source = uri_source(uri_text(data), split)
+    else:
+        p = Path(local)
+        if not p.exists():
+            raise InputError(str(p), "dataset not found", "check the path")
+        if p.is_dir():
+            source = open_source(p, "folder", split)
+        elif _format(p) == "parquet":
+            source = uri_source(str(p.resolve()), split)
+        else:
+            source = None
+    if source is None or not source.files:
+        raise InputError(
+            display(data),
+            "the ray engine reads Parquet files and folders of Parquet shards",
+            "use --engine local for this dataset",
+        )
+    return display(data), source

@@ -118,7 +118,7 @@ def order_shards(
             f"no split {want!r} among the shards (splits by {rule}: {', '.join(splits)})",
             "choose one with --split",
         )
-    note = "sorted path order, as datasets' load_dataset resolves a folder"
+    note = "as datasets' load_dataset resolves a folder"
     if rule != "all files" or len(splits) > 1:
         note += f"; split {want!r} by {rule}"
     return splits[want], note

@@ -59,12 +59,17 @@ class Source:
     :param parts: one callable per part (row group, shard, Arrow file), each reading a
         ``pyarrow.Table`` of the columns asked for.
     :param description: where the rows come from and in what order, for a reader.
+    :param files: Parquet shards only: their paths in ``filesystem``, in dataset order
+        (what an engine reading them elsewhere needs; empty for other sources).
+    :param filesystem: the ``pyarrow.fs.FileSystem`` of ``files``.
     """
 
     path: Path | str
     schema: Any
     parts: tuple[Callable[[list[str]], Any], ...]
     description: str
+    files: tuple[str, ...] = ()
+    filesystem: Any = None
 
     @property
     def columns(self) -> list[str]:
@@ -165,6 +170,8 @@ def parquet_shards(shown: Path | str, fs: Any, files: list[str], description: st
         dataset.schema,
         tuple(frag(f, n.rsplit("/", 1)[-1]) for f, n in zip(fragments, files, strict=True)),
         description,
+        tuple(files),
+        fs,
     )
 
 
