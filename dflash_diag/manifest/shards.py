@@ -11,7 +11,8 @@
 
 Within each pattern the files come in sorted order of their whole path as text (fsspec's
 ``find`` sorts so), and the patterns of a split are taken in ``datasets``' order; rows
-within a shard keep their order.  Hidden files and folders (``.x``, ``__x``) are skipped.
+within a shard keep their order.  Hidden files and folders (``.x``) and folders
+``__x`` are skipped.
 A ``save_to_disk`` folder is not this: its ``state.json`` lists its files (see
 :mod:`.sources`).
 
@@ -66,9 +67,10 @@ def _dir_patterns(word: str) -> list[re.Pattern[str]]:
 
 
 def _visible(rel: str) -> bool:
-    return not any(part.startswith((".", "__")) for part in rel.split("/")) and (
-        rel.rsplit("/", 1)[-1] not in IGNORED
-    )
+    """Not hidden (a ``.`` name, or a ``.`` or ``__`` folder above it) nor ignored."""
+    *folders, name = rel.split("/")
+    hidden = name.startswith(".") or any(f.startswith((".", "__")) for f in folders)
+    return not hidden and name not in IGNORED
 
 
 def _by_keywords(
