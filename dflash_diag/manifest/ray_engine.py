@@ -27,6 +27,7 @@ from typing import Any
 
 from ..data import Manifest
 from ..errors import InputError, MissingDependency
+from ..storage import classify, store_errors
 from . import ID_COLUMN, finish_manifest, open_shards, plan_columns
 from .columns import MASK_COLUMN, kind_of, numbers_of, padded_to
 from .sources import Source, clip
@@ -212,14 +213,15 @@ def _run(
 ) -> Any:
     """Read the shards with Ray Data and map :func:`lengths_batch` over them; the
     results gathered in dataset order (``preserve_order``)."""
+    shown = str(source.path)
     import pyarrow as pa
 
     ctx = ray.data.DataContext.get_current()
     ctx.execution_options.preserve_order = True
     ctx.enable_progress_bars = False
     ds = ray.data.read_parquet(
-        list(source.files), filesystem=source.filesystem, columns=columns, shuffle=None
-    )
+        list(source.files), filesystem=source.filesystem, shuffle=None
+    ).select_columns(columns)
     column, kind, mask, tok_json, special = args
     mapped = ds.map_batches(
         lengths_batch,
@@ -234,11 +236,18 @@ def _run(
     )
     total = _rows(source)
     parts, done = [], 0
-    for batch in mapped.iter_batches(batch_format="pyarrow", batch_size=None):
-        parts.append(batch)
-        done += batch.num_rows
-        if progress is not None:
-            progress(done, total)
+    try:
+        for batch in mapped.iter_batches(batch_format="pyarrow", batch_size=None):
+            parts.append(batch)
+            done += batch.num_rows
+            if progress is not None:
+                progress(done, total)
+    except ray.exceptions.RayTaskError as e:
+        # (a task's store error: the workers' own credentials and endpoint are used)
+        cause = e.as_instanceof_cause()
+        if isinstance(cause, store_errors()):
+            raise classify(cause, shown) from None
+        raise
     return pa.concat_tables(parts, promote_options="permissive") if parts else _empty(columns)
 
 

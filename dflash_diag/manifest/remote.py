@@ -71,7 +71,10 @@ def _shards(loc: Location, rel: list[str], split: str | None, what: str) -> Sour
     base = loc.path.rstrip("/")
     paths = [f"{base}/{r}" for r in chosen]
     return parquet_shards(
-        loc.shown, loc.fs, paths, f"{what} of {len(paths)} Parquet files, read in sorted file-name order ({note})"
+        loc.shown,
+        loc.fs,
+        paths,
+        f"{what} of {len(paths)} Parquet files, read in sorted file-name order ({note})",
     )
 
 
