@@ -17,6 +17,8 @@ from dflash_diag.errors import InputError
 from dflash_diag.manifest import read_manifest
 from dflash_diag.manifest.shards import order_shards
 
+from .conftest import need
+
 LAYOUTS = {
     # names sorted as text differ from sorted as paths ('-' < '/' < 'b')
     "text-vs-path-sort": ["a-z.parquet", "a/b.parquet", "a/a.parquet", "ab.parquet"],
@@ -46,7 +48,7 @@ def write_layout(folder: Path, names: list[str]) -> None:
 
 @pytest.fixture
 def load_dataset(tmp_path, monkeypatch):
-    datasets = pytest.importorskip("datasets")
+    datasets = need("datasets")
     monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "hf-cache"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     datasets.disable_progress_bars()

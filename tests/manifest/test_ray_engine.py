@@ -7,7 +7,6 @@ Under CI (``CI=true``) these run: a missing ``ray`` fails them instead of skippi
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -21,16 +20,13 @@ from dflash_diag.cli import app
 from dflash_diag.errors import InputError
 from dflash_diag.manifest import read_manifest
 
-from .conftest import KEY_ID, SECRET
+from .conftest import KEY_ID, SECRET, need
 from .test_manifest_datasets import word_tokenizer
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "datasets"
 runner = CliRunner()
 
-if os.environ.get("CI") == "true":
-    import ray  # noqa: F401 - under CI the extra is installed: fail, never skip
-else:
-    pytest.importorskip("ray")
+need("ray")  # (under CI the extra is installed: a missing ray fails, never skips)
 
 
 @pytest.fixture(scope="module", autouse=True)
