@@ -338,7 +338,7 @@ def read_manifest(
     """
     if is_uri(path) or has_glob(path):
         local = local_path(path)
-        if local is None or has_glob(local):
+        if local is None or _is_glob(local):
             options = (length_column, category_column, progress)
             return _read_uri(uri_text(path), options, split, tokenizer, special_tokens)
         path = local
@@ -372,6 +372,11 @@ def read_manifest(
             "give Parquet, JSONL, Arrow or a dataset folder",
         )
     return _from_table(p, fmt, length_column, category_column, progress)
+
+
+def _is_glob(local: str) -> bool:
+    """A local path read as a glob of shards (a file named ``a[1].parquet`` is a file)."""
+    return has_glob(local) and not os.path.exists(local)
 
 
 def _read_uri(
@@ -600,7 +605,7 @@ def open_shards(data: str | os.PathLike[str], split: str | None = None) -> tuple
     :raises InputError: ``data`` is not Parquet (name the local engine), or unreadable.
     """
     local = None if is_uri(data) and local_path(data) is None else local_path(data)
-    if local is None or has_glob(local):
+    if local is None or _is_glob(local):
         source = uri_source(uri_text(data), split)
     else:
         p = Path(local)

@@ -58,6 +58,14 @@ def test_a_local_glob_of_shards_is_one_manifest():
     assert [f.rsplit("/", 1)[-1] for f in files] == [p.name for p in shards]
 
 
+def test_a_file_whose_name_looks_like_a_glob_is_that_file(tmp_path):
+    p = tmp_path / "lens[1].parquet"
+    pq.write_table(pa.table({"length": [5, 6]}), p)
+    pq.write_table(pa.table({"length": [9]}), tmp_path / "lens1.parquet")
+    assert read_manifest(p).lengths.tolist() == [5, 6]
+    assert read_manifest(tmp_path / "lens[0-9].parquet").lengths.tolist() == [9]
+
+
 def test_a_glob_that_matches_nothing_is_one_error(tmp_path):
     with pytest.raises(InputError, match=r"no shards there"):
         read_manifest(tmp_path / "*.parquet")
