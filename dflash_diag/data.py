@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import InputError
+from .storage import display, is_uri
 
 if TYPE_CHECKING:  # pandas/numpy stay out of `--help`'s import path
     import numpy as np
@@ -23,11 +24,14 @@ Progress = Callable[[int, int], None]
 
 
 def display_path(path: str | Path) -> str:
-    """``path`` relative to the working directory when it is under it, else as given.
+    """``path`` relative to the working directory when it is under it, else as given; a
+    URI as :func:`dflash_diag.storage.display` shows it (no credentials, no query).
 
-    >>> display_path("no/such/file.log")
-    'no/such/file.log'
+    >>> display_path("no/such/file.log"), display_path("s3://key:secret@bkt/m.parquet")
+    ('no/such/file.log', 's3://bkt/m.parquet')
     """
+    if is_uri(path):
+        return display(path)
     p = Path(path)
     try:
         return str(p.resolve().relative_to(Path.cwd().resolve()))

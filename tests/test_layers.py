@@ -20,32 +20,34 @@ PACKAGE = Path(__file__).resolve().parents[1] / "dflash_diag"
 #: top-level module or package -> layer; an import must go to a strictly lower layer
 #: (or stay inside its own module or package).
 LAYERS: dict[str, int] = {
-    # the one exception and the plain data passed between stages
+    # the one exception; where files live (local paths and URIs)
     "errors": 0,
-    "data": 1,
-    "outpath": 1,
-    "lr_phases": 1,
-    "stattests": 1,
+    "storage": 1,
+    # the plain data passed between stages
+    "data": 2,
+    "outpath": 2,
+    "lr_phases": 2,
+    "stattests": 2,
     # readers of the inputs: logs, manifests, schedules replayed, recordings
-    "logs": 2,
-    "manifest": 3,
-    "schedule": 3,
-    "record": 4,
+    "logs": 3,
+    "manifest": 4,
+    "schedule": 4,
+    "record": 5,
     # what each step held, and on what ground
-    "composition": 5,
+    "composition": 6,
     # the analyses
-    "batches": 6,
-    "compare": 6,
-    "samples": 6,
-    "spikes": 7,
+    "batches": 7,
+    "compare": 7,
+    "samples": 7,
+    "spikes": 8,
     # a command's report as data; the live watcher
-    "reports": 8,
-    "watch": 8,
+    "reports": 9,
+    "watch": 9,
     # text, JSON, HTML, plots
-    "render": 9,
+    "render": 10,
     # the command line
-    "cli": 10,
-    "__main__": 11,
+    "cli": 11,
+    "__main__": 12,
 }
 #: names of the package root that any layer may import (no module behind them)
 ROOT_NAMES = {"__version__"}

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -16,11 +17,24 @@ _HELP = """Write a length manifest (sample_id, length[, category]) from a datase
 
 DATA is a Parquet, JSONL or Arrow/Feather file with a list column of token ids
 (input_ids, or --length-column), a folder written by Hugging Face datasets'
-save_to_disk (a DatasetDict: its train split, or --split), or a folder of Parquet
-shards (sorted file-name order).  Padded input_ids with an attention_mask: the mask
-sums.  A text column: --tokenizer tokenizer.json counts its tokens (the optional
-'tokenizers' package; nothing is downloaded).  Rows stay in dataset order.
+save_to_disk (a DatasetDict: its train split, or --split), or a folder or a glob of
+Parquet shards (sorted path order, and datasets' split rules, as load_dataset
+resolves a folder).  DATA may be a URI (s3://bkt/data/, gs://..., hf://...):
+credentials come from the environment and the store's config files.  Padded
+input_ids with an attention_mask: the mask sums.  A text column: --tokenizer
+tokenizer.json counts its tokens (the optional 'tokenizers' package; nothing is
+downloaded).  Rows stay in dataset order; the output says how it was decided.
+
+--engine ray computes the lengths of Parquet shards in parallel Ray tasks (the
+optional 'ray[data]': dflash-diag[ray]) on a local Ray, or on a cluster with
+--address auto; the manifest is the same, row for row.  --shards DIR writes the
+manifest as Parquet shards (part-00000-of-0000N.parquet), --to FILE as one file.
 """
+
+
+class Engine(StrEnum):
+    local = "local"
+    ray = "ray"
 
 
 def _summary(m: Manifest, to: Path) -> list[str]:
@@ -42,7 +56,9 @@ def _summary(m: Manifest, to: Path) -> list[str]:
 
 def manifest(
     data: Annotated[str, typer.Argument(help="The dataset: a file or a folder.")],
-    to: Annotated[Path, typer.Option("--to", help="The manifest to write: .parquet or .csv.")],
+    to: Annotated[
+        Path | None, typer.Option("--to", help="The manifest to write: .parquet or .csv.")
+    ] = None,
     length_column: Annotated[
         str | None,
         typer.Option(
@@ -72,34 +88,86 @@ def manifest(
             help="With --tokenizer, count the special tokens it adds (BOS, EOS...).",
         ),
     ] = True,
+    engine: Annotated[
+        Engine, typer.Option("--engine", help="Where the lengths are computed.")
+    ] = Engine.local,
+    address: Annotated[
+        str | None,
+        typer.Option(
+            "--address",
+            help="With --engine ray: the cluster (auto, or ray://HOST:10001; "
+            "default: a local Ray).",
+        ),
+    ] = None,
+    shards: Annotated[
+        Path | None,
+        typer.Option("--shards", help="A folder to write the manifest to as Parquet shards."),
+    ] = None,
     force: Annotated[
-        bool, typer.Option("--force", help="Replace the --to file if it exists.")
+        bool, typer.Option("--force", help="Replace the --to file or --shards folder.")
     ] = False,
 ) -> None:
     """Write a length manifest from a dataset."""
     from ..errors import InputError
-    from ..manifest import read_manifest
-    from ..manifest.write import WRITE_SUFFIXES, write_manifest
+    from ..manifest.write import WRITE_SUFFIXES, write_manifest, write_shards
     from ..outpath import check_output_path
 
-    out = check_output_path(to, WRITE_SUFFIXES, "manifest", protect=[data])
-    if out.exists() and not force:
-        raise InputError(str(out), "already exists", "add --force to replace it")
-    with progress("reading the dataset") as tick:
-        m = read_manifest(
-            data,
-            length_column,
-            category_column,
-            progress=tick,
-            split=split,
-            tokenizer=tokenizer,
-            special_tokens=special_tokens,
-        )
-    write_manifest(m, out, force=force)
-    for line in _summary(m, out):
+    if to is None and shards is None:
+        raise InputError("--to", "no output named", "give --to FILE and/or --shards DIR")
+    if address is not None and engine is not Engine.ray:
+        raise InputError("--address", "applies to --engine ray", "add --engine ray")
+    out = None
+    if to is not None:
+        out = check_output_path(to, WRITE_SUFFIXES, "manifest", protect=[data])
+        if out.exists() and not force:
+            raise InputError(str(out), "already exists", "add --force to replace it")
+    if shards is not None:
+        _check_shards(shards, data, force)
+    options = (length_column, category_column)
+    kwargs: dict[str, Any] = {
+        "split": split,
+        "tokenizer": tokenizer,
+        "special_tokens": special_tokens,
+    }
+    with progress(f"reading the dataset ({engine.value} engine)") as tick:
+        if engine is Engine.ray:
+            from ..manifest.ray_engine import ray_manifest
+
+            m = ray_manifest(data, *options, tick, address=address, **kwargs).manifest
+        else:
+            from ..manifest import read_manifest
+
+            m = read_manifest(data, *options, progress=tick, **kwargs)
+    written: list[Path] = []
+    if out is not None:
+        written.append(write_manifest(m, out, force=force))
+    if shards is not None:
+        parts = write_shards(m, shards, force=force)
+        written.append(shards)
+        print(f"wrote {len(parts)} Parquet shards in {shards}")
+    for line in _summary(m, written[0]):
         print(line)
 
 
 def register(app: typer.Typer) -> None:
     """Add ``manifest`` to ``app``."""
     app.command("manifest", help=_HELP)(manifest)
+
+
+def _check_shards(folder: Path, data: str, force: bool) -> None:
+    """The --shards folder can be written: its parent exists, it is not (or does not
+    hold) the input, it exists only with --force."""
+    from ..errors import InputError
+    from ..storage import is_uri
+
+    if not folder.parent.exists():
+        raise InputError(str(folder), "the folder for the shards does not exist", "create it first")
+    if not is_uri(data):
+        src = Path(data).resolve()
+        dst = folder.resolve()
+        if src == dst or dst in src.parents or src in dst.parents:
+            raise InputError(
+                str(folder), "refusing to write into the input", "choose another folder"
+            )
+    if folder.exists() and not force:
+        raise InputError(str(folder), "already exists", "add --force to replace it")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..storage import stage
 
 GZIP_MAGIC = b"\x1f\x8b"
 STDIN = "-"
@@ -50,7 +51,7 @@ def read_bytes(path: str | os.PathLike[str]) -> RawLog:
     if name == STDIN:
         data = sys.stdin.buffer.read()
     else:
-        p = Path(name)
+        p = Path(stage(name))  # (a URI: a local copy, see dflash_diag.storage)
         if not p.exists():
             raise InputError(name, "no such file", "check the path")
         if p.is_dir():

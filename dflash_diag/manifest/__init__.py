@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..data import Manifest, Progress
 from ..errors import InputError
+from ..storage import display, has_glob, is_uri, local_path, uri_text
 from .columns import IDS_COLUMN, no_length_column, pick_list_or_text, read_lengths
 from .npy import read_npy
+from .remote import local_copy, renamed, uri_source
 from .sources import ARROW_SUFFIXES, Source, clip, jsonl_file, names, open_source
 
 if TYPE_CHECKING:
@@ -80,7 +82,7 @@ def _rows(index: Any, limit: int = 5) -> str:
 
 
 def _pick(
-    path: Path, columns: list[str], named: str | None, candidates: tuple[str, ...], what: str
+    path: Path | str, columns: list[str], named: str | None, candidates: tuple[str, ...], what: str
 ) -> str | None:
     if named is not None:
         if named not in columns:
@@ -190,7 +192,7 @@ def _numbers(s: pd.Series) -> Any:
 
 
 def _whole_numbers(
-    path: Path, column: str, values: Any, what: str, bounds: tuple[int, int]
+    path: Path | str, column: str, values: Any, what: str, bounds: tuple[int, int]
 ) -> np.ndarray:
     """int64 array of ``values``, or an InputError naming the rows that are missing, not
     numbers, not whole or outside ``bounds`` (inclusive), checked before the cast."""
@@ -267,7 +269,7 @@ def _kind(value: Any) -> str:
     return "a number" if isinstance(value, (int, float)) or hasattr(value, "dtype") else "a value"
 
 
-def _list_cells(path: Path, column: str, s: Any) -> Any:
+def _list_cells(path: Path | str, column: str, s: Any) -> Any:
     """``len(cell)`` of a column whose cells are mostly lists (JSON lines of mixed
     cells), or the column as it is; the rows that are not lists are named by kind."""
     import numpy as np
@@ -331,6 +333,12 @@ def read_manifest(
     >>> read_manifest(p).lengths.tolist()
     [3, 1, 2]
     """
+    if is_uri(path) or has_glob(path):
+        local = local_path(path)
+        if local is None or _is_glob(local):
+            options = (length_column, category_column, progress)
+            return _read_uri(uri_text(path), options, split, tokenizer, special_tokens)
+        path = local
     p = Path(path)
     if not p.exists():
         raise InputError(str(p), "manifest not found", "check the path")
@@ -361,6 +369,50 @@ def read_manifest(
             "give Parquet, JSONL, Arrow or a dataset folder",
         )
     return _from_table(p, fmt, length_column, category_column, progress)
+
+
+def _is_glob(local: str) -> bool:
+    """A local path read as a glob of shards (a file named ``a[1].parquet`` is a file)."""
+    return has_glob(local) and not os.path.exists(local)
+
+
+def _read_uri(
+    uri: str,
+    options: tuple[str | None, str | None, Progress | None],
+    split: str | None,
+    tokenizer: str | os.PathLike[str] | None,
+    special_tokens: bool,
+) -> Manifest:
+    """A manifest at a URI or a glob of shards: Parquet read in place, any other format
+    from a temporary local copy (:mod:`.remote`)."""
+    import dataclasses
+
+    length_column, category_column, progress = options
+    source = uri_source(uri, split)
+    if source is not None:
+        return _from_source(
+            display(uri),
+            source,
+            length_column,
+            category_column,
+            progress,
+            tokenizer,
+            special_tokens,
+        )
+    with local_copy(uri) as local:
+        try:
+            m = read_manifest(
+                local,
+                length_column,
+                category_column,
+                progress,
+                split=split,
+                tokenizer=tokenizer,
+                special_tokens=special_tokens,
+            )
+        except InputError as e:
+            raise renamed(e, local, uri) from None
+    return dataclasses.replace(m, path=display(uri))
 
 
 def _file_source(p: Path, fmt: str) -> Any:
@@ -420,13 +472,13 @@ def _from_table(
             raise InputError(
                 str(p), f"cannot read as {fmt} ({clip(str(e))})", "check the file"
             ) from None
-    return _finish(
+    return finish_manifest(
         p, df, length_col, cat_col, has_id, f"{fmt} file; lengths: column {length_col!r}"
     )
 
 
 def _from_source(
-    p: Path,
+    p: Path | str,
     source: Source,
     length_column: str | None,
     category_column: str | None,
@@ -435,6 +487,28 @@ def _from_source(
     special_tokens: bool,
 ) -> Manifest:
     """A manifest from a dataset read through Arrow (see :mod:`.sources`)."""
+    length_col, cat_col, has_id = plan_columns(p, source, length_column, category_column, tokenizer)
+    others = ([cat_col] if cat_col else []) + ([ID_COLUMN] if has_id else [])
+    try:
+        read = read_lengths(source, length_col, others, progress, tokenizer, special_tokens)
+    except _read_errors() as e:
+        raise InputError(str(p), f"cannot read ({clip(str(e))})", "check the data") from None
+    if len(read.table) == 0:
+        raise InputError(str(p), "holds no samples (0 rows)", "check the dataset or its split")
+    return finish_manifest(
+        p, read.table, length_col, cat_col, has_id, f"{source.description}; {read.how}"
+    )
+
+
+def plan_columns(
+    p: Path | str,
+    source: Source,
+    length_column: str | None,
+    category_column: str | None,
+    tokenizer: str | os.PathLike[str] | None,
+) -> tuple[str, str | None, bool]:
+    """The columns a source's manifest is read from: ``(length column, category column or
+    None, whether a sample_id column is read)``, as :func:`read_manifest` picks them."""
     columns = source.columns
     if tokenizer is not None:
         length_col = _pick(p, columns, length_column, (), "text") or pick_list_or_text(
@@ -453,20 +527,14 @@ def _from_source(
             raise no_length_column(source, LENGTH_COLUMNS)
     cat_col = _pick(p, columns, category_column, CATEGORY_COLUMNS, "category")
     has_id = ID_COLUMN in columns and ID_COLUMN not in (length_col, cat_col)
-    others = ([cat_col] if cat_col else []) + ([ID_COLUMN] if has_id else [])
-    try:
-        read = read_lengths(source, length_col, others, progress, tokenizer, special_tokens)
-    except _read_errors() as e:
-        raise InputError(str(p), f"cannot read ({clip(str(e))})", "check the data") from None
-    if len(read.table) == 0:
-        raise InputError(str(p), "holds no samples (0 rows)", "check the dataset or its split")
-    return _finish(p, read.table, length_col, cat_col, has_id, f"{source.description}; {read.how}")
+    return length_col, cat_col, has_id
 
 
-def _finish(
-    p: Path, df: Any, length_col: str, cat_col: str | None, has_id: bool, description: str
+def finish_manifest(
+    p: Path | str, df: Any, length_col: str, cat_col: str | None, has_id: bool, description: str
 ) -> Manifest:
-    """Check the columns read and make the Manifest."""
+    """The Manifest of the columns read (``df``: the length column as numbers, the
+    category and sample_id columns as read), checked as every reader's is."""
     import numpy as np
 
     column = _list_cells(p, length_col, df[length_col])
@@ -492,7 +560,7 @@ def _finish(
     )
 
 
-def _check_unique(path: Path, ids: np.ndarray) -> None:
+def _check_unique(path: Path | str, ids: np.ndarray) -> None:
     import numpy as np
 
     order = np.argsort(ids, kind="stable")
@@ -524,3 +592,32 @@ def _factorize(values: pd.Series) -> tuple[np.ndarray, tuple[str, ...]]:
     # Distinct labels may collide once stringified (1 and "1"): merge them, sorted by name.
     names, remap = np.unique(np.array(labels, dtype=object).astype(str), return_inverse=True)
     return remap[codes].astype(np.int32), tuple(str(n) for n in names)
+
+
+def open_shards(data: str | os.PathLike[str], split: str | None = None) -> tuple[str, Source]:
+    """``(data as shown, its Source)`` for a Parquet file or a folder or glob of Parquet
+    shards, local or at a URI, in dataset order; what an engine that reads the shards
+    elsewhere (:mod:`.ray_engine`) starts from.
+
+    :raises InputError: ``data`` is not Parquet (name the local engine), or unreadable.
+    """
+    local = None if is_uri(data) and local_path(data) is None else local_path(data)
+    if local is None or _is_glob(local):
+        source = uri_source(uri_text(data), split)
+    else:
+        p = Path(local)
+        if not p.exists():
+            raise InputError(str(p), "dataset not found", "check the path")
+        if p.is_dir():
+            source = open_source(p, "folder", split)
+        elif _format(p) == "parquet":
+            source = uri_source(str(p.resolve()), split)
+        else:
+            source = None
+    if source is None or not source.files:
+        raise InputError(
+            display(data),
+            "the ray engine reads Parquet files and folders of Parquet shards",
+            "use --engine local for this dataset",
+        )
+    return display(data), source

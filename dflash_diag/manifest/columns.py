@@ -102,13 +102,13 @@ def read_lengths(
     if tok is not None and tokenizer is not None:
         how = describe_tokenizer(tok, tokenizer, special_tokens) + f" of column {column!r}"
     if kind == "list" and column != MASK_COLUMN and MASK_COLUMN in source.columns:
-        padded = _padded_to(lengths)
+        padded = padded_to(lengths)
         if padded is not None and kind_of(source, MASK_COLUMN) == "list":
             lengths = _mask_sums(source, lengths)
             how = f"row sums of {MASK_COLUMN!r} (the rows of {column!r} are all padded to {padded})"
     table = pa.concat_tables(rest) if rest else pa.table({})
     df = table.to_pandas(ignore_metadata=True)
-    df[column] = _numbers(lengths)
+    df[column] = numbers_of(lengths)
     return Lengths(df, f"lengths: {how}")
 
 
@@ -130,7 +130,7 @@ def _part_lengths(col: Any, kind: str, tok: Any, special: bool, tick: Progress |
     return col  # (numbers: checked later, as the other formats' numbers are)
 
 
-def _padded_to(lengths: Any) -> int | None:
+def padded_to(lengths: Any) -> int | None:
     """The one row length when every row has it (and there are rows), else None."""
     import pyarrow.compute as pc
 
@@ -166,7 +166,7 @@ def _mask_sums(source: Source, lengths: Any) -> Any:
     return pa.chunked_array([pa.array(out)])
 
 
-def _numbers(lengths: Any) -> Any:
+def numbers_of(lengths: Any) -> Any:
     """An Arrow column as numbers for the checks: int64 numpy without nulls, else a
     float column with NaN (missing) or, for other types, the cells as pandas has them."""
     import numpy as np

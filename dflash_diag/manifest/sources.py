@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from .shards import order_shards
 
 #: File extensions read as Arrow IPC (the file or the stream format).
 ARROW_SUFFIXES = (".arrow", ".feather", ".ipc")
@@ -58,12 +59,17 @@ class Source:
     :param parts: one callable per part (row group, shard, Arrow file), each reading a
         ``pyarrow.Table`` of the columns asked for.
     :param description: where the rows come from and in what order, for a reader.
+    :param files: Parquet shards only: their paths in ``filesystem``, in dataset order
+        (what an engine reading them elsewhere needs; empty for other sources).
+    :param filesystem: the ``pyarrow.fs.FileSystem`` of ``files``.
     """
 
-    path: Path
+    path: Path | str
     schema: Any
     parts: tuple[Callable[[list[str]], Any], ...]
     description: str
+    files: tuple[str, ...] = ()
+    filesystem: Any = None
 
     @property
     def columns(self) -> list[str]:
@@ -132,23 +138,52 @@ def jsonl_file(path: Path) -> Source:
     return Source(path, table.schema, (lambda cols: table.select(cols),), "JSON lines")
 
 
-def parquet_folder(path: Path, files: list[Path]) -> Source:
-    """Parquet shards, one part per file, in sorted file-name order."""
+def parquet_shards(shown: Path | str, fs: Any, files: list[str], description: str) -> Source:
+    """Parquet shards in a filesystem (local or a store's), one part per file in the order
+    given; every shard must have the first one's columns and types.
+
+    :param shown: the folder or glob as a message shows it.
+    :param files: the shards' paths in ``fs``, in dataset order.
+    """
     import pyarrow.dataset as ds
 
-    dataset = ds.dataset([str(f) for f in files], format="parquet")
+    dataset = ds.dataset(files, format="parquet", filesystem=fs)
     fragments = list(dataset.get_fragments())
+    schema = dataset.schema.remove_metadata()
 
-    def frag(f: Any) -> Callable[[list[str]], Any]:
-        return lambda cols: f.to_table(columns=cols, schema=dataset.schema)
+    def frag(f: Any, name: str) -> Callable[[list[str]], Any]:
+        def read(cols: list[str]) -> Any:
+            own = f.physical_schema.remove_metadata()
+            if not own.equals(schema):
+                raise InputError(
+                    str(shown),
+                    f"shards of mixed schemas: {clip(name, 60)} has "
+                    f"{clip(_fields(own), 80)}, the first shard {clip(_fields(schema), 80)}",
+                    "write the shards with one schema",
+                )
+            return f.to_table(columns=cols, schema=dataset.schema)
+
+        return read
 
     return Source(
-        path,
+        shown,
         dataset.schema,
-        tuple(frag(f) for f in fragments),
-        f"folder of {len(files)} Parquet files, read in sorted file-name order "
-        "(taken as the dataset order)",
+        tuple(frag(f, n.rsplit("/", 1)[-1]) for f, n in zip(fragments, files, strict=True)),
+        description,
+        tuple(files),
+        fs,
     )
+
+
+def _fields(schema: Any) -> str:
+    """A schema's columns and types, short: ``input_ids: list<int32>, source: string``."""
+    return ", ".join(f"{f.name}: {f.type}" for f in schema)
+
+
+def _local_fs() -> Any:
+    import pyarrow.fs as pafs
+
+    return pafs.LocalFileSystem()
 
 
 def _json(path: Path) -> Any:
@@ -236,13 +271,20 @@ def open_folder(path: Path, split: str | None) -> Source:
     (``dataset_dict.json``) or Parquet shards (``*.parquet`` at any depth)."""
     if (path / "dataset_dict.json").is_file():
         return hf_dataset_dict(path, split)
-    if split is not None:
-        raise InputError(str(path), "--split applies to a DatasetDict folder", "drop --split")
     if (path / "state.json").is_file():
+        if split is not None:
+            raise InputError(str(path), "--split applies to a DatasetDict folder", "drop --split")
         return hf_dataset(path)
-    files = sorted(p for p in path.rglob("*") if p.suffix.lower() in (".parquet", ".pq"))
-    if files:
-        return parquet_folder(path, files)
+    found = [p for p in path.rglob("*") if p.suffix.lower() in (".parquet", ".pq")]
+    if found:
+        rel = [p.relative_to(path).as_posix() for p in found]
+        chosen, note = order_shards(rel, split, str(path))
+        return parquet_shards(
+            path,
+            _local_fs(),
+            [str(path / r) for r in chosen],
+            f"folder of {len(chosen)} Parquet files, read in sorted file-name order ({note})",
+        )
     raise InputError(
         str(path),
         "is a folder, not a manifest file or a dataset (no state.json, dataset_dict.json or "

@@ -67,3 +67,58 @@ def write_manifest(m: Manifest, to: str | os.PathLike[str], force: bool = False)
         if os.path.exists(tmp):
             os.unlink(tmp)
     return p
+
+
+#: Rows per shard of :func:`write_shards` (about 80-160 MB of Parquet at most).
+SHARD_ROWS = 10_000_000
+
+
+def write_shards(
+    m: Manifest, folder: str | os.PathLike[str], force: bool = False, rows: int = SHARD_ROWS
+) -> list[Path]:
+    """Write ``m`` as Parquet shards ``part-00000-of-0000N.parquet`` in ``folder``, each
+    of ``rows`` samples (the last fewer), in dataset order: read back as a folder
+    (:func:`~dflash_diag.manifest.read_manifest`), sorted names give the same manifest.
+    Written in a temporary folder beside it, renamed into place once complete.
+
+    :param force: replace an existing folder (else an InputError, nothing written).
+    :raises InputError: an empty manifest, an existing folder without ``force``, a file
+        where the folder would go.
+    """
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    p = Path(folder)
+    if p.exists() and not (force and p.is_dir()):
+        hint = "add --force to replace it" if p.is_dir() else "give a folder name"
+        raise InputError(str(p), "already exists", hint)
+    if len(m) == 0:
+        raise InputError(m.path, "holds no samples", "nothing written")
+    table = manifest_table(m)
+    n = max(1, -(-table.num_rows // rows))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{p.name}.", dir=p.parent))
+    try:
+        dictionary = ["category"] if "category" in table.column_names else False
+        for i in range(n):
+            part = table.slice(i * rows, rows)
+            pq.write_table(
+                part, tmp / f"part-{i:05d}-of-{n:05d}.parquet", use_dictionary=dictionary
+            )
+        tmp.chmod(0o777 & ~_umask())
+        if p.exists():
+            old = p.with_name(f".{p.name}.old")
+            os.replace(p, old)
+            os.replace(tmp, p)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, p)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return sorted(p.glob("part-*.parquet"))
+
+
+def _umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
+from ..storage import stage
 from .fileformat import decode_blocks, resolve_lengths, scan_frames
 from .recorder import RECORD_SUFFIX
 
@@ -325,7 +326,7 @@ def read_recording(path: str | os.PathLike[str]) -> Recording:
     """
     import numpy as np
 
-    p = Path(path)
+    p = Path(stage(path))  # (a URI: a local copy of one file, see dflash_diag.storage)
     files = [p] if p.is_file() else _rank_files(p)
     if not files:
         raise InputError(str(p), "no such file", "record the run with dflash_diag.record")

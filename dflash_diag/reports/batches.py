@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 from ..composition.recorded import RecordedSource
 from ..composition.replayed import ReplayedSource
 from ..data import display_path
+from ..storage import is_uri
 from .common import Stage, quiet
 
 
@@ -180,7 +181,7 @@ def _check_inputs(res: Resolution, o: BatchesOptions, recorded: bool) -> None:
         replays = replays or ("--optimize-buckets" if o.optimize_buckets is not None else None)
         if manifest is None and replays is not None:
             raise InputError(replays, "replays the manifest, and none was given", "give MANIFEST")
-        if manifest is not None and not manifest.exists():
+        if manifest is not None and not is_uri(manifest) and not manifest.exists():
             raise InputError(str(manifest), "manifest not found", "check the path")
         return
     if manifest is None:
@@ -189,7 +190,7 @@ def _check_inputs(res: Resolution, o: BatchesOptions, recorded: bool) -> None:
             "no manifest given",
             'name one, or set manifest = "..." under [schedule] in dflash-diag.toml',
         )
-    if not manifest.exists():  # (a file, or a dataset folder)
+    if not is_uri(manifest) and not manifest.exists():  # (a file, a dataset folder)
         raise InputError(str(manifest), "manifest not found", "check the path")
     if log is not None and str(log) != "-" and not log.is_file():
         raise InputError(str(log), "log not found", "check the --log path")

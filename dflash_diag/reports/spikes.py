@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ..spikes.detect import Detection, NearMiss
     from ..spikes.variance import VarianceReport
 
+from ..storage import display
 from .common import Context, MicroBatch, Stage, check_steps_in, in_steps, quiet
 
 
@@ -196,7 +197,7 @@ def _context(
         log=log,
         log_format=run.format,
         config=str(resolved.config_path) if resolved.config_path else None,
-        manifest=str(resolved.manifest) if resolved.manifest else None,
+        manifest=display(resolved.manifest) if resolved.manifest else None,
         schedule=asdict(resolved.params) if resolved.manifest and not res.recorded else None,
         epochs=replayed.epochs if replayed is not None else None,
         step_source=run.step_source,

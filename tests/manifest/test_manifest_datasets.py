@@ -23,7 +23,7 @@ from dflash_diag.cli import app
 from dflash_diag.errors import InputError
 from dflash_diag.manifest import read_manifest
 
-DATA = Path(__file__).resolve().parent / "data" / "datasets"
+DATA = Path(__file__).resolve().parents[1] / "data" / "datasets"
 EXPECTED = json.loads((DATA / "expected.json").read_text(encoding="utf-8"))
 runner = CliRunner()
 

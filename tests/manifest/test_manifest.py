@@ -10,7 +10,7 @@ import pytest
 from dflash_diag.errors import InputError
 from dflash_diag.manifest import read_manifest
 
-DATA = Path(__file__).resolve().parent / "data" / "manifests"
+DATA = Path(__file__).resolve().parents[1] / "data" / "manifests"
 LENGTHS = [120, 3000, 7, 120, 0]
 
 

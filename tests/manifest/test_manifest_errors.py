@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from dflash_diag.cli import app
 
-DATA = Path(__file__).resolve().parent / "data" / "datasets"
+DATA = Path(__file__).resolve().parents[1] / "data" / "datasets"
 MAX_LINE = 300
 runner = CliRunner()
 LONG_IDS = list(range(2000))  # (a row whose ids, printed, would be ~10 KB)

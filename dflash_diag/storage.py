@@ -1,0 +1,322 @@
+"""Inputs where they live: a local path or a URI (``s3://``, ``gs://``, ``hdfs://``,
+``abfs://``, ``file://``; ``hf://`` and other fsspec protocols where fsspec is installed).
+
+URIs are opened through pyarrow's filesystems (``pyarrow.fs.FileSystem.from_uri``), so
+credentials come from where each store's own tools take them: for S3 the
+``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY`` / ``AWS_SESSION_TOKEN`` /
+``AWS_PROFILE`` variables, ``~/.aws/credentials`` and ``~/.aws/config``, instance roles,
+and ``AWS_ENDPOINT_URL`` for an S3-compatible server (MinIO, Ceph, R2); for GCS the
+application-default credentials.  Nothing here prints, and no message carries a URI's
+user part, its query (``?access_key=...``) or a store's own error text (which may name
+keys): :func:`display` is what a message shows.
+
+>>> is_uri("s3://bkt/data/"), is_uri("data/manifest.parquet")
+(True, False)
+>>> display("s3://KEY:SECRET@bkt/data/x.parquet?secret_key=S")
+'s3://bkt/data/x.parquet'
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Any
+
+from .errors import InputError
+
+#: Schemes read as URIs (a local path never starts with one of these and ``:/``).
+SCHEMES = (
+    "s3",
+    "gs",
+    "gcs",
+    "hdfs",
+    "viewfs",
+    "abfs",
+    "abfss",
+    "az",
+    "file",
+    "hf",
+    "http",
+    "https",
+    "memory",
+)
+#: The characters that make a URI's last part a glob of shards.
+GLOB_CHARS = "*?["
+
+# (pathlib turns "s3://b/k" into "s3:/b/k": both spellings are taken back as the URI)
+_URI = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]+):/{1,3}(?P<rest>.*)$", re.S)
+
+
+class StorageError(InputError):
+    """A URI that cannot be read: the endpoint does not answer, the credentials are
+    refused, or nothing is there.  The message names the URI as :func:`display` shows it,
+    never a credential or the store's own error text."""
+
+
+@dataclass(frozen=True)
+class Location:
+    """A resolved input: ``fs`` (a ``pyarrow.fs.FileSystem``), ``path`` inside it, and
+    ``uri`` as given (:func:`display` for messages)."""
+
+    fs: Any
+    path: str
+    uri: str
+
+    @property
+    def shown(self) -> str:
+        return display(self.uri)
+
+
+def uri_text(x: str | os.PathLike[str]) -> str:
+    """``x`` as text, a URI's ``scheme://`` restored where pathlib folded it to ``scheme:/``.
+
+    >>> from pathlib import Path
+    >>> uri_text(Path("s3://bkt/a.parquet"))
+    's3://bkt/a.parquet'
+    """
+    text = os.fspath(x)
+    m = _URI.match(text)
+    if m and m["scheme"].lower() in SCHEMES:
+        rest = m["rest"]
+        if m["scheme"].lower() == "file":  # (file:///abs/path keeps its root)
+            return "file:///" + rest.lstrip("/")
+        return f"{m['scheme'].lower()}://{rest.lstrip('/')}"
+    return text
+
+
+def is_uri(x: str | os.PathLike[str]) -> bool:
+    """True when ``x`` names a place by URI rather than a local path."""
+    m = _URI.match(os.fspath(x))
+    return bool(m and m["scheme"].lower() in SCHEMES)
+
+
+def display(x: str | os.PathLike[str]) -> str:
+    """``x`` as a message may show it: a URI without its user part (``key:secret@``) and
+    its query (``?access_key=...``); a local path as it is."""
+    if not is_uri(x):
+        return os.fspath(x)
+    text = uri_text(x)
+    scheme, rest = text.split("://", 1)
+    rest = rest.split("?", 1)[0].split("#", 1)[0]
+    host, sep, tail = rest.partition("/")
+    host = host.rpartition("@")[2]
+    return f"{scheme}://{host}{sep}{tail}"
+
+
+def has_glob(x: str | os.PathLike[str]) -> bool:
+    """True when the last part of ``x`` is a glob (``shards/*.parquet``)."""
+    return any(c in uri_text(x).rstrip("/").rsplit("/", 1)[-1] for c in GLOB_CHARS)
+
+
+def classify(e: BaseException, shown: str) -> StorageError:
+    """A store's exception as a StorageError that names the cause, never the text."""
+    text = str(e)
+    if isinstance(e, FileNotFoundError) or any(
+        k in text for k in ("NO_SUCH_BUCKET", "NoSuchBucket", "NoSuchKey", "RESOURCE_NOT_FOUND")
+    ):
+        return StorageError(shown, "not found", "check the bucket and the key")
+    if isinstance(e, PermissionError) or any(
+        k in text
+        for k in (
+            "ACCESS_DENIED",
+            "AccessDenied",
+            "INVALID_ACCESS_KEY_ID",
+            "SIGNATURE_DOES_NOT_MATCH",
+            "InvalidAccessKeyId",
+            "SignatureDoesNotMatch",
+            "403",
+            "Forbidden",
+            "EXPIRED_TOKEN",
+        )
+    ):
+        return StorageError(
+            shown,
+            "access denied (the credentials were refused, or give no access to it)",
+            "check AWS_PROFILE / AWS_ACCESS_KEY_ID or the store's credentials and its policy",
+        )
+    if any(
+        k in text
+        for k in ("NETWORK_CONNECTION", "curlCode", "Could not connect", "Couldn't connect")
+    ) or any(k in text for k in ("timed out", "Timeout", "Connection refused")):
+        return StorageError(
+            shown,
+            "the storage endpoint does not answer",
+            "check AWS_ENDPOINT_URL (or the endpoint in the URI) and the network",
+        )
+    return StorageError(shown, f"cannot read ({type(e).__name__})", "check the URI and access")
+
+
+def store_errors() -> tuple[type[BaseException], ...]:
+    """What pyarrow's filesystems raise on a store that cannot be read."""
+    import pyarrow as pa
+
+    return (OSError, pa.ArrowException)
+
+
+def _fsspec_location(uri: str) -> Location:
+    """A URI pyarrow has no filesystem for (``hf://``, ``http://``...), through fsspec."""
+    try:
+        import fsspec
+        from pyarrow.fs import FSSpecHandler, PyFileSystem
+    except ImportError:
+        raise InputError(
+            display(uri), "reading this URI needs the optional package 'fsspec'", ""
+        ) from None
+    try:
+        fs, path = fsspec.core.url_to_fs(uri)
+    except (ImportError, ValueError) as e:
+        raise StorageError(
+            display(uri), f"no filesystem for this URI ({type(e).__name__})", ""
+        ) from None
+    return Location(PyFileSystem(FSSpecHandler(fs)), path, uri)
+
+
+def locate(x: str | os.PathLike[str]) -> Location:
+    """The filesystem and path of ``x`` (a local path: the local filesystem).
+
+    :raises StorageError: the URI names no filesystem pyarrow or fsspec knows, or its
+        store refuses it while it is opened (S3 resolves a bucket's region here).
+    """
+    import pyarrow.fs as pafs
+
+    if not is_uri(x):
+        return Location(pafs.LocalFileSystem(), os.path.abspath(os.fspath(x)), os.fspath(x))
+    uri = uri_text(x)
+    try:
+        fs, path = pafs.FileSystem.from_uri(uri)
+    except pafs.ArrowInvalid as e:
+        if "Unrecognized filesystem type" in str(e):
+            return _fsspec_location(uri)
+        raise StorageError(display(uri), "not a URI pyarrow can open", "check it") from None
+    except store_errors() as e:
+        raise classify(e, display(uri)) from None
+    return Location(fs, path, uri)
+
+
+def info(loc: Location) -> str:
+    """``file``, ``dir`` or ``missing`` for ``loc`` (one request to the store).
+
+    An S3 prefix with objects below it is a ``dir``; a bucket that is not there is
+    ``missing``.
+    """
+    import pyarrow.fs as pafs
+
+    try:
+        kind = loc.fs.get_file_info(loc.path).type
+    except store_errors() as e:
+        raise classify(e, loc.shown) from None
+    if kind == pafs.FileType.File:
+        return "file"
+    if kind == pafs.FileType.Directory:
+        return "dir"
+    return "missing"
+
+
+def open_input(x: str | os.PathLike[str]) -> Any:
+    """A seekable binary file (``pyarrow.NativeFile``) reading ``x``, a path or a URI:
+    the one call a reader makes where it would ``open(path, "rb")``.
+
+    :raises StorageError: the endpoint does not answer, access is denied, or nothing is
+        there (for a local path: an ``InputError`` ``not found``).
+    """
+    loc = locate(x)
+    try:
+        return loc.fs.open_input_file(loc.path)
+    except store_errors() as e:
+        raise classify(e, loc.shown) from None
+
+
+def _child(loc: Location, path: str) -> str:
+    """The URI of ``path`` inside ``loc``'s filesystem, shown as the user gave the root."""
+    if not is_uri(loc.uri):
+        return path
+    root = uri_text(loc.uri).rstrip("/")
+    scheme = root.split("://", 1)[0]
+    return f"{scheme}://{path}" if scheme in ("s3", "gs", "gcs") else f"{root}/{path}"
+
+
+def list_files(loc: Location) -> list[str]:
+    """Every file below the folder ``loc`` (paths in its filesystem), sorted as strings,
+    as fsspec's ``find`` sorts them (the order ``datasets`` resolves data files in)."""
+    import pyarrow.fs as pafs
+
+    try:
+        found = loc.fs.get_file_info(pafs.FileSelector(loc.path, recursive=True))
+    except store_errors() as e:
+        raise classify(e, loc.shown) from None
+    return sorted(f.path for f in found if f.type == pafs.FileType.File)
+
+
+def list_shards(
+    x: str | os.PathLike[str], suffixes: tuple[str, ...] = (".parquet", ".pq")
+) -> tuple[Location, list[str]]:
+    """The shards of a folder or a glob of shards (``s3://b/data/``, ``data/*.parquet``):
+    the folder's :class:`Location` and the shard paths in it, sorted as strings.
+
+    A folder gives every file at any depth whose name ends in one of ``suffixes``; a
+    glob gives the files its last part matches (``*`` and ``?`` stop at ``/``).
+
+    :raises StorageError: the store cannot be read; InputError: nothing matches.
+    """
+    text = uri_text(x)
+    if has_glob(text):
+        base, _, pattern = text.rstrip("/").rpartition("/")
+        loc = locate(base or ".")
+        files = [f for f in list_files(loc) if _glob_match(f[len(loc.path) :], pattern)]
+    else:
+        loc = locate(text)
+        files = [f for f in list_files(loc) if f.lower().endswith(suffixes)]
+    if not files:
+        raise InputError(display(text), "no shards there", f"give a folder of {suffixes[0]} files")
+    return loc, files
+
+
+def _glob_match(rel: str, pattern: str) -> bool:
+    """``rel`` (``/name`` below the glob's folder) matches ``pattern`` in one part."""
+    rel = rel.lstrip("/")
+    return "/" not in rel and fnmatch.fnmatchcase(rel, pattern)
+
+
+def local_path(x: str | os.PathLike[str]) -> str | None:
+    """The local path of ``x`` (a path, or a ``file://`` URI), or None for a remote URI."""
+    if not is_uri(x):
+        return os.fspath(x)
+    text = uri_text(x)
+    if text.startswith("file://"):
+        return str(PurePath("/" + text[len("file://") :].lstrip("/")))
+    return None
+
+
+def stage(x: str | os.PathLike[str]) -> str:
+    """A local path for ``x``: itself for a local path (``file://`` unwrapped), else a
+    copy of the file at the URI in a temporary folder removed when the process ends.
+
+    The one call a reader of whole files (a log, a recording) makes at its open:
+    ``Path(stage(name))`` instead of ``Path(name)``.
+
+    :raises StorageError: the endpoint does not answer, access is denied, or nothing is
+        there.
+    """
+    import atexit
+    import shutil
+    import tempfile
+
+    local = local_path(x)
+    if local is not None:
+        return local
+    loc = locate(x)
+    if info(loc) != "file":
+        raise StorageError(loc.shown, "no file there", "give the URI of one file")
+    folder = tempfile.mkdtemp(prefix="dflash-diag-")
+    atexit.register(shutil.rmtree, folder, True)
+    dest = os.path.join(folder, loc.path.rsplit("/", 1)[-1] or "data")
+    try:
+        with loc.fs.open_input_stream(loc.path) as src, open(dest, "wb") as out:
+            while chunk := src.read(1 << 22):
+                out.write(chunk)
+    except store_errors() as e:
+        raise classify(e, loc.shown) from None
+    return dest

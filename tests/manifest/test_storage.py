@@ -1,0 +1,120 @@
+"""dflash_diag.storage without a store: URIs told from paths, shown without credentials,
+local folders and globs of shards; and ``manifest``'s outputs (``--to``, ``--shards``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from dflash_diag.cli import app
+from dflash_diag.errors import InputError
+from dflash_diag.manifest import read_manifest
+from dflash_diag.storage import display, has_glob, is_uri, list_shards, open_input, uri_text
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "datasets"
+runner = CliRunner()
+SAFE = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_", min_size=1, max_size=12)
+
+
+@given(SAFE, st.lists(SAFE, max_size=4), SAFE, SAFE, st.sampled_from(["s3", "gs", "hdfs"]))
+def test_a_uri_is_shown_without_its_user_part_and_query(bucket, keys, user, secret, scheme):
+    # invariant: what a message shows of a URI holds neither the user part nor the query
+    path = "/".join(keys)
+    uri = f"{scheme}://{user}:{secret}@{bucket}/{path}?secret_key={secret}&region=x"
+    shown = display(uri)
+    assert shown == f"{scheme}://{bucket}/{path}"
+    assert "@" not in shown and "?" not in shown
+    assert is_uri(uri) and display(shown) == shown
+
+
+@given(SAFE, st.lists(SAFE, min_size=1, max_size=4))
+def test_pathlib_folding_of_a_uri_is_undone(bucket, keys):
+    uri = f"s3://{bucket}/{'/'.join(keys)}"
+    assert uri_text(Path(uri)) == uri
+    assert is_uri(Path(uri))
+
+
+@pytest.mark.parametrize(
+    "path", ["data/manifest.parquet", "/abs/m.parquet", "C:/x/m.parquet", "s3_local/m.parquet"]
+)
+def test_paths_are_not_uris(path):
+    assert not is_uri(path)
+    assert display(path) == path
+
+
+def test_a_local_glob_of_shards_is_one_manifest():
+    shards = sorted((DATA / "shards").glob("*.parquet"))
+    m = read_manifest(DATA / "shards" / "part-0000[13].parquet")
+    expected = [len(r) for p in (shards[1], shards[3]) for r in pq.read_table(p)["input_ids"]]
+    assert has_glob(str(DATA / "shards" / "*.parquet"))
+    assert m.lengths.tolist() == expected
+    loc, files = list_shards(str(DATA / "shards" / "*.parquet"))
+    assert [f.rsplit("/", 1)[-1] for f in files] == [p.name for p in shards]
+
+
+def test_a_file_whose_name_looks_like_a_glob_is_that_file(tmp_path):
+    p = tmp_path / "lens[1].parquet"
+    pq.write_table(pa.table({"length": [5, 6]}), p)
+    pq.write_table(pa.table({"length": [9]}), tmp_path / "lens1.parquet")
+    assert read_manifest(p).lengths.tolist() == [5, 6]
+    assert read_manifest(tmp_path / "lens[0-9].parquet").lengths.tolist() == [9]
+
+
+def test_a_glob_that_matches_nothing_is_one_error(tmp_path):
+    with pytest.raises(InputError, match=r"no shards there"):
+        read_manifest(tmp_path / "*.parquet")
+
+
+def test_open_input_reads_a_local_file_and_a_file_uri(tmp_path):
+    p = tmp_path / "x.bin"
+    p.write_bytes(b"\x00\x01abc")
+    assert open_input(p).read() == b"\x00\x01abc"
+    assert open_input(p.as_uri()).read() == b"\x00\x01abc"
+    assert read_manifest((DATA / "ids.parquet").as_uri()).lengths.tolist() == (
+        read_manifest(DATA / "ids.parquet").lengths.tolist()
+    )
+
+
+def test_manifest_writes_shards_with_the_local_engine(tmp_path):
+    r = runner.invoke(app, ["manifest", str(DATA / "shards"), "--shards", str(tmp_path / "o")])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith("wrote 1 Parquet shards in ")
+    back = read_manifest(tmp_path / "o")
+    assert back.lengths.tolist() == read_manifest(DATA / "shards").lengths.tolist()
+    again = runner.invoke(app, ["manifest", str(DATA / "shards"), "--shards", str(tmp_path / "o")])
+    assert again.exit_code == 2
+    assert again.stderr == f"error: {tmp_path / 'o'}: already exists; add --force to replace it\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        ([], "error: --to: no output named; give --to FILE and/or --shards DIR\n"),
+        (
+            ["--to", "o.parquet", "--address", "auto"],
+            "error: --address: applies to --engine ray; add --engine ray\n",
+        ),
+    ],
+)
+def test_manifest_option_errors(args, line):
+    r = runner.invoke(app, ["manifest", str(DATA / "shards"), *args])
+    assert r.exit_code == 2
+    assert r.stderr == line
+
+
+def test_shards_are_never_written_into_the_input(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    pq.write_table(pa.table({"input_ids": [[1], [2, 3]]}), folder / "a.parquet")
+    for out in (folder, folder / "sub"):
+        r = runner.invoke(app, ["manifest", str(folder), "--shards", str(out), "--force"])
+        assert r.exit_code == 2
+        assert r.stderr == (
+            f"error: {out}: refusing to write into the input; choose another folder\n"
+        )
