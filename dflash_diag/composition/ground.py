@@ -127,19 +127,58 @@ def check_schedule(
             )
         return ScheduleGround("verified", named_by, detail, check, ids_confirmed=seen)
     if not force:
+        scale, hint = mismatch_hint(replay, log_table)
         raise InputError(
             path,
             f"{_subject(named_by)} matches the logged tokens at only "
             f"{check.tokens_match:.0%} of {check.n_compared} steps (first mismatch: step "
-            f"{check.first_mismatch})",
-            "search the run's seed: dflash-diag batches MANIFEST --log LOG --search-seed "
-            "0..1000; or --force",
+            f"{check.first_mismatch}){scale}",
+            f"{hint}; or --force",
         )
     detail = (
         f"replayed tokens match the log at only {match}: the schedule is not the run's, "
         "and every verdict below is forced onto it (--force)"
     )
     return ScheduleGround("refuted", named_by, detail, check, ids_confirmed=False)
+
+
+#: Median logged tokens a step within this factor of the replay's: the sizes agree, so
+#: the order (a seed, a first step) is what differs; outside it no seed can help.
+SAME_SCALE = 1.25
+
+
+def mismatch_hint(replay: Replay, log_table: pd.DataFrame) -> tuple[str, str]:
+    """What a token mismatch points to, as ``(said after the mismatch, what to do)``.
+
+    ``r = median(logged tokens a step) / median(replayed tokens a step)``: within
+    ``1/SAME_SCALE..SAME_SCALE`` the steps hold as much as the replay's, so the samples'
+    order differs: search the seed.  Outside it, no seed can change a step's size: the
+    budget, the batch size, the world size or the gradient accumulation is not the run's
+    (a factor near ``world_size`` is one rank's tokens against all ranks'), which the
+    message says with the two medians.
+    """
+    import numpy as np
+
+    logged = log_table["tokens"].to_numpy(dtype=np.float64)
+    logged = logged[np.isfinite(logged) & (logged > 0)]
+    replayed = replay.steps["tokens"].to_numpy(dtype=np.float64)
+    seed_hint = (
+        "search the run's seed: dflash-diag batches MANIFEST --log LOG --search-seed 0..1000"
+    )
+    if not (logged.size and replayed.size) or float(np.median(replayed)) <= 0:  # (no scale)
+        return "", seed_hint
+    a, b = float(np.median(logged)), float(np.median(replayed))
+    r = a / b
+    if 1 / SAME_SCALE <= r <= SAME_SCALE:
+        return "", seed_hint
+    world = replay.params.world_size
+    size = f"; its steps hold {r:.3g}x the replay's tokens ({a:,.0f} vs {b:,.0f})"
+    near_world = world > 1 and abs(r * world - 1) < 0.2
+    if near_world:
+        what = f"the log counts one rank's tokens (1/{world} of a step's): check --world-size"
+    else:
+        what = "no seed changes a step's size: check --token-budget, --batch-size, --world-size"
+    return size, what
 
 
 def _subject(named_by: str) -> str:

@@ -117,3 +117,20 @@ def test_tokens_confirm_ids_when_batches_are_drawn_by_index() -> None:
     shuffled = type(m)(m.path, m.lengths[perm], m.ids[perm], m.categories[perm], m.category_names)
     with pytest.raises(InputError, match="matches the logged tokens at only"):
         check_schedule(replay(shuffled, params, epochs=2), logged)
+
+
+def test_a_mismatch_in_step_size_names_the_size_not_the_seed(short_hard) -> None:
+    """Logged steps 4x the replay's cannot be a seed: the advice names the budget, the
+    batch size and the world size, with the two medians, and no seed search."""
+    (r,) = short_hard
+    small = replay(r.manifest, r.replay.params.replace(token_budget=4096), epochs=12)
+    with pytest.raises(InputError) as err:
+        check_schedule(small, r.table, path="run.log")
+    msg = str(err.value)
+    assert "x the replay's tokens (" in msg and " vs " in msg
+    assert "no seed changes a step's size: check --token-budget, --batch-size, --world-size" in msg
+    assert "--search-seed" not in msg
+    # a wrong seed only: the steps are the same size, so the seed is what to search
+    wrong = replay(r.manifest, r.replay.params.replace(seed=8), epochs=3)
+    with pytest.raises(InputError, match="--search-seed"):
+        check_schedule(wrong, r.table, path="run.log")
