@@ -121,9 +121,7 @@ def check_schedule(
         seen = info is not None and info.ids_observable
         if not seen:
             detail += (
-                f"; {replay.params.strategy} batches by length, so the tokens confirm the "
-                "samples' lengths, not which sample ids held them (the same lengths in "
-                "another row order replay the same tokens)"
+                f" (lengths only: {replay.params.strategy} batches by length; ids unconfirmed)"
             )
         return ScheduleGround("verified", named_by, detail, check, ids_confirmed=seen)
     if not force:

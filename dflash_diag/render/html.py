@@ -134,6 +134,7 @@ def spikes_html(
         SPIKE_COLUMNS,
         batch_line,
         ground_of,
+        ids_confirmed,
         ranked_spikes,
         render_text,
         spike_row,
@@ -178,7 +179,8 @@ def spikes_html(
             body.append(f"<p>{_e(line.strip())}</p>")
         batches = r.samples.get(step, ())
         if batches:
-            cols = ("step", "rank", "micro", "samples", "sample ids")
+            ids = "sample ids" if ids_confirmed(r.attribution) else "unconfirmed ids"
+            cols = ("step", "rank", "micro", "samples", ids)
             body.append("<div class='ids'>" + table(cols, _micro_rows(batches), cols[-1:]))
             body.append("</div>")
         body.append("</section>")

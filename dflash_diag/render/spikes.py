@@ -180,7 +180,7 @@ def samples_line(batches: tuple[MicroBatch, ...], confirmed: bool = True) -> str
         )
     rest = len(batches) - FIRST_MICRO
     tail = f"; {rest} more micro-batches (--json, --html)" if rest > 0 else ""
-    head = "  sample ids: " if confirmed else "  sample ids (manifest rows, not confirmed): "
+    head = "  sample ids: " if confirmed else "  unconfirmed ids: "
     return head + "; ".join(parts) + tail
 
 
