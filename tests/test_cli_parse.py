@@ -176,6 +176,7 @@ def test_stdin_dash():
     assert json.loads(result.stdout)["rows"] == 13
 
 
+@pytest.mark.slow
 def test_installed_command_in_a_real_subprocess(tmp_path):
     exe = shutil.which("dflash-diag")
     cmd = [exe] if exe else [sys.executable, "-m", "dflash_diag"]

@@ -54,6 +54,7 @@ def test_every_option_is_documented(name):
     assert not missing, f"README does not document {name} options {missing}"
 
 
+@pytest.mark.slow
 def test_the_readme_python_example_runs(monkeypatch, capsys):
     # Docs that cannot drift: the library example is executed as written, from the root.
     blocks = re.findall(r"```python\n(.*?)```", README, flags=re.S)
@@ -70,6 +71,7 @@ def test_the_readme_shows_a_session_of_every_command():
     assert set(COMMANDS) <= shown, f"README sessions lack {sorted(set(COMMANDS) - shown)}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command,shown", SESSIONS, ids=[c for c, _ in SESSIONS])
 def test_the_readme_sessions_are_what_the_commands_print(command, shown):
     """Each line a README session shows (but its ``...`` elisions) is what the command

@@ -78,6 +78,7 @@ def seed_of(config: str) -> int:
     return int(read_config(SAMPLE / config)["seed"])
 
 
+@pytest.mark.slow
 def test_generator_rewrites_every_file_identically(tmp_path: Path) -> None:
     # --seed skips the search (minutes) but must still qualify; everything else is rebuilt
     cmd = [sys.executable, str(SAMPLE / "generate.py"), "--out", str(tmp_path)]
@@ -242,6 +243,7 @@ def test_the_bucketed_run_has_no_spike_of_4_to_6_and_no_recurring_batch() -> Non
     assert sum(r[3] > 4 for r in sorted_rows.values()) >= 2
 
 
+@pytest.mark.slow
 def test_the_readme_recall_table_is_what_recall_py_prints() -> None:
     # sample_logs/README.md states the verdicts' recall against the truth; it must not drift
     out = subprocess.run(

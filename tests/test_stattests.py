@@ -49,6 +49,7 @@ def _same_test(got: tuple[float, float], want, n: int) -> bool:
     return p == pytest.approx(want.pvalue, rel=1e-7 + 1e-13 / gap, abs=1e-12)
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(200), deadline=None)
 @given(samples)
 def test_pearson_and_spearman_are_scipys(xy):

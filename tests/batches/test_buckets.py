@@ -142,6 +142,7 @@ def long_tailed(n: int, seed: int = 0) -> np.ndarray:
     return np.minimum(rng.lognormal(np.log(1500), 0.9, n).astype(np.int64) + 1, 8192)
 
 
+@pytest.mark.slow
 def test_plan_has_every_method_and_k_and_training_times():
     params = ScheduleParams(token_budget=16384, max_seq_len=8192, seed=1)
     plan = optimize_buckets(long_tailed(3000), params, 4, throughput=25_100.0, epochs=3)
@@ -166,6 +167,7 @@ def test_plan_has_every_method_and_k_and_training_times():
         assert by["dp-batch-max"].batch_max_efficiency >= best_max - 1e-12
 
 
+@pytest.mark.slow
 def test_chosen_edges_simulate_at_least_as_well_as_equal_count_quantiles():
     params = ScheduleParams(token_budget=16384, max_seq_len=8192, seed=2)
     plan = optimize_buckets(long_tailed(20_000, 5), params, 6)

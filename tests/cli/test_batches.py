@@ -252,6 +252,7 @@ def test_export_equals_the_replay_row_for_row(work, name):
     assert f"schedule written to {name}" in result.stdout
 
 
+@pytest.mark.slow
 def test_plot_writes_a_png(work):
     result = runner.invoke(
         app, ["batches", "manifest.csv", "--compare", "sorted-greedy,random", "--plot", "b.png"]

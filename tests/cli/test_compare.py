@@ -85,6 +85,7 @@ def test_milestones_option_reaches_the_json():
     assert m["steps"][log("slow.log")] > m["steps"][log("v1.log")]
 
 
+@pytest.mark.slow
 def test_plot_is_written(tmp_path):
     out = tmp_path / "cmp.png"
     result = invoke(log("v1.log"), log("run.log"), "--plot", str(out))
@@ -267,6 +268,7 @@ def test_line_numbers_beside_steps_are_refused_with_one_line(args, line):
     assert result.stdout == ""
 
 
+@pytest.mark.slow
 def test_line_numbered_logs_alone_are_compared_by_logging_event_and_said_so():
     result = invoke(log("hf_run.log"), log("hf_run.log"))
     assert result.exit_code == 0, result.stderr
@@ -290,6 +292,7 @@ def test_line_numbered_logs_alone_are_compared_by_logging_event_and_said_so():
     assert doc["axis"] == "step"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args",
     [
@@ -345,6 +348,7 @@ SENTENCE = re.compile(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", CASES, ids=["sample", "slow", "two-baselines", "warmup", "hf"])
 def test_every_printed_difference_is_of_two_printed_slopes_over_a_printed_span(args):
     from decimal import Decimal
@@ -389,6 +393,7 @@ def test_warmup_alignment_says_which_steps_it_lined_up():
     assert doc["align_anchors"] == {log("v1.log"): 600, log("slow.log"): 1200}
 
 
+@pytest.mark.slow
 def test_a_point_after_warmup_is_said_as_a_position_not_a_duration():
     result = invoke(str(SAMPLE / "v1.log"), str(SAMPLE / "run.log"), "--at", "2500")
     out = " ".join(result.stdout.split())
@@ -421,6 +426,7 @@ def test_fail_on_exits_3_when_the_run_leaves_the_band_on_that_side(run, mode, co
     assert bool(gate["why"]) == (code == 3)
 
 
+@pytest.mark.slow
 def test_fail_on_judges_only_the_at_steps_when_given():
     # low.log's acc is below v1's band in warmup (the phase rule fails), but within at
     # step 100 and below at step 300: with --at, only those answers count

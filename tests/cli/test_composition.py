@@ -22,6 +22,9 @@ from typer.testing import CliRunner
 
 from dflash_diag.cli import app
 
+# CLI runs on the sample logs, seconds each: CI runs them, the local loop does not
+pytestmark = pytest.mark.slow
+
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
 LOG = str(SAMPLE / "run.log")
 MANIFEST = str(SAMPLE / "manifest.parquet")

@@ -40,6 +40,7 @@ def test_help_does_not_import_heavy_libraries():
     assert _imported("from dflash_diag.cli import app", heavy) == []
 
 
+@pytest.mark.slow
 def test_the_analyses_do_not_import_scipy_stats():
     """scipy.stats adds about 0.45 s to start-up; the tests and intervals come from
     dflash_diag.stattests, on scipy.special."""
@@ -75,6 +76,7 @@ def test_version_is_the_installed_packages(flag):
     assert version("dflash-diag") == dflash_diag.__version__
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["parse", "spikes"])
 def test_a_reader_that_closes_the_pipe_is_not_a_bug(command):
     # `dflash-diag parse run.log | head -1`: exit 0 (1 is reserved for bugs), stderr empty

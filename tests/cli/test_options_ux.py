@@ -23,6 +23,9 @@ from dflash_diag.errors import InputError
 from dflash_diag.render.plots import ema
 from dflash_diag.schedule.edges import default_edges
 
+# CLI runs on the sample logs, seconds each: CI runs them, the local loop does not
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
 

@@ -179,6 +179,7 @@ SAMPLE_COMPOSITION |= {1580, 1648, 1693, 1816, 1967, 2075, 2089, 2227, 2352, 239
 SAMPLE_COMPOSITION |= {2465, 2765, 2913}
 
 
+@pytest.mark.slow
 def test_the_sample_case_says_what_its_generator_put_in():
     doc = run_json([str(SAMPLE / "run.log")])
     att = doc["attribution"]

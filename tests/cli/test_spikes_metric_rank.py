@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from dflash_diag.cli import app
@@ -21,6 +22,7 @@ def verdicts(*args: str) -> tuple[dict[int, str], dict]:
     return {s["step"]: s["verdict"] for s in doc["spikes"]}, doc
 
 
+@pytest.mark.slow
 def test_rank_0_explains_the_story_spikes_and_pooled_ranks_do_not():
     # The sample trainer prints rank 0's loss: rank 0's batches explain steps 254 and 258,
     # the 8 ranks pooled do not (their other 7 micro-batches dilute the long one).
@@ -31,6 +33,7 @@ def test_rank_0_explains_the_story_spikes_and_pooled_ranks_do_not():
     assert doc0["attribution"]["r2_cv"] > 0.5 > doc_all["attribution"]["r2_cv"]
 
 
+@pytest.mark.slow
 def test_auto_finds_rank_0():
     auto, doc = verdicts()
     assert auto[254] == auto[258] == "composition"

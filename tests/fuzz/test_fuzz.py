@@ -14,6 +14,7 @@ import os
 import random
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -57,6 +58,7 @@ def test_mutated_logs(tmp_path, case):
     check(case, tmp_path / "case")
 
 
+@pytest.mark.slow
 @QUICK
 @given(case=cases(manifest_case))
 def test_mutated_manifests(tmp_path, case):

@@ -332,6 +332,7 @@ def test_too_nested_counts_brackets_per_line_across_chunks(data, chunk, limit):
         jsonlines.SCAN_CHUNK = old
 
 
+@pytest.mark.slow
 def test_spikes_on_a_log_of_one_step_prints_no_warning(tmp_path):
     # variance.py took np.nanvar of no residual: "Degrees of freedom <= 0" on stderr
     # under exit 0 (a child process: the warning as a user would see it)

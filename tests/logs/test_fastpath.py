@@ -407,6 +407,7 @@ def _megatron(i: int) -> str:
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(80), deadline=None)
 @given(
     edits=st.lists(
@@ -597,6 +598,7 @@ def test_a_rank_prefix_of_one_width_that_is_no_integer_is_not_a_rank(eager, tmp_
     assert (fast.ranks, fast.skipped) == (slow.ranks, slow.skipped)
 
 
+@pytest.mark.slow
 def test_a_line_longer_than_the_csv_readers_block(eager, tmp_path):
     """A config dump of over 1 MiB on one line: that range is split in one block."""
     lines = [_train(i, i + 1) for i in range(300)]

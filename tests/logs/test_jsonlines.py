@@ -121,6 +121,7 @@ _VALUES = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(150), deadline=None)
 @given(
     st.lists(
@@ -166,6 +167,7 @@ def _records_of(types: dict, max_keys: int, max_lines: int):
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(150), deadline=None)
 @given(_records_of(_STABLE, 6, 40))
 def test_json_lines_of_one_type_per_key_are_read_by_arrow(records):
@@ -194,6 +196,7 @@ def _same_once_edited(lines: list[str], edits) -> None:
     same_or_both_refuse(_raw(lines))
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(150), deadline=None)
 @given(_edits(['"', "{", "}", ",", ":", "1", "e", "-", " ", "x", "é", "[", "\\"]))
 def test_mutated_json_lines_read_as_the_line_parser_reads_them(edits):
@@ -245,6 +248,7 @@ _DICT_VALUES = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(150), deadline=None)
 @given(
     st.lists(
@@ -272,6 +276,7 @@ _HF_KEYS = {
 }
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(150), deadline=None)
 @given(_records_of(_HF_KEYS, 5, 30))
 def test_dict_lines_of_one_type_per_key_are_read_by_arrow(records):
@@ -310,6 +315,7 @@ def test_dict_lines_among_the_trainers_other_lines_are_read_by_arrow():
     assert run.format == "hf-dict" and len(run.table) == 300
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(150), deadline=None)
 @given(
     st.lists(st.tuples(st.integers(0, 60), st.sampled_from(_OTHER_LINES)), max_size=8),
@@ -342,6 +348,7 @@ def test_dict_lines_after_a_long_head_are_read_after_the_line_shape_path(monkeyp
     assert run.format == "hf-dict" and len(run.table) == 300
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(150), deadline=None)
 @given(_edits(["'", '"', "{", "}", ",", ":", "1", "-", " ", "\n", "%|", "\r", "\x1b["]))
 def test_mutated_dict_lines_read_as_the_line_parser_reads_them(edits):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from budget import examples
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -37,6 +38,7 @@ def _exponent(text: str) -> int:
     return (int(exp) if exp else 0) - frac
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(300), deadline=None)
 @given(
     layout=_layout(),

@@ -93,6 +93,7 @@ def expected_rows(calls):
     return sorted(rows, key=lambda r: r[:3])
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(60), deadline=None)
 @given(calls=logs())
 def test_what_is_logged_reads_back_exactly(tmp_path_factory, calls):
@@ -127,6 +128,7 @@ def small_file(tmp_path, steps=6):
     return path
 
 
+@pytest.mark.slow
 def test_a_file_cut_at_any_byte_reads_what_was_complete(tmp_path):
     # a run killed in the middle of a write: whatever the cut, the reader keeps the
     # complete records, counts the partial one, and never fails but with InputError

@@ -26,6 +26,7 @@ def plain_loop_example() -> str:
     return "\n".join(line[2:] for line in block.group(1).splitlines())  # (indented 2)
 
 
+@pytest.mark.slow
 def test_the_plain_loop_example_records_per_sample_losses(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     torch.manual_seed(0)

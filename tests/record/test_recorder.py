@@ -224,6 +224,7 @@ def test_importing_the_package_imports_no_framework():
     assert out.stdout.strip() == ""
 
 
+@pytest.mark.slow
 def test_logging_never_imports_torch(tmp_path):
     code = textwrap.dedent(
         f"""

@@ -41,6 +41,7 @@ def same_tables(got, want):
         assert sorted(got.batch(i).tolist()) == sorted(want.batch(i).tolist())
 
 
+@pytest.mark.slow
 def test_the_sample_run_recorded_reads_back_as_its_replay(tmp_path):
     # the strong test: what replay() produced for sample_logs/run.log, recorded through
     # BatchRecorder by its 8 ranks and read back, is the same schedule, table for table:

@@ -18,6 +18,9 @@ from pathlib import Path
 
 import pytest
 
+# CLI runs on the sample logs, seconds each: CI runs them, the local loop does not
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(

@@ -47,6 +47,7 @@ def _legend(ax_or_fig) -> list[str]:
     return [t.get_text() for lg in legends if lg is not None for t in lg.get_texts()]
 
 
+@pytest.mark.slow
 def test_spikes_plot_tells_the_story(spikes):
     fig = spikes_figure(spikes)
     main, strip, lengths = fig.axes[:3]
@@ -208,6 +209,7 @@ def test_spikes_plot_smooths_over_the_faint_raw_curve_and_takes_a_label(spikes):
     assert main.get_title().startswith("v2 (sorted): 39 spikes in loss")
 
 
+@pytest.mark.slow
 def test_spikes_plot_of_a_step_range():
     with pytest.MonkeyPatch.context() as mp:
         mp.chdir(ROOT)
@@ -226,6 +228,7 @@ def test_spikes_plot_of_a_step_range():
     assert n <= 101
 
 
+@pytest.mark.slow
 def test_compare_plot_with_labels_smoothing_log_axes_and_a_step_range(comparison):
     from dflash_diag.render.compare import display_names
 

@@ -13,6 +13,9 @@ import pytest
 
 from dflash_diag.render.spikes import DEFAULT_ROWS
 
+# CLI runs on the sample logs, seconds each: CI runs them, the local loop does not
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = "sample_logs"
 COMMANDS = {

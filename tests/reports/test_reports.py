@@ -23,6 +23,9 @@ from dflash_diag.reports import (
     spikes_report,
 )
 
+# CLI runs on the sample logs, seconds each: CI runs them, the local loop does not
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

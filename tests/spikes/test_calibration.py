@@ -42,6 +42,7 @@ def loss(kind: str, seed: int, sd: float = 0.02, n: int = N) -> pd.DataFrame:
     return pd.DataFrame({"step": t, "loss": trend * (1 + sd * noise(kind, n, seed))})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["gaussian", "ar0.5", "ar0.9"])
 def test_noise_alone_makes_at_most_one_false_event_per_10k_points(kind: str) -> None:
     # Stationary noise around a smooth trend: the expected false events per 10,000
@@ -78,6 +79,7 @@ def test_modest_spikes_on_a_one_percent_noise_curve_are_all_found() -> None:
     assert [e.peak_step for e in d.events] == at.tolist()
 
 
+@pytest.mark.slow
 def test_spikes_of_eight_noise_scales_are_found_on_gaussian_and_ar_noise() -> None:
     # 19 spikes lift the Benjamini-Hochberg cut above Bonferroni's: more are found, and
     # the noise among the flags stays near the 10% false-discovery rate.
@@ -91,6 +93,7 @@ def test_spikes_of_eight_noise_scales_are_found_on_gaussian_and_ar_noise() -> No
         assert len(found - set(at.tolist())) <= 0.25 * len(found), kind
 
 
+@pytest.mark.slow
 def test_heavy_tailed_noise_says_how_many_flags_are_chance() -> None:
     # Student t(3) noise beats a threshold set from the body of the law: the detector
     # says so, with an estimate from the log's own lower tail close to the truth.
@@ -111,6 +114,7 @@ def test_heavy_tailed_noise_says_how_many_flags_are_chance() -> None:
     assert ar.calibration.autocorrelation > 0.8
 
 
+@pytest.mark.slow
 def test_the_text_and_json_say_how_many_could_be_noise(tmp_path) -> None:
     path = tmp_path / "heavy.tsv"
     loss("t3", 1, sd=0.01, n=5000).to_csv(path, sep="\t", index=False)
@@ -147,6 +151,7 @@ def test_a_given_threshold_is_the_fixed_rule() -> None:
     assert (d.values[d.flagged] / d.baseline[d.flagged] >= 1.05).all()
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(20), deadline=None)
 @given(
     factor=st.floats(1e-3, 1e3),
@@ -169,6 +174,7 @@ def test_units_do_not_change_which_points_are_flagged(
     assert (detect_spikes(shifted, min_rise=0.0).flagged == plain).all()
 
 
+@pytest.mark.slow
 def test_modest_rises_under_the_calibrated_cut_are_shown_apart_not_dropped():
     # The real run's +16-23% rises at steps 46, 241 and 253 are within what its noise
     # makes by chance: not spikes, but said, with their z, in text and JSON.

@@ -45,6 +45,7 @@ def test_a_flat_noiseless_curve_has_no_spikes(level: float, n: int, detector: st
     assert not d.flagged.any()
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(40), deadline=None)
 @given(
     at=st.integers(10, 290),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from dflash_diag.cli import app
@@ -20,6 +21,7 @@ SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
 runner = CliRunner()
 
 
+@pytest.mark.slow
 def test_no_spike_holding_the_longest_samples_is_blamed_on_the_optimizer():
     result = runner.invoke(
         app,

@@ -10,6 +10,9 @@ from typer.testing import CliRunner
 
 from dflash_diag.cli import app
 
+# CLI runs on the sample logs, seconds each: CI runs them, the local loop does not
+pytestmark = pytest.mark.slow
+
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
 runner = CliRunner()
 KEYS = {"step", "value", "baseline", "z", "verdict", "evidence"}
