@@ -54,23 +54,24 @@ class Appearances:
         int64 ``[n_samples]`` each; ``n_usable`` for a sample with fewer appearances.
         Each further order costs one pass: the entries at their sample's current lowest
         rank are dropped (a sample's ranks are distinct) and the minimum taken again.
+        (``ufunc.at`` is fast only when the output has the values' dtype.)
         """
         n = self.n_usable
-        lowest = np.full(self.n_samples, n, dtype=np.int64)
+        lowest = np.full(self.n_samples, n, dtype=self.rank.dtype)
         np.minimum.at(lowest, self.sample, self.rank)
         current, s, r = lowest, self.sample, self.rank
         for _ in range(allow_low):
             rest = r != current[s]
             s, r = s[rest], r[rest]
-            current = np.full(self.n_samples, n, dtype=np.int64)
+            current = np.full(self.n_samples, n, dtype=self.rank.dtype)
             np.minimum.at(current, s, r)
-        return lowest, current
+        return lowest.astype(np.int64), current.astype(np.int64)
 
     def highest(self) -> np.ndarray:
         """The highest rank of each sample, int64 ``[n_samples]`` (-1: no appearance)."""
-        out = np.full(self.n_samples, -1, dtype=np.int64)
+        out = np.full(self.n_samples, -1, dtype=self.rank.dtype)
         np.maximum.at(out, self.sample, self.rank)
-        return out
+        return out.astype(np.int64)
 
 
 def appearances(membership: Membership, z: np.ndarray | None = None) -> Appearances:

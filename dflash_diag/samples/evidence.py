@@ -33,15 +33,14 @@ import numpy as np
 
 from ..errors import InputError
 from .appearances import Appearances, appearances, point_array
+from .decode import REASONS, DecodeOptions, decode
 from .groups import group_of
 from .membership import Membership
-from .nulls import bh_qvalues, median_interval_ranks, order_pvalue
+from .nulls import median_interval_ranks
 
 if TYPE_CHECKING:
     import pandas as pd
 
-#: Why a sample is not tested (``reason``; "" when it is).
-REASONS = ("", "not seen", "no usable point", "too few appearances")
 GROUNDS = ("inferred", "measured")
 
 
@@ -57,6 +56,8 @@ class SampleOptions:
     :param allow_low: appearances allowed to be ordinary (0: the minimum is tested).
     :param detail_p: candidates (descriptive columns filled): testable, ``p <=`` this.
     :param interval: coverage aimed at by the median's order-statistic interval.
+    :param explain_q: samples with ``q <=`` this explain their points away for the others
+        (:mod:`.decode`); ``explain_rounds``: at most this many rounds (0: none).
     """
 
     high_z: float = 2.0
@@ -64,6 +65,8 @@ class SampleOptions:
     allow_low: int = 0
     detail_p: float = 0.05
     interval: float = 0.9
+    explain_q: float = 0.25
+    explain_rounds: int = 20
 
     def __post_init__(self) -> None:
         if not np.isfinite(self.high_z):
@@ -76,6 +79,12 @@ class SampleOptions:
             )
         if not (0.0 <= self.detail_p <= 1.0 and 0.0 < self.interval < 1.0):
             raise InputError("detail_p", "detail_p must be in [0, 1], interval in (0, 1)")
+        if not 0.0 <= self.explain_q < 1.0 or self.explain_rounds < 0:
+            raise InputError(
+                "explain_q",
+                f"is {self.explain_q} with explain_rounds {self.explain_rounds}",
+                "give explain_q in [0, 1) and explain_rounds >= 0",
+            )
 
 
 @dataclass(frozen=True, eq=False)
@@ -87,11 +96,15 @@ class SampleEvidence:
     - ``sample`` int64: dataset index;
     - ``group`` int64: its separable group (:func:`.separable_groups`; -1: no usable
       point); ``group_size`` int64: samples in that group (0 for -1);
-    - ``appearances`` int64: distinct usable points holding it (``k``);
+    - ``appearances`` int64: distinct usable points holding it;
+    - ``explained`` int64: of those, set aside because a named sample was there too
+      (:mod:`.decode`); ``tested`` int64: the rest, the ``k`` of its test;
     - ``high`` int64: appearances with ``z >= options.high_z``;
     - ``min_z`` float64: lowest z over the appearances (NaN: none);
-    - ``score`` float64: the tested statistic, the ``(allow_low + 1)``-th lowest z;
-    - ``n_ge`` int64: usable points with z at least ``score`` (0 if untested);
+    - ``score`` float64: the tested statistic, the ``(allow_low + 1)``-th lowest z of the
+      tested appearances (NaN: none);
+    - ``n_ge`` int64: points of the null population with z at least ``score`` (0 if
+      untested);
     - ``p`` float64 in (0, 1]: ``P(statistic >= score)`` under exchangeable points;
     - ``q`` float64: Benjamini-Hochberg q-value, each group counted once (NaN: untested);
     - ``testable`` bool, ``reason`` category (one of :data:`REASONS`);
@@ -108,6 +121,8 @@ class SampleEvidence:
         per-sample losses: :func:`.measured_evidence`).
     :param n_points: logged points; ``n_usable`` those with a finite z.
     :param n_tested: units tested (testable groups), the BH ``m``.
+    :param n_null: points in the final null population (usable points holding no named
+        sample); ``rounds``: explaining-away rounds run.
     """
 
     table: pd.DataFrame
@@ -116,6 +131,8 @@ class SampleEvidence:
     n_points: int
     n_usable: int
     n_tested: int
+    n_null: int
+    rounds: int
 
 
 def sample_evidence(
@@ -162,40 +179,35 @@ def evidence_with_ground(
     k = app.counts()
     lowest, score_rank = app.lowest(opts.allow_low)
     group, size = group_of(app, k, lowest, app.highest())
-    reason = _reasons(membership, app, k, max(opts.min_appearances, opts.allow_low + 1))
-    testable = reason == 0
+    need = max(opts.min_appearances, opts.allow_low + 1)
+    dec = DecodeOptions(opts.allow_low, need, opts.explain_q, opts.explain_rounds)
+    tested, q, n_tested, rounds = decode(membership, app, group, score_rank, dec)
     table = pd.DataFrame(
         {
             "sample": np.arange(membership.n_samples, dtype=np.int64),
             "group": group,
             "group_size": np.where(group >= 0, size[np.maximum(group, 0)], 0),
             "appearances": k,
+            "explained": tested.explained,
+            "tested": tested.k,
             "high": _high(app, opts.high_z),
             "min_z": _z_at(app, lowest),
+            "score": tested.score,
+            "n_ge": tested.n_ge,
+            "p": tested.p,
+            "q": q,
+            "testable": tested.reason == 0,
+            "reason": pd.Categorical.from_codes(tested.reason, categories=list(REASONS)),
         }
     )
-    table["score"] = _z_at(app, score_rank)
-    n_ge, p, q, n_tested = _tests(app, k, table["score"].to_numpy(), testable, group, opts)
-    table["n_ge"], table["p"], table["q"] = n_ge, p, q
-    table["testable"] = testable
-    table["reason"] = pd.Categorical.from_codes(reason, categories=list(REASONS))
+    p = tested.p
+    testable = tested.reason == 0
     extra = [_optional(excess, n_points, "excess"), _optional(baseline, n_points, "baseline")]
     cand = testable & (p <= opts.detail_p)
     for name, col in _details(membership, app, cand, extra[0], extra[1], opts).items():
         table[name] = col
-    return SampleEvidence(table, ground, opts, n_points, app.n_usable, n_tested)
-
-
-def _reasons(membership: Membership, app: Appearances, k: np.ndarray, need: int) -> np.ndarray:
-    """Index into :data:`REASONS` per sample, int8."""
-    seen = k > 0
-    if app.kept is not None:
-        seen = np.bincount(membership.samples, minlength=membership.n_samples) > 0
-    reason = np.zeros(membership.n_samples, dtype=np.int8)
-    reason[k < need] = 3
-    reason[(k == 0) & seen] = 2
-    reason[~seen] = 1
-    return reason
+    n_null = int(tested.n_null)
+    return SampleEvidence(table, ground, opts, n_points, app.n_usable, n_tested, n_null, rounds)
 
 
 def _high(app: Appearances, high_z: float) -> np.ndarray:
@@ -210,30 +222,6 @@ def _z_at(app: Appearances, rank: np.ndarray) -> np.ndarray:
     out = np.full(rank.shape, np.nan)
     out[has] = app.z_sorted[rank[has]]
     return out
-
-
-def _tests(
-    app: Appearances,
-    k: np.ndarray,
-    score: np.ndarray,
-    testable: np.ndarray,
-    group: np.ndarray,
-    opts: SampleOptions,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """``n_ge``, ``p``, ``q`` per sample and the number of units tested."""
-    n_ge = np.zeros(k.shape, dtype=np.int64)
-    p = np.full(k.shape, np.nan)
-    idx = np.flatnonzero(testable)
-    n_ge[idx] = app.n_usable - np.searchsorted(app.z_sorted, score[idx], side="left")
-    p[idx] = order_pvalue(k[idx], n_ge[idx], app.n_usable, opts.allow_low)
-    # the members of a group share their points, so their p: one test per group
-    n_groups = int(group.max()) + 1 if group.size else 0
-    p_group = np.full(n_groups, np.nan)
-    p_group[group[idx]] = p[idx]
-    q_group = bh_qvalues(p_group)
-    q = np.full(k.shape, np.nan)
-    q[idx] = q_group[group[idx]]
-    return n_ge, p, q, int(np.isfinite(p_group).sum())
 
 
 def _optional(values: object | None, n_points: int, name: str) -> np.ndarray | None:

@@ -1,0 +1,241 @@
+"""Group-testing decoding: test every sample, then explain points away by the named ones.
+
+**First pass.**  Each sample's statistic is the ``(a + 1)``-th lowest z of its ``k``
+appearances, tested against exchangeable points (:mod:`.nulls`).
+
+**Explaining away.**  The poison's own points fatten the upper tail of the null
+(``n_ge``): with 10 poison samples seen 4 times in 250 points, 40 points are high, and
+every p is too large to survive 2,000 tests.  And a clean sample that shared two of its
+four batches with poison samples owes them two high points; counted as chance, they make
+its other two look like a pattern.  So, as group-testing decoders do once a defective is
+found, a set ``S`` of named samples explains its points away: every sample ``i`` is
+tested again on its points holding no member of ``S`` outside its own group, against the
+usable points holding no member of ``S`` outside its group,
+
+    p_i = P(statistic >= score_i)  under exchangeability of those points.
+
+For a sample outside ``S`` that is the points of ``S`` removed; for a member, the other
+members' points (its own stay: they are its evidence; a point it shares with another
+member is nobody's).  ``S`` grows from the strongest: each round, of the candidates
+(``q <= explain_q``, not yet in ``S``), those that are the strongest candidate in every
+point they are in join (:func:`strongest`), and all tests are redone.  The rounds stop
+when no candidate is left, or after ``explain_rounds``.  A sample left with fewer than
+``min_appearances`` points is not tested (reason ``explained``).  ``S`` only conditions
+the tests: a member is named only if its own q, so computed, is small; a false member
+costs the others its points.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .appearances import Appearances
+from .membership import Membership
+from .nulls import bh_qvalues, order_pvalue
+
+#: Why a sample is not tested (``reason``; "" when it is).
+REASONS = ("", "not seen", "no usable point", "too few appearances", "explained")
+
+
+@dataclass(frozen=True, eq=False)
+class Tested:
+    """One pass of tests, arrays over samples.
+
+    :param k: appearances tested; ``explained``: appearances set aside (named samples').
+    :param score: the statistic, a z (NaN: untested); ``n_ge``: points in the null
+        population with z at least it; ``p``: its p-value (NaN: untested).
+    :param reason: int8 index into :data:`REASONS`; ``n_null``: the null population.
+    """
+
+    k: np.ndarray
+    explained: np.ndarray
+    score: np.ndarray
+    n_ge: np.ndarray
+    p: np.ndarray
+    reason: np.ndarray
+    n_null: int
+
+
+def first_pass(
+    membership: Membership, app: Appearances, score_rank: np.ndarray, allow_low: int, need: int
+) -> Tested:
+    """Every sample tested on all its usable appearances."""
+    k = app.counts()
+    seen = k > 0
+    if app.kept is not None:
+        seen = np.bincount(membership.samples, minlength=membership.n_samples) > 0
+    reason = np.zeros(membership.n_samples, dtype=np.int8)
+    reason[k < need] = 3
+    reason[(k == 0) & seen] = 2
+    reason[~seen] = 1
+    score = np.full(k.shape, np.nan)
+    has = score_rank < app.n_usable
+    score[has] = app.z_sorted[score_rank[has]]
+    return _pvalues(k, np.zeros_like(k), score, reason, app.z_sorted, allow_low)
+
+
+def _pvalues(
+    k: np.ndarray,
+    explained: np.ndarray,
+    score: np.ndarray,
+    reason: np.ndarray,
+    null_z: np.ndarray,
+    allow_low: int,
+) -> Tested:
+    n_ge = np.zeros(k.shape, dtype=np.int64)
+    p = np.full(k.shape, np.nan)
+    idx = np.flatnonzero(reason == 0)
+    n_ge[idx] = null_z.size - np.searchsorted(null_z, score[idx], side="left")
+    p[idx] = order_pvalue(k[idx], n_ge[idx], null_z.size, allow_low)
+    return Tested(k, explained, score, n_ge, p, reason, int(null_z.size))
+
+
+def group_q(p: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, int]:
+    """BH q-values with each group counted once (members share their p), and ``m``."""
+    idx = np.flatnonzero(np.isfinite(p))
+    n_groups = int(group.max()) + 1 if group.size else 0
+    p_group = np.full(n_groups, np.nan)
+    p_group[group[idx]] = p[idx]
+    q_group = bh_qvalues(p_group)
+    q = np.full(p.shape, np.nan)
+    q[idx] = q_group[group[idx]]
+    return q, int(np.isfinite(p_group).sum())
+
+
+def held_points(membership: Membership, named: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Named groups per point, int64 ``[n_points]``."""
+    entries = np.flatnonzero(named[membership.samples])
+    point = np.searchsorted(membership.offsets, entries, side="right") - 1
+    pairs = np.unique(point * (int(group.max()) + 1) + group[membership.samples[entries]])
+    return np.bincount(pairs // (int(group.max()) + 1), minlength=membership.n_points)
+
+
+def explain_away(
+    membership: Membership,
+    app: Appearances,
+    first: Tested,
+    named: np.ndarray,
+    group: np.ndarray,
+    allow_low: int,
+    need: int,
+) -> Tested:
+    """Every sample tested again given the named set (see the module docstring)."""
+    n_held = held_points(membership, named, group)
+    held_rank = app.rank_of_point[n_held > 0]
+    null_z = np.delete(app.z_sorted, held_rank[held_rank >= 0])
+    # a point is lost to a sample when it holds a named group other than the sample's
+    per_entry = np.repeat(n_held, membership.counts())
+    lost = per_entry > named[membership.samples]
+    touched = np.zeros(membership.n_samples, dtype=bool)
+    touched[membership.samples[lost]] = True
+    touched |= named
+    touched &= first.reason == 0
+    rest = _retest(membership, app, touched, lost, allow_low)
+    k, score = first.k.copy(), first.score.copy()
+    k[touched], score[touched] = rest.k[touched], rest.score[touched]
+    reason = first.reason.copy()
+    reason[touched & (k < need)] = REASONS.index("explained")
+    again = _pvalues(k, first.k - k, score, reason, null_z, allow_low)
+    own = named & (reason == 0)
+    if own.any():
+        # a member's own points are in its null population too
+        n_own = null_z.size + k[own]
+        n_ge = again.n_ge[own] + rest.n_ge[own]
+        p = order_pvalue(k[own], n_ge, n_own, allow_low)
+        again.n_ge[own], again.p[own] = n_ge, p
+    return again
+
+
+def _retest(
+    membership: Membership,
+    app: Appearances,
+    touched: np.ndarray,
+    lost: np.ndarray,
+    allow_low: int,
+) -> Tested:
+    """``k``, ``score`` and (in ``n_ge``) how many kept points reach the score, of the
+    touched samples over their points not lost."""
+    rank = np.repeat(app.rank_of_point, membership.counts())
+    keep = touched[membership.samples] & ~lost & (rank >= 0)
+    sub = replace(app, sample=membership.samples[keep], rank=rank[keep], kept=keep)
+    k = sub.counts()
+    _, score_rank = sub.lowest(allow_low)
+    at_least = np.bincount(
+        sub.sample,
+        weights=(sub.rank >= score_rank[sub.sample]).astype(np.float64),
+        minlength=membership.n_samples,
+    ).astype(np.int64)
+    score = np.full(k.shape, np.nan)
+    has = score_rank < app.n_usable
+    score[has] = app.z_sorted[score_rank[has]]
+    zero = np.zeros_like(k)
+    return Tested(k, zero, score, at_least, np.full(k.shape, np.nan), zero.astype(np.int8), 0)
+
+
+def decode(
+    membership: Membership,
+    app: Appearances,
+    group: np.ndarray,
+    score_rank: np.ndarray,
+    opts: DecodeOptions,
+) -> tuple[Tested, np.ndarray, int, int]:
+    """First pass, then explaining away while candidates remain.
+
+    :returns: the final tests, their q-values, the units tested and the rounds run.
+    """
+    first = first_pass(membership, app, score_rank, opts.allow_low, opts.need)
+    tested = first
+    q, m = group_q(first.p, group)
+    named = np.zeros(membership.n_samples, dtype=bool)
+    rounds = 0
+    while rounds < opts.explain_rounds:
+        candidates = (tested.reason == 0) & (q <= opts.explain_q) & ~named
+        if not candidates.any():
+            break
+        named |= strongest(membership, app, candidates, tested, group)
+        tested = explain_away(membership, app, first, named, group, opts.allow_low, opts.need)
+        q, m = group_q(tested.p, group)
+        rounds += 1
+    return tested, q, m, rounds
+
+
+def strongest(
+    membership: Membership,
+    app: Appearances,
+    candidates: np.ndarray,
+    tested: Tested,
+    group: np.ndarray,
+) -> np.ndarray:
+    """The candidates that are the strongest candidate in every usable point they are in.
+
+    Strength: smaller p, then higher score, then lower group id (members of a group are
+    equally strong and share every point).  The very strongest is always among them.
+    """
+    ids = np.flatnonzero(candidates)
+    order = np.lexsort((group[ids], -tested.score[ids], tested.p[ids]))
+    strength = np.full(membership.n_samples, ids.size, dtype=np.int64)
+    g_sorted = group[ids[order]]
+    new_group = np.concatenate([[True], g_sorted[1:] != g_sorted[:-1]])
+    strength[ids[order]] = np.cumsum(new_group) - 1
+    entries = np.flatnonzero(candidates[membership.samples])
+    point = np.searchsorted(membership.offsets, entries, side="right") - 1
+    usable = app.rank_of_point[point] >= 0
+    entries, point = entries[usable], point[usable]
+    mine = strength[membership.samples[entries]]
+    best = np.full(membership.n_points, ids.size, dtype=np.int64)
+    np.minimum.at(best, point, mine)
+    beaten = np.zeros(membership.n_samples, dtype=bool)
+    beaten[membership.samples[entries[best[point] < mine]]] = True
+    return candidates & ~beaten
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """What :func:`decode` needs of :class:`.SampleOptions`."""
+
+    allow_low: int
+    need: int
+    explain_q: float
+    explain_rounds: int
