@@ -210,15 +210,17 @@ def strongest(
 ) -> np.ndarray:
     """The candidates that are the strongest candidate in every usable point they are in.
 
-    Strength: smaller p, then higher score, then lower group id (members of a group are
-    equally strong and share every point).  The very strongest is always among them.
+    Strength: smaller p, then higher score; equally strong candidates (the members of a
+    group, or ties) do not beat each other, so the choice never depends on the labels.
+    The very strongest are always among them.
     """
     ids = np.flatnonzero(candidates)
-    order = np.lexsort((group[ids], -tested.score[ids], tested.p[ids]))
+    p, score = tested.p[ids], tested.score[ids]
+    order = np.lexsort((-score, p))
+    p, score = p[order], score[order]
+    new_value = np.concatenate([[True], (p[1:] != p[:-1]) | (score[1:] != score[:-1])])
     strength = np.full(membership.n_samples, ids.size, dtype=np.int64)
-    g_sorted = group[ids[order]]
-    new_group = np.concatenate([[True], g_sorted[1:] != g_sorted[:-1]])
-    strength[ids[order]] = np.cumsum(new_group) - 1
+    strength[ids[order]] = np.cumsum(new_value) - 1
     entries = np.flatnonzero(candidates[membership.samples])
     point = np.searchsorted(membership.offsets, entries, side="right") - 1
     usable = app.rank_of_point[point] >= 0

@@ -186,7 +186,7 @@ def evidence_with_ground(
         {
             "sample": np.arange(membership.n_samples, dtype=np.int64),
             "group": group,
-            "group_size": np.where(group >= 0, size[np.maximum(group, 0)], 0),
+            "group_size": np.append(size, 0)[group],  # -1: the 0 appended
             "appearances": k,
             "explained": tested.explained,
             "tested": tested.k,
