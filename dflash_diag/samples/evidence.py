@@ -238,8 +238,8 @@ def _details(
 ) -> dict[str, np.ndarray]:
     """The descriptive columns, filled for the candidate samples only."""
     n = membership.n_samples
-    names = ("median_z", "median_z_lo", "median_z_hi", "median_coverage", "share")
-    names += ("excess", "own_excess", "own_excess_se", "own_excess_nats")
+    names = ["median_z", "median_z_lo", "median_z_hi", "median_coverage", "share"]
+    names += ["excess", "own_excess", "own_excess_se", "own_excess_nats"]
     cols = {name: np.full(n, np.nan) for name in names}
     sel = cand[membership.samples]
     if app.kept is not None:

@@ -4,7 +4,6 @@ pooled logging intervals (see ``simulate.py`` for how a run is made)."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from dflash_diag.samples import name_culprits, sample_evidence
 from tests.samples.simulate import simulate
