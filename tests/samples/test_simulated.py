@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dflash_diag.samples import name_culprits, sample_evidence
+from dflash_diag.samples import SampleOptions, name_culprits, sample_evidence
 from tests.samples.simulate import simulate
 
 
@@ -132,3 +132,26 @@ def test_points_excluded_by_nan_are_not_appearances() -> None:
     z[np.flatnonzero((sim.step_samples == 0).any(axis=1))] = np.nan
     ev = sample_evidence(m, z).table
     assert ev.loc[0, "reason"] == "no usable point" and ev.loc[0, "appearances"] == 0
+
+
+def test_own_excess_recovers_the_poisons_effect_on_its_own_tokens() -> None:
+    # a batch's excess is 0.05 x (noise + 4 per poison); a poison sample holds 1/8 of
+    # it, so its own tokens carry about 0.05 x 4 x 8 = 1.6 of relative excess
+    sim = simulate(6)
+    t = sample_evidence(sim.membership, sim.z, excess=sim.excess).table
+    poison = t.loc[sim.poison]
+    assert np.allclose(poison["share"], 1 / 8)
+    assert poison["own_excess"].between(1.0, 2.3).mean() >= 0.9
+    assert (poison["median_z_lo"] <= poison["median_z"]).all()
+    assert (poison["median_z"] <= poison["median_z_hi"]).all()
+    # descriptive columns only for the candidates (p <= detail_p)
+    far = t["p"] > SampleOptions().detail_p
+    assert t.loc[far, "median_z"].isna().all()
+
+
+def test_own_excess_nats_scales_with_the_baseline() -> None:
+    sim = simulate(6)
+    base = np.full(sim.membership.n_points, 2.0)
+    t = sample_evidence(sim.membership, sim.z, excess=sim.excess, baseline=base).table
+    poison = t.loc[sim.poison]
+    assert np.allclose(poison["own_excess_nats"], 2.0 * poison["own_excess"])
