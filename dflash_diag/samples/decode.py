@@ -112,6 +112,14 @@ def held_points(membership: Membership, named: np.ndarray, group: np.ndarray) ->
     return np.bincount(pairs // (int(group.max()) + 1), minlength=membership.n_points)
 
 
+def entries_of(membership: Membership, points: np.ndarray) -> np.ndarray:
+    """The entry indices of the given points, int64, point by point."""
+    starts = membership.offsets[points]
+    lengths = membership.offsets[points + 1] - starts
+    first = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+    return first + np.arange(int(lengths.sum()), dtype=np.int64)
+
+
 def explain_away(
     membership: Membership,
     app: Appearances,
@@ -125,9 +133,12 @@ def explain_away(
     n_held = held_points(membership, named, group)
     held_rank = app.rank_of_point[n_held > 0]
     null_z = np.delete(app.z_sorted, held_rank[held_rank >= 0])
-    # a point is lost to a sample when it holds a named group other than the sample's
-    per_entry = np.repeat(n_held, membership.counts())
-    lost = per_entry > named[membership.samples]
+    # a point is lost to a sample when it holds a named group other than the sample's;
+    # only the entries of held points can be lost (few: no pass over all entries)
+    held = np.flatnonzero(n_held > 0)
+    entries = entries_of(membership, held)
+    sample = membership.samples[entries]
+    lost = entries[np.repeat(n_held[held], membership.counts()[held]) > named[sample]]
     touched = np.zeros(membership.n_samples, dtype=bool)
     touched[membership.samples[lost]] = True
     touched |= named
@@ -156,10 +167,12 @@ def _retest(
     allow_low: int,
 ) -> Tested:
     """``k``, ``score`` and (in ``n_ge``) how many kept points reach the score, of the
-    touched samples over their points not lost."""
-    rank = np.repeat(app.rank_of_point, membership.counts())
-    keep = touched[membership.samples] & ~lost & (rank >= 0)
-    sub = replace(app, sample=membership.samples[keep], rank=rank[keep], kept=keep)
+    touched samples over their usable points not ``lost`` (entry indices)."""
+    idx = np.flatnonzero(touched[membership.samples])
+    idx = idx[~np.isin(idx, lost)]
+    rank = app.rank_of_point[np.searchsorted(membership.offsets, idx, side="right") - 1]
+    idx, rank = idx[rank >= 0], rank[rank >= 0]
+    sub = replace(app, sample=membership.samples[idx], rank=rank, kept=None)
     k = sub.counts()
     _, score_rank = sub.lowest(allow_low)
     at_least = np.bincount(

@@ -21,7 +21,8 @@ q-values count each group once.
 
 The screening columns are computed for every sample in a few passes over the entries;
 the descriptive ones (median z and its interval, shares, excess) only for the
-*candidates*, the testable samples with ``p <= options.detail_p``, and are NaN elsewhere.
+*candidates*, the testable samples with ``p <= options.detail_p`` or ``q <=
+options.explain_q`` (so every sample named at an FDR up to it), and are NaN elsewhere.
 """
 
 from __future__ import annotations
@@ -54,7 +55,8 @@ class SampleOptions:
     :param min_appearances: fewer usable appearances than this: not tested (a sample
         seen once is inseparable from its batch mates).
     :param allow_low: appearances allowed to be ordinary (0: the minimum is tested).
-    :param detail_p: candidates (descriptive columns filled): testable, ``p <=`` this.
+    :param detail_p: candidates (descriptive columns filled): testable, ``p <=`` this
+        or ``q <= explain_q``.
     :param interval: coverage aimed at by the median's order-statistic interval.
     :param explain_q: samples with ``q <=`` this explain their points away for the others
         (:mod:`.decode`); ``explain_rounds``: at most this many rounds (0: none).
@@ -63,7 +65,7 @@ class SampleOptions:
     high_z: float = 2.0
     min_appearances: int = 2
     allow_low: int = 0
-    detail_p: float = 0.05
+    detail_p: float = 0.01
     interval: float = 0.9
     explain_q: float = 0.25
     explain_rounds: int = 20
@@ -203,7 +205,7 @@ def evidence_with_ground(
     p = tested.p
     testable = tested.reason == 0
     extra = [_optional(excess, n_points, "excess"), _optional(baseline, n_points, "baseline")]
-    cand = testable & (p <= opts.detail_p)
+    cand = testable & ((p <= opts.detail_p) | (q <= opts.explain_q))
     for name, col in _details(membership, app, cand, extra[0], extra[1], opts).items():
         table[name] = col
     n_null = int(tested.n_null)
@@ -249,7 +251,7 @@ def _details(
         return cols
     point = np.searchsorted(membership.offsets, entries, side="right") - 1
     s, r = membership.samples[entries].astype(np.int64), app.rank_of_point[point]
-    order = np.lexsort((r, s))
+    order = np.argsort(s * max(app.n_usable, 1) + r, kind="stable")
     s, r, point = s[order], r[order], point[order]
     ids, starts, kk = np.unique(s, return_index=True, return_counts=True)
     zs = app.z_sorted[r]

@@ -145,7 +145,8 @@ def test_own_excess_recovers_the_poisons_effect_on_its_own_tokens() -> None:
     assert (poison["median_z_lo"] <= poison["median_z"]).all()
     assert (poison["median_z"] <= poison["median_z_hi"]).all()
     # descriptive columns only for the candidates (p <= detail_p)
-    far = t["p"] > SampleOptions().detail_p
+    opts = SampleOptions()
+    far = (t["p"] > opts.detail_p) & ~(t["q"] <= opts.explain_q)
     assert t.loc[far, "median_z"].isna().all()
 
 
