@@ -33,7 +33,7 @@ import numpy as np
 
 from .appearances import Appearances
 from .membership import Membership
-from .nulls import bh_qvalues, order_pvalue
+from .nulls import bh_below, bh_qvalues, order_pvalue
 
 #: Why a sample is not tested (``reason``; "" when it is).
 REASONS = ("", "not seen", "no usable point", "too few appearances", "explained")
@@ -44,13 +44,16 @@ class Tested:
     """One pass of tests, arrays over samples.
 
     :param k: appearances tested; ``explained``: appearances set aside (named samples').
-    :param score: the statistic, a z (NaN: untested); ``n_ge``: points in the null
-        population with z at least it; ``p``: its p-value (NaN: untested).
+    :param score_rank: int64, the rank among the usable points of the statistic's point
+        (``n_usable``: none); ``score``: its z (NaN: none).
+    :param n_ge: points of the null population with z at least the score; ``p``: the
+        p-value (NaN: untested).
     :param reason: int8 index into :data:`REASONS`; ``n_null``: the null population.
     """
 
     k: np.ndarray
     explained: np.ndarray
+    score_rank: np.ndarray
     score: np.ndarray
     n_ge: np.ndarray
     p: np.ndarray
@@ -70,46 +73,71 @@ def first_pass(
     reason[k < need] = 3
     reason[(k == 0) & seen] = 2
     reason[~seen] = 1
-    score = np.full(k.shape, np.nan)
-    has = score_rank < app.n_usable
-    score[has] = app.z_sorted[score_rank[has]]
-    return _pvalues(k, np.zeros_like(k), score, reason, app.z_sorted, allow_low)
+    return pvalues(app, k, np.zeros_like(k), score_rank, reason, None, allow_low)
 
 
-def _pvalues(
+def pvalues(
+    app: Appearances,
     k: np.ndarray,
     explained: np.ndarray,
-    score: np.ndarray,
+    score_rank: np.ndarray,
     reason: np.ndarray,
-    null_z: np.ndarray,
+    held_rank: np.ndarray | None,
     allow_low: int,
 ) -> Tested:
+    """Test the samples with ``reason == 0`` against the usable points whose ranks are
+    not in ``held_rank``.  ``n_ge`` is a look-up, not a search: the points not held at or
+    above the first rank holding the score's value (ties counted in)."""
+    n = app.n_usable
+    kept = np.ones(n, dtype=np.int64)
+    if held_rank is not None:
+        kept[held_rank] = 0
+    at_or_above = np.append(np.cumsum(kept[::-1])[::-1], 0)
+    tie_start = np.append(np.searchsorted(app.z_sorted, app.z_sorted, side="left"), n)
+    score = np.full(k.shape, np.nan)
+    has = score_rank < n
+    score[has] = app.z_sorted[score_rank[has]]
     n_ge = np.zeros(k.shape, dtype=np.int64)
     p = np.full(k.shape, np.nan)
     idx = np.flatnonzero(reason == 0)
-    n_ge[idx] = null_z.size - np.searchsorted(null_z, score[idx], side="left")
-    p[idx] = order_pvalue(k[idx], n_ge[idx], null_z.size, allow_low)
-    return Tested(k, explained, score, n_ge, p, reason, int(null_z.size))
+    n_ge[idx] = at_or_above[tie_start[score_rank[idx]]]
+    n_null = int(at_or_above[0])
+    p[idx] = order_pvalue(k[idx], n_ge[idx], n_null, allow_low)
+    return Tested(k, explained, score_rank, score, n_ge, p, reason, n_null)
 
 
-def group_q(p: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, int]:
-    """BH q-values with each group counted once (members share their p), and ``m``."""
+def _group_p(p: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     idx = np.flatnonzero(np.isfinite(p))
     n_groups = int(group.max()) + 1 if group.size else 0
     p_group = np.full(n_groups, np.nan)
     p_group[group[idx]] = p[idx]
+    return p_group, idx
+
+
+def group_q(p: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, int]:
+    """BH q-values with each group counted once (members share their p), and ``m``."""
+    p_group, idx = _group_p(p, group)
     q_group = bh_qvalues(p_group)
     q = np.full(p.shape, np.nan)
     q[idx] = q_group[group[idx]]
     return q, int(np.isfinite(p_group).sum())
 
 
+def group_q_below(p: np.ndarray, group: np.ndarray, level: float) -> np.ndarray:
+    """``q <= level`` per sample, as :func:`group_q` would say, sorting only ``p <= level``."""
+    p_group, idx = _group_p(p, group)
+    out = np.zeros(p.shape, dtype=bool)
+    out[idx] = bh_below(p_group, level)[group[idx]]
+    return out
+
+
 def held_points(membership: Membership, named: np.ndarray, group: np.ndarray) -> np.ndarray:
     """Named groups per point, int64 ``[n_points]``."""
     entries = np.flatnonzero(named[membership.samples])
     point = np.searchsorted(membership.offsets, entries, side="right") - 1
-    pairs = np.unique(point * (int(group.max()) + 1) + group[membership.samples[entries]])
-    return np.bincount(pairs // (int(group.max()) + 1), minlength=membership.n_points)
+    width = int(group.max()) + 1
+    pairs = np.unique(point * width + group[membership.samples[entries]])
+    return np.bincount(pairs // width, minlength=membership.n_points)
 
 
 def entries_of(membership: Membership, points: np.ndarray) -> np.ndarray:
@@ -131,11 +159,11 @@ def explain_away(
 ) -> Tested:
     """Every sample tested again given the named set (see the module docstring)."""
     n_held = held_points(membership, named, group)
-    held_rank = app.rank_of_point[n_held > 0]
-    null_z = np.delete(app.z_sorted, held_rank[held_rank >= 0])
+    held = np.flatnonzero(n_held > 0)
+    held_rank = app.rank_of_point[held]
+    held_rank = held_rank[held_rank >= 0]
     # a point is lost to a sample when it holds a named group other than the sample's;
     # only the entries of held points can be lost (few: no pass over all entries)
-    held = np.flatnonzero(n_held > 0)
     entries = entries_of(membership, held)
     sample = membership.samples[entries]
     lost = entries[np.repeat(n_held[held], membership.counts()[held]) > named[sample]]
@@ -143,19 +171,18 @@ def explain_away(
     touched[membership.samples[lost]] = True
     touched |= named
     touched &= first.reason == 0
-    rest = _retest(membership, app, touched, lost, allow_low)
-    k, score = first.k.copy(), first.score.copy()
-    k[touched], score[touched] = rest.k[touched], rest.score[touched]
+    k, score_rank, at_least = _retest(membership, app, touched, lost, allow_low)
+    k = np.where(touched, k, first.k)
+    score_rank = np.where(touched, score_rank, first.score_rank)
     reason = first.reason.copy()
     reason[touched & (k < need)] = REASONS.index("explained")
-    again = _pvalues(k, first.k - k, score, reason, null_z, allow_low)
+    again = pvalues(app, k, first.k - k, score_rank, reason, held_rank, allow_low)
     own = named & (reason == 0)
     if own.any():
         # a member's own points are in its null population too
-        n_own = null_z.size + k[own]
-        n_ge = again.n_ge[own] + rest.n_ge[own]
-        p = order_pvalue(k[own], n_ge, n_own, allow_low)
-        again.n_ge[own], again.p[own] = n_ge, p
+        n_own = again.n_null + k[own]
+        n_ge = again.n_ge[own] + at_least[own]
+        again.n_ge[own], again.p[own] = n_ge, order_pvalue(k[own], n_ge, n_own, allow_low)
     return again
 
 
@@ -165,26 +192,19 @@ def _retest(
     touched: np.ndarray,
     lost: np.ndarray,
     allow_low: int,
-) -> Tested:
-    """``k``, ``score`` and (in ``n_ge``) how many kept points reach the score, of the
-    touched samples over their usable points not ``lost`` (entry indices)."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``k``, the score's rank and how many kept points reach the score, of the touched
+    samples over their usable points not ``lost`` (entry indices); int64 each."""
     idx = np.flatnonzero(touched[membership.samples])
     idx = idx[~np.isin(idx, lost)]
     rank = app.rank_of_point[np.searchsorted(membership.offsets, idx, side="right") - 1]
     idx, rank = idx[rank >= 0], rank[rank >= 0]
     sub = replace(app, sample=membership.samples[idx], rank=rank, kept=None)
-    k = sub.counts()
     _, score_rank = sub.lowest(allow_low)
-    at_least = np.bincount(
-        sub.sample,
-        weights=(sub.rank >= score_rank[sub.sample]).astype(np.float64),
-        minlength=membership.n_samples,
-    ).astype(np.int64)
-    score = np.full(k.shape, np.nan)
-    has = score_rank < app.n_usable
-    score[has] = app.z_sorted[score_rank[has]]
-    zero = np.zeros_like(k)
-    return Tested(k, zero, score, at_least, np.full(k.shape, np.nan), zero.astype(np.int8), 0)
+    z = np.append(app.z_sorted, np.inf)  # rank n_usable: no score
+    reach = (z[sub.rank] >= z[score_rank[sub.sample]]).astype(np.float64)
+    at_least = np.bincount(sub.sample, weights=reach, minlength=membership.n_samples)
+    return sub.counts(), score_rank, at_least.astype(np.int64)
 
 
 def decode(
@@ -200,26 +220,22 @@ def decode(
     """
     first = first_pass(membership, app, score_rank, opts.allow_low, opts.need)
     tested = first
-    q, m = group_q(first.p, group)
     named = np.zeros(membership.n_samples, dtype=bool)
     rounds = 0
     while rounds < opts.explain_rounds:
-        candidates = (tested.reason == 0) & (q <= opts.explain_q) & ~named
+        candidates = group_q_below(tested.p, group, opts.explain_q) & ~named
+        candidates &= tested.reason == 0
         if not candidates.any():
             break
-        named |= strongest(membership, app, candidates, tested, group)
+        named |= strongest(membership, app, candidates, tested)
         tested = explain_away(membership, app, first, named, group, opts.allow_low, opts.need)
-        q, m = group_q(tested.p, group)
         rounds += 1
+    q, m = group_q(tested.p, group)
     return tested, q, m, rounds
 
 
 def strongest(
-    membership: Membership,
-    app: Appearances,
-    candidates: np.ndarray,
-    tested: Tested,
-    group: np.ndarray,
+    membership: Membership, app: Appearances, candidates: np.ndarray, tested: Tested
 ) -> np.ndarray:
     """The candidates that are the strongest candidate in every usable point they are in.
 

@@ -68,6 +68,29 @@ def bh_qvalues(p: np.ndarray) -> np.ndarray:
     return q
 
 
+def bh_below(p: np.ndarray, level: float) -> np.ndarray:
+    """``bh_qvalues(p) <= level``, sorting only the p-values at most ``level``.
+
+    Exact: for ``p_(j) > level``, ``p_(j) m / j > level`` (``j <= m``), so those terms
+    never bring a q to ``level`` or below.
+
+    >>> bh_below(np.array([0.01, 0.04, np.nan, 0.03, 0.9]), 0.04).tolist()
+    [True, False, False, False, False]
+    """
+    p = np.asarray(p, dtype=np.float64)
+    finite = np.isfinite(p)
+    m = int(finite.sum())
+    small = np.flatnonzero(finite & (p <= level))
+    out = np.zeros(p.shape, dtype=bool)
+    if small.size == 0:
+        return out
+    order = np.argsort(p[small], kind="stable")
+    ranked = p[small][order] * m / np.arange(1, small.size + 1)
+    ranked = np.minimum.accumulate(ranked[::-1])[::-1]
+    out[small[order]] = ranked <= level
+    return out
+
+
 def median_interval_ranks(k: np.ndarray, level: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
     """The distribution-free interval for a median from order statistics.
 
