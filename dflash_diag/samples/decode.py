@@ -62,10 +62,14 @@ class Tested:
 
 
 def first_pass(
-    membership: Membership, app: Appearances, score_rank: np.ndarray, allow_low: int, need: int
+    membership: Membership,
+    app: Appearances,
+    k: np.ndarray,
+    score_rank: np.ndarray,
+    allow_low: int,
+    need: int,
 ) -> Tested:
-    """Every sample tested on all its usable appearances."""
-    k = app.counts()
+    """Every sample tested on all its ``k`` usable appearances."""
     seen = k > 0
     if app.kept is not None:
         seen = np.bincount(membership.samples, minlength=membership.n_samples) > 0
@@ -210,15 +214,17 @@ def _retest(
 def decode(
     membership: Membership,
     app: Appearances,
+    k: np.ndarray,
     group: np.ndarray,
     score_rank: np.ndarray,
     opts: DecodeOptions,
 ) -> tuple[Tested, np.ndarray, int, int]:
     """First pass, then explaining away while candidates remain.
 
+    :param k: appearances per sample (``app.counts()``).
     :returns: the final tests, their q-values, the units tested and the rounds run.
     """
-    first = first_pass(membership, app, score_rank, opts.allow_low, opts.need)
+    first = first_pass(membership, app, k, score_rank, opts.allow_low, opts.need)
     tested = first
     named = np.zeros(membership.n_samples, dtype=bool)
     rounds = 0

@@ -183,7 +183,7 @@ def evidence_with_ground(
     group, size = group_of(app, k, lowest, app.highest())
     need = max(opts.min_appearances, opts.allow_low + 1)
     dec = DecodeOptions(opts.allow_low, need, opts.explain_q, opts.explain_rounds)
-    tested, q, n_tested, rounds = decode(membership, app, group, score_rank, dec)
+    tested, q, n_tested, rounds = decode(membership, app, k, group, score_rank, dec)
     table = pd.DataFrame(
         {
             "sample": np.arange(membership.n_samples, dtype=np.int64),
