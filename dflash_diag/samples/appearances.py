@@ -101,7 +101,10 @@ def appearances(membership: Membership, z: np.ndarray | None = None) -> Appearan
 
 def point_array(values: object, n_points: int, name: str) -> np.ndarray:
     """``values`` as float64 ``[n_points]`` (NaN allowed; +-inf read as NaN: unusable)."""
-    arr = np.asarray(values, dtype=np.float64)
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise InputError(name, f"is not numeric ({err})", "give one float per point") from None
     if arr.shape != (n_points,):
         raise InputError(
             name, f"has shape {arr.shape}, the membership has {n_points} points", "align it"

@@ -74,6 +74,12 @@ def test_z_of_the_wrong_length_is_input_error() -> None:
         sample_evidence(m, [0.0, 1.0, 2.0])
 
 
+def test_non_numeric_z_is_input_error() -> None:
+    m = Membership.from_entries([0, 1], [0, 1])
+    with pytest.raises(InputError, match=r"^z: is not numeric .*; give one float per point$"):
+        sample_evidence(m, ["high", "low"])
+
+
 def test_fdr_outside_0_1_is_input_error() -> None:
     m = Membership.from_entries([0, 1], [0, 0])
     with pytest.raises(InputError, match="^fdr: is 1.5; give a rate in"):
