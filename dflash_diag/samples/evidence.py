@@ -136,6 +136,19 @@ class SampleEvidence:
     n_null: int
     rounds: int
 
+    @property
+    def method(self) -> str:
+        """The method and its parameters, in one sentence."""
+        o = self.options
+        order = "lowest z" if o.allow_low == 0 else f"z number {o.allow_low + 1} from the bottom"
+        unit = "point" if self.ground == "inferred" else "entry (per-sample loss)"
+        return (
+            f"{order} over each sample's appearances (at least {o.min_appearances}), "
+            f"tested against exchangeable {unit} z's (hypergeometric, exact); "
+            f"Benjamini-Hochberg over {self.n_tested} separable groups; "
+            f"{self.rounds} round(s) explaining away at q <= {o.explain_q}"
+        )
+
 
 def sample_evidence(
     membership: Membership,

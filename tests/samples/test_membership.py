@@ -102,3 +102,10 @@ def test_no_culprit_gives_an_empty_table_with_the_columns() -> None:
     m = Membership.from_entries([0, 1, 2], [0, 0, 1])
     out = name_culprits(sample_evidence(m, [0.0, 0.0, 0.0]))
     assert out.empty and "members" in out.columns and out["p"].dtype == np.float64
+
+
+def test_the_evidence_says_its_method() -> None:
+    m = Membership.from_entries([0, 0, 1, 1, 2, 2], [0, 1, 0, 1, 0, 2])
+    ev = sample_evidence(m, [1.0, 2.0, 3.0])
+    assert ev.method.startswith("lowest z over each sample's appearances (at least 2)")
+    assert "over 2 separable groups" in ev.method and ev.ground == "inferred"
