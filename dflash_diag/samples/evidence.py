@@ -187,6 +187,8 @@ def evidence_with_ground(
     """:func:`sample_evidence`, saying which ``ground`` (:data:`GROUNDS`) ``z`` rests on."""
     import pandas as pd
 
+    if ground not in GROUNDS:
+        raise InputError("ground", f"is {ground!r}", f"choose from {', '.join(GROUNDS)}")
     opts = options or SampleOptions()
     n_points = membership.n_points
     zp = point_array(z, n_points, "z")
