@@ -1,0 +1,278 @@
+"""Group-testing decoding: test every sample, then explain points away by the named ones.
+
+**First pass.**  Each sample's statistic is the ``(a + 1)``-th lowest z of its ``k``
+appearances, tested against exchangeable points (:mod:`.nulls`).
+
+**Explaining away.**  The poison's own points fatten the upper tail of the null
+(``n_ge``): with 10 poison samples seen 4 times in 250 points, 40 points are high, and
+every p is too large to survive 2,000 tests.  And a clean sample that shared two of its
+four batches with poison samples owes them two high points; counted as chance, they make
+its other two look like a pattern.  So, as group-testing decoders do once a defective is
+found, a set ``S`` of named samples explains its points away: every sample ``i`` is
+tested again on its points holding no member of ``S`` outside its own group, against the
+usable points holding no member of ``S`` outside its group,
+
+    p_i = P(statistic >= score_i)  under exchangeability of those points.
+
+For a sample outside ``S`` that is the points of ``S`` removed; for a member, the other
+members' points (its own stay: they are its evidence; a point it shares with another
+member is nobody's).  ``S`` grows from the strongest: each round, of the candidates
+(``q <= explain_q``, not yet in ``S``), those that are the strongest candidate in every
+point they are in join (:func:`strongest`), and all tests are redone.  The rounds stop
+when no candidate is left, or after ``explain_rounds``.  A sample left with fewer than
+``min_appearances`` points is not tested (reason ``explained``).  ``S`` only conditions
+the tests: a member is named only if its own q, so computed, is small; a false member
+costs the others its points.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .appearances import Appearances
+from .membership import Membership
+from .nulls import bh_below, bh_qvalues, order_pvalue
+
+#: Why a sample is not tested (``reason``; "" when it is).
+REASONS = ("", "not seen", "no usable point", "too few appearances", "explained")
+
+
+@dataclass(frozen=True, eq=False)
+class Tested:
+    """One pass of tests, arrays over samples.
+
+    :param k: appearances tested; ``explained``: appearances set aside (named samples').
+    :param score_rank: int64, the rank among the usable points of the statistic's point
+        (``n_usable``: none); ``score``: its z (NaN: none).
+    :param n_ge: points of the null population with z at least the score; ``p``: the
+        p-value (NaN: untested).
+    :param reason: int8 index into :data:`REASONS`; ``n_null``: the null population.
+    """
+
+    k: np.ndarray
+    explained: np.ndarray
+    score_rank: np.ndarray
+    score: np.ndarray
+    n_ge: np.ndarray
+    p: np.ndarray
+    reason: np.ndarray
+    n_null: int
+
+
+def first_pass(
+    membership: Membership,
+    app: Appearances,
+    k: np.ndarray,
+    score_rank: np.ndarray,
+    allow_low: int,
+    need: int,
+) -> Tested:
+    """Every sample tested on all its ``k`` usable appearances."""
+    seen = k > 0
+    if app.kept is not None:
+        seen = np.bincount(membership.samples, minlength=membership.n_samples) > 0
+    reason = np.zeros(membership.n_samples, dtype=np.int8)
+    reason[k < need] = 3
+    reason[(k == 0) & seen] = 2
+    reason[~seen] = 1
+    return pvalues(app, k, np.zeros_like(k), score_rank, reason, None, allow_low)
+
+
+def pvalues(
+    app: Appearances,
+    k: np.ndarray,
+    explained: np.ndarray,
+    score_rank: np.ndarray,
+    reason: np.ndarray,
+    held_rank: np.ndarray | None,
+    allow_low: int,
+) -> Tested:
+    """Test the samples with ``reason == 0`` against the usable points whose ranks are
+    not in ``held_rank``.  ``n_ge`` is a look-up, not a search: the points not held at or
+    above the first rank holding the score's value (ties counted in)."""
+    n = app.n_usable
+    kept = np.ones(n, dtype=np.int64)
+    if held_rank is not None:
+        kept[held_rank] = 0
+    at_or_above = np.append(np.cumsum(kept[::-1])[::-1], 0)
+    tie_start = np.append(np.searchsorted(app.z_sorted, app.z_sorted, side="left"), n)
+    score = np.full(k.shape, np.nan)
+    has = score_rank < n
+    score[has] = app.z_sorted[score_rank[has]]
+    n_ge = np.zeros(k.shape, dtype=np.int64)
+    p = np.full(k.shape, np.nan)
+    idx = np.flatnonzero(reason == 0)
+    n_ge[idx] = at_or_above[tie_start[score_rank[idx]]]
+    n_null = int(at_or_above[0])
+    p[idx] = order_pvalue(k[idx], n_ge[idx], n_null, allow_low)
+    return Tested(k, explained, score_rank, score, n_ge, p, reason, n_null)
+
+
+def _group_p(p: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    idx = np.flatnonzero(np.isfinite(p))
+    n_groups = int(group.max()) + 1 if group.size else 0
+    p_group = np.full(n_groups, np.nan)
+    p_group[group[idx]] = p[idx]
+    return p_group, idx
+
+
+def group_q(p: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, int]:
+    """BH q-values with each group counted once (members share their p), and ``m``."""
+    p_group, idx = _group_p(p, group)
+    q_group = bh_qvalues(p_group)
+    q = np.full(p.shape, np.nan)
+    q[idx] = q_group[group[idx]]
+    return q, int(np.isfinite(p_group).sum())
+
+
+def group_q_below(p: np.ndarray, group: np.ndarray, level: float) -> np.ndarray:
+    """``q <= level`` per sample, as :func:`group_q` would say, sorting only ``p <= level``."""
+    p_group, idx = _group_p(p, group)
+    out = np.zeros(p.shape, dtype=bool)
+    out[idx] = bh_below(p_group, level)[group[idx]]
+    return out
+
+
+def held_points(membership: Membership, named: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Named groups per point, int64 ``[n_points]``."""
+    entries = np.flatnonzero(named[membership.samples])
+    point = np.searchsorted(membership.offsets, entries, side="right") - 1
+    width = int(group.max()) + 1
+    pairs = np.unique(point * width + group[membership.samples[entries]])
+    return np.bincount(pairs // width, minlength=membership.n_points)
+
+
+def entries_of(membership: Membership, points: np.ndarray) -> np.ndarray:
+    """The entry indices of the given points, int64, point by point."""
+    starts = membership.offsets[points]
+    lengths = membership.offsets[points + 1] - starts
+    first = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+    return first + np.arange(int(lengths.sum()), dtype=np.int64)
+
+
+def explain_away(
+    membership: Membership,
+    app: Appearances,
+    first: Tested,
+    named: np.ndarray,
+    group: np.ndarray,
+    allow_low: int,
+    need: int,
+) -> Tested:
+    """Every sample tested again given the named set (see the module docstring)."""
+    n_held = held_points(membership, named, group)
+    held = np.flatnonzero(n_held > 0)
+    held_rank = app.rank_of_point[held]
+    held_rank = held_rank[held_rank >= 0]
+    # a point is lost to a sample when it holds a named group other than the sample's;
+    # only the entries of held points can be lost (few: no pass over all entries)
+    entries = entries_of(membership, held)
+    sample = membership.samples[entries]
+    lost = entries[np.repeat(n_held[held], membership.counts()[held]) > named[sample]]
+    touched = np.zeros(membership.n_samples, dtype=bool)
+    touched[membership.samples[lost]] = True
+    touched |= named
+    touched &= first.reason == 0
+    k, score_rank, at_least = _retest(membership, app, touched, lost, allow_low)
+    k = np.where(touched, k, first.k)
+    score_rank = np.where(touched, score_rank, first.score_rank)
+    reason = first.reason.copy()
+    reason[touched & (k < need)] = REASONS.index("explained")
+    again = pvalues(app, k, first.k - k, score_rank, reason, held_rank, allow_low)
+    own = named & (reason == 0)
+    if own.any():
+        # a member's own points are in its null population too
+        n_own = again.n_null + k[own]
+        n_ge = again.n_ge[own] + at_least[own]
+        again.n_ge[own], again.p[own] = n_ge, order_pvalue(k[own], n_ge, n_own, allow_low)
+    return again
+
+
+def _retest(
+    membership: Membership,
+    app: Appearances,
+    touched: np.ndarray,
+    lost: np.ndarray,
+    allow_low: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``k``, the score's rank and how many kept points reach the score, of the touched
+    samples over their usable points not ``lost`` (entry indices); int64 each."""
+    idx = np.flatnonzero(touched[membership.samples])
+    idx = idx[~np.isin(idx, lost)]
+    rank = app.rank_of_point[np.searchsorted(membership.offsets, idx, side="right") - 1]
+    idx, rank = idx[rank >= 0], rank[rank >= 0]
+    sub = replace(app, sample=membership.samples[idx], rank=rank, kept=None)
+    _, score_rank = sub.lowest(allow_low)
+    z = np.append(app.z_sorted, np.inf)  # rank n_usable: no score
+    reach = (z[sub.rank] >= z[score_rank[sub.sample]]).astype(np.float64)
+    at_least = np.bincount(sub.sample, weights=reach, minlength=membership.n_samples)
+    return sub.counts(), score_rank, at_least.astype(np.int64)
+
+
+def decode(
+    membership: Membership,
+    app: Appearances,
+    k: np.ndarray,
+    group: np.ndarray,
+    score_rank: np.ndarray,
+    opts: DecodeOptions,
+) -> tuple[Tested, np.ndarray, int, int]:
+    """First pass, then explaining away while candidates remain.
+
+    :param k: appearances per sample (``app.counts()``).
+    :returns: the final tests, their q-values, the units tested and the rounds run.
+    """
+    first = first_pass(membership, app, k, score_rank, opts.allow_low, opts.need)
+    tested = first
+    named = np.zeros(membership.n_samples, dtype=bool)
+    rounds = 0
+    while rounds < opts.explain_rounds:
+        candidates = group_q_below(tested.p, group, opts.explain_q) & ~named
+        candidates &= tested.reason == 0
+        if not candidates.any():
+            break
+        named |= strongest(membership, app, candidates, tested)
+        tested = explain_away(membership, app, first, named, group, opts.allow_low, opts.need)
+        rounds += 1
+    q, m = group_q(tested.p, group)
+    return tested, q, m, rounds
+
+
+def strongest(
+    membership: Membership, app: Appearances, candidates: np.ndarray, tested: Tested
+) -> np.ndarray:
+    """The candidates that are the strongest candidate in every usable point they are in.
+
+    Strength: smaller p, then higher score; equally strong candidates (the members of a
+    group, or ties) do not beat each other, so the choice never depends on the labels.
+    The very strongest are always among them.
+    """
+    ids = np.flatnonzero(candidates)
+    p, score = tested.p[ids], tested.score[ids]
+    order = np.lexsort((-score, p))
+    p, score = p[order], score[order]
+    new_value = np.concatenate([[True], (p[1:] != p[:-1]) | (score[1:] != score[:-1])])
+    strength = np.full(membership.n_samples, ids.size, dtype=np.int64)
+    strength[ids[order]] = np.cumsum(new_value) - 1
+    entries = np.flatnonzero(candidates[membership.samples])
+    point = np.searchsorted(membership.offsets, entries, side="right") - 1
+    usable = app.rank_of_point[point] >= 0
+    entries, point = entries[usable], point[usable]
+    mine = strength[membership.samples[entries]]
+    best = np.full(membership.n_points, ids.size, dtype=np.int64)
+    np.minimum.at(best, point, mine)
+    beaten = np.zeros(membership.n_samples, dtype=bool)
+    beaten[membership.samples[entries[best[point] < mine]]] = True
+    return candidates & ~beaten
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """What :func:`decode` needs of :class:`.SampleOptions`."""
+
+    allow_low: int
+    need: int
+    explain_q: float
+    explain_rounds: int

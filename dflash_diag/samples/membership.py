@@ -1,0 +1,182 @@
+"""Which samples each logged point covers: :class:`Membership`, a CSR table.
+
+A logged point (one line of the log: a step, or a logging interval pooling several
+steps) covers the samples of every micro-batch it averages.  ``offsets`` has
+``n_points + 1`` entries; the samples of point ``p`` are
+``samples[offsets[p]:offsets[p + 1]]`` (dataset indices, ``0 <= id < n_samples``), and
+``tokens`` (optional) holds each entry's real tokens in that point, so a sample's share
+of its point is ``tokens[e] / sum(tokens of the point)``.
+
+Each point lists a sample at most once: an appearance is a distinct point, which is what
+the exchangeability null of :mod:`.evidence` counts.  :meth:`Membership.from_entries`
+guarantees it (a sample met twice in one point, e.g. in a logging interval spanning an
+epoch boundary, becomes one entry with the tokens summed); :meth:`Membership.has_repeats`
+checks a table built otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import InputError
+
+_WHERE = "membership"
+
+
+@dataclass(frozen=True, eq=False)
+class Membership:
+    """The samples of each logged point, CSR.
+
+    :param offsets: int64 ``[n_points + 1]``, non-decreasing, ``offsets[0] == 0`` and
+        ``offsets[-1] == len(samples)``.
+    :param samples: int32 or int64 ``[n_entries]``: dataset indices, point by point.
+    :param n_samples: samples in the dataset (ids are ``0 .. n_samples - 1``).
+    :param tokens: optional ``[n_entries]``, finite, >= 0: each entry's real tokens in its
+        point (for token-weighted shares); None: every entry of a point weighs the same.
+
+    >>> m = Membership.from_entries([0, 0, 1, -1, 1], [3, 1, 1, 2, 0], n_samples=4)
+    >>> m.offsets.tolist(), m.samples.tolist()
+    ([0, 2, 4], [1, 3, 0, 1])
+    """
+
+    offsets: np.ndarray
+    samples: np.ndarray
+    n_samples: int
+    tokens: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        off, smp = self.offsets, self.samples
+        if off.ndim != 1 or off.size < 1 or off.dtype.kind not in "iu":
+            raise InputError(_WHERE, "offsets must be a 1-D integer array of n_points + 1")
+        if smp.ndim != 1 or smp.dtype.kind not in "iu":
+            raise InputError(_WHERE, f"samples must be a 1-D integer array, not {smp.dtype}")
+        if off[0] != 0 or off[-1] != smp.size or np.any(np.diff(off) < 0):
+            raise InputError(
+                _WHERE,
+                f"offsets must rise from 0 to {smp.size} (the entries)",
+                "build it with Membership.from_entries",
+            )
+        if self.n_samples < 0:
+            raise InputError(_WHERE, f"n_samples is {self.n_samples}", "give a count >= 0")
+        if smp.size and (smp.min() < 0 or smp.max() >= self.n_samples):
+            raise InputError(
+                _WHERE,
+                f"sample ids span {smp.min()}..{smp.max()}, outside 0..{self.n_samples - 1}",
+                "give n_samples of the whole dataset",
+            )
+        tok = self.tokens
+        if tok is not None and (tok.shape != smp.shape or not np.all(np.isfinite(tok))):
+            raise InputError(_WHERE, "tokens must be finite, one per entry")
+        if tok is not None and tok.size and tok.min() < 0:
+            raise InputError(_WHERE, f"tokens hold a negative count ({tok.min()})")
+
+    @property
+    def n_points(self) -> int:
+        """Logged points."""
+        return int(self.offsets.size - 1)
+
+    @property
+    def n_entries(self) -> int:
+        """(point, sample) entries."""
+        return int(self.samples.size)
+
+    def counts(self) -> np.ndarray:
+        """Entries per point, int64 ``[n_points]``."""
+        return np.diff(self.offsets)
+
+    def point_of_entry(self) -> np.ndarray:
+        """The point of each entry, int64 ``[n_entries]``."""
+        return np.repeat(np.arange(self.n_points, dtype=np.int64), self.counts())
+
+    def entry_share(self) -> np.ndarray:
+        """Each entry's share of its point, float64 ``[n_entries]``: ``tokens[e] / sum of
+        the point's tokens`` (``1 / entries`` without tokens, or where a point has none)."""
+        return self.share_of(np.arange(self.n_entries))
+
+    def share_of(self, entries: np.ndarray) -> np.ndarray:
+        """:meth:`entry_share` of the given entry indices only, float64."""
+        point = np.searchsorted(self.offsets, entries, side="right") - 1
+        counts = self.counts()[point].astype(np.float64)
+        share = 1.0 / np.maximum(counts, 1.0)
+        if self.tokens is None:
+            return share
+        totals = self.point_tokens()[point]
+        has = totals > 0
+        share[has] = self.tokens[entries[has]] / totals[has]
+        return share
+
+    def point_tokens(self) -> np.ndarray:
+        """Real tokens per point, float64 ``[n_points]`` (entries per point without tokens)."""
+        if self.tokens is None:
+            return self.counts().astype(np.float64)
+        cum = np.concatenate([[0.0], np.cumsum(self.tokens, dtype=np.float64)])
+        return cum[self.offsets[1:]] - cum[self.offsets[:-1]]
+
+    def has_repeats(self) -> bool:
+        """True when some point lists a sample twice (the table breaks its contract).
+
+        The entries are already grouped by point, so the sort of ``point * n_samples +
+        sample`` (stable: a merge of short runs) costs about one pass.
+        """
+        key = self.point_of_entry() * max(self.n_samples, 1) + self.samples
+        key = np.sort(key, kind="stable")
+        return bool(np.any(key[1:] == key[:-1]))
+
+    @classmethod
+    def from_entries(
+        cls,
+        point: object,
+        sample: object,
+        n_samples: int | None = None,
+        n_points: int | None = None,
+        tokens: object | None = None,
+    ) -> Membership:
+        """Build the table from one (point, sample) pair per entry, in any order.
+
+        Entries with point ``-1`` (a step no logged point covers) are dropped; a sample
+        met twice in one point is one entry (its tokens summed).
+
+        :param point: int ``[n]``, the point of each entry, or -1.
+        :param sample: int ``[n]``, the dataset index of each entry.
+        :param n_samples: default ``max(sample) + 1``.
+        :param n_points: default ``max(point) + 1``.
+        :param tokens: optional ``[n]`` real tokens of each entry.
+        """
+        pt = _int_array(point, "point")
+        sm = _int_array(sample, "sample")
+        tok = None if tokens is None else np.asarray(tokens, dtype=np.float64)
+        if sm.shape != pt.shape or (tok is not None and tok.shape != pt.shape):
+            raise InputError(_WHERE, "point, sample (and tokens) must be equally long")
+        if pt.size and pt.min() < -1:
+            raise InputError(_WHERE, f"a point index is {pt.min()}", "use -1 for none")
+        keep = pt >= 0
+        pt, sm = pt[keep], sm[keep]
+        tok = None if tok is None else tok[keep]
+        n_s = int(sm.max()) + 1 if n_samples is None and sm.size else int(n_samples or 0)
+        n_p = int(pt.max()) + 1 if n_points is None and pt.size else int(n_points or 0)
+        if pt.size and pt.max() >= n_p:
+            raise InputError(_WHERE, f"a point index is {pt.max()}, n_points is {n_p}")
+        if sm.size and (sm.min() < 0 or sm.max() >= n_s):
+            raise InputError(_WHERE, f"sample ids span {sm.min()}..{sm.max()}, n is {n_s}")
+        key = pt * max(n_s, 1) + sm
+        order = np.argsort(key, kind="stable")
+        key = key[order]
+        first = np.concatenate([[True], key[1:] != key[:-1]]) if key.size else key.astype(bool)
+        starts = np.flatnonzero(first)
+        if tok is not None:
+            tok = np.add.reduceat(tok[order], starts) if starts.size else tok
+        pt, sm = pt[order][starts], sm[order][starts]
+        offsets = np.concatenate([[0], np.cumsum(np.bincount(pt, minlength=n_p))])
+        dtype = np.int32 if n_s < 2**31 else np.int64
+        return cls(offsets.astype(np.int64), sm.astype(dtype), n_s, tok)
+
+
+def _int_array(values: object, name: str) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise InputError(_WHERE, f"{name} must be 1-D, not of shape {arr.shape}")
+    if arr.size and arr.dtype.kind not in "iu":
+        raise InputError(_WHERE, f"{name} must hold integers, not {arr.dtype}")
+    return arr.astype(np.int64)
