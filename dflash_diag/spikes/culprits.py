@@ -1,0 +1,226 @@
+"""Which samples make the loss spike: the per-sample evidence of a run, lined up with its
+spikes (:func:`sample_findings`, :func:`culprits_at`).
+
+The logged points are lined up with the composition's micro-batches as attribution lines
+them up (:func:`~dflash_diag.spikes.features.micro_points`: the metric's rank, the
+points' windows), which makes the membership: which samples each point covers.  Each
+point gets the z that is left once composition has had its say,
+
+    z_p = (residual_p - predicted_p) / resid_scale
+
+(the detrended metric minus what the composition model predicts from the batch's
+features, over the model's robust residual scale), so a sample of a hard *kind* (the
+longest, a hard category) is not named for what its batch's features already explain;
+without a model that predicts held-out points (held-out R² < ``R2_MIN``), the detrended
+residual over its robust scale.  :func:`dflash_diag.samples.sample_evidence` then tests
+every sample (group testing: a sample whose batches are high wherever it goes), and
+:func:`~dflash_diag.samples.name_culprits` names the samples, or the inseparable groups,
+at the false-discovery rate ``fdr``.  The method, its null and its limits:
+``docs/samples.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+    from ..data import Replay
+    from ..samples import Membership, SampleEvidence
+
+#: The false-discovery rate at which samples are named.
+FDR = 0.05
+#: Appearances allowed to be ordinary: a sample is judged on its second-lowest z, since
+#: a corrupt sample is no worse than any other before the model has learned the rest.
+ALLOW_LOW = 1
+
+
+@dataclass(frozen=True)
+class Culprit:
+    """A sample (or an inseparable group) named as making its batches high.
+
+    :param unit: ``sample`` or ``group`` (samples that always travel together).
+    :param sample_id: the sample's id (the manifest's ``sample_id``; -1 for a group).
+    :param members: the ids of its members (one for a sample).
+    :param appearances: logged points holding it; ``high``: of those, with z >= 2.
+    :param score: the z it was tested on (its second-lowest over its appearances).
+    :param excess: mean relative rise of its points over their baseline (NaN: unknown).
+    :param q: Benjamini-Hochberg q-value; ``ground``: ``inferred`` (group testing).
+    """
+
+    unit: str
+    sample_id: int
+    members: tuple[int, ...]
+    appearances: int
+    high: int
+    score: float
+    excess: float
+    q: float
+    ground: str = "inferred"
+
+    def describe(self) -> str:
+        """``sample 1234: high in 3 of 4 of its batches (z >= 2; tested z 2.4), +31% over
+        their baseline, q 0.001`` (a group: its members)."""
+        who = (
+            f"sample {self.sample_id}"
+            if self.unit == "sample"
+            else f"the group of {len(self.members)} samples {_ids(self.members)} (always together)"
+        )
+        rise = f", {self.excess:+.0%} over their baseline" if math.isfinite(self.excess) else ""
+        return (
+            f"{who}: high in {self.high} of {self.appearances} of its batches (tested z "
+            f"{self.score:.2g}){rise}, q {self.q:.2g}"
+        )
+
+
+def _ids(ids: tuple[int, ...], most: int = 5) -> str:
+    shown = ", ".join(str(i) for i in ids[:most])
+    return shown + (f" (+{len(ids) - most} more)" if len(ids) > most else "")
+
+
+@dataclass(frozen=True, eq=False)
+class SampleFindings:
+    """The per-sample evidence of a run and what it names.
+
+    :param evidence: every sample's evidence (:class:`~dflash_diag.samples.SampleEvidence`).
+    :param named: :func:`~dflash_diag.samples.name_culprits`' table at :data:`FDR`.
+    :param membership: the samples of each logged point.
+    :param ids: sample ids by dataset index (None: the indices are the ids).
+    :param basis: what the points' z is, in words.
+    :param separable: some samples can be told apart (False: every unit is a fixed
+        batch, as sorted-greedy makes them).
+    """
+
+    evidence: SampleEvidence
+    named: pd.DataFrame
+    membership: Membership
+    ids: np.ndarray | None
+    basis: str
+    separable: bool
+
+    def sample_id(self, index: int) -> int:
+        return int(index) if self.ids is None else int(self.ids[index])
+
+    def note(self) -> str | None:
+        """What a reader must know about naming samples here (None: nothing)."""
+        if self.separable:
+            return None
+        return (
+            "no sample can be named: every batch is a fixed group of samples that always "
+            "travel together, so the batch is the unit"
+        )
+
+
+def sample_findings(
+    replay: Replay,
+    point_index: np.ndarray,
+    n_points: int,
+    z: np.ndarray,
+    excess: np.ndarray,
+    ids: np.ndarray | None,
+    basis: str,
+) -> SampleFindings:
+    """Test every sample of ``replay`` over the logged points.
+
+    :param point_index: the logged point of each micro-batch (-1: none), as
+        :func:`~dflash_diag.spikes.features.micro_points` gives it.
+    :param z: float64 ``[n_points]``: each point's z (module docstring).
+    :param excess: float64 ``[n_points]``: ``x / baseline - 1``.
+    """
+    import numpy as np
+
+    from ..samples import Membership, SampleOptions, name_culprits, sample_evidence
+
+    counts = np.diff(replay.offsets)
+    point = np.repeat(np.asarray(point_index, dtype=np.int64), counts)
+    sample = replay.sample_ids
+    membership = Membership.from_entries(
+        point, sample, len(replay.lengths), n_points, replay.lengths[sample]
+    )
+    evidence = sample_evidence(
+        membership, z, excess=excess, options=SampleOptions(allow_low=ALLOW_LOW)
+    )
+    named = name_culprits(evidence, FDR)
+    t = evidence.table
+    seen = t["group"].to_numpy() >= 0
+    separable = bool((t["group_size"].to_numpy()[seen] == 1).any())
+    return SampleFindings(evidence, named, membership, ids, basis, separable)
+
+
+def culprits_at(findings: SampleFindings, point: int) -> tuple[Culprit, ...]:
+    """The named units with a member in logged point ``point``."""
+    import numpy as np
+
+    m = findings.membership
+    here = set(m.samples[m.offsets[point] : m.offsets[point + 1]].tolist())
+    out = []
+    for row in findings.named.itertuples(index=False):
+        members = tuple(int(x) for x in row.members)
+        if not here.intersection(members):
+            continue
+        out.append(
+            Culprit(
+                unit=str(row.unit),
+                sample_id=findings.sample_id(members[0]) if row.unit == "sample" else -1,
+                members=tuple(findings.sample_id(x) for x in members),
+                appearances=int(row.appearances),
+                high=int(row.high),
+                score=float(row.score),
+                excess=float(row.excess) if np.isfinite(row.excess) else math.nan,
+                q=float(row.q),
+                ground=str(row.ground),
+            )
+        )
+    return tuple(out)
+
+
+def ordinary_elsewhere(findings: SampleFindings, point: int) -> str | None:
+    """``its 8 samples are ordinary in their other batches (tested, none named)`` when
+    the point's samples were tested and none was named; None otherwise."""
+    import numpy as np
+
+    m = findings.membership
+    here = m.samples[m.offsets[point] : m.offsets[point + 1]]
+    if not here.size:
+        return None
+    t = findings.evidence.table
+    testable = t["testable"].to_numpy()[here]
+    if not testable.all():
+        return None
+    median = float(np.median(t["score"].to_numpy()[here]))
+    return (
+        f"its {here.size} samples are ordinary in their other batches (median tested z "
+        f"{median:.2g}; none is named)"
+    )
+
+
+def point_z(
+    residual: np.ndarray, predicted: np.ndarray, scale: float, use_model: bool
+) -> tuple[np.ndarray, str]:
+    """Each point's z for the sample tests and its basis in words (module docstring)."""
+    import numpy as np
+
+    r = np.asarray(residual, dtype=np.float64)
+    if use_model and math.isfinite(scale) and scale > 0:
+        return (r - np.asarray(predicted, dtype=np.float64)) / scale, (
+            "the loss left once the composition model has predicted the batch"
+        )
+    finite = r[np.isfinite(r)]
+    if not finite.size:
+        return np.full(r.shape, np.nan), "no finite residual"
+    med = float(np.median(finite))
+    mad = 1.4826 * float(np.median(np.abs(finite - med)))
+    if not mad > 0:
+        return np.full(r.shape, np.nan), "no spread in the residual"
+    return (r - med) / mad, "the detrended loss"
+
+
+def as_json(c: Culprit) -> dict[str, Any]:
+    """A :class:`Culprit` for ``--json``."""
+    from dataclasses import asdict
+
+    return asdict(c)
