@@ -196,7 +196,7 @@ _RECORD_START = re.compile(
     r"|Traceback|File \"|rank\s*\d)"
 )
 #: A line of ``name=value`` fields only (``  loss=2.31``, ``lr=1e-4, grad_norm=0.5,``).
-_FIELDS_ONLY = re.compile(r"^\s*(?:[A-Za-z_][\w./@-]*\s*=\s*[^\s=,;|]+[\s,;|]*)+$")
+_FIELDS_ONLY = re.compile(r"^\s*(?:[A-Za-z_][\w./@-]*\s*=\s*[^\s=;|]+[\s,;|]*)+$")
 #: At most this many lines join one record (a bracket never closed ends there).
 MAX_CONTINUED = 64
 _OPEN, _CLOSE = "([{", ")]}"

@@ -58,7 +58,9 @@ def build_table(
     Rules, in order:
 
     1. The step source is the best one any record has: an explicit field, else a
-       progress-bar counter, else line order (train records numbered 1, 2, ...).
+       progress-bar counter, else the epoch when each training record is one epoch
+       (``Epoch 12: Train Loss=0.41``: nothing finer; ``step_source`` "epoch"), else
+       line order (train records numbered 1, 2, ...).
        Records without that kind of step are skipped (reason ``no_step``), except
        structured evaluation records (HF ``{'eval_loss': ...}`` lines, which carry no
        step; ``attach`` true), which belong to the last step logged before them.  A step
@@ -78,7 +80,11 @@ def build_table(
     df = _typed_records(_records_frame(records, extra), path, fmt, skipped)
     sources = _values_of(df["step_source"])
     best = "field" if "field" in sources else "progress" if "progress" in sources else "none"
-    df = _assign_steps(df, best, skipped, single_source=len(sources) == 1)
+    if best == "none" and _epochs_as_steps(df):
+        best = "epoch"  # an epoch log: nothing finer than the epoch numbers its records
+        df = _steps_from_epochs(df, skipped)
+    else:
+        df = _assign_steps(df, best, skipped, single_source=len(sources) == 1)
     if df.empty:
         raise InputError(path, "no step-like data found", _hint_for(fmt, skipped))
 
@@ -103,6 +109,34 @@ def build_table(
         step_source="line order" if best == "none" else best,
         logged_nan=logged_nan,
     )
+
+
+def _epochs_as_steps(df: Any) -> bool:
+    """Whether a log without steps numbers its training records by epoch: at least two
+    carry an ``epoch``, every one of those a distinct whole number, rising (one record
+    per epoch; the HF Trainer's fractional epochs are no such log)."""
+    import numpy as np
+
+    if "epoch" not in df:
+        return False
+    train = ~df["is_eval"].to_numpy()
+    epochs = df["epoch"].to_numpy(dtype=np.float64)[train]
+    epochs = epochs[~np.isnan(epochs)]
+    if len(epochs) < 2 or not np.isfinite(epochs).all():
+        return False
+    return bool((epochs == np.round(epochs)).all() and (np.diff(epochs) > 0).all())
+
+
+def _steps_from_epochs(df: Any, skipped: dict[str, int]) -> Any:
+    """Each record's epoch as its step (``step_source`` "epoch"); records without one
+    are skipped (``no_step``)."""
+    has = df["epoch"].notna().to_numpy()
+    if not has.all():
+        skipped["no_step"] = skipped.get("no_step", 0) + int((~has).sum())
+        df = df[has].copy()
+    df["step"] = df["epoch"].astype("float64")
+    df["step_source"] = "epoch"
+    return _finite_steps(df, skipped)
 
 
 def _typed_records(df: Any, path: str, fmt: str, skipped: dict[str, int]) -> Any:
@@ -135,7 +169,7 @@ def _step_table(df: Any, rank: int | str) -> tuple[Any, dict[str, Any]]:
     import pandas as pd
 
     keys = ["rank", "step"] if rank == "all" else ["step"]
-    bookkeeping = ("line", "rank", "step", "step_source", "is_eval", "attach")
+    bookkeeping = ("line", "rank", "step", "step_source", "is_eval", "attach", "step_total")
     metrics = [c for c in df.columns if c not in bookkeeping]
     for c in metrics:
         if df[c].dtype != np.float64:
