@@ -16,6 +16,7 @@ Only the standard library is imported at module level; pandas is imported inside
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 from ..data import CANONICAL_COLUMNS, RunLog
@@ -94,21 +95,82 @@ def build_table(
     else:
         ranks = tuple(int(r) for r in sorted(df["rank"].unique()))
     df = _select_rank(df, rank, ranks, path, skipped)
+    source = "line order" if best == "none" else best
+    common = {"path": path, "format": fmt, "ranks": ranks, "n_lines": int(n_lines)}
+    starts = run_starts(df)
+    if len(starts) == 1:
+        return _one_run(df, rank, common | {"step_source": source}, skipped)
+    bounds = [*starts, len(df)]
+    parts = [
+        _one_run(df.iloc[a:b], rank, common | {"step_source": source}, {})
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+    ]
+    last = parts[-1]
+    skipped["other_run"] = sum(len(p.table) for p in parts[:-1])  # (their rows, per step)
+    return MultiRunLog(
+        **{f.name: getattr(last, f.name) for f in fields(RunLog)} | {"skipped": _tidy(skipped)},
+        runs=tuple(parts),
+    )
+
+
+def _tidy(skipped: dict[str, int]) -> dict[str, int]:
+    return {k: v for k, v in sorted(skipped.items()) if v}
+
+
+def _one_run(df: Any, rank: int | str, common: dict[str, Any], skipped: dict[str, int]) -> RunLog:
+    """The RunLog of one run's records (restarts, one row per step)."""
     restarts = _restarts(df)
     table, logged_nan = _step_table(df, rank)
     if not restarts and rank != "all":
         table["tokens"] = _tokens_from_running_total(table)
     return RunLog(
         table=_canonical_order(table, rank),
-        path=path,
-        format=fmt,
         restarts=tuple(restarts),
-        ranks=ranks,
-        skipped={k: v for k, v in sorted(skipped.items()) if v},
-        n_lines=int(n_lines),
-        step_source="line order" if best == "none" else best,
+        skipped=_tidy(skipped),
         logged_nan=logged_nan,
+        **common,
     )
+
+
+@dataclass(frozen=True, eq=False)
+class MultiRunLog(RunLog):
+    """A log holding several runs appended to one file (a sweep's ``>> train.log``):
+    the fields of a :class:`RunLog` are the last run's (``skipped["other_run"]``
+    counts the rows of the others), and ``runs`` holds each run's own RunLog, in
+    file order (:func:`run_starts` tells them apart).  No value is carried from one run
+    to another."""
+
+    runs: tuple[RunLog, ...] = ()
+
+
+def run_starts(df: Any) -> list[int]:
+    """Where each run starts among the records (row positions, from 0), in line order.
+
+    A training record starts a new run when its step counts against another total
+    than the run's (``step 10/40`` after ``step 60/60``), or when its step goes back to
+    the run's first step or below (a run started again from the start).  A step that
+    goes back, but not that far, with the same total, is a resume in the same run
+    (:func:`_restarts`).  Evaluation records belong to the run before them.
+    """
+    import numpy as np
+
+    train = ~df["is_eval"].to_numpy(dtype=bool)
+    steps = df["step"].to_numpy(dtype=np.float64)
+    has_total = "step_total" in df
+    totals = df["step_total"].to_numpy(dtype=np.float64) if has_total else None
+    if train.sum() < 2 or (not has_total and (np.diff(steps[train]) > 0).all()):
+        return [0]  # (the common case: steps only go up, no totals to compare)
+    starts, first, peak, total = [0], None, -np.inf, np.nan
+    for i in np.flatnonzero(train):
+        t = totals[i] if totals is not None else np.nan
+        new_total = not np.isnan(t) and not np.isnan(total) and t != total
+        if first is not None and (new_total or (steps[i] < peak and steps[i] <= first)):
+            starts.append(int(i))
+            first, peak, total = None, -np.inf, np.nan
+        first = steps[i] if first is None else first
+        peak = max(peak, steps[i])
+        total = t if not np.isnan(t) else total
+    return starts
 
 
 def _epochs_as_steps(df: Any) -> bool:
