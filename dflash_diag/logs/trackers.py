@@ -54,6 +54,11 @@ def read_mlflow(name: str, rank: int | str = 0, tracking_uri: str | None = None)
         shown = f"{redact(uri)} run {run_id}"
     if not records:
         raise InputError(shown, "the MLflow run has no metrics", "give a run that logged some")
+    # in step order, as a console log would have printed them (one metric's file after
+    # another would read as a run started again at each file)
+    records.sort(key=lambda r: (r["step"], r["line"]))
+    for i, rec in enumerate(records, 1):
+        rec["line"] = i
     return build_table(records, path=shown, fmt="mlflow", rank=rank, n_lines=n_lines)
 
 

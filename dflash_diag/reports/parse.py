@@ -80,7 +80,7 @@ def check_has_loss(run: RunLog) -> None:
         run.path,
         f"no loss found: {len(table)} rows with {cols} (lines skipped: {skipped})",
         "parse needs records with a step and a loss, such as 'step=10 loss=2.3' or "
-        "{\"step\": 10, \"loss\": 2.3}; --format names the format if it was misread",
+        '{"step": 10, "loss": 2.3}; --format names the format if it was misread',
     )
 
 

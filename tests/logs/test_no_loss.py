@@ -27,4 +27,7 @@ def test_parse_run_n_of_appended_runs(tmp_path):
     assert doc["run"] == 1 and [x["steps"] for x in doc["runs"]] == [[10, 30], [10, 30]]
     assert doc["skipped"]["other_run"] == 3
     r = CliRunner().invoke(app, ["parse", str(p), "--run", "3"])
-    assert r.exit_code == 2 and r.output == "error: --run: no run 3: the log holds 2 runs; give 1 to 2\n"
+    assert (
+        r.exit_code == 2
+        and r.output == "error: --run: no run 3: the log holds 2 runs; give 1 to 2\n"
+    )

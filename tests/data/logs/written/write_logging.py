@@ -45,7 +45,9 @@ def fairseq_hydra(path: Path, updates: int = 600, every: int = 100, epoch_len: i
     for r in range(8):
         log.info("distributed init (rank %d): tcp://localhost:19104", r)
     nccl = _logger(out, "%(message)s", "nccl")
-    nccl.info("gpu-07:1234:1234 [3] NCCL INFO comm 0x5614 rank 3 nranks 8 cudaDev 3 - Init COMPLETE")
+    nccl.info(
+        "gpu-07:1234:1234 [3] NCCL INFO comm 0x5614 rank 3 nranks 8 cudaDev 3 - Init COMPLETE"
+    )
     trainer = _logger(out, fmt, "fairseq.trainer")
     trainer.info("begin training epoch 1")
     for u in range(every, updates + 1, every):
