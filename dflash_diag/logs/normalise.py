@@ -146,9 +146,11 @@ class MultiRunLog(RunLog):
 def run_starts(df: Any) -> list[int]:
     """Where each run starts among the records (row positions, from 0), in line order.
 
-    A training record starts a new run when its step counts against another total
-    than the run's (``step 10/40`` after ``step 60/60``), or when its step goes back to
-    the run's first step or below (a run started again from the start).  A step that
+    A training record starts a new run when its step goes back (below the run's
+    highest) and either counts against another total than the run's (``step 30/40``
+    after ``step 60/60``) or goes back to the run's first step or below (a run started
+    again from the start).  (The fast path's records carry no total: there, only the
+    second applies.)  A step that
     goes back, but not that far, with the same total, is a resume in the same run
     (:func:`_restarts`).  Evaluation records belong to the run before them.
     """
@@ -164,7 +166,7 @@ def run_starts(df: Any) -> list[int]:
     for i in np.flatnonzero(train):
         t = totals[i] if totals is not None else np.nan
         new_total = not np.isnan(t) and not np.isnan(total) and t != total
-        if first is not None and (new_total or (steps[i] < peak and steps[i] <= first)):
+        if first is not None and steps[i] < peak and (new_total or steps[i] <= first):
             starts.append(int(i))
             first, peak, total = None, -np.inf, np.nan
         first = steps[i] if first is None else first
