@@ -153,9 +153,12 @@ def parse_message(message: str, shapes: frozenset[str]) -> tuple[str, Message | 
 
 def _object_after_prefix(message: str, shapes: frozenset[str]) -> tuple[str, Message] | None:
     """The record of a JSON object (``{"``) or dict repr (``{'``) that ends ``message``
-    after a prefix, or None."""
+    after a prefix, or None (also when the prefix ends in ``:`` or ``=``: the object is
+    then a named value, ``config: {...}``)."""
     for opener, shape in (('{"', "json"), ("{'", "dict")):
         at = message.find(opener)
+        if at > 0 and message[:at].rstrip().endswith((":", "=")):
+            return None  # the object is a key's value (`config: {...}`), not a record
         if at > 0 and shape in shapes:
             msg = parse_json_object(message[at:]) if shape == "json" else None
             if shape == "dict" and message[at:].count("{") == 1:

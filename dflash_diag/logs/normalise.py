@@ -97,7 +97,7 @@ def build_table(
     df = _select_rank(df, rank, ranks, path, skipped)
     source = "line order" if best == "none" else best
     common = {"path": path, "format": fmt, "ranks": ranks, "n_lines": int(n_lines)}
-    starts = run_starts(df)
+    starts = run_starts(df) if rank != "all" else [0]
     if len(starts) == 1:
         return _one_run(df, rank, common | {"step_source": source}, skipped)
     bounds = [*starts, len(df)]
@@ -146,11 +146,11 @@ class MultiRunLog(RunLog):
 def run_starts(df: Any) -> list[int]:
     """Where each run starts among the records (row positions, from 0), in line order.
 
-    A training record starts a new run when its step goes back (below the run's
-    highest) and either counts against another total than the run's (``step 30/40``
-    after ``step 60/60``) or goes back to the run's first step or below (a run started
-    again from the start).  (The fast path's records carry no total: there, only the
-    second applies.)  A step that
+    A training record starts a new run when its step goes back to the run's first
+    step or below and counts against another total than the run's (``step 10/40``
+    after ``step 60/60``).  Any other step back is a resume in the same run
+    (:func:`_restarts`): without totals the two cannot be told apart.  (The fast
+    path's records carry no total yet: a large log's runs read as resumes there.)  A step that
     goes back, but not that far, with the same total, is a resume in the same run
     (:func:`_restarts`).  Evaluation records belong to the run before them.
     """
@@ -160,13 +160,13 @@ def run_starts(df: Any) -> list[int]:
     steps = df["step"].to_numpy(dtype=np.float64)
     has_total = "step_total" in df
     totals = df["step_total"].to_numpy(dtype=np.float64) if has_total else None
-    if train.sum() < 2 or (not has_total and (np.diff(steps[train]) > 0).all()):
+    if train.sum() < 2 or not has_total or (np.diff(steps[train]) > 0).all():
         return [0]  # (the common case: steps only go up, no totals to compare)
     starts, first, peak, total = [0], None, -np.inf, np.nan
     for i in np.flatnonzero(train):
         t = totals[i] if totals is not None else np.nan
         new_total = not np.isnan(t) and not np.isnan(total) and t != total
-        if first is not None and steps[i] < peak and (new_total or steps[i] <= first):
+        if first is not None and steps[i] < peak and new_total and steps[i] <= first:
             starts.append(int(i))
             first, peak, total = None, -np.inf, np.nan
         first = steps[i] if first is None else first
