@@ -21,6 +21,8 @@ Formats (--format; detected when not given): text (key=value / 'step 10/100 | lo
 lines: SpecForge, NeMo, DeepSpec, Megatron, nanoGPT, llm.c, RichHandler), hf-dict
 (Trainer {'loss': ...} lines), jsonl, csv (also TSV, Lightning metrics.csv, W&B
 export), hf-state (trainer_state.json), tensorboard (extra). gzip and '-' (stdin) work.
+A file of several runs appended one after another is told apart from a resume: the
+last run is read (--run N for another), the others' rows counted as other_run.
 """
 
 
@@ -59,6 +61,22 @@ def parse(
     ] = None,
     json: JsonOpt = False,
     steps: StepsOpt = None,
+    run: Annotated[
+        int | None,
+        typer.Option(
+            "--run",
+            help="A file of several runs appended one after another: read run N "
+            "(from 1, in file order); the last when not given.",
+        ),
+    ] = None,
+    tracking_uri: Annotated[
+        str | None,
+        typer.Option(
+            "--tracking-uri",
+            help="An MLflow tracking server (http://HOST:PORT); LOG is then a run id "
+            "(needs the 'mlflow' extra). Or give LOG as mlflow://HOST:PORT/RUN_ID.",
+        ),
+    ] = None,
 ) -> None:
     from ..render.jsonout import dumps
     from ..render.parse import render_text
@@ -70,7 +88,16 @@ def parse(
     shown = parse_steps(steps)
     if to is not None:
         check_to(to, log)
-    report = parse_report(log, format, which, step_every, stage=stages(not json), steps=shown)
+    report = parse_report(
+        log,
+        format,
+        which,
+        step_every,
+        stage=stages(not json),
+        steps=shown,
+        run=run,
+        tracking_uri=tracking_uri,
+    )
     if to is not None:
         write_table(report.run.table, to)
     if json:

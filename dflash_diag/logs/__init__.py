@@ -14,12 +14,16 @@ from . import io, text
 from .detect import detect_format, refuse_binary
 from .fast import lineshape as fastpath
 from .formats import FORMAT_HELP, FORMATS, check_format, read_as
+from .normalise import MultiRunLog
 from .tensorboard import is_event_path, read_tensorboard
+from .trackers import is_mlflow_path, read_mlflow
 
 __all__ = [
     "FORMATS",
     "FORMAT_HELP",
+    "MultiRunLog",
     "check_format",
+    "pick_run",
     "detect_format",
     "read_log",
     "with_interval",
@@ -32,6 +36,8 @@ def read_log(
     rank: int | str = 0,
     progress: Callable[[int, int], None] | None = None,
     step_every: int | None = None,
+    run: int | None = None,
+    tracking_uri: str | None = None,
 ) -> RunLog:
     """Read a training log into a :class:`~dflash_diag.data.RunLog`.
 
@@ -47,8 +53,9 @@ def read_log(
     :mod:`dflash_diag.logs.names` for names and units, and
     :mod:`dflash_diag.logs.normalise` for steps, restarts and ranks.
 
-    :param path: a log file (plain or gzip), a TensorBoard event file or folder, or
-        ``"-"`` for standard input.
+    :param path: a log file (plain or gzip), a TensorBoard event file or folder, an
+        MLflow run (its file-store folder, or ``mlflow://HOST:PORT/RUN_ID``:
+        :mod:`~dflash_diag.logs.trackers`), or ``"-"`` for standard input.
     :param format: one of :data:`FORMATS`, or None to detect it.
     :param rank: ``0`` (rank 0, or the only rank), a rank number, or ``"all"``.
     :param progress: called with ``(lines done, lines total)`` while reading text.
@@ -56,6 +63,12 @@ def read_log(
         order", e.g. HF Trainer dict lines without the progress bar): the trainer logged
         every ``step_every`` optimizer steps (its ``logging_steps``), so record ``i``
         (from 1) is step ``i * step_every``.  ``step_source`` becomes "given interval".
+    :param run: for a file holding several runs appended one after another (each
+        starting again from its first step, or counting against another total): the
+        run to read, from 1 in file order.  None: the last; the result is then a
+        :class:`~dflash_diag.logs.normalise.MultiRunLog` whose ``runs`` holds each
+        run's RunLog.  The other runs' rows are counted as ``other_run``.
+    :param tracking_uri: an MLflow tracking server (``path`` is then a run id).
     :raises InputError: missing/empty/unreadable file, unknown format, no step-like data,
         ``step_every`` on a log that numbers its own steps.
 
@@ -66,8 +79,33 @@ def read_log(
     >>> run.format, run.table["loss"].tolist(), run.table["acc"].tolist()
     ('text', [2.5, 2.25], [0.5, 0.55])
     """
-    run = _read(path, format, rank, progress)
-    return run if step_every is None else with_interval(run, step_every)
+    name = os.fspath(path)
+    if tracking_uri is not None or (format is None and name != "-" and is_mlflow_path(name)):
+        log = read_mlflow(name, rank, tracking_uri)
+    else:
+        log = _read(path, format, rank, progress)
+    if run is not None:
+        log = pick_run(log, run)
+    return log if step_every is None else with_interval(log, step_every)
+
+
+def pick_run(log: RunLog, run: int) -> RunLog:
+    """Run ``run`` (from 1) of a log; its ``skipped`` counts the other runs' rows as
+    ``other_run``.
+
+    :raises InputError: no such run.
+    """
+    from dataclasses import replace
+
+    runs = log.runs if isinstance(log, MultiRunLog) else (log,)
+    if not 1 <= run <= len(runs):
+        have = "one run" if len(runs) == 1 else f"{len(runs)} runs"
+        raise InputError("--run", f"no run {run}: the log holds {have}", f"give 1 to {len(runs)}")
+    if len(runs) == 1:
+        return log
+    skipped = dict(log.skipped)
+    skipped["other_run"] = sum(int(r.table.shape[0]) for i, r in enumerate(runs) if i != run - 1)
+    return replace(runs[run - 1], skipped=skipped, n_lines=log.n_lines)
 
 
 _SOURCES = {"field": "a step field", "progress": "a progress-bar counter"}

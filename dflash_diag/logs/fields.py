@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .names import (
+    DURATION,
     EVAL_PREFIXES,
     NEUTRAL,
     canonical_name,
@@ -42,9 +43,22 @@ _WORD = r"[A-Za-z_@][\w./@-]*"
 _RATE_UNIT = r"[kKMGTB]?(?:tok|toks|tokens|samples?|seqs?|sequences|it|img|imgs)/s"
 _UNIT = rf"%|{_RATE_UNIT}|[kKMGTB](?![\w])|ms|us|secs?|mins?|hrs?|h|s|BPC|bpc|BPB|bpb|ppl|nats|bits"
 _END = r"(?=$|[\s,;|\])}:'\"])"
+#: Numbers as people print them, beside :data:`NUM`: thousands separators (``2,578``,
+#: ``1,234.5``) and durations of several units (``1h02m``, ``3m12s``, ``1h5s``).
+HUMAN_NUM = (
+    r"\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d,]\d)"
+    r"|\d+h\d{1,2}m(?:\d{1,2}(?:\.\d+)?s)?(?![\w/])|\d+h\d{1,2}(?:\.\d+)?s(?![\w/])"
+    r"|\d+m\d{1,2}(?:\.\d+)?s(?![\w/])"
+)
+_HUMAN = re.compile(rf"(?:{HUMAN_NUM})$")
+_DURATION_PARTS = re.compile(r"(\d+(?:\.\d+)?)([hms])")
+#: A clock duration ``H:MM:SS`` (``0:14:07``), as a string value in a record.
+_CLOCK = re.compile(r"\s*(\d+):([0-5]\d):([0-5]\d(?:\.\d+)?)\s*")
+#: A count of a total, as a string value (``"17/2353"``).
+_OF_TOTAL = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
 FIELD = re.compile(
     rf"(?<![\w./@-])(?P<key>{_WORD}(?: {_WORD}){{0,6}})(?:\s*\((?P<kunit>[^()]{{1,12}})\))?"
-    rf"(?:\s*[=:]\s*|\s+)\[?(?P<val>{NUM})(?P<total>\s*/\s*(?:\d+|\?)\??)?\]?"
+    rf"(?:\s*[=:]\s*|\s+)\[?(?P<val>{HUMAN_NUM}|{NUM})(?P<total>\s*/\s*(?:\d+|\?)\??)?\]?"
     rf"(?:\s?(?P<unit>{_UNIT})(?![\w/]))?{_END}"
     rf"|(?<![\w.])(?P<bval>{NUM})\s?(?P<bunit>{_RATE_UNIT})(?![\w/])"
 )
@@ -68,6 +82,9 @@ class Message:
         applied to it, for the fast path.  Only for free text.
     :param summary: an end-of-training summary (HF ``train_runtime``), not a step.
     :param positional: a ``position <i>`` field renamed the metrics (``acc`` -> ``acc_<i>``).
+    :param human: a value was printed as people print numbers (``2,578``, ``1h02m``:
+        :data:`HUMAN_NUM`), which the fast path's templates do not read.
+    :param total: the total a step was counted against (``step 17/2353``: 2353), or None.
     """
 
     fields: dict[str, float] = field(default_factory=dict)
@@ -75,6 +92,8 @@ class Message:
     spans: dict[str, tuple[int, int, float]] = field(default_factory=dict)
     summary: bool = False
     positional: bool = False
+    human: bool = False
+    total: float | None = None
 
     @property
     def metrics(self) -> int:
@@ -102,7 +121,10 @@ def parse_text(message: str) -> Message:
         try:
             v = logged(float(text or bval))
         except ValueError:
-            continue
+            human = human_number(text or bval)
+            if human is None:
+                continue
+            v, out.human = human, True
         f = unit_factor(unit or bunit)
         if key and key.endswith(".py"):
             continue  # a source position (`train.py:42`, a log's path column): no metric
@@ -116,6 +138,9 @@ def parse_text(message: str) -> Message:
             start, end = m.span("bval")
             key = rate_key(bunit) or "rate"
         name = canonical_name(key, is_eval)
+        total = m.group("total") if key else None
+        if name == "step" and total and out.total is None:
+            out.total = to_float(total.strip(" /?")) or None
         if name == "position":
             position = v
             out.positional = True
@@ -159,8 +184,13 @@ def _is_eval_text(message: str, matches: list[re.Match[str]]) -> bool:
         key = snake(inside[0].group("key"))
         if not key.startswith(EVAL_PREFIXES) or canonical_name(key) == "step":
             return True  # `Eval - Step 5`, Megatron's `validation loss at iteration 50`
-        # `val loss` beside `train loss` on one line: an evaluation summary (nanoGPT)
-        if any(m.group("key") and snake(m.group("key")).startswith("train_") for m in matches):
+        # `val loss` beside `train loss` on a step's line: an evaluation summary
+        # (nanoGPT, whose training lines come between); on a line with no step
+        # (`Epoch 12: Train Loss=0.41, Val Loss=0.52`) it is the training record
+        keys = [snake(m.group("key")) for m in matches if m.group("key")]
+        if any(k.startswith("train_") for k in keys) and any(
+            canonical_name(k) == "step" for k in keys
+        ):
             return True
     return False
 
@@ -208,8 +238,11 @@ def fields_from_mapping(items: list[tuple[str, Any]]) -> Message:
     separately, and their other keys (``epoch``) stay as they are.  An end-of-training
     summary (``train_runtime``) is flagged so it is not taken for a step.
     """
+    total = None
+    if any(isinstance(v, str) and "/" in v for _, v in items):
+        items, total = _counts_of_totals(items)
     names, out_summary, out_eval = mapping_shape(tuple(k for k, _ in items))
-    out = Message(is_eval=out_eval, summary=out_summary)
+    out = Message(is_eval=out_eval, summary=out_summary, total=total)
     for (_, value), name in zip(items, names, strict=True):
         v = to_float(value)
         if v is None and isinstance(value, str):
@@ -220,6 +253,30 @@ def fields_from_mapping(items: list[tuple[str, Any]]) -> Message:
             continue
         out.fields[name] = v
     return out
+
+
+def _counts_of_totals(items: list[tuple[str, Any]]) -> tuple[list[tuple[str, Any]], float | None]:
+    """String values ``"N/M"`` split: under a key ``a/b`` (``"global_step/max_steps":
+    "17/2353"``) into ``a`` = N and ``b`` = M; under a step key (``"step": "17/2353"``)
+    into the step N.  When the count is the step, M is its total (returned, not a
+    column)."""
+    out: list[tuple[str, Any]] = []
+    total = None
+    for key, value in items:
+        m = _OF_TOTAL.fullmatch(value) if isinstance(value, str) else None
+        if m is None:
+            out.append((key, value))
+            continue
+        count, of = m.groups()
+        head, _, tail = key.rpartition("/")
+        if canonical_name(snake(head or tail)) == "step":
+            total = float(of)
+            out.append((head or tail, count))
+        elif head:
+            out += [(head, count), (tail, of)]
+        else:
+            out.append((key, count))
+    return out, total
 
 
 @functools.lru_cache(maxsize=1024)
@@ -237,14 +294,56 @@ def mapping_shape(keys: tuple[str, ...]) -> tuple[tuple[str, ...], bool, bool]:
     is_eval = any(k.startswith(EVAL_PREFIXES) for k in snakes) and not any(
         canonical_name(k) == "loss" for k in snakes if not k.startswith(EVAL_PREFIXES)
     )
+    if _per_epoch(snakes) and not summary:
+        # an epoch's summary (fairseq's `[train]` record): its loss is the epoch's mean,
+        # not a step's; its step key (`train_num_updates`) is still the step
+        rest = ["epoch" if k == "epoch" else canonical_name(k[6:]) for k in snakes]
+        names = tuple(n if n in ("epoch", "step") else "epoch_" + n for n in rest)
+        return names, False, False
     return tuple(canonical_name(k) for k in snakes), summary, is_eval
 
 
-def number_with_unit(text: str) -> float | None:
-    m = re.fullmatch(rf"\s*({NUM})\s*({_UNIT})?\s*", text)
-    if not m:
+def _per_epoch(snakes: list[str]) -> bool:
+    """A record of one epoch's training totals, by its own keys: ``epoch`` unprefixed
+    and every other key prefixed ``train_`` (fairseq: ``{"epoch": 1, "train_loss":
+    ..., "train_num_updates": ...}``, beside per-step ``{"loss": ..., "num_updates":
+    ...}``).  W&B's ``train/epoch`` is prefixed too: no such record."""
+    rest = [k for k in snakes if k != "epoch"]
+    return "epoch" in snakes and len(rest) >= 2 and all(k.startswith("train_") for k in rest)
+
+
+def human_number(text: str) -> float | None:
+    """A number as people print it (:data:`HUMAN_NUM`): ``2,578`` -> 2578.0, ``1h02m``
+    -> 3720.0 (seconds); None for anything else.
+
+    >>> human_number("2,578"), human_number("1h02m"), human_number("3m12.5s"), human_number("2.5")
+    (2578.0, 3720.0, 192.5, None)
+    """
+    if not _HUMAN.match(text):
         return None
-    return logged(float(m.group(1)) * unit_factor(m.group(2)))
+    if "," in text:
+        return float(text.replace(",", ""))
+    return sum(float(v) * DURATION[u] for v, u in _DURATION_PARTS.findall(text))
+
+
+def number_with_unit(text: str) -> float | None:
+    """A string value as a number in its unit: ``"9.276"``, ``"45%"`` (0.45), ``"1.2k"``,
+    ``"2,578"``, ``"1h02m"`` and ``"0:14:07"`` (seconds); None when it is none of those.
+
+    >>> number_with_unit("45%"), number_with_unit("0:14:07"), number_with_unit("1.2k")
+    (0.45, 847.0, 1200.0)
+    """
+    m = re.fullmatch(rf"\s*({NUM})\s*({_UNIT})?\s*", text)
+    if m:
+        return logged(float(m.group(1)) * unit_factor(m.group(2)))
+    human = human_number(text.strip())
+    if human is not None:
+        return human
+    clock = _CLOCK.fullmatch(text)
+    if clock:
+        h, mi, sec = clock.groups()
+        return int(h) * 3600.0 + int(mi) * 60.0 + float(sec)
+    return None
 
 
 def parse_dict_repr(message: str) -> Message | None:

@@ -161,16 +161,15 @@ def is_rich(lines: list[str]) -> bool:
 
 
 def logical_lines(text: str) -> Iterator[tuple[int, str]]:
-    """``(line number, text)`` per line, RichHandler continuations joined to their record
-    (by the layout measured from its head lines, :func:`rich_layout`), its path column
-    taken off."""
+    """``(line number, text)`` per record: a head line and the lines that continue it
+    joined (the head's line number), by layout (:func:`continues`); with RichHandler's
+    layout (:func:`rich_layout`), its continuations too, its path column taken off."""
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     layout = rich_layout(lines)
     if layout is None:
-        for i, line in enumerate(lines, 1):
-            yield i, line[:-1] if line.endswith("\r") else line
+        yield from _joined(lines)
         return
     head_no, head = 0, ""
     for i, line in enumerate(lines, 1):
@@ -179,7 +178,7 @@ def logical_lines(text: str) -> Iterator[tuple[int, str]]:
             if head_no:
                 yield head_no, head
             head_no, head = i, rich_head(line, layout)
-        elif head_no and layout.is_continuation(line):
+        elif head_no and (layout.is_continuation(line) or continues(head, line)):
             head = head + " " + line.strip()
         else:
             if head_no:
@@ -190,6 +189,109 @@ def logical_lines(text: str) -> Iterator[tuple[int, str]]:
         yield head_no, head
 
 
+#: A line that starts a record of its own: a timestamp, a level, a rank prefix, a
+#: traceback, or a bracket that closes nothing (``[step=5]``, ``[2024-..]``).
+_RECORD_START = re.compile(
+    r"^\s*(?:\d{1,4}[-/:]\d|\[|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b|[IWEF]\d{4} "
+    r"|Traceback|File \"|rank\s*\d)"
+)
+#: A line of ``name=value`` fields only (``  loss=2.31``, ``lr=1e-4, grad_norm=0.5,``).
+_FIELDS_ONLY = re.compile(r"^\s*(?:[A-Za-z_][\w./@-]*\s*=\s*[^\s=;|]+[\s,;|]*)+$")
+#: At most this many lines join one record (a bracket never closed ends there).
+MAX_CONTINUED = 64
+_OPEN, _CLOSE = "([{", ")]}"
+
+
+def is_open(head: str) -> bool:
+    """Whether a record's text so far asks for more: it ends in a comma (after any
+    ``file.py:NN`` path column), or it opened more brackets than it closed.
+
+    >>> is_open("step=1, loss=2.5,   train.py:88"), is_open("{'loss': 2.5,"), is_open("a=1")
+    (True, True, False)
+    """
+    end = RICH_PATH_END.sub("", head).rstrip()
+    if end.endswith(","):
+        return True
+    if not any(c in end for c in _OPEN):
+        return False
+    return sum(end.count(c) for c in _OPEN) > sum(end.count(c) for c in _CLOSE)
+
+
+def continues(head: str, line: str, first: str = "") -> bool:
+    """Whether ``line`` continues the record whose text so far is ``head``, by layout:
+    it is indented more than the head and starts no record of its own
+    (:data:`_RECORD_START`), and either the head is open (:func:`is_open`: a trailing
+    comma, an open bracket) or the line is ``name=value`` fields only under a head that
+    is not indented (a trainer printing one metric per indented line under a
+    ``[step=N]`` head); or the head is
+    open and the line closes a bracket (``}`` of a pretty-printed dict); or, a layout
+    wrapped to a width (RichHandler with neither time nor level column), the record's
+    ``first`` line ends in a path column and ``line`` is padded to that width without one.
+
+    >>> continues("[step=5/100,epoch=0]", "\tloss=2.31"), continues("Config:", "  x: 1")
+    (True, False)
+    """
+    if not line or not head:
+        return False
+    indent = len(line) - len(line.lstrip())
+    if first and len(line) == len(first) and line[-1:] == " " and not _RECORD_START.match(line):
+        if RICH_PATH_END.search(first) and not RICH_PATH_END.search(line):
+            return True
+    if not indent:
+        return line[0] in _CLOSE and is_open(head)
+    head_indent = len(head) - len(head.lstrip())
+    if indent <= head_indent or _RECORD_START.match(line):
+        return False
+    # (fields only under a head that is itself indented: a traceback's frame and code)
+    return is_open(head) or (not head_indent and bool(_FIELDS_ONLY.match(line)))
+
+
+def _joined(lines: list[str]) -> Iterator[tuple[int, str]]:
+    """:func:`logical_lines` without RichHandler's layout: each line, with the lines
+    that continue it (:func:`continues`) appended (a head's ``file.py:NN`` path column
+    and its tab-separated cells without a ``=`` field taken off: labels such as a host
+    name or ``module:line``, not metrics)."""
+    head_no, head, first, parts = 0, "", "", 0
+    for i, line in enumerate(lines, 1):
+        if line.endswith("\r"):
+            line = line[:-1]
+        # (the cheap tests first: most lines are neither indented, nor a closing bracket,
+        # nor padded to the width of the line before)
+        if (
+            head_no
+            and (line[:1] in " \t)]}" or line[-1:] == " ")
+            and parts < MAX_CONTINUED
+            and continues(head, line, first)
+        ):
+            head = (_head_text(head) if parts == 1 else head) + " " + line.strip()
+            parts += 1
+            continue
+        if head_no:
+            yield head_no, head
+        head_no, head, first, parts = i, line, line, 1
+    if head_no:
+        yield head_no, head
+
+
+def _head_text(head: str) -> str:
+    """A head line that continues on the next lines, as the start of its record."""
+    head = RICH_PATH_END.sub("", head).rstrip()
+    if "\t" in head.strip():
+        cells = head.split("\t")
+        head = " ".join(c for i, c in enumerate(cells) if i == 0 or "=" in c)
+    return head
+
+
+def spans_lines(lines: list[str]) -> bool:
+    """Whether the first 500 of ``lines`` show RichHandler's layout or a record that
+    continues on the next line (:func:`continues`)."""
+    head = [x.rstrip("\r") for x in lines[:500]]
+    if rich_layout(head) is not None:
+        return True
+    pairs = zip(head, head[1:], strict=False)
+    return any(continues(a, b, a) for a, b in pairs if b[:1] in " \t)]}" or b[-1:] == " ")
+
+
 def rich_head(line: str, layout: RichLayout) -> str:
     """A head line without its path column, and without its time column when blank."""
     if layout.path:
@@ -198,11 +300,12 @@ def rich_head(line: str, layout: RichLayout) -> str:
 
 
 def is_rich_bytes(data: Any) -> bool:
-    """:func:`is_rich` on the first 500 lines of undecoded bytes (or a read-only mmap)."""
+    """:func:`spans_lines` on the first 500 lines of undecoded bytes (or a read-only
+    mmap): RichHandler's layout, or records that span lines."""
     end = -1
     for _ in range(500):
         end = data.find(b"\n", end + 1)
         if end < 0:
             break
     head = data if end < 0 else data[:end]
-    return is_rich(bytes(head).decode("utf-8", errors="replace").split("\n"))
+    return spans_lines(bytes(head).decode("utf-8", errors="replace").split("\n"))

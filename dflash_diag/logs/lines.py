@@ -124,7 +124,16 @@ def strip_prefix(text: str) -> tuple[str, str | None]:
 
 
 def parse_message(message: str, shapes: frozenset[str]) -> tuple[str, Message | None]:
-    """``(shape, Message)`` of a message; the shape is ``json``, ``dict`` or ``text``."""
+    """``(shape, Message)`` of a message; the shape is ``json``, ``dict`` or ``text``.
+
+    A JSON object or dict repr that ends the message after any prefix the line grammar
+    did not take off (fairseq under hydra: ``[train_inner][INFO] - {"loss": "9.276",
+    ...}``) is the record; the prefix is not read.
+    """
+    if message[-1:] == "}" and not message.startswith("{") and ("{" in message):
+        inner = _object_after_prefix(message, shapes)
+        if inner is not None:
+            return inner
     if message.startswith("{"):
         # (`{'` starts no JSON object: a Python dict repr is not tried as JSON)
         if "json" in shapes and not message.startswith("{'"):
@@ -140,6 +149,23 @@ def parse_message(message: str, shapes: frozenset[str]) -> tuple[str, Message | 
     if "text" not in shapes:
         return "text", None
     return "text", parse_text(message)
+
+
+def _object_after_prefix(message: str, shapes: frozenset[str]) -> tuple[str, Message] | None:
+    """The record of a JSON object (``{"``) or dict repr (``{'``) that ends ``message``
+    after a prefix, or None (also when the prefix ends in ``:`` or ``=``: the object is
+    then a named value, ``config: {...}``)."""
+    for opener, shape in (('{"', "json"), ("{'", "dict")):
+        at = message.find(opener)
+        if at > 0 and message[:at].rstrip().endswith((":", "=")):
+            return None  # the object is a key's value (`config: {...}`), not a record
+        if at > 0 and shape in shapes:
+            msg = parse_json_object(message[at:]) if shape == "json" else None
+            if shape == "dict" and message[at:].count("{") == 1:
+                msg = parse_dict_repr(message[at:])
+            if msg is not None:
+                return shape, msg
+    return None
 
 
 def prefix_rank(m: re.Match[str]) -> int:
@@ -358,8 +384,13 @@ def _parse_plain(
     shapes_seen[shape] = shapes_seen.get(shape, 0) + 1
     rec: dict[str, Any] = {"line": line_no, "is_eval": msg.is_eval}
     rec.update(msg.fields)
-    rec["rank"] = rank_of(msg.fields.get("rank"), rank)
+    # a free-text `rank N` without a step is prose (NCCL's `comm 0x.. rank 3 nranks 8`,
+    # `distributed init (rank 3)`), not whose record this is
+    own_rank = shape != "text" or "step" in msg.fields
+    rec["rank"] = rank_of(msg.fields.get("rank"), rank) if own_rank else rank
     rec["step_source"] = "field" if "step" in msg.fields else "none"
+    if msg.total is not None:
+        rec["step_total"] = msg.total
     rec["attach"] = shape != "text"
     if order is not None and "step" not in msg.fields:
         rec["write"] = order

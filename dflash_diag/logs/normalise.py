@@ -16,6 +16,7 @@ Only the standard library is imported at module level; pandas is imported inside
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
 from typing import Any
 
 from ..data import CANONICAL_COLUMNS, RunLog
@@ -58,7 +59,9 @@ def build_table(
     Rules, in order:
 
     1. The step source is the best one any record has: an explicit field, else a
-       progress-bar counter, else line order (train records numbered 1, 2, ...).
+       progress-bar counter, else the epoch when each training record is one epoch
+       (``Epoch 12: Train Loss=0.41``: nothing finer; ``step_source`` "epoch"), else
+       line order (train records numbered 1, 2, ...).
        Records without that kind of step are skipped (reason ``no_step``), except
        structured evaluation records (HF ``{'eval_loss': ...}`` lines, which carry no
        step; ``attach`` true), which belong to the last step logged before them.  A step
@@ -78,7 +81,11 @@ def build_table(
     df = _typed_records(_records_frame(records, extra), path, fmt, skipped)
     sources = _values_of(df["step_source"])
     best = "field" if "field" in sources else "progress" if "progress" in sources else "none"
-    df = _assign_steps(df, best, skipped, single_source=len(sources) == 1)
+    if best == "none" and _epochs_as_steps(df):
+        best = "epoch"  # an epoch log: nothing finer than the epoch numbers its records
+        df = _steps_from_epochs(df, skipped)
+    else:
+        df = _assign_steps(df, best, skipped, single_source=len(sources) == 1)
     if df.empty:
         raise InputError(path, "no step-like data found", _hint_for(fmt, skipped))
 
@@ -88,21 +95,112 @@ def build_table(
     else:
         ranks = tuple(int(r) for r in sorted(df["rank"].unique()))
     df = _select_rank(df, rank, ranks, path, skipped)
+    source = "line order" if best == "none" else best
+    common = {"path": path, "format": fmt, "ranks": ranks, "n_lines": int(n_lines)}
+    starts = run_starts(df) if rank != "all" else [0]
+    if len(starts) == 1:
+        return _one_run(df, rank, common | {"step_source": source}, skipped)
+    bounds = [*starts, len(df)]
+    parts = [
+        _one_run(df.iloc[a:b], rank, common | {"step_source": source}, {})
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+    ]
+    last = parts[-1]
+    skipped["other_run"] = sum(len(p.table) for p in parts[:-1])  # (their rows, per step)
+    return MultiRunLog(
+        **{f.name: getattr(last, f.name) for f in fields(RunLog)} | {"skipped": _tidy(skipped)},
+        runs=tuple(parts),
+    )
+
+
+def _tidy(skipped: dict[str, int]) -> dict[str, int]:
+    return {k: v for k, v in sorted(skipped.items()) if v}
+
+
+def _one_run(df: Any, rank: int | str, common: dict[str, Any], skipped: dict[str, int]) -> RunLog:
+    """The RunLog of one run's records (restarts, one row per step)."""
     restarts = _restarts(df)
     table, logged_nan = _step_table(df, rank)
     if not restarts and rank != "all":
         table["tokens"] = _tokens_from_running_total(table)
     return RunLog(
         table=_canonical_order(table, rank),
-        path=path,
-        format=fmt,
         restarts=tuple(restarts),
-        ranks=ranks,
-        skipped={k: v for k, v in sorted(skipped.items()) if v},
-        n_lines=int(n_lines),
-        step_source="line order" if best == "none" else best,
+        skipped=_tidy(skipped),
         logged_nan=logged_nan,
+        **common,
     )
+
+
+@dataclass(frozen=True, eq=False)
+class MultiRunLog(RunLog):
+    """A log holding several runs appended to one file (a sweep's ``>> train.log``):
+    the fields of a :class:`RunLog` are the last run's (``skipped["other_run"]``
+    counts the rows of the others), and ``runs`` holds each run's own RunLog, in
+    file order (:func:`run_starts` tells them apart).  No value is carried from one run
+    to another."""
+
+    runs: tuple[RunLog, ...] = ()
+
+
+def run_starts(df: Any) -> list[int]:
+    """Where each run starts among the records (row positions, from 0), in line order.
+
+    A training record starts a new run when its step goes back to the run's first
+    step or below and counts against another total than the run's (``step 10/40``
+    after ``step 60/60``).  Any other step back is a resume in the same run
+    (:func:`_restarts`): without totals the two cannot be told apart.  (The fast
+    path's records carry no total yet: a large log's runs read as resumes there.)  A step that
+    goes back, but not that far, with the same total, is a resume in the same run
+    (:func:`_restarts`).  Evaluation records belong to the run before them.
+    """
+    import numpy as np
+
+    train = ~df["is_eval"].to_numpy(dtype=bool)
+    steps = df["step"].to_numpy(dtype=np.float64)
+    has_total = "step_total" in df
+    totals = df["step_total"].to_numpy(dtype=np.float64) if has_total else None
+    if train.sum() < 2 or not has_total or (np.diff(steps[train]) > 0).all():
+        return [0]  # (the common case: steps only go up, no totals to compare)
+    starts, first, peak, total = [0], None, -np.inf, np.nan
+    for i in np.flatnonzero(train):
+        t = totals[i] if totals is not None else np.nan
+        new_total = not np.isnan(t) and not np.isnan(total) and t != total
+        if first is not None and steps[i] < peak and new_total and steps[i] <= first:
+            starts.append(int(i))
+            first, peak, total = None, -np.inf, np.nan
+        first = steps[i] if first is None else first
+        peak = max(peak, steps[i])
+        total = t if not np.isnan(t) else total
+    return starts
+
+
+def _epochs_as_steps(df: Any) -> bool:
+    """Whether a log without steps numbers its training records by epoch: at least two
+    carry an ``epoch``, every one of those a distinct whole number, rising (one record
+    per epoch; the HF Trainer's fractional epochs are no such log)."""
+    import numpy as np
+
+    if "epoch" not in df:
+        return False
+    train = ~df["is_eval"].to_numpy()
+    epochs = df["epoch"].to_numpy(dtype=np.float64)[train]
+    epochs = epochs[~np.isnan(epochs)]
+    if len(epochs) < 2 or not np.isfinite(epochs).all():
+        return False
+    return bool((epochs == np.round(epochs)).all() and (np.diff(epochs) > 0).all())
+
+
+def _steps_from_epochs(df: Any, skipped: dict[str, int]) -> Any:
+    """Each record's epoch as its step (``step_source`` "epoch"); records without one
+    are skipped (``no_step``)."""
+    has = df["epoch"].notna().to_numpy()
+    if not has.all():
+        skipped["no_step"] = skipped.get("no_step", 0) + int((~has).sum())
+        df = df[has].copy()
+    df["step"] = df["epoch"].astype("float64")
+    df["step_source"] = "epoch"
+    return _finite_steps(df, skipped)
 
 
 def _typed_records(df: Any, path: str, fmt: str, skipped: dict[str, int]) -> Any:
@@ -135,7 +233,7 @@ def _step_table(df: Any, rank: int | str) -> tuple[Any, dict[str, Any]]:
     import pandas as pd
 
     keys = ["rank", "step"] if rank == "all" else ["step"]
-    bookkeeping = ("line", "rank", "step", "step_source", "is_eval", "attach")
+    bookkeeping = ("line", "rank", "step", "step_source", "is_eval", "attach", "step_total")
     metrics = [c for c in df.columns if c not in bookkeeping]
     for c in metrics:
         if df[c].dtype != np.float64:

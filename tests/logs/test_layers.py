@@ -43,6 +43,7 @@ LAYERS: dict[str, int] = {
     "csv": 9,
     "hf_state": 9,
     "tensorboard": 9,
+    "trackers": 9,
     # which reader a log needs; the reader table; the entry point
     "detect": 10,
     "formats": 10,

@@ -295,7 +295,7 @@ def _template_of(line: str, rec: dict[str, Any]) -> Template | None:
     offset = len(line.rstrip()) - len(message)
     msg = parse_text(message)
     # `position 2, Acc: ...` renames by a number the template would generalise
-    if not message or msg.positional:
+    if not message or msg.positional or msg.human:
         return None
     spans = dict(msg.spans)
     if ranked:

@@ -1,0 +1,147 @@
+"""Experiment trackers' own stores: an MLflow run, from its file-store folder or a
+tracking server.
+
+* A file-store run folder (``mlruns/<experiment>/<run>/``, the one holding
+  ``meta.yaml`` and ``metrics/``): each ``metrics/<key>`` file (a key with ``/`` is a
+  sub-folder) holds one line per logged value, ``<timestamp ms> <value> <step>``.  It
+  is read as that text; no package is needed.
+* A tracking server: ``mlflow://HOST:PORT/RUN_ID`` (plain HTTP), or a run id with
+  ``tracking_uri`` (``http://...``, ``https://...``, ``sqlite:///...``), read with the
+  ``mlflow`` package (the ``mlflow`` extra): every metric's history of the run.
+
+Both give one record per logged value, its column the key's canonical name
+(:func:`~dflash_diag.logs.names.canonical_name`), its step MLflow's ``step``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from ..data import RunLog
+from ..errors import InputError
+from .names import canonical_name, logged, snake
+from .normalise import build_table
+
+SCHEME = "mlflow://"
+
+
+def is_mlflow_path(name: str) -> bool:
+    """An ``mlflow://`` URI, or an MLflow file-store run folder (``meta.yaml`` beside
+    ``metrics/``)."""
+    if name.startswith(SCHEME):
+        return True
+    p = Path(name)
+    return p.is_dir() and (p / "metrics").is_dir() and (p / "meta.yaml").is_file()
+
+
+def read_mlflow(name: str, rank: int | str = 0, tracking_uri: str | None = None) -> RunLog:
+    """Read an MLflow run: a file-store run folder, ``mlflow://HOST:PORT/RUN_ID``, or a
+    run id on the server at ``tracking_uri``.
+
+    :raises InputError: a folder with no metric, a bad line, a server that cannot be
+        reached or has no such run (one line; credentials in the URI are not shown),
+        the ``mlflow`` extra missing for a server.
+    """
+    if tracking_uri is None and not name.startswith(SCHEME):
+        records, n_lines = _file_store_records(Path(name))
+        shown = name
+    else:
+        uri, run_id = _server_of(name, tracking_uri)
+        records, n_lines = _server_records(uri, run_id)
+        shown = f"{redact(uri)} run {run_id}"
+    if not records:
+        raise InputError(shown, "the MLflow run has no metrics", "give a run that logged some")
+    # in step order, as a console log would have printed them (one metric's file after
+    # another would read as a run started again at each file)
+    records.sort(key=lambda r: (r["step"], r["line"]))
+    for i, rec in enumerate(records, 1):
+        rec["line"] = i
+    return build_table(records, path=shown, fmt="mlflow", rank=rank, n_lines=n_lines)
+
+
+def _file_store_records(run: Path) -> tuple[list[dict[str, Any]], int]:
+    """One record per line of each ``metrics/<key>`` file of a file-store run folder."""
+    records: list[dict[str, Any]] = []
+    root = run / "metrics"
+    n = 0
+    for f in sorted(p for p in root.rglob("*") if p.is_file()):
+        column = canonical_name(snake(f.relative_to(root).as_posix()))
+        for i, line in enumerate(f.read_text(encoding="utf-8", errors="replace").splitlines()):
+            n += 1
+            parts = line.split()
+            if not parts:
+                continue
+            try:
+                _, value, step = parts[0], float(parts[1]), float(parts[2])
+            except (IndexError, ValueError):
+                raise InputError(
+                    str(f), f"line {i + 1} is not '<timestamp> <value> <step>': {line[:60]!r}"
+                ) from None
+            records.append({"line": n, "step": step, column: logged(value)})
+    return records, n
+
+
+def redact(uri: str) -> str:
+    """``uri`` without a user name or password (``http://u:p@h:5000`` -> ``http://h:5000``).
+
+    >>> redact("https://me:secret@example.com:5000/x")
+    'https://example.com:5000/x'
+    """
+    parts = urlsplit(uri)
+    if parts.username is None and parts.password is None:
+        return uri
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return parts._replace(netloc=netloc).geturl()
+
+
+def _server_of(name: str, tracking_uri: str | None) -> tuple[str, str]:
+    """``(tracking URI, run id)`` of ``mlflow://HOST:PORT/RUN_ID`` or of a run id with
+    ``tracking_uri``."""
+    if tracking_uri is not None:
+        run_id = name[len(SCHEME) :].rsplit("/", 1)[-1] if name.startswith(SCHEME) else name
+        return tracking_uri, run_id
+    rest = name[len(SCHEME) :]
+    host, _, run_id = rest.partition("/")
+    if not host or not run_id or "/" in run_id:
+        raise InputError(name, "not an MLflow run URI", "write mlflow://HOST:PORT/RUN_ID")
+    return f"http://{host}", run_id
+
+
+def _server_records(uri: str, run_id: str) -> tuple[list[dict[str, Any]], int]:
+    """One record per logged value of every metric of the run, from the server."""
+    try:
+        from mlflow.tracking import MlflowClient
+    except ImportError:
+        raise InputError(
+            redact(uri),
+            "reading an MLflow tracking server needs the 'mlflow' extra",
+            "pip install 'dflash-diag[mlflow]'",
+        ) from None
+    # one attempt, a short wait: an unreachable server is an answer, not minutes of retries
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
+    client = MlflowClient(tracking_uri=uri)
+    try:
+        keys = sorted(client.get_run(run_id).data.metrics)
+        histories = {k: client.get_metric_history(run_id, k) for k in keys}
+    except Exception as e:  # (mlflow raises its own, requests' and urllib3's errors)
+        raise InputError(redact(uri), _why(e, run_id), "check the URI and the run id") from None
+    records: list[dict[str, Any]] = []
+    for key, history in histories.items():
+        column = canonical_name(snake(key))
+        for m in history:
+            rec = {"line": len(records) + 1, "step": float(m.step), column: logged(m.value)}
+            records.append(rec)
+    return records, len(records)
+
+
+def _why(e: Exception, run_id: str) -> str:
+    """One line for a failed request: unreachable, or no such run."""
+    text = str(e)
+    if "RESOURCE_DOES_NOT_EXIST" in text or "not found" in text.lower():
+        return f"no run {run_id} on the MLflow server"
+    return "cannot reach the MLflow tracking server"
