@@ -27,11 +27,11 @@ h1{font-size:1.4em}h2{font-size:1.15em;margin-top:2em;border-bottom:1px solid #d
 h3{font-size:1em;margin-bottom:.3em}
 table{border-collapse:collapse;margin:.5em 0}td,th{padding:.15em .6em;text-align:right;
 border-bottom:1px solid #eee}th{background:#f4f4f4}td.l,th.l{text-align:left}
-.composition{color:#1a7f37}.unexplained{color:#c0262d}.inconclusive{color:#6e6e6e}
+.composition{color:#1a7f37}.data{color:#8250df}.unexplained{color:#c0262d}.inconclusive{color:#6e6e6e}
 .summary p{margin:.4em 0}.ids{font-family:ui-monospace,monospace;font-size:.9em}
 .plot svg{max-width:100%;height:auto}pre{font-size:12px;overflow-x:auto}
 section.spike{border-left:4px solid #ccc;padding-left:.8em;margin:1em 0}
-section.spike.composition{border-color:#1a7f37}section.spike.unexplained{border-color:#c0262d}
+section.spike.composition{border-color:#1a7f37}section.spike.data{border-color:#8250df}section.spike.unexplained{border-color:#c0262d}
 """
 
 
@@ -77,7 +77,7 @@ def table(
 def _cell(value: str, cls: str) -> str:
     """A ``<td>``; a verdict word also gets its colour (class ``composition`` etc.)."""
     word = str(value).split(" ")[0]
-    if word in ("composition", "unexplained", "inconclusive"):
+    if word in ("composition", "data", "unexplained", "inconclusive"):
         return f"<td class='l {word}'>{_e(value)}</td>"
     return f"<td{cls}>{_e(value)}</td>"
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from ..reports import MicroBatch, SpikesReport
     from ..spikes.attribute import Attribution, SpikeEvidence
+    from ..spikes.culprits import SampleFindings
     from ..spikes.detect import Detection
     from ..spikes.variance import VarianceReport
 
@@ -68,6 +69,40 @@ def _spike_json(s: SpikeEvidence) -> dict[str, Any]:
         "percentiles": dict(s.percentiles),
         "ranks": list(s.ranks),
         "recurrences": [asdict(r) for r in s.recurrences],
+        "culprits": [asdict(c) for c in s.culprits],
+    }
+
+
+#: Named samples listed in the JSON's ``attribution.samples.named`` (all: ``samples``).
+NAMED_IN_JSON = 100
+
+
+def samples_json(findings: SampleFindings | None) -> dict[str, Any] | None:
+    """``attribution.samples``: how samples were tested and the ones named (the first
+    :data:`NAMED_IN_JSON`; every sample's evidence: ``dflash-diag samples --to``)."""
+    if findings is None:
+        return None
+    ev = findings.evidence
+    named = findings.named.head(NAMED_IN_JSON)
+    return {
+        "ground": ev.ground,
+        "basis": findings.basis,
+        "method": ev.method,
+        "separable": findings.separable,
+        "n_tested": int(ev.n_tested),
+        "n_named": int(len(findings.named)),
+        "named": [
+            {
+                "unit": str(r.unit),
+                "members": [findings.sample_id(int(x)) for x in r.members],
+                "appearances": int(r.appearances),
+                "high": int(r.high),
+                "score": float(r.score),
+                "excess": float(r.excess),
+                "q": float(r.q),
+            }
+            for r in named.itertuples(index=False)
+        ],
     }
 
 
@@ -103,6 +138,7 @@ def to_json(report: SpikesReport) -> dict[str, Any]:
             "covers": attribution.covers,
             "metric_rank": "all" if attribution.metric_rank is None else attribution.metric_rank,
             "rank_scores": dict(attribution.rank_scores),
+            "samples": samples_json(attribution.samples),
             "correlations": {
                 c.feature: {
                     "spearman": c.spearman,
@@ -247,7 +283,7 @@ def spikes_text(console: Console, report: SpikesReport, verbose: bool = False) -
 
 
 #: Table order: the spikes to act on first.
-_VERDICT_ORDER = {"unexplained": 0, "inconclusive": 1, "composition": 2}
+_VERDICT_ORDER = {"unexplained": 0, "data": 1, "inconclusive": 2, "composition": 3}
 
 
 def ranked_spikes(spikes: tuple[SpikeEvidence, ...]) -> list[SpikeEvidence]:
@@ -396,6 +432,9 @@ def summary(
     inc = [s for s in spikes if s.verdict == "inconclusive"]
     if comp:
         out.append(_composition_sentence(comp, shown, word))
+    data = [s for s in ranked_spikes(spikes) if s.verdict == "data"]
+    if data:
+        out.append(_data_sentence(data, shown, word))
     if attribution is not None and attribution.model is not None:
         m = attribution.model
         plural = "point" if m.n_outliers == 1 else "points"
@@ -415,7 +454,7 @@ def summary(
             f"{'its' if len(unex) == 1 else 'their'} batch, and the log points at the "
             f"optimizer ({eg}{s.event.phase}, lr {s.event.lr:.3g}{extra}): look at the optimizer."
         )
-    elif comp:
+    elif comp or data:
         out.append("Nothing points at the optimizer.")
     if inc and attribution is None:
         out.append(
@@ -429,6 +468,24 @@ def summary(
             "neither its batch nor the optimizer explains it)."
         )
     return out + _ground_sentences(attribution)
+
+
+def _data_sentence(data: list[SpikeEvidence], shown: list[SpikeEvidence], word: str) -> str:
+    """``Steps 413 and 776 are made by samples in their batch that are high wherever
+    they go: 1556 (4 spikes), 169 (2 spikes).``"""
+    count: dict[str, int] = {}
+    for s in data:
+        for c in s.culprits:
+            who = str(c.sample_id) if c.unit == "sample" else f"a group of {len(c.members)}"
+            count[who] = count.get(who, 0) + 1
+    top = sorted(count.items(), key=lambda kv: -kv[1])
+    names = ", ".join(f"{k} ({v} spike{'s' if v > 1 else ''})" for k, v in top[:5])
+    more = f" and {len(top) - 5} more" if len(top) > 5 else ""
+    whose = "its batch" if len(data) == 1 else "their batches"
+    return (
+        f"{_named(data, shown, word)} made by samples in {whose} that are high wherever "
+        f"they go: sample{'s' if len(top) > 1 else ''} {names}{more}."
+    )
 
 
 def _composition_sentence(comp: list[SpikeEvidence], shown: list[SpikeEvidence], word: str) -> str:

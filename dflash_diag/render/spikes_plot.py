@@ -25,7 +25,12 @@ if TYPE_CHECKING:
     from ..reports import SpikesReport
 
 #: One colour per verdict (the same in every panel and in the HTML).
-VERDICT_COLOURS = {"composition": "#1a7f37", "unexplained": "#c0262d", "inconclusive": "#8a8a8a"}
+VERDICT_COLOURS = {
+    "composition": "#1a7f37",
+    "data": "#8250df",
+    "unexplained": "#c0262d",
+    "inconclusive": "#8a8a8a",
+}
 #: Spikes labelled by step: this many of the largest rises (and every unexplained one).
 LABELLED = 8
 
@@ -149,6 +154,7 @@ def _legend(ax: Any, report: SpikesReport, clipped: bool, smooth: float | None =
     present = {s.verdict for s in report.spikes}
     words = {
         "composition": "spike: composition (its batch explains it)",
+        "data": "spike: data (a named sample in its batch)",
         "unexplained": "spike: unexplained (look at the optimizer)",
         "inconclusive": "spike: inconclusive (too little data, or in between)",
     }

@@ -174,7 +174,14 @@ def _attribute(
     lr = lr_at(table, detection.steps)
     with stage("attributing spikes") as bar:
         return attribute_spikes(
-            detection, comp.replay, covers, comp.ground, metric_rank, progress=bar, lr=lr
+            detection,
+            comp.replay,
+            covers,
+            comp.ground,
+            metric_rank,
+            progress=bar,
+            lr=lr,
+            ids=comp.ids,
         )
 
 

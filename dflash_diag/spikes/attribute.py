@@ -57,6 +57,8 @@ from typing import TYPE_CHECKING, Any
 from ..data import Progress
 from ..errors import InputError
 from .correlate import CORRELATION_FEATURES, Correlation, correlations, detrend
+from .culprits import Culprit, SampleFindings, culprits_at, ordinary_elsewhere, point_z
+from .culprits import sample_findings as find_samples
 from .detect import Detection, SpikeEvent
 from .features import micro_points, point_features, rank_features
 from .model import (
@@ -109,6 +111,8 @@ class SpikeEvidence:
     :param explained: ``max(predicted, similar) / rise`` (None: no model or no rise).
     :param ranks: with several ranks, the peak point's features per rank
         (:func:`~dflash_diag.spikes.features.rank_features` rows).
+    :param culprits: the named samples (or inseparable groups smaller than the batch)
+        its batch holds (:mod:`~dflash_diag.spikes.culprits`).
     """
 
     event: SpikeEvent
@@ -122,6 +126,7 @@ class SpikeEvidence:
     explained: float | None = None
     recurrences: tuple[Recurrence, ...] = ()
     ranks: tuple[dict[str, float], ...] = ()
+    culprits: tuple[Culprit, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -137,6 +142,8 @@ class Attribution:
         the median residual of its most similar other batches), over the regular points.
     :param metric_rank: the rank whose micro-batches the features describe (None: all
         ranks pooled); ``rank_scores``: the R² of each candidate when it was chosen.
+    :param samples: the per-sample evidence (:func:`~dflash_diag.spikes.culprits.
+        sample_findings`): which samples make their batches high wherever they go.
     """
 
     r2_similar: float | None
@@ -149,6 +156,7 @@ class Attribution:
     schedule_check: Any
     covers: str
     notes: tuple[str, ...] = ()
+    samples: SampleFindings | None = None
 
 
 def _again(again: list[Recurrence]) -> str:
@@ -158,6 +166,7 @@ def _again(again: list[Recurrence]) -> str:
 
 def verdict(
     event: SpikeEvent,
+    *,
     model: CompositionModel | None,
     explained: float | None,
     recurrences: tuple[Recurrence, ...],
@@ -167,6 +176,8 @@ def verdict(
     by_similar: bool = False,
     optimizer: tuple[str, ...] = (),
     alike: str | None = None,
+    culprits: tuple[Culprit, ...] = (),
+    ordinary: str | None = None,
 ) -> tuple[str, tuple[str, ...]]:
     """The documented rule (module docstring) -> ``(verdict, reasons)``.
 
@@ -175,12 +186,17 @@ def verdict(
     similar-batch predictor's held-out R²; ``max_len_pct``: the percentile of the batch's
     longest sample among all points' batches; ``optimizer``: the optimizer-side evidence
     (:func:`~dflash_diag.spikes.optimizer.optimizer_signs`); ``alike``: the reason
-    "batches like it rise as much" when they do (:func:`_alike`).  A reason that gives
-    the share names the predictor it came from and that predictor's held-out R²."""
+    "batches like it rise as much" when they do (:func:`_alike`); ``culprits``: the named
+    samples its batch holds (then the verdict is ``data``, whatever the grad norm did);
+    ``ordinary``: its samples were tested and are ordinary in their other batches (said
+    beside the optimizer's evidence).  A reason that gives the share names the predictor
+    it came from and that predictor's held-out R²."""
     if event.kind == "non-finite":
         return "unexplained", ("a non-finite value is a numerical failure, not a hard batch",)
     if not has_batch:
         return "inconclusive", ("the replay has no batch for this step",)
+    if culprits:
+        return "data", tuple(c.describe() for c in culprits)
     if model is None:
         return "inconclusive", (
             f"too few steps: a model needs {MIN_POINTS} logged points with batch features",
@@ -211,7 +227,7 @@ def verdict(
             "does not show; look at those samples before the optimizer",
         )
     if explained < EXPLAINED_LOW:
-        return _ordinary(event, share, optimizer)
+        return _ordinary(event, share, optimizer, ordinary)
     if not usable:
         return "inconclusive", (f"batch composition predicts nothing held out (R² {held_out:.2f})",)
     return "inconclusive", (
@@ -221,10 +237,11 @@ def verdict(
 
 
 def _ordinary(
-    event: SpikeEvent, share: str, optimizer: tuple[str, ...]
+    event: SpikeEvent, share: str, optimizer: tuple[str, ...], samples: str | None = None
 ) -> tuple[str, tuple[str, ...]]:
     """An ordinary batch: ``unexplained`` (look at the optimizer) only with
-    optimizer-side evidence (:func:`~dflash_diag.spikes.optimizer.optimizer_signs`)."""
+    optimizer-side evidence (:func:`~dflash_diag.spikes.optimizer.optimizer_signs`);
+    ``samples``: its samples are ordinary elsewhere, said as evidence too."""
     if not optimizer:
         gn = (
             f"grad_norm {event.grad_norm_ratio:.1f}x its baseline"
@@ -236,6 +253,8 @@ def _ordinary(
             f"log points at the optimizer either ({gn}, lr on its schedule)",
         )
     reasons = [f"an ordinary batch: it predicts only {share} of the rise", *optimizer]
+    if samples:
+        reasons.insert(1, samples)
     if event.n_points > 1:
         reasons.append(f"the rise lasted {event.duration_steps} steps (a level shift)")
     lr = f"lr {event.lr:.3g} ({event.phase}): " if math.isfinite(event.lr) else ""
@@ -356,6 +375,7 @@ def attribute_spikes(
     metric_rank: int | str | None = None,
     progress: Progress | None = None,
     lr: np.ndarray | None = None,
+    ids: np.ndarray | None = None,
 ) -> Attribution:
     """Line the detection's points up with the replay and judge every spike.
 
@@ -372,6 +392,7 @@ def attribute_spikes(
     :param progress: ``progress(done, total)`` over the spikes.
     :param lr: the logged lr per detection point (aligned with ``detection.steps``; NaN
         where not logged), for the optimizer-side evidence; None: not logged.
+    :param ids: sample ids by dataset index, to name samples by (None: the indices).
     :raises InputError: when the replay covers none of the logged steps.
     """
     import numpy as np
@@ -400,6 +421,9 @@ def attribute_spikes(
     points["similar"] = similar
     r2_similar = _loo_r2(residual, similar) if model is not None else None
     notes = _notes(d.metric, feats, model, chosen, scores)
+    findings = _samples(replay, d, pidx, residual, predicted, model, sign, ids)
+    if findings.note():
+        notes.append(str(findings.note()))
     feature_cols = ["n_samples", "tokens", "mean_len", "max_len", "min_len", "padding_eff", *cats]
     per_rank = None
     if replay.params.world_size > 1 and d.events:
@@ -421,6 +445,7 @@ def attribute_spikes(
         sorted_cols={c: _finite_sorted(points[c]) for c in feature_cols},
         per_rank=per_rank,
         lr=lr,
+        samples=findings,
     )
     out = []
     for k, ev in enumerate(d.events):
@@ -438,7 +463,31 @@ def attribute_spikes(
         schedule_check=schedule_check,
         covers=covers,
         notes=tuple(notes),
+        samples=findings,
     )
+
+
+def _samples(
+    replay: Replay,
+    d: Detection,
+    pidx: np.ndarray,
+    residual: np.ndarray,
+    predicted: np.ndarray,
+    model: CompositionModel | None,
+    sign: float,
+    ids: np.ndarray | None,
+) -> SampleFindings:
+    """The per-sample evidence over the points (:mod:`~dflash_diag.spikes.culprits`), on
+    the loss left once composition has had its say when its model predicts held-out
+    points, and with every point's relative rise for the culprits' excess."""
+    import numpy as np
+
+    usable = model is not None and model.r2_cv is not None and model.r2_cv >= R2_MIN
+    scale = model.resid_scale if model is not None else float("nan")
+    z, basis = point_z(sign * residual, sign * predicted, scale, usable)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        excess = sign * (d.values / d.baseline - 1.0)
+    return find_samples(replay, pidx, len(d.steps), z, excess, ids, basis)
 
 
 def _choose_rank(
@@ -518,6 +567,7 @@ class _Fitted:
     sorted_cols: dict[str, np.ndarray]
     per_rank: pd.DataFrame | None
     lr: np.ndarray | None
+    samples: SampleFindings | None = None
 
 
 def trusted_predictions(
@@ -564,17 +614,21 @@ def _evidence(ev: SpikeEvent, f: _Fitted) -> SpikeEvidence:
     alike = _alike(
         None if like is None else sign * like, float(f.similar_high[p]), rise, resid_scale
     )
+    culprits = _culprits(f, p) if has_batch else ()
+    ordinary = ordinary_elsewhere(f.samples, p) if f.samples is not None and has_batch else None
     v, reasons = verdict(
         ev,
-        f.model,
-        explained,
-        recs,
-        has_batch,
-        f.r2_similar,
-        pct.get("max_len"),
-        by_similar,
-        signs,
-        alike,
+        model=f.model,
+        explained=explained,
+        recurrences=recs,
+        has_batch=has_batch,
+        r2_similar=f.r2_similar,
+        max_len_pct=pct.get("max_len"),
+        by_similar=by_similar,
+        optimizer=signs,
+        alike=alike,
+        culprits=culprits,
+        ordinary=ordinary,
     )
     return SpikeEvidence(
         event=ev,
@@ -588,7 +642,18 @@ def _evidence(ev: SpikeEvent, f: _Fitted) -> SpikeEvidence:
         explained=explained,
         recurrences=recs,
         ranks=_rank_rows(f.per_rank, ev.peak_step),
+        culprits=culprits,
     )
+
+
+def _culprits(f: _Fitted, p: int) -> tuple[Culprit, ...]:
+    """The named units in point ``p``'s batch that are not the whole batch (a fixed
+    batch named as a group is composition's to explain, not a sample's)."""
+    if f.samples is None:
+        return ()
+    m = f.samples.membership
+    size = int(m.offsets[p + 1] - m.offsets[p])
+    return tuple(c for c in culprits_at(f.samples, p) if len(c.members) < max(size, 2))
 
 
 def _recurrences(f: _Fitted, p: int, rise: float, resid_scale: float) -> tuple[Recurrence, ...]:
@@ -625,7 +690,7 @@ def log_only_evidence(detection: Detection) -> tuple[SpikeEvidence, ...]:
     out = []
     for ev in detection.events:
         if ev.kind == "non-finite":
-            v, why = verdict(ev, None, None, (), False)
+            v, why = verdict(ev, model=None, explained=None, recurrences=(), has_batch=False)
             out.append(SpikeEvidence(ev, v, why))
             continue
         reasons = ["no schedule: give --manifest (or a dflash-diag.toml) to see its batch"]

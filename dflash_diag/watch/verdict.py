@@ -92,7 +92,9 @@ def judge(
     table = pd.DataFrame({"step": detection.steps, "tokens": extra["tokens"]})
     ground = composition.ground(rep, table, detection.steps)
     lr = _finite_or_none(extra["lr"])
-    att = attribute_spikes(detection, rep, covers, ground, metric_rank, lr=lr)
+    m = composition.manifest
+    ids = m.ids if m is not None else None
+    att = attribute_spikes(detection, rep, covers, ground, metric_rank, lr=lr, ids=ids)
     (evidence,) = att.spikes
     verdict, reasons = evidence.verdict, evidence.reasons
     if verdict == "inconclusive":
