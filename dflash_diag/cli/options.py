@@ -167,6 +167,13 @@ _SCHEDULE_FLAGS: list[tuple[str, Any, str | tuple[str, ...], str]] = [
         "--group-by-length",
         "hf-trainer: the same as --train-sampling-strategy group_by_length.",
     ),
+    (
+        "allow_code",
+        bool,
+        "--allow-code",
+        "Run the Python code a found dflash-diag.toml's strategy names (FILE.py:FUNC, "
+        "module:FUNC); without it only a --strategy or a --config you name runs code.",
+    ),
 ]
 
 

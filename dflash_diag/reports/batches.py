@@ -76,6 +76,10 @@ class BatchesReport:
         (:func:`~dflash_diag.batches.buckets.default_edges`); empty otherwise.
     :param label: a name for the header, the plot's title and the HTML's title
         (``--label``; None: the manifest's path).
+    :param seed_origin: where the schedule's seed came from (``--seed``, a config's
+        path, ``default``: :meth:`~dflash_diag.schedule.config.ResolvedSchedule.origin`).
+    :param provenance: how the config was found, the values from flags, the code run
+        (:attr:`~dflash_diag.schedule.config.ResolvedSchedule.notes`).
     """
 
     manifest: str
@@ -95,6 +99,8 @@ class BatchesReport:
     composition: str | None = None
     bucket_edges: tuple[int, ...] = ()
     label: str | None = None
+    seed_origin: str = "default"
+    provenance: tuple[str, ...] = ()
 
 
 def batches_report(
@@ -146,7 +152,7 @@ def batches_report(
             plots=plots,
             stage=stage,
         )
-    resolved = resolve_schedule(schedule or {}, config, near=manifest, manifest=manifest)
+    resolved = resolve_schedule(schedule or {}, config, near=(log, manifest), manifest=manifest)
     if resolved.manifest is None:
         raise InputError(
             "MANIFEST",
@@ -162,7 +168,7 @@ def batches_report(
         from ..schedule.export import check_export_path
 
         check_export_path(Path(export), protect=inputs)
-    return _batches(
+    report = _batches(
         resolved.manifest,
         resolved.params,
         config_path=resolved.config_path,
@@ -179,77 +185,9 @@ def batches_report(
         plots=plots,
         stage=stage,
     )
-
-
-def _recorded_batches(
-    path: Path,
-    manifest: Path | None,
-    flags: dict[str, Any],
-    config: str | Path | None,
-    *,
-    names: list[str] | None,
-    k_max: int | None,
-    rate: float | None,
-    log: Path | None,
-    searching: bool,
-    export: Path | None,
-    columns: tuple[str | None, str | None],
-    plots: bool,
-    stage: Stage,
-) -> BatchesReport:
-    """``batches --composition FILE``: the recorded schedule measured as a replayed one
-    is (strategy ``recorded``); ``names`` are replayed from the manifest with the
-    schedule's parameters, over as many epochs as were recorded (unless ``--epochs``)."""
     from dataclasses import replace as with_
 
-    from ..batches.buckets import optimize_buckets
-    from ..batches.stats import schedule_stats
-    from ..logs import read_log
-    from ..record import read_recording
-    from ..schedule import verify_tokens
-    from ..schedule.export import export_schedule
-
-    replays = "--compare" if names else "--optimize-buckets" if k_max is not None else None
-    resolved = _recorded_inputs(path, manifest, flags, config, columns, replays, searching)
-    with stage("reading recording"):
-        rec = read_recording(path)
-    m, schedule = recorded_replay(rec, resolved, stage)
-    stats = with_(schedule_stats(schedule), strategy="recorded")
-    params = resolved.params
-    if "epochs" not in resolved.given:
-        params = params.replace(epochs=max(stats.epochs, 1))
-    compared: tuple[Any, ...] = ()
-    drawn: tuple[MicroLengths, ...] = ()
-    if names:
-        compared, drawn = _compare(m, params, names, stats, schedule, stage, plots)
-        compared = (stats, *compared)
-    if plots:
-        mine = micro_lengths(schedule, stats.padding_efficiency)
-        drawn = (with_(mine, strategy="recorded"), *drawn)
-    plan = None
-    if k_max is not None:
-        with stage("optimising buckets") as tick:
-            plan = optimize_buckets(m, params, k_max, rate, progress=tick)
-    check = verify_tokens(schedule, read_log(log).table) if log is not None else None
-    seconds = _training_seconds((stats, *compared), rate)
-    written = None
-    if export is not None:
-        protect = [x for x in (path, manifest, log, resolved.config_path) if x is not None]
-        export_schedule(schedule, export, m.ids if m is not None else None, protect=protect)
-        written = display_path(export)
-    return BatchesReport(
-        manifest=display_path(resolved.manifest) if resolved.manifest else "none",
-        config=display_path(resolved.config_path) if resolved.config_path else None,
-        stats=stats,
-        strategies=compared,
-        plan=plan,
-        verification=check,
-        training_seconds=seconds,
-        throughput=rate,
-        export=written,
-        micro=drawn,
-        composition=display_path(path),
-    )
+    return with_(report, seed_origin=resolved.origin("seed"), provenance=resolved.notes)
 
 
 def _recorded_inputs(
@@ -274,7 +212,7 @@ def _recorded_inputs(
             "a recorded composition is not replayed, so it has no seed to search",
             "drop --search-seed (--log checks the recording against the log)",
         )
-    resolved = resolve_schedule(flags, config, near=manifest or path, manifest=manifest)
+    resolved = resolve_schedule(flags, config, near=(None, manifest or path), manifest=manifest)
     if resolved.manifest is None and replays is not None:
         raise InputError(replays, "replays the manifest, and none was given", "give MANIFEST")
     if resolved.manifest is not None and not resolved.manifest.exists():

@@ -84,10 +84,11 @@ def spikes_report(
 
     log = str(log)
     fmt = check_format(format)
-    resolved = resolve_schedule(schedule or {}, config, near=log, manifest=manifest)
+    resolved = resolve_schedule(schedule or {}, config, near=(log, manifest), manifest=manifest)
     if metric_rank is not None:
         resolved = replace(resolved, metric_rank=metric_rank)
     recording, notes = recording_to_use(composition, log, schedule or {})
+    notes = (*resolved.notes, *notes)
     with stage("reading log") as bar:
         run = read_log(log, format=fmt, rank=rank, progress=bar, step_every=step_every)
     logged = run.logged(metric) if metric in run.table.columns else None

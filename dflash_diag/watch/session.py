@@ -418,7 +418,7 @@ def open_session(
         )
     if log == "-":
         raise InputError("-", "standard input cannot be watched", "give the log file's path")
-    resolved = resolve_schedule(schedule or {}, config, near=log, manifest=manifest)
+    resolved = resolve_schedule(schedule or {}, config, near=(log, manifest), manifest=manifest)
     if metric_rank is None:
         metric_rank = resolved.metric_rank
     recording, said = recording_to_use(composition, log, schedule or {})
