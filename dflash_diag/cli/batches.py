@@ -171,7 +171,7 @@ def register(app: typer.Typer) -> None:
         --optimize-buckets replay it)."""
 
         # Everything the user typed is checked before the slow work starts.
-        check_outputs(plot, html)
+        check_outputs(plot, html, (manifest, log, config, composition))
         names = None
         if compare is not None:
             from ..batches.stats import check_strategy_names

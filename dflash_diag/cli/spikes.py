@@ -162,7 +162,7 @@ def register(app: typer.Typer) -> None:
         which = parse_rank(rank)
         shown = parse_steps(steps)
         alpha = parse_smooth(smooth)
-        check_outputs(plot, html)
+        check_outputs(plot, html, (log, manifest, config, composition))
         report = spikes_report(
             log,
             metric=metric,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from dataclasses import replace as with_
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -185,9 +186,78 @@ def batches_report(
         plots=plots,
         stage=stage,
     )
+    return with_(report, seed_origin=resolved.origin("seed"), provenance=resolved.notes)
+
+
+def _recorded_batches(
+    path: Path,
+    manifest: Path | None,
+    flags: dict[str, Any],
+    config: str | Path | None,
+    *,
+    names: list[str] | None,
+    k_max: int | None,
+    rate: float | None,
+    log: Path | None,
+    searching: bool,
+    export: Path | None,
+    columns: tuple[str | None, str | None],
+    plots: bool,
+    stage: Stage,
+) -> BatchesReport:
+    """``batches --composition FILE``: the recorded schedule measured as a replayed one
+    is (strategy ``recorded``); ``names`` are replayed from the manifest with the
+    schedule's parameters, over as many epochs as were recorded (unless ``--epochs``)."""
     from dataclasses import replace as with_
 
-    return with_(report, seed_origin=resolved.origin("seed"), provenance=resolved.notes)
+    from ..batches.buckets import optimize_buckets
+    from ..batches.stats import schedule_stats
+    from ..logs import read_log
+    from ..record import read_recording
+    from ..schedule import verify_tokens
+    from ..schedule.export import export_schedule
+
+    replays = "--compare" if names else "--optimize-buckets" if k_max is not None else None
+    resolved = _recorded_inputs(path, manifest, flags, config, columns, replays, searching)
+    with stage("reading recording"):
+        rec = read_recording(path)
+    m, schedule = recorded_replay(rec, resolved, stage)
+    stats = with_(schedule_stats(schedule), strategy="recorded")
+    params = resolved.params
+    if "epochs" not in resolved.given:
+        params = params.replace(epochs=max(stats.epochs, 1))
+    compared: tuple[Any, ...] = ()
+    drawn: tuple[MicroLengths, ...] = ()
+    if names:
+        compared, drawn = _compare(m, params, names, stats, schedule, stage, plots)
+        compared = (stats, *compared)
+    if plots:
+        mine = micro_lengths(schedule, stats.padding_efficiency)
+        drawn = (with_(mine, strategy="recorded"), *drawn)
+    plan = None
+    if k_max is not None:
+        with stage("optimising buckets") as tick:
+            plan = optimize_buckets(m, params, k_max, rate, progress=tick)
+    check = verify_tokens(schedule, read_log(log).table) if log is not None else None
+    seconds = _training_seconds((stats, *compared), rate)
+    written = None
+    if export is not None:
+        protect = [x for x in (path, manifest, log, resolved.config_path) if x is not None]
+        export_schedule(schedule, export, m.ids if m is not None else None, protect=protect)
+        written = display_path(export)
+    return BatchesReport(
+        manifest=display_path(resolved.manifest) if resolved.manifest else "none",
+        config=display_path(resolved.config_path) if resolved.config_path else None,
+        stats=stats,
+        strategies=compared,
+        plan=plan,
+        verification=check,
+        training_seconds=seconds,
+        throughput=rate,
+        export=written,
+        micro=drawn,
+        composition=display_path(path),
+    )
 
 
 def _recorded_inputs(
