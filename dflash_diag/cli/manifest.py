@@ -100,5 +100,7 @@ def register(app: typer.Typer) -> None:
                 special_tokens=special_tokens,
             )
         write_manifest(m, out, force=force)
+        from .consoles import out_console
+
         for line in _summary(m, out):
-            print(line)
+            out_console.print(line, markup=False, highlight=False, soft_wrap=True)

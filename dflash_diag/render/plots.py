@@ -18,10 +18,13 @@ def check_plot_path(path: str | Path, protect: Sequence[str | Path | None] = ())
 
 
 def pyplot() -> Any:
-    """matplotlib.pyplot on the Agg backend (never opens a window)."""
+    """matplotlib.pyplot on the Agg backend (never opens a window), with ``$...$`` in
+    text drawn as it is, not parsed as math (a label is data)."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
+    # (labels, file names and categories are data: a "$" in one is not TeX math)
+    matplotlib.rcParams["text.parse_math"] = False
     import matplotlib.pyplot as plt
 
     return plt
