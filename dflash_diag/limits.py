@@ -28,6 +28,9 @@ HEADROOM = 0.5
 #: Decompressed bytes a log may be, as a multiple of what reading it costs per byte
 #: (a parsed log takes several times its text).
 PARSE_COST = 6
+#: Bytes of memory a manifest row takes while it is read (ids, lengths, a category, and
+#: the Arrow and pandas copies made on the way).
+ROW_BYTES = 64
 #: Bytes decompressed per step of :func:`gunzip`.
 _PIECE = 1 << 22
 
