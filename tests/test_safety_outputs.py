@@ -75,17 +75,24 @@ def test_same_file_is_by_identity(tmp_path):
     assert not same_file(a, tmp_path / "missing") and not same_file("-", "-")
 
 
-def test_a_read_only_folder_is_refused_before_the_work(tmp_path):
-    if os.geteuid() == 0:
-        pytest.skip("root writes into read-only folders")
-    ro = tmp_path / "ro"
-    ro.mkdir()
-    ro.chmod(0o555)
-    try:
-        with pytest.raises(InputError, match="the folder is not writable"):
-            check_output_path(ro / "x.csv", (".csv",), "output")
-    finally:
-        ro.chmod(0o755)
+def test_a_read_only_folder_is_refused_before_the_work(tmp_path, monkeypatch):
+    # (os.access answers as the file system would for a user; root passes every mode bit)
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != tmp_path)
+    with pytest.raises(InputError, match="cannot write the output: the folder is not writable"):
+        check_output_path(tmp_path / "x.csv", (".csv",), "output")
+
+
+def test_a_read_only_file_system_at_write_time_is_one_line(tmp_path, monkeypatch):
+    import errno
+    import tempfile
+
+    def refuse(*args, **kwargs):
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    with pytest.raises(InputError, match="x.csv: cannot write the output: the folder is on a"):
+        with atomic_output(tmp_path / "x.csv"):
+            pass
 
 
 def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):

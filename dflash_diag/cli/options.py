@@ -199,7 +199,9 @@ def schedule_options(func: Callable[..., Any]) -> Callable[..., Any]:
                     typer.Option(
                         "--config",
                         help="TOML file with a \\[schedule] section (default: dflash-diag.toml "
-                        "beside the log, else in the working directory).",
+                        "beside the log, else the manifest, else in the working directory; "
+                        "code it names runs only from a --config you name, or with "
+                        "--allow-code).",
                         rich_help_panel=SCHEDULE_PANEL,
                     ),
                 ],

@@ -147,7 +147,8 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--config",
                 help="TOML file with a \\[schedule] section (default: dflash-diag.toml beside "
-                "the log, else in the working directory).",
+                "the log, else the manifest, else in the working directory; code it names runs "
+                "only from a --config you name, or with --allow-code).",
                 rich_help_panel=SCHEDULE_PANEL,
             ),
         ] = None,
