@@ -151,7 +151,10 @@ def test_a_failed_search_says_no_seed_reproduces_the_log():
     )
     assert said, out
     assert "Batch schedule of seed 1234 (from --seed)" in out
-    assert "the schedule with seed 1234 (from --seed, first step 1): tokens match 0.0% of 488" in out
+    assert (
+        "the schedule with seed 1234 (from --seed, first step 1): tokens match 0.0% of 488"
+        in out
+    )
     v = run_json(args)["verification"]
     assert v["seed_found"] is False
     assert v["seed"] == int(said.group(1))
