@@ -154,3 +154,32 @@ def test_a_toml_nested_deep_is_one_error_line(tmp_path):
     cfg.write_text("[schedule]\nseed = " + "[" * 200_000 + "]" * 200_000 + "\n")
     with pytest.raises(InputError, match="nested too deep"):
         resolve_schedule({}, config=cfg)
+
+
+def test_a_recording_whose_settings_name_code_runs_none(tmp_path, monkeypatch):
+    """A recording is a found file too: a ``strategy`` in its settings is never run."""
+    import pandas as pd
+
+    from dflash_diag.record import BatchRecorder
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "evil.py").write_text(CODE)
+    n = 64
+    pd.DataFrame({"sample_id": range(n), "length": [10 + i for i in range(n)]}).to_csv(
+        "m.csv", index=False
+    )
+    settings = {"strategy": f"{tmp_path / 'evil.py'}:build", "seed": 1}
+    with BatchRecorder(tmp_path / "run.batches", rank=0, world_size=1, settings=settings) as rec:
+        for step in range(1, 17):
+            ids = [(step * 4 + k) % n for k in range(4)]
+            rec.log(step, ids, [10 + i for i in ids])
+    (tmp_path / "run.log").write_text(
+        "".join(f"step={s} loss={1 + s / 100}\n" for s in range(1, 17))
+    )
+    for args in (
+        ["batches", "m.csv", "--composition", "run.batches", "--compare", "sorted-greedy,bucketed"],
+        ["spikes", "run.log", "--manifest", "m.csv", "--force"],
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code in (0, 2), result.output
+        assert not (tmp_path / "RAN").exists(), args
