@@ -55,9 +55,9 @@ def one_error(result) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("command", ["spikes", "batches"])
+@pytest.mark.parametrize("command", ["spikes", "watch", "batches"])
 def test_code_in_a_config_found_beside_an_input_never_runs(run, command):
-    target = run / ("run.log" if command == "spikes" else "manifest.parquet")
+    target = run / ("manifest.parquet" if command == "batches" else "run.log")
     line = one_error(runner.invoke(app, [command, str(target)]))
     assert "runs Python code" in line and "found beside the" in line
     assert "--allow-code" in line and f"--config {run / CONFIG_NAME}" in line
