@@ -404,6 +404,34 @@ def cli_pass(args: argparse.Namespace, out: Path) -> int:
     return _table(counts, f"CLI runs, seed {args.seed}, {secs:.0f} s")
 
 
+def safety_pass(args: argparse.Namespace) -> int:
+    """``--safety N``: N cases of each class of ``tests/fuzz/safety.py`` (found code,
+    links to inputs, escapes, gzip bombs), each in a fresh folder; prints the counts
+    per class and returns the number of crashes and broken promises."""
+    from tests.fuzz.safety import CLASSES, run_case
+    from tests.fuzz.target import ContractBreak
+
+    bad = 0
+    for kind in CLASSES:
+        counts: Counter[str] = Counter()
+        start = time.perf_counter()
+        for k in range(args.safety):
+            with tempfile.TemporaryDirectory() as folder:
+                try:
+                    counts[run_case(kind, args.seed * 100_003 + k, Path(folder))] += 1
+                except ContractBreak as e:
+                    counts["contract"] += 1
+                    print(f"safety {kind}:{k} contract: {e}")
+                except Exception as e:  # noqa: BLE001 - the point: anything is counted
+                    counts["crash"] += 1
+                    print(f"safety {kind}:{k} crash: {type(e).__name__}: {str(e)[:200]}")
+        bad += counts["contract"] + counts["crash"]
+        took = time.perf_counter() - start
+        shown = ", ".join(f"{s} {counts[s]}" for s in STATUSES if counts[s])
+        print(f"safety {kind}: {shown} ({took:.1f} s)")
+    return bad
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=1000, help="library cases")
@@ -415,6 +443,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, help="folder for reproducers (default: a temp folder)")
     ap.add_argument("--only", help="run one case again, as KIND:INDEX from a report")
     ap.add_argument("--no-shrink", action="store_true", help="save failures as found")
+    ap.add_argument("--safety", type=int, default=0, help="cases per safety class")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -427,6 +456,8 @@ def main() -> int:
         bad += library_pass(args, out)
     if args.cli:
         bad += cli_pass(args, out)
+    if args.safety:
+        bad += safety_pass(args)
     print(f"failures: {bad}")
     return 1 if bad else 0
 

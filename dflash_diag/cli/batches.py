@@ -16,8 +16,8 @@ import typer
 from ..composition.ground import MIN_TOKENS_MATCH
 from ..errors import InputError
 from .options import (
-    SCHEDULE_PANEL,
     CompositionOpt,
+    ConfigOpt,
     JsonOpt,
     PlotOpt,
     VerboseOpt,
@@ -132,15 +132,7 @@ def batches(
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
     html: HtmlOpt = None,
-    config: Annotated[
-        Path | None,
-        typer.Option(
-            "--config",
-            help="TOML file with a \\[schedule] section (default: dflash-diag.toml beside "
-            "the manifest, else in the working directory).",
-            rich_help_panel=SCHEDULE_PANEL,
-        ),
-    ] = None,
+    config: ConfigOpt = None,
     label: Annotated[
         str | None,
         typer.Option(
@@ -162,7 +154,7 @@ def batches(
     --optimize-buckets replay it)."""
 
     # Everything the user typed is checked before the slow work starts.
-    check_outputs(plot, html)
+    check_outputs(plot, html, (manifest, log, config, composition))
     names = None
     if compare is not None:
         from ..batches.stats import check_strategy_names

@@ -167,7 +167,7 @@ def compare(
             "--steps", f"the axis is {align}, not steps", "use --steps with --align step"
         )
     alpha = parse_smooth(smooth)
-    check_outputs(plot, html)
+    check_outputs(plot, html, tuple(files))
     if fail_on is not None and fail_on not in FAIL_MODES:
         raise InputError(
             "--fail-on", f"unknown side {fail_on[:20]!r}", "choose above, below or outside"

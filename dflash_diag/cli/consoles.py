@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-from rich.console import Console
+from ..printable import PrintableConsole
 
 
 def _width() -> int | None:
@@ -19,7 +19,7 @@ def _width() -> int | None:
     return 120
 
 
-class _Results(Console):
+class _Results(PrintableConsole):
     """stdout's console: a reader that closed the pipe (``| head``) is not a failure.
 
     rich's default ends the process with status 1, which this tool reserves for bugs;
@@ -33,4 +33,4 @@ class _Results(Console):
 
 
 out_console = _Results(highlight=False, width=_width())
-err_console = Console(stderr=True, highlight=False)
+err_console = PrintableConsole(stderr=True, highlight=False)

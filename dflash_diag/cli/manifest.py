@@ -111,6 +111,7 @@ def manifest(
     from ..errors import InputError
     from ..manifest.write import WRITE_SUFFIXES, write_manifest, write_shards
     from ..outpath import check_output_path
+    from .consoles import out_console
 
     if to is None and shards is None:
         raise InputError("--to", "no output named", "give --to FILE and/or --shards DIR")
@@ -146,7 +147,7 @@ def manifest(
         written.append(shards)
         print(f"wrote {len(parts)} Parquet shards in {shards}")
     for line in _summary(m, written[0]):
-        print(line)
+        out_console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -63,7 +63,8 @@ ConfigOpt = Annotated[
     typer.Option(
         "--config",
         help="TOML file with a \\[schedule] section (default: dflash-diag.toml beside "
-        "the log, else in the working directory).",
+        "the log, else the manifest, else in the working directory; code it names runs "
+        "only from a --config you name, or with --allow-code).",
         rich_help_panel=SCHEDULE_PANEL,
     ),
 ]
@@ -187,6 +188,13 @@ _SCHEDULE_FLAGS: list[tuple[str, Any, str | tuple[str, ...], str]] = [
         "--group-by-length",
         "hf-trainer: the same as --train-sampling-strategy group_by_length.",
     ),
+    (
+        "allow_code",
+        bool,
+        "--allow-code",
+        "Run the Python code a found dflash-diag.toml's strategy names (FILE.py:FUNC, "
+        "module:FUNC); without it only a --strategy or a --config you name runs code.",
+    ),
 ]
 
 
@@ -212,7 +220,9 @@ def schedule_options(func: Callable[..., Any]) -> Callable[..., Any]:
                     typer.Option(
                         "--config",
                         help="TOML file with a \\[schedule] section (default: dflash-diag.toml "
-                        "beside the log, else in the working directory).",
+                        "beside the log, else the manifest, else in the working directory; "
+                        "code it names runs only from a --config you name, or with "
+                        "--allow-code).",
                         rich_help_panel=SCHEDULE_PANEL,
                     ),
                 ],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,22 +20,34 @@ HtmlOpt = Annotated[
 ]
 
 
-def check_html_path(path: str | Path, protect: tuple[str | Path, ...] = ()) -> Path:
+def check_html_path(path: str | Path, protect: Sequence[str | Path | None] = ()) -> Path:
     """Validate ``--html FILE`` before any work is done: an ``.html`` file whose folder
-    exists and that is not an input."""
+    exists and can be written, and that is not an input (by identity: links count)."""
     from ..outpath import check_output_path
 
     return check_output_path(path, (".html", ".htm"), "report", protect=protect)
 
 
-def check_outputs(plot: str | Path | None, html: str | Path | None) -> None:
-    """Validate ``--plot FILE`` and ``--html FILE`` (when given) before any work is done."""
+def check_outputs(
+    plot: str | Path | None,
+    html: str | Path | None,
+    inputs: Sequence[str | Path | None] = (),
+) -> None:
+    """Validate ``--plot FILE`` and ``--html FILE`` (when given) before any work is done:
+    neither may be one of the ``inputs`` (log, manifest, config, recording), nor the
+    other output."""
+    from ..errors import InputError
+    from ..outpath import same_file
+
     if plot is not None:
         from ..render.plots import check_plot_path
 
-        check_plot_path(plot)
+        check_plot_path(plot, inputs)
     if html is not None:
-        check_html_path(html)
+        check_html_path(html, inputs)
+    if plot is not None and html is not None:
+        if Path(plot).absolute() == Path(html).absolute() or same_file(plot, html):
+            raise InputError(str(html), "--html and --plot name the same file", "name two")
 
 
 def stages(enabled: bool) -> Any:

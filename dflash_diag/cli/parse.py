@@ -40,14 +40,17 @@ def check_to(to: Path, log: str) -> Path:
 
 
 def write_table(table: object, to: Path) -> None:
-    """Write the table as Parquet, CSV or JSON lines, by ``to``'s suffix."""
+    """Write the table as Parquet, CSV or JSON lines, by ``to``'s suffix, atomically."""
+    from ..outpath import atomic_output
+
     suffix = to.suffix.lower()
-    if suffix == ".parquet":
-        table.to_parquet(to, index=False)  # type: ignore[attr-defined]
-    elif suffix == ".csv":
-        table.to_csv(to, index=False)  # type: ignore[attr-defined]
-    else:
-        table.to_json(to, orient="records", lines=True)  # type: ignore[attr-defined]
+    with atomic_output(to) as tmp:
+        if suffix == ".parquet":
+            table.to_parquet(tmp, index=False)  # type: ignore[attr-defined]
+        elif suffix == ".csv":
+            table.to_csv(tmp, index=False)  # type: ignore[attr-defined]
+        else:
+            table.to_json(tmp, orient="records", lines=True)  # type: ignore[attr-defined]
 
 
 def parse(

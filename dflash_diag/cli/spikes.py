@@ -139,7 +139,7 @@ def spikes(
     which = parse_rank(rank)
     shown = parse_steps(steps)
     alpha = parse_smooth(smooth)
-    check_outputs(plot, html)
+    check_outputs(plot, html, (log, manifest, config, composition))
     options = SpikesOptions(
         metric=metric,
         window=window,

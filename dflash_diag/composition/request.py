@@ -39,7 +39,8 @@ class Request:
     :param force: attribute on a composition whose tokens disagree (``refuted``).
     :param columns: the manifest's length and category columns from flags (None: the
         config's, else found).
-    :param near: where a config and a recording are looked for (default: the log).
+    :param near: ``(log, manifest)`` beside which a ``dflash-diag.toml`` is looked for
+        (:func:`~dflash_diag.schedule.config.find_config`; default: this request's).
     :param live: the recording is read again as the run writes it (``watch``).
     :param flags_name_schedule: schedule flags name the schedule to replay, so they
         are refused beside ``--composition`` and make a recording found beside the log
@@ -54,7 +55,7 @@ class Request:
     composition: str | Path | None = None
     force: bool = False
     columns: tuple[str | None, str | None] = (None, None)
-    near: str | Path | None = None
+    near: tuple[str | Path | None, str | Path | None] | None = None
     live: bool = False
     flags_name_schedule: bool = True
 
@@ -88,7 +89,7 @@ def resolve(req: Request) -> Resolution:
     from .recorded import RecordedSource
     from .replayed import ReplayedSource
 
-    near = req.near if req.near is not None else req.log
+    near = req.near if req.near is not None else (req.log, req.manifest)
     resolved = resolve_schedule(req.flags, req.config, near=near, manifest=req.manifest)
     columns = (
         req.columns[0] or resolved.length_column,
@@ -117,7 +118,7 @@ def resolve(req: Request) -> Resolution:
             epochs_given="epochs" in resolved.given,
         )
     found = recording is not None and req.composition is None
-    return Resolution(resolved, source, notes, found)
+    return Resolution(resolved, source, (*resolved.notes, *notes), found)
 
 
 def recording_to_use(

@@ -5,16 +5,15 @@ The input is only ever opened for reading.
 
 from __future__ import annotations
 
-import gzip
 import os
 import re
 import sys
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..limits import PARSE_COST, check_fits, check_lines, gunzip
 from ..storage import stage
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -45,7 +44,9 @@ def display_path(path: str | os.PathLike[str]) -> str:
 def read_bytes(path: str | os.PathLike[str]) -> RawLog:
     """Read ``path`` (``-`` = standard input), gunzipping when it starts with gzip's magic.
 
-    :raises InputError: missing file, a directory, unreadable, empty, or broken gzip.
+    :raises InputError: missing file, a directory, unreadable, empty, broken gzip; a
+        file or its decompressed text too big for this machine's memory, or a line
+        too long to be a record (:mod:`dflash_diag.limits`).
     """
     name = display_path(path)
     if name == STDIN:
@@ -57,6 +58,7 @@ def read_bytes(path: str | os.PathLike[str]) -> RawLog:
         if p.is_dir():
             raise InputError(name, "is a folder, not a log file", "give the log file inside it")
         try:
+            check_fits(p.stat().st_size * PARSE_COST, name, "reading it")
             data = p.read_bytes()
         except OSError as e:
             raise InputError(
@@ -64,24 +66,12 @@ def read_bytes(path: str | os.PathLike[str]) -> RawLog:
             ) from None
     gzipped = data[:2] == GZIP_MAGIC
     if gzipped:
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as e:
-            data = _partial_gunzip(data)
-            if not data:
-                raise InputError(name, f"broken gzip data ({e})", "re-copy the file") from None
+        # (in pieces, to a budget: a 10 MB gzip may hold 4 GiB of lines)
+        data, _ = gunzip(data, name)
+    check_lines(data, name)
     if not data or (data[:65536].isspace() and not data.strip()):
         raise InputError(name, "the log is empty", "give a log that has training lines in it")
     return RawLog(name, data, gzipped)
-
-
-def _partial_gunzip(data: bytes) -> bytes:
-    """What can be recovered from a gzip stream cut short (a log still being written)."""
-    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        return d.decompress(data)
-    except zlib.error:
-        return b""
 
 
 def decode(data: bytes) -> tuple[str, int]:

@@ -257,9 +257,11 @@ def _step_table(df: Any, rank: int | str) -> tuple[Any, dict[str, Any]]:
             if c not in CANONICAL_COLUMNS and c not in logged_nan and table[c].isna().all()
         ]
     )
-    for c in CANONICAL_COLUMNS:
-        if c not in table:
-            table[c] = np.nan
+    missing = [c for c in CANONICAL_COLUMNS if c not in table]
+    if missing:  # (at once: one insert per column fragments a wide frame, and pandas warns)
+        import pandas as pd
+
+        table = pd.concat([table, pd.DataFrame(np.nan, index=table.index, columns=missing)], axis=1)
     return table, logged_nan
 
 

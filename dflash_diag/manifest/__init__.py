@@ -463,6 +463,10 @@ def _from_table(
             "name it with --length-column",
         )
     cat_col = _pick(p, columns, category_column, CATEGORY_COLUMNS, "category")
+    if cat_col is not None and cat_col == length_col:
+        raise InputError(
+            str(p), f"the category column {cat_col!r} is the length column", "name another"
+        )
     has_id = ID_COLUMN in columns and ID_COLUMN not in (length_col, cat_col)
     if df is None:
         wanted = [length_col] + ([cat_col] if cat_col else []) + ([ID_COLUMN] if has_id else [])
@@ -526,6 +530,10 @@ def plan_columns(
         if length_col is None:
             raise no_length_column(source, LENGTH_COLUMNS)
     cat_col = _pick(p, columns, category_column, CATEGORY_COLUMNS, "category")
+    if cat_col is not None and cat_col == length_col:
+        raise InputError(
+            str(p), f"the category column {cat_col!r} is the length column", "name another"
+        )
     has_id = ID_COLUMN in columns and ID_COLUMN not in (length_col, cat_col)
     return length_col, cat_col, has_id
 

@@ -86,7 +86,11 @@ def parquet_file(path: Path) -> Source:
     """A Parquet file, one part per row group."""
     import pyarrow.parquet as pq
 
+    from ..limits import ROW_BYTES, check_fits
+
     pf = pq.ParquetFile(path)
+    rows = pf.metadata.num_rows  # (a few KB of run-length pages may claim 4e8 rows)
+    check_fits(rows * ROW_BYTES, str(path), f"reading its {rows:,} rows")
 
     def group(g: int) -> Callable[[list[str]], Any]:
         return lambda cols: pf.read_row_group(g, columns=cols)

@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from ..data import Manifest
 from ..errors import InputError
+from ..outpath import atomic_output
 
 #: Output extensions and their format.
 WRITE_SUFFIXES = (".parquet", ".csv")
@@ -50,22 +50,13 @@ def write_manifest(m: Manifest, to: str | os.PathLike[str], force: bool = False)
     if len(m) == 0:
         raise InputError(m.path, "holds no samples", "nothing written")
     table = manifest_table(m)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # (mkstemp's 0600 would outlive the rename)
-    try:
+    with atomic_output(p, "manifest") as tmp:
         if p.suffix.lower() == ".parquet":
             # (dictionary pages for the category only: on the int columns they cost 4x)
             dictionary = ["category"] if "category" in table.column_names else False
             pq.write_table(table, tmp, use_dictionary=dictionary)
         else:
             pcsv.write_csv(table, tmp)
-        os.replace(tmp, p)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     return p
 
 

@@ -164,6 +164,8 @@ def _header(report: BatchesReport, console: Console) -> None:
         )
     for w in report.warnings:
         console.print(f"{w.level}: {w.message}", soft_wrap=True)
+    for line in report.provenance:
+        console.print(line, markup=False, soft_wrap=True)
     if report.bucket_edges:
         edges = ",".join(str(e) for e in report.bucket_edges)
         console.print(
@@ -226,8 +228,14 @@ def _title(report: BatchesReport) -> str:
         return "Batch schedule (recorded)"
     if report.search is None:
         return "Batch schedule"
-    how = "found by --search-seed" if report.search.seed_found else "as given"
+    how = "found by --search-seed" if report.search.seed_found else _seed_from(report)
     return f"Batch schedule of seed {report.seed} ({how})"
+
+
+def _seed_from(report: BatchesReport) -> str:
+    """Where the schedule's seed came from, in words (never "as given" for a default)."""
+    origin = report.seed_origin
+    return "the default seed" if origin == "default" else f"from {origin}"
 
 
 def _match(v: Any) -> str:
@@ -266,7 +274,7 @@ def _verification_lines(report: BatchesReport) -> list[str]:
     g = report.given_check
     if g is not None and search.reproduces(g):
         return [
-            f"{failed}, but the seed as given does: seed {g.seed} (first step "
+            f"{failed}, but seed {g.seed} ({_seed_from(report)}) does (first step "
             f"{g.first_step}): {_match(g)}"
         ]
     lines = [
@@ -276,7 +284,8 @@ def _verification_lines(report: BatchesReport) -> list[str]:
     ]
     if g is not None:
         lines.append(
-            f"the schedule as given (seed {g.seed}, first step {g.first_step}): {_match(g)}"
+            f"the schedule with seed {g.seed} ({_seed_from(report)}, first step "
+            f"{g.first_step}): {_match(g)}"
         )
     return lines
 

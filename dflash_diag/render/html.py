@@ -101,10 +101,10 @@ def text_output(render: Any, folded: bool = True) -> str:
 
 
 def write(path: str | Path, document: str) -> Path:
-    """Write ``document`` as UTF-8 to ``path``."""
-    p = Path(path)
-    p.write_text(document, encoding="utf-8")
-    return p
+    """Write ``document`` as UTF-8 to ``path``, atomically (:mod:`dflash_diag.outpath`)."""
+    from ..outpath import write_atomically
+
+    return write_atomically(path, lambda tmp: tmp.write_text(document, encoding="utf-8"), "report")
 
 
 def _micro_rows(batches: tuple[MicroBatch, ...]) -> list[tuple[str, ...]]:

@@ -2,24 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..outpath import check_output_path
+from ..outpath import atomic_output, check_output_path
 
 PLOT_FORMATS = (".png", ".svg", ".pdf")
 
 
-def check_plot_path(path: str | Path) -> Path:
-    """Validate ``--plot FILE`` before any work is done: PNG, SVG or PDF, folder exists."""
-    return check_output_path(path, PLOT_FORMATS, "plot")
+def check_plot_path(path: str | Path, protect: Sequence[str | Path | None] = ()) -> Path:
+    """Validate ``--plot FILE`` before any work is done: PNG, SVG or PDF, folder exists
+    and can be written, not one of the ``protect`` inputs."""
+    return check_output_path(path, PLOT_FORMATS, "plot", protect=protect)
 
 
 def pyplot() -> Any:
-    """matplotlib.pyplot on the Agg backend (never opens a window)."""
+    """matplotlib.pyplot on the Agg backend (never opens a window), with ``$...$`` in
+    text drawn as it is, not parsed as math (a label is data)."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
+    # (labels, file names and categories are data: a "$" in one is not TeX math)
+    matplotlib.rcParams["text.parse_math"] = False
     import matplotlib.pyplot as plt
 
     return plt
@@ -28,8 +33,11 @@ def pyplot() -> Any:
 def save_figure(fig: Any, path: str | Path) -> Path:
     """Save ``fig`` as PNG, SVG or PDF by ``path``'s extension and close it."""
     p = check_plot_path(path)
-    fig.savefig(p, format=p.suffix.lower().lstrip("."), dpi=120, bbox_inches="tight")
-    pyplot().close(fig)
+    try:
+        with atomic_output(p, "plot") as tmp:
+            fig.savefig(tmp, format=p.suffix.lower().lstrip("."), dpi=120, bbox_inches="tight")
+    finally:
+        pyplot().close(fig)
     return p
 
 

@@ -81,6 +81,10 @@ class BatchesReport:
         (:func:`~dflash_diag.schedule.edges.default_edges`); empty otherwise.
     :param label: a name for the header, the plot's title and the HTML's title
         (``--label``; None: the manifest's path).
+    :param seed_origin: where the schedule's seed came from (``--seed``, a config's
+        path, ``default``: :meth:`~dflash_diag.schedule.config.ResolvedSchedule.origin`).
+    :param provenance: how the config was found, the values from flags, the code run
+        (:attr:`~dflash_diag.schedule.config.ResolvedSchedule.notes`).
     """
 
     manifest: str
@@ -100,6 +104,8 @@ class BatchesReport:
     composition: str | None = None
     bucket_edges: tuple[int, ...] = ()
     label: str | None = None
+    seed_origin: str = "default"
+    provenance: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -155,7 +161,10 @@ def batches_report(
             "a recorded composition is not replayed, so it has no seed to search",
             "drop --search-seed (--log checks the recording against the log)",
         )
-    near = batches.manifest if batches.manifest is not None else batches.composition
+    if recorded:
+        near = (None, batches.manifest if batches.manifest is not None else batches.composition)
+    else:
+        near = (o.log, batches.manifest)
     res = resolve(with_(batches, log=None, near=near, flags_name_schedule=False))
     _check_inputs(res, o, recorded)
     source = res.source
@@ -163,6 +172,8 @@ def batches_report(
         report = _recorded_batches(source, res.schedule, o, stage)
     elif isinstance(source, ReplayedSource):
         report = _batches(source, res.schedule, o, stage)
+        origin = res.schedule.origin("seed")
+        report = with_(report, seed_origin=origin, provenance=res.schedule.notes)
     else:  # (_check_inputs refuses a request with no manifest and no recording)
         raise TypeError(f"no source to measure: {source!r}")
     return with_(report, label=o.label)

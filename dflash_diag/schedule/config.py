@@ -34,6 +34,7 @@ from __future__ import annotations
 import difflib
 import math
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,7 @@ from .presets import PRESET_KEYS, apply_preset
 CONFIG_NAME = "dflash-diag.toml"
 
 #: Keys of ``[schedule]`` that are not ScheduleParams fields.
-EXTRA_KEYS = ("manifest", "length_column", "category_column", "metric_rank")
+EXTRA_KEYS = ("manifest", "length_column", "category_column", "metric_rank", "allow_code")
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,10 @@ class ResolvedSchedule:
         (not said).
     :param given: the ScheduleParams fields that were set by a flag or the file (the
         rest are defaults), so a caller can tell "seed 0" from "no seed given".
+    :param from_flags: the ScheduleParams fields set by a flag (they win over the file).
+    :param found: how the config was found (``"named"`` with ``--config``, ``"beside
+        the log"``, ``"beside the manifest"``, ``"in the working directory"``), or None.
+    :param code: the Python file (or module) the strategy runs, or None.
     """
 
     params: ScheduleParams
@@ -72,24 +77,78 @@ class ResolvedSchedule:
     category_column: str | None = None
     metric_rank: int | str | None = None
     given: frozenset[str] = frozenset()
+    from_flags: frozenset[str] = frozenset()
+    found: str | None = None
+    code: str | None = None
+
+    def origin(self, name: str) -> str:
+        """Where field ``name`` came from: ``--flag``, the config's path, or ``default``.
+
+        >>> ResolvedSchedule(ScheduleParams(), None, None).origin("seed")
+        'default'
+        """
+        if name in self.from_flags:
+            return "--" + name.replace("_", "-")
+        if name in self.given and self.config_path is not None:
+            return str(self.config_path)
+        return "default"
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """Lines for the output: the values that came from flags, and the code the
+        strategy runs (the config's own line is :attr:`described`)."""
+        lines = []
+        if self.config_path is not None and self.found != "named":
+            lines.append(f"config: {self.described}; --config names another")
+        if self.from_flags:
+            shown = ", ".join("--" + k.replace("_", "-") for k in sorted(self.from_flags))
+            lines.append(f"from flags (they win over any config): {shown}")
+        if self.code is not None:
+            lines.append(f"runs Python code: {self.code} (strategy {self.params.strategy})")
+        return tuple(lines)
+
+    @property
+    def described(self) -> str:
+        """The config used and how it was found, in words.
+
+        >>> ResolvedSchedule(ScheduleParams(), None, Path("a.toml"), found="named").described
+        'a.toml (named with --config)'
+        """
+        if self.config_path is None:
+            return "none (flags and defaults)"
+        how = "named with --config" if self.found == "named" else f"found {self.found}"
+        return f"{self.config_path} ({how})"
 
 
-def find_config(config: str | Path | None, near: str | Path | None) -> Path | None:
-    """The config file to use: ``config`` if given, else ``dflash-diag.toml`` beside
-    ``near`` (a log file), else in the working directory, else None."""
+def locate_config(
+    config: str | Path | None, near: str | Path | Sequence[str | Path | None] | None
+) -> tuple[Path | None, str | None]:
+    """The config file to use and how it was found, by the one rule: ``config`` if given
+    (``"named"``); else ``dflash-diag.toml`` beside each of ``near`` in order (the log,
+    then the manifest); else in the working directory; else ``(None, None)``."""
     if config is not None:
         p = Path(config)
         if not p.is_file():
             raise InputError(str(p), "config file not found", "check the --config path")
-        return p
-    candidates = []
-    if near is not None and str(near) != "-":
-        candidates.append(Path(near).parent / CONFIG_NAME)
-    candidates.append(Path.cwd() / CONFIG_NAME)
-    for c in candidates:
+        return p, "named"
+    places = [near] if near is None or isinstance(near, (str, Path)) else list(near)[:2]
+    roles = ("beside the log", "beside the manifest")
+    candidates: list[tuple[Path, str]] = []
+    for k, place in enumerate(places):
+        if place is not None and str(place) != "-":
+            folder = Path(place) if Path(place).is_dir() else Path(place).parent
+            role = roles[k] if len(places) > 1 else f"beside {Path(place).name}"
+            candidates.append((folder / CONFIG_NAME, role))
+    candidates.append((Path.cwd() / CONFIG_NAME, "in the working directory"))
+    for c, role in candidates:
         if c.is_file():
-            return c
-    return None
+            return c, role
+    return None, None
+
+
+def find_config(config: str | Path | None, near: str | Path | None) -> Path | None:
+    """The config file to use (:func:`locate_config` without the how)."""
+    return locate_config(config, near)[0]
 
 
 def read_config(path: Path) -> dict[str, Any]:
@@ -99,6 +158,10 @@ def read_config(path: Path) -> dict[str, Any]:
     try:
         with open(path, "rb") as fh:
             doc = tomllib.load(fh)
+    except RecursionError:
+        raise InputError(
+            str(path), "nested too deep to read", "a [schedule] table holds plain values"
+        ) from None
     except tomllib.TOMLDecodeError as e:
         raise InputError(str(path), f"not valid TOML ({e})", "fix the file") from None
     except UnicodeDecodeError as e:
@@ -146,6 +209,8 @@ def check_value(path: Path, key: str, value: Any) -> Any:
         value = parse_buckets(value, f"{path}: [schedule] buckets")
     if key == "metric_rank":
         problem = _rank_problem(value)
+    elif key == "allow_code":
+        problem = None if isinstance(value, bool) else f"must be true or false, got {_shown(value)}"
     elif key in EXTRA_KEYS:
         problem = None if isinstance(value, str) and value else f"must be text, got {_shown(value)}"
     else:
@@ -206,33 +271,44 @@ def _whole(item: Any) -> int | None:
 def resolve_schedule(
     flags: dict[str, Any],
     config: str | Path | None = None,
-    near: str | Path | None = None,
+    near: str | Path | Sequence[str | Path | None] | None = None,
     manifest: str | Path | None = None,
 ) -> ResolvedSchedule:
     """Merge a config file and flags (flags win) into a :class:`ResolvedSchedule`.
 
     :param flags: ScheduleParams fields (and preset keys, :data:`PRESET_KEYS`) given on
-        the command line; ``None`` = not given.
+        the command line; ``None`` = not given.  ``allow_code: True`` is ``--allow-code``.
     :param config: ``--config`` path, or None to look for ``dflash-diag.toml``.
-    :param near: the log file whose folder may hold ``dflash-diag.toml``.
+    :param near: where to look for ``dflash-diag.toml`` (:func:`locate_config`): the log,
+        or ``(log, manifest)``.
     :param manifest: ``--manifest`` path given on the command line, if any.
+    :raises InputError: a bad file or value; code named by a config that was found.
     """
-    path = find_config(config, near)
+    flags = dict(flags)
+    allow_flag = bool(flags.pop("allow_code", None))
+    path, found = locate_config(config, near)
     values: dict[str, Any] = read_config(path) if path is not None else {}
     file_manifest = values.pop("manifest", None)
     length_column = values.pop("length_column", None)
     category_column = values.pop("category_column", None)
     metric_rank = values.pop("metric_rank", None)
+    allow_file = bool(values.pop("allow_code", False))
     in_file = "preset" in values
-    for k, v in flags.items():
-        if v is not None:
-            values[k] = v
+    from_flags = {k for k, v in flags.items() if v is not None}
+    for k in from_flags:
+        values[k] = flags[k]
     where = str(path) if in_file and flags.get("preset") is None else "--preset"
     values = apply_preset(values, where)
     if "buckets" in values:
         values["buckets"] = parse_buckets(values["buckets"])
     fields = set(ScheduleParams.field_names())
     kwargs = {k: v for k, v in values.items() if k in fields}
+    code = None
+    if ":" in str(kwargs.get("strategy", "")):
+        named = "strategy" in from_flags
+        kwargs["strategy"], code = check_code(
+            str(kwargs["strategy"]), path, found, named, allow_flag, allow_file
+        )
     try:
         params = ScheduleParams(**kwargs)
     except TypeError as e:
@@ -253,4 +329,44 @@ def resolve_schedule(
         category_column=category_column,
         metric_rank=metric_rank,
         given=frozenset(kwargs),
+        from_flags=frozenset(from_flags & fields),
+        found=found,
+        code=code,
+    )
+
+
+def check_code(
+    spec: str,
+    path: Path | None,
+    found: str | None,
+    named: bool,
+    allow_flag: bool = False,
+    allow_file: bool = False,
+) -> tuple[str, str]:
+    """A strategy that runs Python code (``FILE.py:FUNC`` / ``module:FUNC``), allowed or
+    refused: ``(spec, the file or module it runs)``.
+
+    Allowed when ``named`` on the command line, when the config was named with
+    ``--config`` (``found == "named"``), or with ``--allow-code`` (``allow_flag``);
+    ``allow_code = true`` (``allow_file``) counts only in a named config.  A FILE.py
+    from a config is taken relative to the config's folder.
+
+    :raises InputError: code from a config that was found, not named (one line, saying
+        how to opt in).
+    """
+    target, _, func = spec.rpartition(":")
+    is_file = target.endswith(".py") or "/" in target or "\\" in target
+    if not named and path is not None and is_file and not Path(target).is_absolute():
+        target = str(path.parent / target)
+        spec = f"{target}:{func}"
+    runs = target if is_file else f"module {target}"
+    if named or allow_flag or found == "named":
+        return spec, runs
+    # (allow_code = true in a found file does not count: the file is what is not trusted)
+    also = " (its allow_code counts only in a config named with --config)" if allow_file else ""
+    raise InputError(
+        str(path),
+        f"[schedule] strategy = {_shown(spec)} runs Python code ({runs}), and this config "
+        f"was found {found}, not named{also}",
+        f"to run it, name the config with --config {path} or add --allow-code",
     )

@@ -70,23 +70,26 @@ def export_schedule(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from ..outpath import atomic_output
+
     p = check_export_path(path, protect)
     pieces = schedule_tables(replay, ids, chunk)
     first = next(pieces, None)
     if first is None:
         first = schedule_table(replay, ids)
-    if p.suffix.lower() == ".csv":
-        first.to_csv(p, index=False)
-        for piece in pieces:
-            piece.to_csv(p, mode="a", header=False, index=False)
-        return p
-    table = pa.Table.from_pandas(first, preserve_index=False)
-    with pq.ParquetWriter(p, table.schema) as writer:
-        writer.write_table(table)
-        for piece in pieces:
-            writer.write_table(
-                pa.Table.from_pandas(piece, schema=table.schema, preserve_index=False)
-            )
+    with atomic_output(p, "export") as tmp:
+        if p.suffix.lower() == ".csv":
+            first.to_csv(tmp, index=False)
+            for piece in pieces:
+                piece.to_csv(tmp, mode="a", header=False, index=False)
+            return p
+        table = pa.Table.from_pandas(first, preserve_index=False)
+        with pq.ParquetWriter(tmp, table.schema) as writer:
+            writer.write_table(table)
+            for piece in pieces:
+                writer.write_table(
+                    pa.Table.from_pandas(piece, schema=table.schema, preserve_index=False)
+                )
     return p
 
 

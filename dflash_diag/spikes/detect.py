@@ -61,6 +61,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
+from ..printable import listed
 from .calibrate import Calibration, basis, calibrate, chance_reason
 from .windows import (
     print_resolution,
@@ -470,7 +471,7 @@ def _checked_options(
     if metric not in table.columns:
         numeric = [c for c in table.columns if c != "step" and table[c].notna().any()]
         raise InputError(
-            path, f"the log has no {metric!r} column", f"choose --metric from {', '.join(numeric)}"
+            path, f"the log has no {metric!r} column", f"choose --metric from {listed(numeric)}"
         )
     win = DEFAULT_WINDOW[detector] if window is None else int(window)
     if win < 2:

@@ -66,11 +66,17 @@ def lr_departure(steps: np.ndarray, lr: np.ndarray | None, event: SpikeEvent) ->
     ok = np.isfinite(y)
     if ok.sum() < 3:
         return None
-    slope, icpt = np.polyfit(x[ok].astype(np.float64), y[ok], 1)
-    projected = slope * float(steps[peak]) + icpt
-    if not projected > 0:
+    # (lr values near the float range overflow the fit: no projection, and no warning)
+    with np.errstate(all="ignore"):
+        try:
+            slope, icpt = np.polyfit(x[ok].astype(np.float64), y[ok], 1)
+        except (np.linalg.LinAlgError, ValueError):
+            return None
+    projected = float(slope) * float(steps[peak]) + float(icpt)
+    if not (math.isfinite(projected) and projected > 0):
         return None
-    return float(lr[peak] / projected - 1.0)
+    departure = float(lr[peak]) / projected - 1.0
+    return departure if math.isfinite(departure) else None
 
 
 def optimizer_signs(

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from ..errors import InputError
+from ..limits import MAX_LINE_BYTES
 from ..logs.io import GZIP_MAGIC, decode, strip_ansi
 
 #: Seconds between polls: a line is seen at most this long after it is written.
@@ -83,12 +84,13 @@ class Follower:
         self._file: BinaryIO | None = None
         self._identity: tuple[int, int] | None = None
         self._pos = 0
-        self._pending = b""
+        self._pending = bytearray()  # (grown in place: a long line is never re-copied)
         self._backlog_end = -1  # bytes present at the first open (-1: not opened yet)
         self._head = b""  # the file's first two bytes, once read (gzip's magic?)
         self._said_waiting = False
         self._said_gone = False
         self.partial_lines_dropped = 0
+        self._skipping = False  # dropping the rest of an over-long line
 
     def close(self) -> None:
         """Close the file (the follower can be polled again: it reopens)."""
@@ -99,7 +101,7 @@ class Follower:
     @property
     def pending(self) -> bytes:
         """The partial last line held back (no newline yet)."""
-        return self._pending
+        return bytes(self._pending)
 
     def poll(self) -> Chunk:
         """New complete lines, and what happened to the file (never blocks)."""
@@ -197,17 +199,33 @@ class Follower:
     def _drop_partial(self) -> None:
         if self._pending:
             self.partial_lines_dropped += 1
-            self._pending = b""
+            self._pending = bytearray()
 
     def _split(self, data: bytes, chunk: Chunk) -> None:
+        """Complete lines of ``pending + data`` into ``chunk``.  Only ``data`` is searched
+        for a newline and the pending part is appended to in place, so the work is
+        linear in the bytes read however long a line waits for its newline; a pending
+        line past :data:`~dflash_diag.limits.MAX_LINE_BYTES` is dropped (counted, said)."""
         if not data:
             return
-        buf = self._pending + data
-        cut = buf.rfind(b"\n")
+        cut = data.rfind(b"\n")
         if cut < 0:
-            self._pending = buf
+            self._pending += data
+            if len(self._pending) > MAX_LINE_BYTES:
+                self._drop_partial()
+                self._skipping = True
+                chunk.notices.append(
+                    f"a line longer than {MAX_LINE_BYTES >> 20} MB was skipped (not a record)"
+                )
             return
-        whole, self._pending = buf[:cut], buf[cut + 1 :]
+        whole = bytes(self._pending) + data[:cut]
+        self._pending = bytearray(data[cut + 1 :])
+        if self._skipping:  # (the rest of the over-long line: dropped up to its newline)
+            self._skipping = False
+            end = whole.find(b"\n")
+            if end < 0:
+                return
+            whole = whole[end + 1 :]
         chunk.backlog = self._pos <= self._backlog_end
         text, _ = decode(whole)
         for line in strip_ansi(text).split("\n"):

@@ -150,8 +150,10 @@ def test_a_failed_search_says_no_seed_reproduces_the_log():
         out,
     )
     assert said, out
-    assert "Batch schedule of seed 1234 (as given)" in out
-    assert "the schedule as given (seed 1234, first step 1): tokens match 0.0% of 488" in out
+    assert "Batch schedule of seed 1234 (from --seed)" in out
+    assert (
+        "the schedule with seed 1234 (from --seed, first step 1): tokens match 0.0% of 488" in out
+    )
     v = run_json(args)["verification"]
     assert v["seed_found"] is False
     assert v["seed"] == int(said.group(1))
@@ -169,8 +171,7 @@ def test_a_failed_search_names_a_given_seed_that_reproduces_the_log():
     out = flat(result.stdout)
     assert "no seed in 0..3 reproduces the log (best: seed" in out
     assert (
-        "but the seed as given does: seed 1234 (first step 1): tokens match 100.0% of 488 steps"
-        in out
+        "but seed 1234 (from --seed) does (first step 1): tokens match 100.0% of 488 steps" in out
     )
     doc = run_json([*args, "--search-seed", "0..3"])
     assert doc["verification"]["seed_found"] is False
