@@ -23,6 +23,8 @@ LAYERS: dict[str, int] = {
     # the one exception; where files live (local paths and URIs)
     "errors": 0,
     "storage": 1,
+    "limits": 1,
+    "printable": 1,
     # the plain data passed between stages
     "data": 2,
     "outpath": 2,

@@ -161,6 +161,7 @@ def batches_report(
             "a recorded composition is not replayed, so it has no seed to search",
             "drop --search-seed (--log checks the recording against the log)",
         )
+    near: tuple[str | Path | None, str | Path | None]
     if recorded:
         near = (None, batches.manifest if batches.manifest is not None else batches.composition)
     else:
