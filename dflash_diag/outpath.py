@@ -169,3 +169,15 @@ def write_atomically(
     with atomic_output(path, noun) as tmp:
         write(tmp)
     return Path(path)
+
+
+def write_table(table: object, to: Path) -> None:
+    """Write the table as Parquet, CSV or JSON lines, by ``to``'s suffix, atomically."""
+    suffix = to.suffix.lower()
+    with atomic_output(to) as tmp:
+        if suffix == ".parquet":
+            table.to_parquet(tmp, index=False)  # type: ignore[attr-defined]
+        elif suffix == ".csv":
+            table.to_csv(tmp, index=False)  # type: ignore[attr-defined]
+        else:
+            table.to_json(tmp, orient="records", lines=True)  # type: ignore[attr-defined]

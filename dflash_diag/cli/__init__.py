@@ -156,9 +156,9 @@ def _root(
 
 def _register() -> None:
     # Command modules import only typer/rich at module level; the heavy work is inside.
-    from . import batches, compare, manifest, parse, spikes, watch
+    from . import batches, compare, manifest, parse, samples, spikes, watch
 
-    for module in (parse, spikes, batches, compare, manifest, watch):
+    for module in (parse, spikes, samples, batches, compare, manifest, watch):
         module.register(app)
 
 

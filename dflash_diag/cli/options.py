@@ -422,3 +422,16 @@ ForceOpt = Annotated[
     bool,
     typer.Option("--force", help="Attribute even when the replayed tokens mismatch."),
 ]
+
+
+def parse_metric_rank(value: str) -> int | str:
+    """``--metric-rank`` text -> ``"auto"``, ``"all"`` or a rank number."""
+    from ..errors import InputError
+
+    if value in ("auto", "all"):
+        return value
+    if value.isdigit():
+        return int(value)
+    raise InputError(
+        "--metric-rank", f"not a rank: {value!r}", "give 'auto', 'all' or a rank number like 0"
+    )

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from ..outpath import write_table
 from .options import FormatOpt, JsonOpt, RankOpt, StepEveryOpt, StepsOpt, parse_rank, parse_steps
 
 TO_SUFFIXES = (".parquet", ".csv", ".jsonl")
@@ -37,20 +38,6 @@ def check_to(to: Path, log: str) -> Path:
         protect=[log],
         clash=("--to is the input log itself", "write the table elsewhere"),
     )
-
-
-def write_table(table: object, to: Path) -> None:
-    """Write the table as Parquet, CSV or JSON lines, by ``to``'s suffix, atomically."""
-    from ..outpath import atomic_output
-
-    suffix = to.suffix.lower()
-    with atomic_output(to) as tmp:
-        if suffix == ".parquet":
-            table.to_parquet(tmp, index=False)  # type: ignore[attr-defined]
-        elif suffix == ".csv":
-            table.to_csv(tmp, index=False)  # type: ignore[attr-defined]
-        else:
-            table.to_json(tmp, orient="records", lines=True)  # type: ignore[attr-defined]
 
 
 def parse(

@@ -24,6 +24,7 @@ from .options import (
     SmoothOpt,
     StepEveryOpt,
     VerboseOpt,
+    parse_metric_rank,
     parse_rank,
     parse_smooth,
     parse_steps,
@@ -146,7 +147,7 @@ def spikes(
         threshold=threshold,
         detector=detector.value,
         covers=covers.value,
-        metric_rank=_metric_rank(metric_rank) if metric_rank is not None else None,
+        metric_rank=parse_metric_rank(metric_rank) if metric_rank is not None else None,
         format=format,
         rank=which,
         step_every=step_every,
@@ -185,16 +186,3 @@ def register(app: typer.Typer) -> None:
 
     PLAIN = plain_help_types(TyperCommand)
     app.command("spikes", help=_HELP, cls=PLAIN)(spikes)
-
-
-def _metric_rank(value: str) -> int | str:
-    """``--metric-rank`` text -> ``"auto"``, ``"all"`` or a rank number."""
-    from ..errors import InputError
-
-    if value in ("auto", "all"):
-        return value
-    if value.isdigit():
-        return int(value)
-    raise InputError(
-        "--metric-rank", f"not a rank: {value!r}", "give 'auto', 'all' or a rank number like 0"
-    )

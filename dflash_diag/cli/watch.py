@@ -18,6 +18,7 @@ from .options import (
     MetricOpt,
     MetricRankOpt,
     StepEveryOpt,
+    parse_metric_rank,
     schedule_options,
 )
 
@@ -107,7 +108,7 @@ def watch(
         threshold=threshold,
         manifest=str(manifest) if manifest is not None else None,
         covers=covers.value,
-        metric_rank=_metric_rank(metric_rank) if metric_rank is not None else None,
+        metric_rank=parse_metric_rank(metric_rank) if metric_rank is not None else None,
         force=force,
         fmt=format,
         rank=rank,
@@ -227,16 +228,3 @@ def _refresh(live: Any) -> Any:
             live.update(Text(text, style="dim"), refresh=True)
 
     return idle
-
-
-def _metric_rank(value: str) -> int | str:
-    """``--metric-rank`` text -> ``"auto"``, ``"all"`` or a rank number."""
-    from ..errors import InputError
-
-    if value in ("auto", "all"):
-        return value
-    if value.isdigit():
-        return int(value)
-    raise InputError(
-        "--metric-rank", f"not a rank: {value!r}", "give 'auto', 'all' or a rank number like 0"
-    )

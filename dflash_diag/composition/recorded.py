@@ -100,11 +100,25 @@ class RecordedSource(Source):
 
         return check_recording(replay, table, steps, self.force, str(self.path), self.named_by)
 
+    def sample_loss(self, replay: Replay) -> np.ndarray | None:
+        """The per-sample losses the recorder measured, per entry of
+        ``replay.sample_ids`` (None: none recorded)."""
+        import numpy as np
+
+        rec = self.recording
+        if rec is None or not getattr(rec, "has_losses", False):
+            return None
+        ids = rec.table["sample_id"].to_numpy()
+        if ids.shape != replay.sample_ids.shape or not np.array_equal(ids, replay.sample_ids):
+            return None  # (not in the replay's order: nothing to line up)
+        return rec.table["loss"].to_numpy(dtype=np.float64)
+
     def notes(self) -> tuple[str, ...]:
         torn = self.recording.torn if self.recording is not None else 0
         if not torn:
             return ()
         return (
-            f"{torn} partial record{'s' if torn != 1 else ''} at the end of "
-            f"{self.named_by.split(' (')[0]} ignored (a run stopped mid-write)",
+            f"{torn} partial record{'s' if torn != 1 else ''} in "
+            f"{self.named_by.split(' (')[0]} cut short and skipped (a run stopped "
+            "mid-write, or a write that failed)",
         )

@@ -153,7 +153,7 @@ def to_json(report: SpikesReport) -> dict[str, Any]:
             },
         }
         if attribution.schedule_check is not None:
-            check = _ground_json(attribution.schedule_check)
+            check = ground_json(attribution.schedule_check)
     return {
         "log": ctx.log,
         "format": ctx.log_format,
@@ -354,7 +354,7 @@ def _near_miss_line(misses: tuple[NearMiss, ...], word: str) -> str:
     )
 
 
-def _ground_json(g: Any) -> dict[str, Any]:
+def ground_json(g: Any) -> dict[str, Any]:
     """``schedule_check``: status, where the schedule came from, and the token check."""
     out = {
         "status": g.status,

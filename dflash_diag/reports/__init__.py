@@ -30,6 +30,7 @@ from .common import (
 )
 from .compare import compare_report
 from .parse import ParseReport, parse_report
+from .samples import SamplesReport, samples_report
 from .spikes import SpikesOptions, SpikesReport, spike_batches, spikes_report
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "MicroLengths",
     "ParseReport",
     "ProgressFn",
+    "SamplesReport",
     "SpikesOptions",
     "SpikesReport",
     "Stage",
@@ -50,6 +52,7 @@ __all__ = [
     "micro_lengths",
     "parse_report",
     "quiet",
+    "samples_report",
     "spike_batches",
     "spikes_report",
 ]

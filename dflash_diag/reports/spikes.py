@@ -37,6 +37,7 @@ class SpikesReport:
         (:func:`~dflash_diag.spikes.detect.near_misses`).
     :param noise_reach: the z this log's own noise reaches (None: not robust, or not
         enough points; :func:`~dflash_diag.spikes.detect.noise_reach`).
+    :param composition: what each step held, as lined up (None: the log alone).
     """
 
     context: Context
@@ -48,6 +49,7 @@ class SpikesReport:
     run: RunLog
     below_cut: tuple[NearMiss, ...] = ()
     noise_reach: float | None = None
+    composition: Composition | None = None
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,7 @@ def spikes_report(
         run,
         below_cut=near_misses(detection),
         noise_reach=noise_reach(detection),
+        composition=comp,
     )
 
 

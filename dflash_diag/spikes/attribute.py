@@ -478,13 +478,14 @@ def _samples(
     ids: np.ndarray | None,
 ) -> SampleFindings:
     """The per-sample evidence over the points (:mod:`~dflash_diag.spikes.culprits`), on
-    the loss left once composition has had its say when its model predicts held-out
-    points, and with every point's relative rise for the culprits' excess."""
+    the loss left once the composition model (fitted robustly, in-sample) has predicted
+    each batch from its features, and with every point's relative rise for the culprits'
+    excess.  In-sample on purpose: what the features explain of a sample's points, even
+    a little, is not the sample's own doing."""
     import numpy as np
 
-    usable = model is not None and model.r2_cv is not None and model.r2_cv >= R2_MIN
     scale = model.resid_scale if model is not None else float("nan")
-    z, basis = point_z(sign * residual, sign * predicted, scale, usable)
+    z, basis = point_z(sign * residual, sign * predicted, scale, model is not None)
     with np.errstate(divide="ignore", invalid="ignore"):
         excess = sign * (d.values / d.baseline - 1.0)
     return find_samples(replay, pidx, len(d.steps), z, excess, ids, basis)

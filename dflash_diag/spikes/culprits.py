@@ -8,10 +8,10 @@ point gets the z that is left once composition has had its say,
 
     z_p = (residual_p - predicted_p) / resid_scale
 
-(the detrended metric minus what the composition model predicts from the batch's
-features, over the model's robust residual scale), so a sample of a hard *kind* (the
-longest, a hard category) is not named for what its batch's features already explain;
-without a model that predicts held-out points (held-out R² < ``R2_MIN``), the detrended
+(the detrended metric minus what the composition model, fitted robustly on all the
+points, predicts from the batch's features, over the model's robust residual scale), so
+a sample of a hard *kind* (the longest, a hard category) is not named for what its
+batch's features already explain; without a model (too few points), the detrended
 residual over its robust scale.  :func:`dflash_diag.samples.sample_evidence` then tests
 every sample (group testing: a sample whose batches are high wherever it goes), and
 :func:`~dflash_diag.samples.name_culprits` names the samples, or the inseparable groups,

@@ -438,4 +438,7 @@ def test_a_recording_cut_mid_write_is_read_and_said(recorded, tmp_path):
     doc = run_json(["spikes", LOG, "--composition", str(cut)])
     check = doc["schedule_check"]
     assert (check["status"], check["n_compared"], check["tokens_match"]) == ("recorded", 2960, 1.0)
-    assert f"1 partial record at the end of {cut} ignored (a run stopped mid-write)" in doc["notes"]
+    assert (
+        f"1 partial record in {cut} cut short and skipped (a run stopped mid-write, or a "
+        "write that failed)"
+    ) in doc["notes"]

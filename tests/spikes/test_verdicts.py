@@ -57,7 +57,16 @@ MODEL = CompositionModel(
 def test_an_ordinary_batch_is_unexplained_only_with_optimizer_evidence(gn):
     ev = event(gn)
     signs = optimizer_signs(ev, None, ())
-    v, reasons = verdict(ev, MODEL, 0.05, (), True, 0.4, 50.0, False, signs)
+    v, reasons = verdict(
+        ev,
+        model=MODEL,
+        explained=0.05,
+        recurrences=(),
+        has_batch=True,
+        r2_similar=0.4,
+        max_len_pct=50.0,
+        optimizer=signs,
+    )
     if gn >= GRAD_SURGE:
         assert v == "unexplained" and reasons[-1].endswith("the optimizer is the suspect")
     else:
@@ -128,3 +137,38 @@ def test_the_chance_line_names_only_spikes_within_the_noise_reach(run_log):
     named = {int(x) for x in re.findall(r"\d+", line.split("; step")[1].split(", under")[0])}
     weak = {s["step"] for s in doc["spikes"] if s["z"] < reach}
     assert named == weak and 254 not in named and 258 not in named
+
+
+def test_a_named_sample_in_the_batch_makes_the_spike_data_whatever_the_grad_norm():
+    """A grad-norm surge alone is no evidence for the optimizer when the batch holds a
+    sample that is high wherever it goes: the verdict is data, and says who."""
+    from dflash_diag.spikes.culprits import Culprit
+
+    ev = event(GRAD_SURGE)
+    bad = Culprit("sample", 1234, (1234,), 4, 4, 2.2, 0.31, 0.001)
+    v, reasons = verdict(
+        ev,
+        model=MODEL,
+        explained=0.05,
+        recurrences=(),
+        has_batch=True,
+        optimizer=optimizer_signs(ev, None, ()),
+        culprits=(bad,),
+    )
+    assert v == "data"
+    assert reasons == (
+        "sample 1234: high in 4 of 4 of its batches (tested z 2.2), +31% over their "
+        "baseline, q 0.001",
+    )
+    # without the named sample, the same spike is the optimizer's, and the samples'
+    # ordinariness elsewhere is said beside it
+    v, reasons = verdict(
+        ev,
+        model=MODEL,
+        explained=0.05,
+        recurrences=(),
+        has_batch=True,
+        optimizer=optimizer_signs(ev, None, ()),
+        ordinary="its 8 samples are ordinary in their other batches (median tested z 0.1)",
+    )
+    assert v == "unexplained" and reasons[1].startswith("its 8 samples are ordinary")

@@ -1,0 +1,114 @@
+"""What ``dflash-diag samples`` shows: the samples named, the ground, the method; the JSON
+document (:func:`samples_json`) and the text (:func:`render_text`)."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ..reports.samples import SamplesReport
+
+#: Rows of the ranking the text shows by default, and the JSON holds (the whole table:
+#: ``--to``).
+TOP = 20
+
+
+def samples_json(report: SamplesReport, top: int = TOP) -> dict[str, Any]:
+    """The ``--json`` document: where the batches came from and on what ground, the
+    method, the named samples, and the first ``top`` rows of the ranking."""
+    from .spikes import ground_json
+
+    r = report
+    ctx = r.spikes.context
+    att = r.spikes.attribution
+    ev = r.findings.evidence
+    rows = r.table.head(top).to_dict(orient="records")
+    return {
+        "log": ctx.log,
+        "manifest": ctx.manifest,
+        "composition": ctx.composition,
+        "schedule_check": ground_json(att.schedule_check) if att and att.schedule_check else None,
+        "ground": ev.ground,
+        "basis": r.findings.basis,
+        "method": ev.method,
+        "separable": r.findings.separable,
+        "n_samples": int(len(r.table)),
+        "n_tested": int(ev.n_tested),
+        "n_named": int(r.table["named"].sum()),
+        "fdr": 0.05,
+        "ranking": rows,
+        "written": r.written,
+    }
+
+
+def render_text(report: SamplesReport, console: Console, top: int = TOP) -> None:
+    """The header, the answer in a sentence or two, the ranking's first ``top`` rows."""
+    from rich.table import Table
+
+    r = report
+    ctx = r.spikes.context
+    att = r.spikes.attribution
+    t = r.table
+    console.print(f"{ctx.log}: {r.spikes.detection.n_points} points of {r.spikes.detection.metric}")
+    if ctx.composition:
+        console.print(f"composition: recorded in {ctx.composition}", markup=False)
+    if att is not None and att.schedule_check is not None:
+        g = att.schedule_check
+        console.print(f"schedule check: {g.status}: {g.detail}", markup=False)
+    console.print()
+    for sentence in answer(report):
+        console.print(sentence, markup=False)
+    console.print()
+    table = Table(title=f"the {min(top, len(t))} most suspect of {len(t)} samples")
+    for col in ("sample", "length", "category", "seen", "high", "z tested", "q", "named"):
+        table.add_column(col, justify="left" if col in ("category", "named") else "right")
+    for row in t.head(top).itertuples(index=False):
+        table.add_row(
+            str(row.sample_id),
+            str(row.length),
+            "" if row.category is None else str(row.category),
+            str(row.appearances),
+            str(row.high),
+            _f(row.score),
+            _f(row.q),
+            ("yes" if row.named else "")
+            + (f" (group of {row.group_size})" if row.group_size > 1 else ""),
+        )
+    console.print(table)
+    console.print(f"method: {r.findings.evidence.method}", markup=False, style="dim")
+    if r.written:
+        console.print(f"every sample written to {r.written}", markup=False)
+
+
+def answer(report: SamplesReport) -> list[str]:
+    """One or two sentences: which samples are named, on what ground, or why none is."""
+    r = report
+    t = r.table
+    named = t[t["named"]]
+    note = r.findings.note()
+    if note:
+        return [note[0].upper() + note[1:] + "."]
+    if named.empty:
+        tested = int(r.findings.evidence.n_tested)
+        return [
+            f"No sample is named: of {tested} tested, none makes its batches high wherever it "
+            "goes (false-discovery rate 5%)."
+        ]
+    ids = ", ".join(str(x) for x in named["sample_id"].head(10))
+    more = f" and {len(named) - 10} more" if len(named) > 10 else ""
+    return [
+        f"{len(named)} sample{'s' if len(named) > 1 else ''} make their batches high wherever "
+        f"they go: {ids}{more} (false-discovery rate 5%; tested on {r.findings.basis}).",
+        "Each one's evidence is its row below; a group is named whole, never one member.",
+    ]
+
+
+def _named(named: bool, size: int) -> str:
+    return ("yes" if named else "") + (f" (group of {size})" if size > 1 else "")
+
+
+def _f(x: float) -> str:
+    return "-" if not math.isfinite(x) else f"{x:.2g}"

@@ -1,0 +1,182 @@
+"""``dflash-diag samples``: every sample of the run, ranked by how high its batches are
+wherever it goes, with the ground it rests on (:func:`samples_report`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import InputError
+from .common import Stage, quiet
+from .spikes import SpikesOptions, SpikesReport, spikes_report
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+    from ..composition import Composition, Request
+    from ..spikes.culprits import SampleFindings
+
+#: The suffixes ``--to`` writes.
+TO_SUFFIXES = (".parquet", ".csv")
+
+#: Columns of :attr:`SamplesReport.table`, in order.
+COLUMNS = (
+    "sample_id",
+    "length",
+    "category",
+    "appearances",
+    "high",
+    "min_z",
+    "score",
+    "p",
+    "q",
+    "named",
+    "unit",
+    "group_size",
+    "ground",
+    "measured_excess",
+)
+
+
+@dataclass(frozen=True, eq=False)
+class SamplesReport:
+    """Everything ``samples`` shows.
+
+    ``table`` has one row per sample of the dataset, most suspect first (by ``q``, then
+    ``score``; untested samples last):
+
+    ============== ======= =========================================================
+    column         dtype   meaning (units)
+    ============== ======= =========================================================
+    sample_id      int64   the manifest's ``sample_id`` (else the dataset index)
+    length         int64   real tokens (capped at ``max_seq_len``)
+    category       object  the manifest's category (None: none)
+    appearances    int64   logged points whose batches held it
+    high           int64   of those, with z >= 2
+    min_z          float64 its lowest z over them
+    score          float64 the z it was tested on (second-lowest: one may be ordinary)
+    p, q           float64 exact p under shuffled points; Benjamini-Hochberg q
+    named          bool    named at the false-discovery rate (``q <= 0.05``)
+    unit           object  ``sample``, or ``group`` when it always travels with others
+    group_size     int64   samples in its group (1: it can be told apart)
+    ground         object  ``inferred`` (group testing over the logged points)
+    measured_excess float64 its own loss over its batch mates' median (nats per token),
+                           median over its appearances, where the recorder measured
+                           per-sample losses (NaN elsewhere)
+    ============== ======= =========================================================
+
+    :param spikes: the spikes report the samples were tested on (its detection, its
+        attribution and its composition).
+    :param findings: the per-sample evidence behind the table.
+    :param written: the file ``to`` wrote (None: none).
+    """
+
+    spikes: SpikesReport
+    findings: SampleFindings
+    table: pd.DataFrame
+    written: str | None = None
+
+
+def samples_report(
+    log: str | Path,
+    options: SpikesOptions | None = None,
+    batches: Request | None = None,
+    to: str | Path | None = None,
+    stage: Stage = quiet,
+) -> SamplesReport:
+    """Rank every sample of the run (``dflash-diag samples``): the spikes report of the
+    log, then its per-sample evidence as one table, written to ``to`` (Parquet or CSV)
+    when given.
+
+    :raises InputError: no composition (nothing says which samples each step held), or
+        ``to`` that cannot be written (checked before the analysis).
+    """
+    from ..data import display_path
+    from ..outpath import check_output_path, write_table
+
+    out = None
+    if to is not None:
+        protect = [log, *(_inputs(batches) if batches is not None else ())]
+        out = check_output_path(to, TO_SUFFIXES, "output", protect=protect)
+    rep = spikes_report(log, options, batches, stage)
+    att, comp = rep.attribution, rep.composition
+    if att is None or att.samples is None or comp is None:
+        raise InputError(
+            str(log),
+            "no composition: nothing says which samples each step held",
+            "give --composition FILE (a recording), or --manifest and the run's schedule",
+        )
+    table = sample_table(att.samples, comp)
+    if out is not None:
+        write_table(table, out)
+    return SamplesReport(rep, att.samples, table, display_path(out) if out else None)
+
+
+def _inputs(batches: Request) -> list[str | Path]:
+    return [x for x in (batches.manifest, batches.composition, batches.config) if x]
+
+
+def sample_table(findings: SampleFindings, comp: Composition) -> pd.DataFrame:
+    """:attr:`SamplesReport.table` (its columns and order in the class docstring)."""
+    import numpy as np
+    import pandas as pd
+
+    t = findings.evidence.table
+    n = len(t)
+    ids = np.arange(n) if findings.ids is None else np.asarray(findings.ids)
+    named = np.zeros(n, dtype=bool)
+    for members in findings.named["members"]:
+        named[list(members)] = True
+    size = t["group_size"].to_numpy()
+    out = pd.DataFrame(
+        {
+            "sample_id": ids.astype(np.int64),
+            "length": comp.replay.lengths[:n].astype(np.int64),
+            "category": _categories(comp, n),
+            "appearances": t["appearances"].to_numpy(dtype=np.int64),
+            "high": t["high"].to_numpy(dtype=np.int64),
+            "min_z": t["min_z"].to_numpy(dtype=np.float64),
+            "score": t["score"].to_numpy(dtype=np.float64),
+            "p": t["p"].to_numpy(dtype=np.float64),
+            "q": t["q"].to_numpy(dtype=np.float64),
+            "named": named,
+            "unit": np.where(size > 1, "group", "sample"),
+            "group_size": size.astype(np.int64),
+            "ground": findings.evidence.ground,
+            "measured_excess": _measured_excess(comp, n),
+        }
+    )
+    order = np.lexsort((-np.nan_to_num(out["score"].to_numpy(), nan=-np.inf), out["q"]))
+    return out.iloc[order].reset_index(drop=True)
+
+
+def _categories(comp: Composition, n: int) -> np.ndarray:
+    import numpy as np
+
+    m = comp.manifest
+    if m is None or m.categories is None or not m.category_names:
+        return np.full(n, None, dtype=object)
+    names = np.asarray(m.category_names, dtype=object)
+    return names[np.asarray(m.categories)[:n]]
+
+
+def _measured_excess(comp: Composition, n: int) -> np.ndarray:
+    """Per sample, the median over its entries of (its loss - the median loss of its
+    micro-batch), nats per token; NaN without measured losses."""
+    import numpy as np
+    import pandas as pd
+
+    loss = comp.sample_loss
+    if loss is None:
+        return np.full(n, np.nan)
+    rep = comp.replay
+    micro = np.repeat(np.arange(len(rep.offsets) - 1), np.diff(rep.offsets))
+    frame = pd.DataFrame({"micro": micro, "sample": rep.sample_ids, "loss": loss})
+    frame["excess"] = frame["loss"] - frame.groupby("micro")["loss"].transform("median")
+    per = frame.groupby("sample")["excess"].median()
+    out = np.full(n, np.nan)
+    keep = per.index.to_numpy() < n
+    out[per.index.to_numpy()[keep]] = per.to_numpy()[keep]
+    return out

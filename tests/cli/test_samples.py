@@ -1,0 +1,63 @@
+"""`dflash-diag samples`: the ranking of every sample, its file, its errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from dflash_diag.cli import app
+
+RUN = Path(__file__).resolve().parents[1] / "data" / "trainer_runs" / "poison_long"
+runner = CliRunner()
+
+
+def _args(*more: str) -> list[str]:
+    return [
+        "samples",
+        str(RUN / "trainer_state.json"),
+        "--composition",
+        str(RUN / "train.batches"),
+        "--manifest",
+        str(RUN / "manifest.parquet"),
+        *more,
+    ]
+
+
+@pytest.mark.slow
+def test_samples_writes_every_sample_to_join_to_the_dataset(tmp_path):
+    out = tmp_path / "samples.parquet"
+    result = runner.invoke(app, _args("--to", str(out), "--json", "--top", "5"))
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)  # one document on stdout
+    table = pd.read_parquet(out)
+    manifest = pd.read_parquet(RUN / "manifest.parquet")
+    # one row per sample of the dataset, joinable on sample_id
+    assert sorted(table["sample_id"]) == sorted(manifest["sample_id"])
+    assert doc["n_samples"] == len(table) and len(doc["ranking"]) == 5
+    assert doc["schedule_check"]["status"] == "recorded"
+    poison = set(json.loads((RUN / "truth.json").read_text())["poison"]["ids"])
+    assert poison <= set(table.loc[table["named"], "sample_id"])
+    # most suspect first: the named ones lead, by q
+    assert table["named"].iloc[: int(table["named"].sum())].all()
+    assert table["q"].iloc[: int(table["named"].sum())].is_monotonic_increasing
+
+
+def test_samples_without_batches_is_one_error_line(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("".join(f"step {i} loss {2.0 + (i % 7) * 0.01}\n" for i in range(1, 200)))
+    result = runner.invoke(app, ["samples", str(log)])
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        f"error: {log}: no composition: nothing says which samples each step held; give "
+        "--composition FILE (a recording), or --manifest and the run's schedule"
+    ]
+
+
+def test_samples_to_an_input_is_refused_before_the_analysis():
+    result = runner.invoke(app, _args("--to", str(RUN / "manifest.parquet")))
+    assert result.exit_code == 2
+    assert "refusing to overwrite an input file" in result.stderr
