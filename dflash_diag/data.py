@@ -39,6 +39,41 @@ def display_path(path: str | Path) -> str:
         return str(path)
 
 
+#: Name parts that make a metric accuracy-like: its drops are what is bad.
+ACC_WORDS = frozenset({"acc", "accuracy", "top1", "top5", "f1", "em", "exact_match", "bleu"})
+
+
+def metric_kind(name: str) -> str:
+    """``acc`` for accuracy-like metrics (higher is better), ``loss`` for loss-like
+    ones, else ``other``: the one rule every command uses.  The name is split at ``_``,
+    ``/``, ``-``, ``.`` and spaces; a part in :data:`ACC_WORDS` (or starting with
+    ``acc``, ``acc_3``) makes it accuracy-like.
+
+    >>> [metric_kind(n) for n in ("val_acc", "eval_accuracy", "train/acc", "acc_3")]
+    ['acc', 'acc', 'acc', 'acc']
+    >>> metric_kind("eval_loss"), metric_kind("grad_norm"), metric_kind("ppl")
+    ('loss', 'other', 'loss')
+    """
+    import re
+
+    parts = [x for x in re.split(r"[_/\-. ]+", name.lower()) if x]
+    if any(x in ACC_WORDS or x.startswith("acc") for x in parts):
+        return "acc"
+    if any("loss" in x or x in ("ppl", "perplexity", "nll", "bpc") for x in parts):
+        return "loss"
+    return "other"
+
+
+def spike_direction(metric: str) -> str:
+    """``down`` for an accuracy-like metric (:func:`metric_kind`: a spike is a drop),
+    else ``up``.
+
+    >>> spike_direction("val_acc"), spike_direction("loss")
+    ('down', 'up')
+    """
+    return "down" if metric_kind(metric) == "acc" else "up"
+
+
 #: Columns every RunLog table has (NaN where the log did not say), in this order.
 CANONICAL_COLUMNS: tuple[str, ...] = (
     "step",

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from ..data import Progress
+from ..data import Progress, metric_kind
 from ..errors import InputError
 from ..lr_phases import phase_labels, warmup_progress
 from .align import (
@@ -62,20 +62,6 @@ if TYPE_CHECKING:
 DEFAULT_METRICS: tuple[str, ...] = ("loss", "acc", "grad_norm")
 _POSITION = re.compile(r"^(acc|loss)_\d+$")
 _NOT_METRICS = frozenset({"step", "lr", "tokens", "tok_per_s", "epoch", "rank", "elapsed"})
-
-
-def metric_kind(name: str) -> str:
-    """``acc`` for accuracy-like metrics, ``loss`` for loss-like ones, else ``other``.
-
-    >>> metric_kind("acc_3"), metric_kind("eval_loss"), metric_kind("grad_norm")
-    ('acc', 'loss', 'other')
-    """
-    low = name.lower()
-    if low.startswith("acc") or "accuracy" in low or low.endswith("_acc"):
-        return "acc"
-    if "loss" in low or "ppl" in low or "perplexity" in low:
-        return "loss"
-    return "other"
 
 
 def compare_runs(

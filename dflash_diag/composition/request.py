@@ -118,7 +118,7 @@ def resolve(req: Request) -> Resolution:
             epochs_given="epochs" in resolved.given,
         )
     found = recording is not None and req.composition is None
-    return Resolution(resolved, source, (*resolved.notes, *notes), found)
+    return Resolution(resolved, source, (*resolved.value_notes, *notes), found)
 
 
 def recording_to_use(

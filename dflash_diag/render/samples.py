@@ -90,7 +90,10 @@ def answer(report: SamplesReport) -> list[str]:
     named = t[t["named"]]
     note = r.findings.note()
     if note:
-        return [note[0].upper() + note[1:] + "."]
+        return [
+            "No sample can be named: every batch is a fixed group of samples that always "
+            "travel together, so the batch is the unit (see spikes)."
+        ]
     if named.empty:
         tested = int(r.findings.evidence.n_tested)
         return [

@@ -643,7 +643,8 @@ def _header(console: Console, ctx: Context, d: Detection, attribution: Attributi
         console.print(f"composition: recorded in {ctx.composition}", markup=False)
     if ctx.config:
         what = "config (manifest only)" if ctx.composition else "schedule config"
-        console.print(f"{what}: {ctx.config}", markup=False)
+        how = f" (found {ctx.config_found})" if ctx.config_found else ""
+        console.print(f"{what}: {ctx.config}{how}", markup=False)
     if attribution is not None and attribution.schedule_check is not None:
         g = attribution.schedule_check
         console.print(f"schedule check: {g.status}: {g.detail}", markup=False)

@@ -39,6 +39,8 @@ class Context:
     :param steps: ``--steps``: the range of steps shown ``(first, last)``, both included,
         None for an open end; None: every step.
     :param span: the first and last step of the log (for "steps 200-300 of 1-2961").
+    :param config_found: how ``config`` was found (``beside the log``, ...; None: named
+        with ``--config``, or no config).
     """
 
     log: str
@@ -53,6 +55,7 @@ class Context:
     label: str | None = None
     steps: tuple[int | None, int | None] | None = None
     span: tuple[int, int] | None = None
+    config_found: str | None = None
 
     @property
     def line_order(self) -> bool:

@@ -207,6 +207,7 @@ def _context(
         log=log,
         log_format=run.format,
         config=str(resolved.config_path) if resolved.config_path else None,
+        config_found=resolved.found if resolved.found not in (None, "named") else None,
         manifest=display(resolved.manifest) if resolved.manifest else None,
         schedule=asdict(resolved.params) if resolved.manifest and not res.recorded else None,
         epochs=replayed.epochs if replayed is not None else None,

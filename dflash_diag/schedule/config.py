@@ -100,6 +100,13 @@ class ResolvedSchedule:
         lines = []
         if self.config_path is not None and self.found != "named":
             lines.append(f"config: {self.described}; --config names another")
+        return (*lines, *self.value_notes)
+
+    @property
+    def value_notes(self) -> tuple[str, ...]:
+        """:attr:`notes` but the config's line: for a header that names the config
+        itself (with :attr:`found`)."""
+        lines = []
         if self.from_flags:
             shown = ", ".join("--" + k.replace("_", "-") for k in sorted(self.from_flags))
             lines.append(f"from flags (they win over any config): {shown}")

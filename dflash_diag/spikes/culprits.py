@@ -34,6 +34,8 @@ if TYPE_CHECKING:
 
 #: The false-discovery rate at which samples are named.
 FDR = 0.05
+#: A batch's samples whose median tested z is under this are ordinary elsewhere.
+ORDINARY_Z = 2.0
 #: Appearances allowed to be ordinary: a sample is judged on its second-lowest z, since
 #: a corrupt sample is no worse than any other before the model has learned the rest.
 ALLOW_LOW = 1
@@ -109,10 +111,7 @@ class SampleFindings:
         """What a reader must know about naming samples here (None: nothing)."""
         if self.separable:
             return None
-        return (
-            "no sample can be named: every batch is a fixed group of samples that always "
-            "travel together, so the batch is the unit"
-        )
+        return "batches are fixed groups: the batch, not a sample, is the unit"
 
 
 def sample_findings(
@@ -179,8 +178,10 @@ def culprits_at(findings: SampleFindings, point: int) -> tuple[Culprit, ...]:
 
 
 def ordinary_elsewhere(findings: SampleFindings, point: int) -> str | None:
-    """``its 8 samples are ordinary in their other batches (tested, none named)`` when
-    the point's samples were tested and none was named; None otherwise."""
+    """``its 8 samples are ordinary in their other batches (...; none is named)`` when
+    every sample of the point can be told apart (each in batches of its own), was
+    tested, is not named and is ordinary elsewhere (median tested z under
+    :data:`ORDINARY_Z`); None otherwise (fixed batches have no "other batches")."""
     import numpy as np
 
     m = findings.membership
@@ -188,10 +189,12 @@ def ordinary_elsewhere(findings: SampleFindings, point: int) -> str | None:
     if not here.size:
         return None
     t = findings.evidence.table
-    testable = t["testable"].to_numpy()[here]
-    if not testable.all():
+    alone = t["group_size"].to_numpy()[here] == 1
+    if not (t["testable"].to_numpy()[here].all() and alone.all()):
         return None
     median = float(np.median(t["score"].to_numpy()[here]))
+    if not median < ORDINARY_Z:
+        return None
     return (
         f"its {here.size} samples are ordinary in their other batches (median tested z "
         f"{median:.2g}; none is named)"

@@ -60,6 +60,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..data import spike_direction
 from ..errors import InputError
 from ..printable import listed
 from .calibrate import Calibration, basis, calibrate, chance_reason
@@ -465,7 +466,7 @@ def _checked_options(
             "--detector", f"unknown detector {detector!r}", f"choose from {', '.join(DETECTORS)}"
         )
     if direction is None:
-        direction = "down" if metric.startswith("acc") else "up"
+        direction = spike_direction(metric)
     if direction not in ("up", "down"):
         raise InputError("direction", f"unknown direction {direction!r}", "choose up or down")
     if metric not in table.columns:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..data import spike_direction
 from ..logs.grammar import LINE_FORMATS
 from ..logs.lines import LineState, parse_line
 from .causal import DEFAULT_WINDOW, CausalDetector
@@ -153,7 +154,7 @@ class WatchSession:
         until: int | None = None,
     ) -> None:
         if direction is None:
-            direction = "down" if metric.startswith("acc") else "up"
+            direction = spike_direction(metric)
         self.follower = Follower(path, from_start=from_start)
         self.detector = CausalDetector(window, threshold, direction=direction)
         self.metric = metric

@@ -19,6 +19,9 @@ from dflash_diag.cli import app
 from dflash_diag.errors import InputError
 from dflash_diag.logs import read_log
 
+# a real server or cluster on loopback, seconds each: CI runs them, the local loop does not
+pytestmark = pytest.mark.slow
+
 if os.environ.get("CI") != "true":
     pytest.importorskip("mlflow")
 

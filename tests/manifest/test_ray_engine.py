@@ -23,6 +23,9 @@ from dflash_diag.manifest import read_manifest
 from .conftest import KEY_ID, SECRET, need
 from .test_manifest_datasets import word_tokenizer
 
+# a real server or cluster on loopback, seconds each: CI runs them, the local loop does not
+pytestmark = pytest.mark.slow
+
 DATA = Path(__file__).resolve().parents[1] / "data" / "datasets"
 runner = CliRunner()
 

@@ -20,6 +20,9 @@ from dflash_diag.storage import StorageError, open_input
 
 from .conftest import KEY_ID, SECRET, free_port, start_moto
 
+# a real server or cluster on loopback, seconds each: CI runs them, the local loop does not
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE = ROOT / "sample_logs"
 DATA = ROOT / "tests" / "data" / "datasets"

@@ -75,6 +75,6 @@ def test_fixed_batches_name_no_sample_and_say_the_batch_is_the_unit():
     att = report.attribution
     assert att is not None and att.samples is not None
     assert not att.samples.separable
-    assert any("the batch is the unit" in n for n in att.notes)
+    assert "batches are fixed groups: the batch, not a sample, is the unit" in att.notes
     assert not [s for s in report.spikes if s.verdict == "data"]
     assert report.spikes  # and its verdicts stand (tests/cli/test_spikes.py checks them)

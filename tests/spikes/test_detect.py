@@ -225,3 +225,19 @@ def test_real_logs_per_step_noise_is_not_flagged_wholesale(real_logs) -> None:
         d = detect_spikes(real_logs[name])
         assert 0 < len(d.events) < 0.02 * d.n_points, name
         assert min(e.ratio for e in d.events if e.kind == "spike") >= 1.05
+
+
+@pytest.mark.parametrize("name", ["acc", "val_acc", "eval_accuracy", "train_acc", "train/acc"])
+def test_an_accuracy_is_checked_for_drops_whatever_it_is_called(name):
+    """One rule (dflash_diag.data.metric_kind): a fall of an accuracy is its spike."""
+    import numpy as np
+    import pandas as pd
+
+    from dflash_diag.spikes.detect import detect_spikes
+
+    rng = np.random.default_rng(0)
+    acc = 0.5 + rng.normal(0, 0.005, 300)
+    acc[200] = 0.2
+    d = detect_spikes(pd.DataFrame({"step": np.arange(1, 301), name: acc}), name)
+    assert d.direction == "down"
+    assert [e.peak_step for e in d.events] == [201]
