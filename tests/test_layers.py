@@ -101,6 +101,7 @@ def _top(path: Path) -> str:
     return parts[0] if parts else ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_imports_go_down(path: Path) -> None:
     me = _top(path)

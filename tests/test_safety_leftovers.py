@@ -42,6 +42,7 @@ def test_lr_departure_on_lr_values_near_the_float_range_warns_nothing(lr):
     assert got is None or np.isfinite(got)
 
 
+@pytest.mark.slow
 def test_a_small_parquet_that_claims_more_rows_than_fit_is_refused(tmp_path, monkeypatch):
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -24,6 +24,7 @@ def bomb(lines: int) -> bytes:
     return b"".join(parts) + c.flush()
 
 
+@pytest.mark.slow
 def test_a_gzip_bomb_is_stopped_at_the_budget_not_inflated_whole(tmp_path, monkeypatch):
     path = tmp_path / "run.log.gz"
     path.write_bytes(bomb(4_000_000))  # ~96 MB of text in ~0.2 MB
@@ -59,6 +60,7 @@ def test_a_line_too_long_to_be_a_record_is_refused(tmp_path):
     limits.check_lines(b"short\n" * 100, "x", limit=64)  # (lines under the limit pass)
 
 
+@pytest.mark.slow
 def test_watch_holds_a_long_partial_line_in_linear_time(tmp_path):
     """Polling a 60 MB line that has no newline yet costs the bytes read, not the bytes
     read times the polls (the old follower re-copied and re-searched it every poll)."""

@@ -117,6 +117,7 @@ main(sys.argv[1:])
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args, out",
     [

@@ -23,6 +23,7 @@ runner = CliRunner()
 NASTY = "\x1b]52;c;ZXZpbA==\x07\x1b[2J\x9b2J\u202e"
 
 
+@pytest.mark.slow
 @given(st.text())
 def test_printable_leaves_no_control_character(text):
     out = printable(text)
@@ -75,6 +76,7 @@ def test_manifest_categories_with_escapes_reach_stdout_printable(tmp_path, monke
     assert "\\x1b]52" in result.stdout and "\x1b" not in result.stdout
 
 
+@pytest.mark.slow
 def test_a_metric_not_in_a_log_of_3000_columns_is_one_short_line(tmp_path):
     header = ",".join(["step", "loss"] + [f"col_{k:04d}" for k in range(3000)])
     rows = "\n".join(",".join([str(s), "1.0"] + ["0"] * 3000) for s in range(1, 40))
@@ -99,6 +101,7 @@ def test_parse_of_a_wide_log_prints_no_pandas_warning(tmp_path):
     assert "PerformanceWarning" not in result.stderr and result.stderr == ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["label", "file"])
 def test_dollars_in_a_label_or_file_name_do_not_crash_the_plot(tmp_path, where):
     name = "run_$x^{$.log" if where == "file" else "run.log"

@@ -121,6 +121,7 @@ def test_manifest_is_long_tailed_with_longer_code() -> None:
     assert means["code"] > means["math"] > means["chat"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("log", "config"), [("run.log", "dflash-diag.toml"), ("run_bucketed.log", "bucketed.toml")]
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from dflash_diag.cli import app
@@ -41,6 +42,7 @@ def test_parse_says_when_steps_are_only_line_numbers(tmp_path):
     assert "steps: the records carry no step" in result.stdout
 
 
+@pytest.mark.slow
 def test_spikes_refuses_to_join_line_numbers_to_a_schedule_unless_forced(tmp_path):
     log = str(hf_dict_lines(tmp_path / "train.log"))
     manifest = str(DATA / "real_run" / "manifest.parquet")

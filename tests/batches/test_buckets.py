@@ -228,6 +228,7 @@ def reference_dp_cost(values: np.ndarray, counts: np.ndarray, k: int) -> float:
     return float(best[u])
 
 
+@pytest.mark.slow
 def test_dp_pruning_across_blocks_keeps_the_optimum():
     # more distinct lengths than one block of the vectorised DP (256): the pruning by
     # monotone split points is exercised across blocks
@@ -240,6 +241,7 @@ def test_dp_pruning_across_blocks_keeps_the_optimum():
         assert padded == pytest.approx(reference_dp_cost(hist.values, hist.counts, k))
 
 
+@pytest.mark.slow
 def test_batch_max_dp_on_a_coarse_grid_gives_valid_edges():
     # more distinct lengths than GRID: edges come from every ceil(U / GRID)-th length
     lengths = np.arange(1, 3001)

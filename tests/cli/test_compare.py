@@ -218,6 +218,7 @@ def test_absent_eval_steps_are_neither_values_nor_failures():
     assert "nan/inf" not in ev["sentence"]
 
 
+@pytest.mark.slow
 def test_sample_case_v1_looked_the_same():
     # The story: "acc 0.046 at step 349, lr 8.8e-5 of a 6e-4 peak: v1 looked the same".
     result = invoke(str(SAMPLE / "v1.log"), str(SAMPLE / "run.log"), "--at", "349", "--json")
@@ -438,6 +439,7 @@ def test_fail_on_judges_only_the_at_steps_when_given():
     assert at_300.stdout.rstrip().endswith("acc below the band at step 300")
 
 
+@pytest.mark.slow
 def test_fail_on_refuses_an_unknown_side():
     args = ["compare", str(DATA / "v1.log"), str(DATA / "low.log"), "--fail-on", "sideways"]
     result = runner.invoke(app, args)

@@ -54,6 +54,7 @@ def test_the_analyses_do_not_import_scipy_stats():
     assert _imported(code, ("scipy.special", "scipy.stats")) == ["scipy.special"]
 
 
+@pytest.mark.slow
 def test_python_dash_m_is_the_same_program():
     out = subprocess.run(
         [sys.executable, "-m", "dflash_diag", "--help"], capture_output=True, text=True

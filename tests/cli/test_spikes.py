@@ -44,6 +44,7 @@ def run_json(args: list[str]) -> dict:
     return json.loads(result.stdout)  # exactly one document: json.loads refuses more
 
 
+@pytest.mark.slow
 def test_attribution_on_the_real_run_with_a_config_beside_the_log(work):
     (work / "dflash-diag.toml").write_text(CONFIG)
     # --threshold 3.5: the fixed rule; the calibrated default leaves out step 241 (z 3.7
@@ -69,6 +70,7 @@ def test_attribution_on_the_real_run_with_a_config_beside_the_log(work):
     assert any("composition explains" in s for s in doc["summary"])
 
 
+@pytest.mark.slow
 def test_flags_give_the_same_answer_as_the_config(work):
     by_flags = run_json(["run.log", "--manifest", "manifest.parquet", *REAL_FLAGS])
     (work / "dflash-diag.toml").write_text(CONFIG)
@@ -90,6 +92,7 @@ def test_production_detectors_are_offered(work):
         assert (doc["detector"], doc["window"]) == (detector, window)
 
 
+@pytest.mark.slow
 def test_text_output_answers_the_question(work):
     (work / "dflash-diag.toml").write_text(CONFIG)
     result = runner.invoke(app, ["spikes", "run.log", "--threshold", "3.5"])
@@ -109,6 +112,7 @@ def test_text_output_answers_the_question(work):
     assert len(re.findall(r"^step \d+ \(", full, flags=re.M)) > len(told)
 
 
+@pytest.mark.slow
 def test_plot_is_written(work):
     (work / "dflash-diag.toml").write_text(CONFIG)
     result = runner.invoke(app, ["spikes", "run.log", "--plot", "spikes.png"])
@@ -134,6 +138,7 @@ def test_a_missing_metric_is_one_error_line(work):
     )
 
 
+@pytest.mark.slow
 def test_a_schedule_that_does_not_match_is_refused_unless_forced(work):
     args = ["spikes", "run.log", "--manifest", "manifest.parquet", *REAL_FLAGS, "--seed", "7"]
     result = runner.invoke(app, args)

@@ -40,6 +40,7 @@ def test_auto_finds_rank_0():
     assert doc["attribution"]["metric_rank"] == 0
 
 
+@pytest.mark.slow
 def test_a_rank_outside_the_schedule_is_a_clear_error():
     result = runner.invoke(app, ["spikes", RUN, "--metric-rank", "9"])
     assert result.exit_code == 2

@@ -52,6 +52,7 @@ def cases(maker) -> st.SearchStrategy[Case]:
     return st.randoms(use_true_random=False).map(maker)
 
 
+@pytest.mark.slow
 @QUICK
 @given(case=cases(lambda rnd: log_case(rnd, SEEDS)))
 def test_mutated_logs(tmp_path, case):
@@ -65,6 +66,7 @@ def test_mutated_manifests(tmp_path, case):
     check(case, tmp_path / "case")
 
 
+@pytest.mark.slow
 @QUICK
 @given(case=cases(config_case))
 def test_mutated_configs(tmp_path, case):

@@ -61,6 +61,7 @@ def json_lines(n: int, deep_line: bytes | None = None, at: int = 0) -> bytes:
 # ---------------------------------------------------------------- segfault, recursion
 
 
+@pytest.mark.slow
 def test_json_lines_nested_100000_deep_do_not_kill_the_process(tmp_path):
     # Arrow's JSON reader (the path for logs over 20 kB) recursed once per level in C:
     # SIGSEGV.  Run in a child so a regression fails this test, not the whole session.

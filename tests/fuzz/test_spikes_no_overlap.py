@@ -6,9 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_spikes_whose_replay_covers_no_logged_step_print_one_line(tmp_path):
     steps = (200, 300, 400, 500, 600)
     (tmp_path / "run.log").write_text(

@@ -5,9 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_spikes_on_a_loss_of_1e308_prints_no_warning(tmp_path):
     text = (ROOT / "sample_logs/run.log").read_text()[:40_000]
     text = text[: text.rfind("\n") + 1].replace("loss=2.5369", "loss=1e308", 1)

@@ -47,6 +47,7 @@ def one_template(monkeypatch):
     monkeypatch.setattr(fastpath, "MAX_TEMPLATES", 1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", TEXT_LOGS, ids=lambda p: p.name)
 def test_fast_path_equals_general_parser(path, eager):
     same(read_bytes(path))
@@ -79,6 +80,7 @@ def _mixed_log(n: int, seed: int) -> bytes:
     return ("\n".join(out) + "\n").encode() + b"2026-03-02 14:03:11,204 | INFO | dflash.tr"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_fast_path_on_a_mixed_log(seed, eager, tmp_path):
     p = tmp_path / "mixed.log"
@@ -154,6 +156,7 @@ def _joined(got):
     return pd.concat(frames, ignore_index=True).sort_values("line", ignore_index=True), rest
 
 
+@pytest.mark.slow
 def test_suffix_units_are_read_per_line(eager, tmp_path):
     tps = ["25.1K", "1.2M", "980", "0.5G", "3k", "7.25B"]
     acc = ["87%", "9.5%", "100%", "0%"]
@@ -168,6 +171,7 @@ def test_suffix_units_are_read_per_line(eager, tmp_path):
     assert t["step_time"].tolist() == [(i % 7 + 0.5) * 1e-3 for i in range(600)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "odd",
     ["nan", "inf", "-inf", "NaN", "+INF", "1.", ".5", "-0", "1e5", "2E-3", "007"],
@@ -209,6 +213,7 @@ def _three_shapes() -> list[str]:
     return lines
 
 
+@pytest.mark.slow
 def test_second_template_interleaved(eager, one_template, tmp_path):
     lines = _three_shapes()
     raw = _write(tmp_path, lines)
@@ -220,6 +225,7 @@ def test_second_template_interleaved(eager, one_template, tmp_path):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cut", [False, True])
 def test_the_lines_a_template_leaves_are_read_by_their_own_templates(cut, eager, tmp_path):
     """Each shape is a template of its own: every line is read by the fast path, and the
@@ -460,6 +466,7 @@ def test_fast_path_equals_general_parser_on_mutated_logs(
     assert (fast.restarts, fast.ranks, fast.skipped) == (slow.restarts, slow.ranks, slow.skipped)
 
 
+@pytest.mark.slow
 def test_byte_order_marks_before_lines(eager, tmp_path):
     """Before the first line, and (concatenated files) before others, some of which start
     a range the CSV reader is given (it drops a mark at the start of its input)."""
@@ -500,6 +507,7 @@ def test_a_line_of_the_template_with_the_wrong_bytes_between_numbers(eager, tmp_
 # --- read_log maps a large plain log and reads it through the fast path -------------
 
 
+@pytest.mark.slow
 def test_read_log_maps_a_large_log_without_copying_it(eager, tmp_path, monkeypatch):
     from dflash_diag.logs import io, read_log
 
@@ -550,6 +558,7 @@ def test_a_forced_text_format_still_refuses_a_binary_file(eager, tmp_path):
         read_log(p, format="text")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "prefix",
     ["[default{r}]:", "[rank{r}]: ", "[RANK {r}] ", "rank {r} | ", "[rank {r}/8]: "],
@@ -609,6 +618,7 @@ def test_a_line_longer_than_the_csv_readers_block(eager, tmp_path):
     same(raw)
 
 
+@pytest.mark.slow
 def test_fixed_text_holding_a_number_of_another_width_is_another_template(eager, tmp_path):
     """SpecForge repeats the step in a bracket: `Step 50 [50/187500?]`.  Each width of
     that number is a template of its own, the most common first (the first line's alone
@@ -624,6 +634,7 @@ def test_fixed_text_holding_a_number_of_another_width_is_another_template(eager,
     assert same(raw).table["step"].tolist() == list(range(1, 1200))
 
 
+@pytest.mark.slow
 def test_megatron_lines_with_right_aligned_numbers_take_the_fast_path(eager, tmp_path):
     lines = [_megatron(i) for i in range(1, 400)]  # line k: iteration 7 k
 

@@ -132,6 +132,7 @@ def _rows(draw, seg):
     return rows
 
 
+@pytest.mark.slow
 @settings(max_examples=examples(150), deadline=None)
 @given(data=st.data(), value=st.booleans())
 def test_segment_checks_agree_with_a_byte_by_byte_oracle(data, value):

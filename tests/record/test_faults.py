@@ -358,6 +358,7 @@ def repeated_ids(n: int) -> bytes:
     return PREAMBLE + header_frame(GOOD) + frame(one) + frame(many)
 
 
+@pytest.mark.slow
 def test_repeated_ids_without_their_lengths_are_refused_before_the_table_is_built(tmp_path):
     # the writer gives every copy of a repeated id its length (a byte at least a copy);
     # a file that does not is refused, in one line, as the CLI says it

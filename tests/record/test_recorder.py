@@ -161,6 +161,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 def test_a_run_killed_with_sigkill_leaves_a_readable_file(tmp_path):
     path = tmp_path / "killed.batches"
     env = dict(os.environ, PYTHONPATH=str(ROOT))

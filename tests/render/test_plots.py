@@ -83,6 +83,7 @@ def test_spikes_plot_tells_the_story(spikes):
     assert {"ordinary points", "spike: composition", "spike: unexplained"} <= set(_legend(lengths))
 
 
+@pytest.mark.slow
 def test_spike_markers_are_coloured_by_verdict(spikes):
     import matplotlib.colors as mcolors
 
@@ -105,6 +106,7 @@ def test_the_labelled_spikes_include_the_largest_and_every_unexplained(spikes):
     assert {s.event.peak_step for s in spikes.spikes if s.verdict == "unexplained"} <= named
 
 
+@pytest.mark.slow
 def test_without_a_manifest_two_panels_and_no_verdict_legend(tmp_path):
     log = tmp_path / "run.log"
     log.write_text((ROOT / "sample_logs/run.log").read_text())
@@ -153,6 +155,7 @@ def test_two_files_of_the_same_name_get_their_folders():
     assert run_labels(c) == {"runs/v1.log": "v1", "runs/v2.log": "v2 (run)"}
 
 
+@pytest.mark.slow
 def test_batches_plot_draws_every_compared_strategy(monkeypatch):
     monkeypatch.chdir(ROOT)
     r = batches_report(
@@ -189,6 +192,7 @@ def test_one_strategy_has_no_lone_dot(monkeypatch):
 # -- --smooth, --log-y, --label, --steps (looked at as PNGs when they were made) -------------
 
 
+@pytest.mark.slow
 def test_spikes_plot_smooths_over_the_faint_raw_curve_and_takes_a_label(spikes):
     from dataclasses import replace
 

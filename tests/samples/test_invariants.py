@@ -7,6 +7,7 @@ import itertools
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -45,6 +46,7 @@ def brute_p(m: Membership, z: np.ndarray, sample: int) -> float:
     return hits / math.comb(usable.size, k)
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None)
 @given(runs())
 def test_p_equals_the_enumerated_permutation_null(run: tuple[Membership, np.ndarray]) -> None:
@@ -54,6 +56,7 @@ def test_p_equals_the_enumerated_permutation_null(run: tuple[Membership, np.ndar
         assert math.isclose(t.loc[s, "p"], brute_p(m, z, int(s)), rel_tol=1e-9)
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None)
 @given(runs())
 def test_p_in_unit_interval_and_q_at_least_p(run: tuple[Membership, np.ndarray]) -> None:
@@ -66,6 +69,7 @@ def test_p_in_unit_interval_and_q_at_least_p(run: tuple[Membership, np.ndarray])
     assert (t["appearances"] >= t["high"]).all()
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(runs(), st.randoms(use_true_random=False))
 def test_permuting_sample_labels_permutes_the_output(run, rnd) -> None:
@@ -81,6 +85,7 @@ def test_permuting_sample_labels_permutes_the_output(run, rnd) -> None:
     assert len({x for x, _ in pairs_a}) == len(pairs_a) == len({y for _, y in pairs_a})
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None)
 @given(runs(), st.data())
 def test_raising_a_points_z_never_raises_the_p_of_its_samples(run, data) -> None:
@@ -98,6 +103,7 @@ def test_raising_a_points_z_never_raises_the_p_of_its_samples(run, data) -> None
     assert (after.loc[tested, "p"] <= before.loc[tested, "p"] + 1e-12).all()
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(runs())
 def test_groups_are_exactly_the_samples_with_the_same_points(run) -> None:

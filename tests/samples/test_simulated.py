@@ -4,6 +4,7 @@ pooled logging intervals (see ``simulate.py`` for how a run is made)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from dflash_diag.samples import SampleOptions, name_culprits, sample_evidence
 from tests.samples.simulate import simulate
@@ -56,6 +57,7 @@ def test_two_poison_in_one_batch_are_both_named() -> None:
     assert pair <= named_samples(sim)
 
 
+@pytest.mark.slow
 def test_clean_runs_name_at_most_one_sample_in_95_percent_of_seeds() -> None:
     seeds = range(60)
     named = [len(named_samples(simulate(100 + s, n_poison=0))) for s in seeds]

@@ -212,6 +212,7 @@ def test_window_means_logged_every_n_steps_are_lined_up_with_their_steps() -> No
     assert _corr(att, "mean_len").spearman < -0.3
 
 
+@pytest.mark.slow
 def test_whose_batches_the_metric_follows_is_found_or_given() -> None:
     # The constructed loss follows the whole step (all ranks pooled), as an all-reduce.
     params = run().replay.params.replace(world_size=2)

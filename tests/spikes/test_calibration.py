@@ -54,6 +54,7 @@ def test_noise_alone_makes_at_most_one_false_event_per_10k_points(kind: str) -> 
     assert np.mean(old) >= 5, old
 
 
+@pytest.mark.slow
 def test_the_critical_z_grows_with_the_log_and_with_autocorrelation() -> None:
     # Bonferroni: more points tested, a higher critical z; an AR(1) series' window MAD
     # underestimates its spread, which lambda takes in.

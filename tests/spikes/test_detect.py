@@ -219,6 +219,7 @@ def test_real_logs_sharp_spikes_are_found_first(real_logs) -> None:
     assert {2280, 986, 3394, 6878} <= {e.peak_step for e in top}
 
 
+@pytest.mark.slow
 def test_real_logs_per_step_noise_is_not_flagged_wholesale(real_logs) -> None:
     # Per-step loss of two real runs: spikes are rare, and each is a real departure.
     for name in ("llmc", "baize"):

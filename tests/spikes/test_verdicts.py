@@ -97,6 +97,7 @@ def bucketed():
     return spikes_of("run_bucketed.log", "--config", str(SAMPLE / "bucketed.toml"))
 
 
+@pytest.mark.slow
 def test_the_run_log_truth_is_recovered(run_log):
     doc, _ = run_log
     verdicts = {s["step"]: s["verdict"] for s in doc["spikes"]}
@@ -108,6 +109,7 @@ def test_the_run_log_truth_is_recovered(run_log):
     assert {773, 1291} <= found
 
 
+@pytest.mark.slow
 def test_no_bucketed_spike_is_blamed_on_the_optimizer(bucketed):
     doc, _ = bucketed
     assert doc["spikes"] and all(s["verdict"] != "unexplained" for s in doc["spikes"])

@@ -113,6 +113,7 @@ def test_waiting_for_a_log_then_reading_it(tmp_path):
     assert s.summary.points == 10
 
 
+@pytest.mark.slow
 def test_the_sample_run_is_judged_on_its_points_so_far(tmp_path):
     # The story's spikes, with the schedule beside the log: composition, when they arrive.
     for name in ("run.log", "dflash-diag.toml", "manifest.parquet"):
