@@ -1,0 +1,50 @@
+"""How well ``samples`` and ``spikes`` name the poison on the real Trainer runs.
+
+    python benchmarks/samples_on_trainer_runs.py [RUN ...]
+
+For each run of ``tests/data/trainer_runs`` (default: all five): the poison samples
+named (of those its truth.json lists), the clean ones named, and the spikes whose batch
+holds a poison sample with how many of them got a ``data`` verdict naming it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from dflash_diag.composition import Request
+from dflash_diag.reports import samples_report
+
+RUNS = Path(__file__).resolve().parents[1] / "tests" / "data" / "trainer_runs"
+ALL = ("poison_ordinary", "poison_long", "grouped", "lr_surge", "clean")
+
+
+def figures(name: str) -> str:
+    d = RUNS / name
+    poison = set(json.loads((d / "truth.json").read_text())["poison"]["ids"])
+    batches = Request(composition=d / "train.batches", manifest=d / "manifest.parquet")
+    r = samples_report(d / "trainer_state.json", batches=batches)
+    named = set(r.table.loc[r.table["named"], "sample_id"].tolist())
+    comp = r.spikes.composition
+    assert comp is not None and comp.ids is not None
+    steps = comp.replay.micro["step"].to_numpy()
+    driven, data = 0, 0
+    for s in r.spikes.spikes:
+        rows = np.flatnonzero(steps == s.event.peak_step)
+        held = {int(comp.ids[x]) for i in rows for x in comp.replay.batch(int(i))}
+        if held & poison:
+            driven += 1
+            data += s.verdict == "data" and any(set(c.members) & poison for c in s.culprits)
+    return (
+        f"{name:16} poison named {len(named & poison):2}/{len(poison):2}  clean named "
+        f"{len(named - poison):2}  spikes {len(r.spikes.spikes):2}  poison-driven {driven:2}, "
+        f"data naming the poison {data:2}"
+    )
+
+
+if __name__ == "__main__":
+    for run in sys.argv[1:] or ALL:
+        print(figures(run))
