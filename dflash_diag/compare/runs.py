@@ -50,7 +50,7 @@ from .summary import (
     point_phrase,
     slope_phrase,
     slopes_after_warmup,
-    summarise,
+    summarise_phase,
 )
 from .values import logged_nonfinite, nonfinite_summary
 
@@ -263,11 +263,11 @@ def _compare_metric(
     else:
         groups = [("all", np.ones(v.shape, dtype=bool))]
     phases = tuple(
-        summarise(ph, run.steps[m], v[m], here.select(m))
+        summarise_phase(ph, run.steps[m], v[m], here.select(m))
         for ph, m in groups
         if np.isfinite(v[m]).any()
     )
-    overall = summarise("all", run.steps, v, here)
+    overall = summarise_phase("all", run.steps, v, here)
     names = [b.name for b in used]
     scale, per, word = unit
     ctx = _PointContext(name, v, bad, run, bands, kind, names, word)

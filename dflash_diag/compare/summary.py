@@ -45,7 +45,7 @@ def _label(inside: float, above: float, below: float) -> str:
     return "above" if above >= below else "below"
 
 
-def summarise(phase: str, steps: np.ndarray, v: np.ndarray, band: BandAt) -> PhaseSummary:
+def summarise_phase(phase: str, steps: np.ndarray, v: np.ndarray, band: BandAt) -> PhaseSummary:
     """Shares of the run's points ``(steps, v)`` inside, above and below ``band``, the
     verdict (module docstring) and the largest departure."""
     side = side_of(v, band)

@@ -6,9 +6,8 @@ Importing this package is cheap (no pandas); the readers import what they need.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 
-from ..data import RunLog
+from ..data import Progress, RunLog
 from ..errors import InputError
 from . import io, text
 from .detect import detect_format, refuse_binary
@@ -34,7 +33,7 @@ def read_log(
     path: str | os.PathLike[str],
     format: str | None = None,
     rank: int | str = 0,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
     step_every: int | None = None,
     run: int | None = None,
     tracking_uri: str | None = None,
@@ -138,7 +137,7 @@ def _read(
     path: str | os.PathLike[str],
     format: str | None,
     rank: int | str,
-    progress: Callable[[int, int], None] | None,
+    progress: Progress | None,
 ) -> RunLog:
     fmt = check_format(format)
     if rank != "all":
@@ -165,7 +164,7 @@ def _read(
 
 
 def _read_mapped(
-    name: str, fmt: str | None, rank: int | str, progress: Callable[[int, int], None] | None
+    name: str, fmt: str | None, rank: int | str, progress: Progress | None
 ) -> tuple[RunLog | None, bool]:
     """A large plain text log read through a read-only memory map by the fast path, so
     its bytes are never copied.

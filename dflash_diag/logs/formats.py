@@ -11,17 +11,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..data import RunLog
+from ..data import Progress, RunLog
 from ..errors import InputError
 from .csv import read_csv
 from .hf_state import read_hf_state
 from .io import RawLog
-from .lines import ProgressFn
 from .tensorboard import read_tensorboard
 from .text import read_lines
 
 #: ``(raw log, forced format or None, rank, progress, fast)`` -> RunLog
-ReadFn = Callable[[RawLog, "str | None", "int | str", "ProgressFn | None", bool], RunLog]
+ReadFn = Callable[[RawLog, "str | None", "int | str", "Progress | None", bool], RunLog]
 
 
 @dataclass(frozen=True)
@@ -38,19 +37,19 @@ class Reader:
 
 
 def _lines(
-    raw: RawLog, fmt: str | None, rank: int | str, progress: ProgressFn | None, fast: bool
+    raw: RawLog, fmt: str | None, rank: int | str, progress: Progress | None, fast: bool
 ) -> RunLog:
     return read_lines(raw, fmt, rank, progress, fast=fast)
 
 
 def _csv(
-    raw: RawLog, fmt: str | None, rank: int | str, progress: ProgressFn | None, fast: bool
+    raw: RawLog, fmt: str | None, rank: int | str, progress: Progress | None, fast: bool
 ) -> RunLog:
     return read_csv(raw, rank)
 
 
 def _hf_state(
-    raw: RawLog, fmt: str | None, rank: int | str, progress: ProgressFn | None, fast: bool
+    raw: RawLog, fmt: str | None, rank: int | str, progress: Progress | None, fast: bool
 ) -> RunLog:
     return read_hf_state(raw, rank)
 
@@ -88,7 +87,7 @@ def read_as(
     raw: RawLog,
     forced: str | None,
     rank: int | str,
-    progress: ProgressFn | None,
+    progress: Progress | None,
     fast: bool = True,
 ) -> RunLog:
     """Read a log of format ``fmt`` (``raw``: its bytes; ``name``: its path, for a

@@ -37,10 +37,6 @@ class RawLog:
     gzipped: bool = False
 
 
-def display_path(path: str | os.PathLike[str]) -> str:
-    return os.fspath(path)
-
-
 def read_bytes(path: str | os.PathLike[str]) -> RawLog:
     """Read ``path`` (``-`` = standard input), gunzipping when it starts with gzip's magic.
 
@@ -48,7 +44,7 @@ def read_bytes(path: str | os.PathLike[str]) -> RawLog:
         file or its decompressed text too big for this machine's memory, or a line
         too long to be a record (:mod:`dflash_diag.limits`).
     """
-    name = display_path(path)
+    name = os.fspath(path)
     if name == STDIN:
         data = sys.stdin.buffer.read()
     else:

@@ -22,11 +22,10 @@ the fast paths' records, and builds the table
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..data import RunLog
+from ..data import Progress, RunLog
 from .bars import RICH_BAR, RICH_EPOCH, RICH_POSTFIX, TQDM, is_training_bar
 from .fields import FIELD, Message, parse_dict_repr, parse_json_object, parse_text
 from .grammar import (
@@ -46,8 +45,6 @@ from .grammar import (
 )
 from .names import EVAL_PREFIXES
 from .normalise import build_table
-
-ProgressFn = Callable[[int, int], None]
 
 
 @dataclass
@@ -415,7 +412,7 @@ def read_records(
     skipped: dict[str, int],
     fmt: str | None,
     rank: int | str,
-    progress: ProgressFn | None,
+    progress: Progress | None,
     extra_shape: str = "text",
     writes: list[int] | None = None,
 ) -> RunLog:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..data import RunLog
+from ..data import Progress, RunLog
 from .bars import write_steps
 from .fast import jsonlines
 from .fast import lineshape as fastpath
 from .grammar import LINE_FORMATS, logical_lines
 from .io import RawLog, decode, strip_ansi
-from .lines import ProgressFn, count, read_records
+from .lines import count, read_records
 
 #: Dict lines in this much of a log's head send it to the dict-line path first.
 DICT_HEAD_BYTES = 1 << 16
@@ -26,7 +26,7 @@ def read_lines(
     raw: RawLog,
     fmt: str | None = None,
     rank: int | str = 0,
-    progress: ProgressFn | None = None,
+    progress: Progress | None = None,
     fast: bool = True,
 ) -> RunLog:
     """Read a line-oriented log (free text, HF dict lines, JSON lines) into a RunLog.
@@ -58,7 +58,7 @@ def read_lines_fast(
     data: Any,
     fmt: str | None = None,
     rank: int | str = 0,
-    progress: ProgressFn | None = None,
+    progress: Progress | None = None,
 ) -> RunLog | None:
     """:func:`read_lines` through the vectorised fast path only: None when it does not
     apply.  ``data`` may be any bytes-like object with ``find`` (a read-only ``mmap``)."""
@@ -92,7 +92,7 @@ def read_lines_fast(
 
 
 def _read_dict_lines(
-    path: str, data: Any, fmt: str | None, rank: int | str, progress: ProgressFn | None
+    path: str, data: Any, fmt: str | None, rank: int | str, progress: Progress | None
 ) -> RunLog | None:
     """:func:`read_lines` with the HF Trainer's dict lines read by Arrow
     (:func:`~dflash_diag.logs.fast.jsonlines.dict_line_records`), or None."""

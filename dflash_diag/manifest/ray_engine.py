@@ -19,13 +19,12 @@ per-sample columns only (docs/storage.md gives figures measured here).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from ..data import Manifest
+from ..data import Manifest, Progress
 from ..errors import InputError, MissingDependency
 from ..storage import classify, store_errors
 from . import ID_COLUMN, finish_manifest, open_shards, plan_columns
@@ -33,7 +32,6 @@ from .columns import MASK_COLUMN, kind_of, numbers_of, padded_to
 from .sources import Source, clip
 from .text import count_tokens, describe_tokenizer, load_tokenizer
 
-Progress = Callable[[int, int], None]
 #: Columns the tasks return, beside the ones passed through.
 LENGTH, MASK_SUM, MASK_LEN = "__length", "__mask_sum", "__mask_len"
 

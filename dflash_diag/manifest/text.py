@@ -4,10 +4,10 @@ package; nothing is downloaded)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..data import Progress
 from ..errors import InputError, MissingDependency
 from .sources import clip
 
@@ -53,7 +53,7 @@ def count_tokens(
     tok: Any,
     texts: list[Any],
     special: bool = True,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
 ) -> list[int | None]:
     """Tokens per text (``None`` where a text is missing), ``len(encode(text).ids)``.
 

@@ -51,9 +51,9 @@ log has them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
+from ...data import Progress
 from ..grammar import is_rich_bytes
 from ..io import strip_ansi_bytes
 from .columns import read_numbers, segment_fits
@@ -88,7 +88,7 @@ BY_COUNT_SHARE = 0.05
 def fast_records(
     data: Any,
     skipped: dict[str, int],
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
 ) -> tuple[list[Any], list[tuple[int, str]]] | None:
     """Records of the lines that fit the log's dominant template, or None.
 
@@ -124,9 +124,7 @@ def fast_records(
         return None
 
 
-def _records(
-    data: Any, progress: Callable[[int, int], None] | None, depth: int
-) -> tuple[list[Any], Leftover] | None:
+def _records(data: Any, progress: Progress | None, depth: int) -> tuple[list[Any], Leftover] | None:
     """:func:`fast_records`, the lines left over as a :class:`Leftover` (``depth``:
     templates read before, by the caller)."""
     if len(data) < 10 * FAST_MIN_LINES or is_rich_bytes(data):
@@ -195,7 +193,7 @@ def _apply(
     data: Any,
     template: Template,
     sample: list[str],
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
 ) -> tuple[Any, Leftover] | None:
     """The template's records in ``data`` and the lines that do not fit (for another
     template or the general parser), or None when the fast path declines."""
@@ -224,7 +222,7 @@ def _read_parts(
     delimiter: bytes,
     segments: tuple[Segment, ...],
     by_count: bool,
-    progress: Callable[[int, int], None] | None,
+    progress: Progress | None,
 ) -> tuple[list[Part], Any, Any] | None:
     """Read every byte range in a worker thread (split into rows by pyarrow's CSV reader,
     then each column checked and cast: long Arrow and numpy calls, which release the
