@@ -46,10 +46,10 @@ def test_samples_writes_every_sample_to_join_to_the_dataset(tmp_path):
     assert table["q"].iloc[: int(table["named"].sum())].is_monotonic_increasing
 
 
-def test_samples_without_batches_is_one_error_line(tmp_path):
+def test_samples_without_batches_is_one_error_line(tmp_path, cli):
     log = tmp_path / "train.log"
     log.write_text("".join(f"step {i} loss {2.0 + (i % 7) * 0.01}\n" for i in range(1, 200)))
-    result = runner.invoke(app, ["samples", str(log)])
+    result = cli.invoke(app, ["samples", str(log)])
     assert result.exit_code == 2
     assert result.stderr.strip().splitlines() == [
         f"error: {log}: no composition: nothing says which samples each step held; give "

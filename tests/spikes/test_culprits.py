@@ -21,11 +21,9 @@ SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
 pytestmark = pytest.mark.slow
 
 
-def _run(name: str):
-    d = RUNS / name
-    truth = json.loads((d / "truth.json").read_text())
-    batches = Request(composition=d / "train.batches", manifest=d / "manifest.parquet")
-    return samples_report(d / "trainer_state.json", batches=batches), set(truth["poison"]["ids"])
+def _run(run):
+    batches = Request(composition=run.batches, manifest=run.manifest)
+    return samples_report(run.state, batches=batches), run.poison
 
 
 def _held(report, step: int) -> set[int]:
@@ -34,8 +32,8 @@ def _held(report, step: int) -> set[int]:
     return {int(comp.ids[x]) for r in rows for x in comp.replay.batch(int(r))}
 
 
-def test_poison_among_the_longest_is_named_and_its_spikes_are_data():
-    report, poison = _run("poison_long")
+def test_poison_among_the_longest_is_named_and_its_spikes_are_data(trainer_run):
+    report, poison = _run(trainer_run("poison_long"))
     named = set(report.table.loc[report.table["named"], "sample_id"])
     assert poison <= named  # all 10, each on its own
     driven = [s for s in report.spikes.spikes if _held(report, s.event.peak_step) & poison]
@@ -48,8 +46,8 @@ def test_poison_among_the_longest_is_named_and_its_spikes_are_data():
         assert any("high in" in r and " q " in r for r in s.reasons)
 
 
-def test_a_clean_run_names_at_most_one_sample():
-    report, _ = _run("clean")
+def test_a_clean_run_names_at_most_one_sample(trainer_run):
+    report, _ = _run(trainer_run("clean"))
     assert int(report.table["named"].sum()) <= 1
 
 
@@ -68,10 +66,10 @@ def test_a_hidden_lr_surge_is_the_optimizer_not_data():
     assert not [s for s in report.spikes if s.verdict == "data" and s in hit]
 
 
-def test_fixed_batches_name_no_sample_and_say_the_batch_is_the_unit():
+def test_fixed_batches_name_no_sample_and_say_the_batch_is_the_unit(sample_log):
     """The sample run's sorted-greedy batches never change: every batch is a group that
     always travels together, so no sample can be told from its batch mates."""
-    report = spikes_report(SAMPLE / "run.log")
+    report = spikes_report(sample_log)
     att = report.attribution
     assert att is not None and att.samples is not None
     assert not att.samples.separable

@@ -17,8 +17,8 @@ from dflash_diag.cli import app
 from dflash_diag.errors import InputError
 from dflash_diag.outpath import atomic_output, check_output_path, same_file
 
-ROOT = Path(__file__).resolve().parents[1]
-REAL = Path(__file__).parent / "data" / "real_run"
+ROOT = Path(__file__).resolve().parents[2]
+REAL = Path(__file__).parents[1] / "data" / "real_run"
 FLAGS = ["--seed", "1234", "--token-budget", "16384", "--max-seq-len", "2048", "--first-step", "1"]
 runner = CliRunner()
 

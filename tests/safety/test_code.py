@@ -16,7 +16,7 @@ from dflash_diag.cli import app
 from dflash_diag.errors import InputError
 from dflash_diag.schedule.config import CONFIG_NAME, locate_config, resolve_schedule
 
-REAL = Path(__file__).parent / "data" / "real_run"
+REAL = Path(__file__).parents[1] / "data" / "real_run"
 runner = CliRunner()
 
 #: A user's batching function that leaves a mark when its file is imported.

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from dflash_diag.cli import app
 
 runner = CliRunner()
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 RUN = DATA / "real_run" / "run.log"
 SAMPLE = DATA / "logs" / "sample_run.log"
 

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from dflash_diag.cli import app
 from dflash_diag.printable import PrintableConsole, printable
 
-REAL = Path(__file__).parent / "data" / "real_run"
+REAL = Path(__file__).parents[1] / "data" / "real_run"
 runner = CliRunner()
 #: OSC 52 (write the clipboard), clear the screen, a one-byte CSI, a bidi override.
 NASTY = "\x1b]52;c;ZXZpbA==\x07\x1b[2J\x9b2J\u202e"

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from dflash_diag.cli import app
 from dflash_diag.logs import read_log
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 runner = CliRunner()
 # The real run's schedule (tests/data/real_run/README.md), named by flags.
 REAL_SCHEDULE = ["--seed", "1234", "--token-budget", "16384", "--max-seq-len", "2048"]
