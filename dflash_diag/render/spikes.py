@@ -287,15 +287,16 @@ _VERDICT_ORDER = {"unexplained": 0, "data": 1, "inconclusive": 2, "composition":
 
 
 def ranked_spikes(spikes: tuple[SpikeEvidence, ...]) -> list[SpikeEvidence]:
-    """Unexplained first, then inconclusive, then composition; each by largest rise
-    (``|value - baseline|``, as the plot labels them; nan/inf first).  The text table
-    shows the first rows of this order and the summary names spikes in the same order,
-    so the two never disagree about which are shown."""
+    """Unexplained first, then data, inconclusive, composition; each by largest rise
+    relative to its baseline (``|value / baseline - 1|``, the table's ``rise`` column;
+    nan/inf first).  The text table shows the first rows of this order (in step order)
+    and the summary names spikes in the same order, so the two never disagree about
+    which are shown."""
     return sorted(
         spikes,
         key=lambda s: (
             _VERDICT_ORDER.get(s.verdict, 1),
-            -(abs(s.rise) if math.isfinite(s.rise) else math.inf),
+            -(abs(s.event.ratio - 1) if math.isfinite(s.event.ratio) else math.inf),
             -(s.event.z if math.isfinite(s.event.z) else math.inf),
         ),
     )
@@ -708,8 +709,8 @@ def _spike_table(
         console.print(table)
         if len(spikes) > len(shown):
             console.print(
-                f"({len(shown)} of {len(spikes)}: unexplained first, then the largest "
-                "rises; all: --verbose)",
+                f"({len(shown)} of {len(spikes)}, in step order: the unexplained, then the "
+                "largest rises; all: --verbose)",
                 markup=False,
             )
     if math.isfinite(d.expected_false_events):  # robust only: this log's own noise

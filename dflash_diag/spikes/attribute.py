@@ -181,6 +181,10 @@ def verdict(
 ) -> tuple[str, tuple[str, ...]]:
     """The documented rule (module docstring) -> ``(verdict, reasons)``.
 
+    The order: a non-finite value; no batch; composition (its batch predicts at least
+    half the rise, or batches like it rise as much); then ``data`` when the batch holds a
+    named sample; then a recurrence high again; then the ordinary-batch rules.
+
     ``explained``: the larger of the model's and the similar batches' prediction over the
     rise (``by_similar``: the similar batches' was larger); ``r2_similar``: the
     similar-batch predictor's held-out R²; ``max_len_pct``: the percentile of the batch's
@@ -195,7 +199,7 @@ def verdict(
         return "unexplained", ("a non-finite value is a numerical failure, not a hard batch",)
     if not has_batch:
         return "inconclusive", ("the replay has no batch for this step",)
-    if culprits:
+    if culprits and model is None:
         return "data", tuple(c.describe() for c in culprits)
     if model is None:
         return "inconclusive", (
@@ -215,6 +219,8 @@ def verdict(
         return "composition", tuple(reasons)
     if usable and alike is not None:
         return "composition", (alike, *([_again(again)] if again else []))
+    if culprits:  # (composition does not explain it: the samples named in its batch do)
+        return "data", tuple(c.describe() for c in culprits)
     if again:
         return "composition", (_again(again),)
     if explained is None:
