@@ -46,7 +46,15 @@ def _one_line(text: str) -> str:
 
 
 class _Boundary(TyperGroup):
-    """Runs the app with click's standalone mode off and maps exceptions to exit codes."""
+    """Runs the app with click's standalone mode off and maps exceptions to exit codes;
+    its own flags show in ``--help`` without ``<bool>``."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)
+        for p in params:
+            if getattr(p, "is_flag", False) and p.metavar is None:
+                p.metavar = ""
+        return params
 
     def main(  # type: ignore[override]
         self,

@@ -152,7 +152,12 @@ def manifest(
 
 def register(app: typer.Typer) -> None:
     """Add ``manifest`` to ``app``."""
-    app.command("manifest", help=_HELP)(manifest)
+    from typer.core import TyperCommand
+
+    from .outputs import plain_help_types
+
+    PLAIN = plain_help_types(TyperCommand)
+    app.command("manifest", help=_HELP, cls=PLAIN)(manifest)
 
 
 def _check_shards(folder: Path, data: str, force: bool) -> None:

@@ -171,6 +171,7 @@ class WatchSession:
         self._stepped = False  # a record with its own step has been seen
         self._order = 0  # records numbered by line order (no step of their own)
         self._records = 0  # records parsed
+        self._stepped_records = 0  # ... of them with a step (a banner's settings have none)
         self._keys: set[str] = set()  # their metrics (for the "no such metric" notice)
         self._said_missing = False
         self.summary = Summary(path=path, metric=metric)
@@ -238,17 +239,21 @@ class WatchSession:
             if self.done:
                 break
         yield from self._decide(steps, values, chunk.backlog)
-        if self._records and not self.detector.n_points and not self._said_missing:
+        # (only once a record with a step was read: a trainer's banner prints its settings
+        # as records with no step, and no metric is missing from them)
+        if self._stepped_records and not self.detector.n_points and not self._said_missing:
             self._said_missing = True
             others = ", ".join(sorted(self._keys)[:8]) or "no metrics"
             yield Notice(
-                f"no {self.metric!r} in the {self._records} records read so far (they have "
+                f"no {self.metric!r} in the {self._stepped_records} records read so far (they have "
                 f"{others}); check --metric"
             )
 
     def _point(self, rec: dict[str, Any]) -> tuple[int, float] | None:
         """``(step, value)`` of a record of the watched metric, or None."""
         self._records += 1
+        if rec.get("step") is not None:
+            self._stepped_records += 1
         if len(self._keys) < 100:
             self._keys.update(k for k in rec if k not in _BOOKKEEPING)
         if rec.get("is_eval") or self.metric not in rec or rec.get("rank", 0) != self.rank:

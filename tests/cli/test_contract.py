@@ -90,3 +90,19 @@ def test_a_reader_that_closes_the_pipe_is_not_a_bug(command):
     )
     assert out.stdout.strip() == "0"
     assert out.stderr == ""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [[], ["parse"], ["spikes"], ["samples"], ["batches"], ["compare"], ["watch"], ["manifest"]],
+)
+def test_help_shows_no_python_type_names(args):
+    """``<bool>``, ``<str>``, ``<path>`` and ``{data}`` are Python's names, not a CLI's."""
+    from typer.testing import CliRunner
+
+    from dflash_diag.cli import app
+
+    result = CliRunner().invoke(app, [*args, "--help"], env={"COLUMNS": "100"})
+    assert result.exit_code == 0
+    for word in ("<bool>", "<str>", "<path>", "<int>", "{data}", "{log}"):
+        assert word not in result.stdout, (args, word)

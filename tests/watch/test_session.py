@@ -146,3 +146,15 @@ def test_a_metric_the_log_does_not_have_is_said_once(tmp_path):
     with open(log, "a") as f:
         f.write(lines(5, start=11))
     assert poll(s) == []
+
+
+def test_a_banner_of_settings_is_not_a_missing_metric(tmp_path):
+    """A trainer prints its settings as records with no step before training starts:
+    nothing is missing from them, so nothing is said until a step's record lacks it."""
+    log = tmp_path / "run.log"
+    log.write_text("block_size=1024 n_layer=12 n_head=12\nbatch_size=8 lr=0.0006\n")
+    s = WatchSession(str(log), metric="loss")
+    assert [e.text for e in poll(s)] == []
+    with open(log, "a") as f:
+        f.write(lines(3))
+    assert [e.text for e in poll(s) if "records read so far" in getattr(e, "text", "")] == []
