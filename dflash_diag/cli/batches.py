@@ -16,9 +16,11 @@ import typer
 from ..composition.ground import MIN_TOKENS_MATCH
 from ..errors import InputError
 from .options import (
+    CategoryColumnOpt,
     CompositionOpt,
     ConfigOpt,
     JsonOpt,
+    LengthColumnOpt,
     PlotOpt,
     VerboseOpt,
     schedule_options,
@@ -121,13 +123,8 @@ def batches(
             rich_help_panel=OUTPUT_PANEL,
         ),
     ] = None,
-    length_column: Annotated[
-        str | None, typer.Option("--length-column", help="The manifest's length column.")
-    ] = None,
-    category_column: Annotated[
-        str | None,
-        typer.Option("--category-column", help="The manifest's category column."),
-    ] = None,
+    length_column: LengthColumnOpt = None,
+    category_column: CategoryColumnOpt = None,
     composition: CompositionOpt = None,
     json_out: JsonOpt = False,
     plot: PlotOpt = None,

@@ -58,6 +58,19 @@ ManifestOpt = Annotated[
         "input_ids in Parquet/JSONL/Arrow, a save_to_disk folder, Parquet shards.",
     ),
 ]
+LengthColumnOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--length-column", help="The manifest's length column (default: the config's, else found)."
+    ),
+]
+CategoryColumnOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--category-column",
+        help="The manifest's category column (default: the config's, else source or category).",
+    ),
+]
 ConfigOpt = Annotated[
     Path | None,
     typer.Option(

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from .options import (
+    CategoryColumnOpt,
     CompositionOpt,
     ConfigOpt,
     Covers,
@@ -15,6 +16,7 @@ from .options import (
     ForceOpt,
     FormatOpt,
     JsonOpt,
+    LengthColumnOpt,
     ManifestOpt,
     MetricOpt,
     MetricRankOpt,
@@ -49,6 +51,8 @@ def samples(
     log: Annotated[str, typer.Argument(help="The training log ('-' for standard input).")],
     metric: MetricOpt = "loss",
     manifest: ManifestOpt = None,
+    length_column: LengthColumnOpt = None,
+    category_column: CategoryColumnOpt = None,
     composition: CompositionOpt = None,
     covers: CoversOpt = Covers.window,
     metric_rank: MetricRankOpt = None,
@@ -83,7 +87,12 @@ def samples(
         step_every=step_every,
     )
     batches = Request(
-        flags=schedule, config=config, manifest=manifest, composition=composition, force=force
+        flags=schedule,
+        config=config,
+        manifest=manifest,
+        composition=composition,
+        force=force,
+        columns=(length_column, category_column),
     )
     report = samples_report(log, options, batches, to=to, stage=stages(not json))
     if json:

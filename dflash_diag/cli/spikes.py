@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from .options import (
+    CategoryColumnOpt,
     CompositionOpt,
     ConfigOpt,
     Covers,
@@ -15,6 +16,7 @@ from .options import (
     ForceOpt,
     FormatOpt,
     JsonOpt,
+    LengthColumnOpt,
     LogYOpt,
     ManifestOpt,
     MetricOpt,
@@ -95,6 +97,8 @@ def spikes(
         DetectorName, typer.Option("--detector", help="Which rule flags spikes.")
     ] = DetectorName.robust,
     manifest: ManifestOpt = None,
+    length_column: LengthColumnOpt = None,
+    category_column: CategoryColumnOpt = None,
     composition: CompositionOpt = None,
     covers: CoversOpt = Covers.window,
     metric_rank: MetricRankOpt = None,
@@ -160,6 +164,7 @@ def spikes(
         manifest=manifest,
         composition=composition,
         force=force,
+        columns=(length_column, category_column),
     )
     report = spikes_report(log, options, batches, stage=stages(not json))
     if plot is not None:

@@ -8,12 +8,14 @@ from typing import Annotated, Any
 import typer
 
 from .options import (
+    CategoryColumnOpt,
     CompositionOpt,
     ConfigOpt,
     Covers,
     CoversOpt,
     ForceOpt,
     FormatOpt,
+    LengthColumnOpt,
     ManifestOpt,
     MetricOpt,
     MetricRankOpt,
@@ -66,6 +68,8 @@ def watch(
         typer.Option("--threshold", help="A fixed critical z instead of the calibrated one."),
     ] = None,
     manifest: ManifestOpt = None,
+    length_column: LengthColumnOpt = None,
+    category_column: CategoryColumnOpt = None,
     composition: CompositionOpt = None,
     covers: CoversOpt = Covers.window,
     metric_rank: MetricRankOpt = None,
@@ -117,6 +121,7 @@ def watch(
         schedule=schedule,
         until=until,
         composition=str(composition) if composition is not None else None,
+        columns=(length_column, category_column),
     )
     code = _follow(session, json, exit_on_spike, new_only)
     if code:

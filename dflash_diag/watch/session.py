@@ -399,6 +399,7 @@ def open_session(
     schedule: dict[str, Any] | None = None,
     until: int | None = None,
     composition: str | None = None,
+    columns: tuple[str | None, str | None] = (None, None),
 ) -> WatchSession:
     """A :class:`WatchSession` from the command's options (``dflash-diag watch``).
 
@@ -433,6 +434,7 @@ def open_session(
         composition=composition,
         force=force,
         live=True,
+        columns=columns,
     )
     res = resolve(req)
     if metric_rank is None:

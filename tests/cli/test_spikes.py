@@ -206,3 +206,26 @@ def test_the_sample_case_says_what_its_generator_put_in():
     # The fix dilutes the hardest samples: most of the spiky variance goes.
     cf = {c["strategy"]: c for c in doc["variance"]["counterfactual"]}
     assert cf["bucketed"]["share_removed"] > 0.3
+
+
+def test_the_tools_own_manifest_works_with_a_config_that_names_another_column(tmp_path):
+    """`manifest` writes `category`; a config saying category_column = "source" is then
+    overridden by --category-column, on spikes as on batches."""
+    import pandas as pd
+    from typer.testing import CliRunner
+
+    from dflash_diag.cli import app
+
+    for name in ("run.log", "dflash-diag.toml"):
+        shutil.copy(SAMPLE / name, tmp_path / name)
+    m = pd.read_parquet(SAMPLE / "manifest.parquet").rename(columns={"source": "category"})
+    m.to_parquet(tmp_path / "manifest.parquet", index=False)
+    log = str(tmp_path / "run.log")
+    refused = CliRunner().invoke(app, ["spikes", log])
+    assert refused.exit_code == 2 and "no column 'source'" in refused.stderr
+    ok = CliRunner().invoke(app, ["spikes", log, "--category-column", "category", "--json"])
+    assert ok.exit_code == 0, ok.stderr
+    doc = json.loads(ok.stdout)
+    assert doc["schedule_check"]["status"] == "verified"
+    spike = next(s for s in doc["spikes"] if s["step"] == 254)
+    assert spike["batch"]["cat_code"] == 1.0
