@@ -450,17 +450,19 @@ def summary(
         if math.isfinite(s.event.grad_norm_ratio):
             extra = f", grad_norm {s.event.grad_norm_ratio:.1f}x its baseline"
         eg = "" if len(unex) == 1 else f"e.g. {word.lower()} {s.event.peak_step}: "
+        said = [x for x in (_phase_said(s.event.phase), _lr_said(s.event.lr)) if x]
+        where = ", ".join(said) + extra if said else extra.lstrip(", ")
         out.append(
             f"{_named(unex, shown, word)} not explained by "
             f"{'its' if len(unex) == 1 else 'their'} batch, and the log points at the "
-            f"optimizer ({eg}{s.event.phase}, lr {s.event.lr:.3g}{extra}): look at the optimizer."
+            f"optimizer{f' ({eg}{where})' if where else ''}: look at the optimizer."
         )
     elif comp or data:
         out.append("Nothing points at the optimizer.")
     if inc and attribution is None:
         out.append(
-            f"{len(inc)} spike(s) cannot be judged without the schedule: give --manifest "
-            "or a dflash-diag.toml beside the log."
+            f"{len(inc)} spike{'s' if len(inc) != 1 else ''} cannot be judged without the "
+            "schedule: give --manifest or a dflash-diag.toml beside the log."
         )
     elif inc:
         out.append(
@@ -469,6 +471,14 @@ def summary(
             "neither its batch nor the optimizer explains it)."
         )
     return out + _ground_sentences(attribution)
+
+
+def _phase_said(phase: str) -> str:
+    return "" if phase in ("", "unknown") else phase
+
+
+def _lr_said(lr: float) -> str:
+    return f"lr {lr:.3g}" if math.isfinite(lr) else ""
 
 
 def _data_sentence(data: list[SpikeEvidence], shown: list[SpikeEvidence], word: str) -> str:
@@ -610,7 +620,7 @@ def _verbose_adds(
     adds = []
     if len(ranked) > len(told):
         n = len(ranked) - len(told)
-        adds.append(f"{n} more spike{'s' if n > 1 else ''}' evidence")
+        adds.append(f"{n} more spike{'s' + chr(39) if n > 1 else chr(39) + 's'} evidence")
     if len(ranked) > len(shown):
         adds.append(f"{len(ranked) - len(shown)} more rows")
     if below_cut:

@@ -540,11 +540,16 @@ def _notes(
     if model is None:
         notes.append(f"too few points with batch features for a model (need {MIN_POINTS})")
     if len(scores) > 1:
-        who = "the step's batches pooled over ranks" if chosen is None else f"rank {chosen}'s"
+        who = (
+            "the step's micro-batches pooled over ranks"
+            if chosen is None
+            else f"rank {chosen}'s micro-batches"
+        )
+        shown = ", ".join(f"{k}: {v:.2f}" for k, v in scores.items() if math.isfinite(v))
         notes.append(
-            f"the logged {metric} follows {who} micro-batches best (R² "
-            + ", ".join(f"{k}: {v:.2f}" for k, v in scores.items() if math.isfinite(v))
-            + "); --metric-rank (or metric_rank in [schedule]) fixes the choice"
+            f"the logged {metric} follows {who} best"
+            + (f" (R² {shown})" if shown else "")
+            + "; --metric-rank (or metric_rank in [schedule]) fixes the choice"
         )
     return notes
 

@@ -230,3 +230,18 @@ def test_whose_batches_the_metric_follows_is_found_or_given() -> None:
         "metric_rank: rank 5 is not one of the schedule's 2 ranks; give a rank from 0 to 1, "
         "'all' or 'auto'"
     )
+
+
+def test_the_pooled_rank_note_reads_as_english():
+    """'follows the step's micro-batches pooled over ranks best', never '... pooled over
+    ranks micro-batches best (R² )'."""
+    import pandas as pd
+
+    from dflash_diag.spikes.attribute import _notes
+
+    feats = pd.DataFrame({"n_micro": [1, 1]})
+    notes = _notes("loss", feats, object(), None, {"all": float("nan"), "0": float("nan")})
+    assert notes == [
+        "the logged loss follows the step's micro-batches pooled over ranks best; "
+        "--metric-rank (or metric_rank in [schedule]) fixes the choice"
+    ]
