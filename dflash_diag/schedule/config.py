@@ -41,6 +41,7 @@ from typing import Any
 
 from ..data import ScheduleParams, value_problem
 from ..errors import InputError
+from ..storage import is_uri
 from .presets import PRESET_KEYS, apply_preset
 
 CONFIG_NAME = "dflash-diag.toml"
@@ -325,7 +326,9 @@ def resolve_schedule(
     if manifest is not None:
         mpath: Path | None = Path(manifest)
     elif file_manifest is not None and path is not None:
-        mpath = path.parent / str(file_manifest)
+        given = str(file_manifest)
+        # (a URI is where it says; a path is relative to the config)
+        mpath = Path(given) if is_uri(given) else path.parent / given
     else:
         mpath = None
     return ResolvedSchedule(

@@ -151,3 +151,16 @@ def test_preset_keys_in_the_file_are_known(tmp_path):
     cfg = write(tmp_path / "s.toml", "[schedule]\ngroup-by-length = true\n")
     with pytest.raises(InputError, match="Hugging Face Trainer's words"):
         resolve_schedule({}, config=cfg)
+
+
+def test_a_manifest_uri_in_a_config_is_not_made_relative_to_it(tmp_path):
+    from dflash_diag.schedule.config import resolve_schedule
+    from dflash_diag.storage import display, is_uri
+
+    cfg = tmp_path / "dflash-diag.toml"
+    cfg.write_text('[schedule]\nmanifest = "s3://bkt/data/manifest.parquet"\n')
+    resolved = resolve_schedule({}, cfg)
+    assert is_uri(resolved.manifest)
+    assert display(resolved.manifest) == "s3://bkt/data/manifest.parquet"
+    cfg.write_text('[schedule]\nmanifest = "m.parquet"\n')
+    assert resolve_schedule({}, cfg).manifest == tmp_path / "m.parquet"
