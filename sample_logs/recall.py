@@ -33,11 +33,12 @@ def verdicts(log: str) -> list[dict]:
 
 
 def main() -> None:
-    head = f"{'log':<18}{'spikes':>7}{'comp':>6}{'inconc':>7}{'unexpl':>7}"
+    head = f"{'log':<18}{'spikes':>7}{'comp':>6}{'data':>6}{'inconc':>7}{'unexpl':>7}"
     print(head + f"{'recall':>8}{'optimizer found':>17}{'wrongly blamed':>16}")
     for log, events in OPTIMIZER_EVENTS.items():
         spikes = verdicts(log)
-        by = {v: [s for s in spikes if s["verdict"] == v] for v in ("composition", "inconclusive")}
+        kinds = ("composition", "data", "inconclusive")
+        by = {v: [s for s in spikes if s["verdict"] == v] for v in kinds}
         unexpl = [s for s in spikes if s["verdict"] == "unexplained"]
         truth_comp = [s for s in spikes if s["step"] not in events]
         recall = sum(s["verdict"] == "composition" for s in truth_comp) / max(len(truth_comp), 1)
@@ -46,7 +47,8 @@ def main() -> None:
         )
         wrong = sum(s["step"] not in events for s in unexpl)
         print(
-            f"{log:<18}{len(spikes):>7}{len(by['composition']):>6}{len(by['inconclusive']):>7}"
+            f"{log:<18}{len(spikes):>7}{len(by['composition']):>6}{len(by['data']):>6}"
+            f"{len(by['inconclusive']):>7}"
             f"{len(unexpl):>7}{recall:>8.0%}{f'{found} of {len(events)}':>17}{wrong:>16}"
         )
 

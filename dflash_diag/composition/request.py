@@ -68,6 +68,9 @@ class Resolution:
     :param source: where the composition comes from (None: none named).
     :param notes: what the reader should know (a recording found and not used ...).
     :param found: the recording was found beside the log (not named).
+
+    The schedule's own provenance (the values from flags, the code it runs) is
+    ``schedule.value_notes``; a report says it with its header.
     """
 
     schedule: ResolvedSchedule
@@ -118,7 +121,7 @@ def resolve(req: Request) -> Resolution:
             epochs_given="epochs" in resolved.given,
         )
     found = recording is not None and req.composition is None
-    return Resolution(resolved, source, (*resolved.value_notes, *notes), found)
+    return Resolution(resolved, source, notes, found)
 
 
 def recording_to_use(

@@ -131,7 +131,8 @@ def spikes_report(
         variance = variance_proxies(
             detection, run.table, attribution, replayed, source, progress=bar
         )
-    notes = res.notes + (res.source.notes() if comp is not None and res.source else ())
+    notes = res.schedule.value_notes + res.notes
+    notes += res.source.notes() if comp is not None and res.source else ()
     ctx = _context(log, run, res, comp, detection, o, notes)
     if o.steps is not None:
         evidence = tuple(s for s in evidence if in_steps(s.event.peak_step, o.steps))
