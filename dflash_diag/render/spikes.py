@@ -287,16 +287,15 @@ _VERDICT_ORDER = {"unexplained": 0, "data": 1, "inconclusive": 2, "composition":
 
 
 def ranked_spikes(spikes: tuple[SpikeEvidence, ...]) -> list[SpikeEvidence]:
-    """Unexplained first, then data, inconclusive, composition; each by largest rise
-    relative to its baseline (``|value / baseline - 1|``, the table's ``rise`` column;
-    nan/inf first).  The text table shows the first rows of this order (in step order)
-    and the summary names spikes in the same order, so the two never disagree about
-    which are shown."""
+    """Unexplained first, then data, inconclusive, composition; each by largest rise in
+    value (``|value - baseline|``, as the plot labels them; nan/inf first).  The text
+    table shows the first rows of this order, in step order, and says so; the summary
+    names spikes in the same order, so the two never disagree about which are shown."""
     return sorted(
         spikes,
         key=lambda s: (
             _VERDICT_ORDER.get(s.verdict, 1),
-            -(abs(s.event.ratio - 1) if math.isfinite(s.event.ratio) else math.inf),
+            -(abs(s.rise) if math.isfinite(s.rise) else math.inf),
             -(s.event.z if math.isfinite(s.event.z) else math.inf),
         ),
     )
@@ -719,8 +718,8 @@ def _spike_table(
         console.print(table)
         if len(spikes) > len(shown):
             console.print(
-                f"({len(shown)} of {len(spikes)}, in step order: the unexplained, then the "
-                "largest rises; all: --verbose)",
+                f"({len(shown)} of {len(spikes)}, by step: the unexplained, then the largest "
+                "rises in value; all: -v)",
                 markup=False,
             )
     if math.isfinite(d.expected_false_events):  # robust only: this log's own noise
