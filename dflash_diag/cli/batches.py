@@ -25,7 +25,7 @@ from .options import (
     VerboseOpt,
     schedule_options,
 )
-from .outputs import HtmlOpt, check_outputs, stages
+from .outputs import HtmlOpt, check_outputs, say_written, stages
 
 OUTPUT_PANEL = "Analyses and outputs"
 
@@ -224,3 +224,4 @@ def _show(
         )
     else:
         render_text(report, out_console, verbose)
+        say_written(out_console, plot, html)

@@ -19,7 +19,7 @@ from .options import (
     parse_smooth,
     parse_steps,
 )
-from .outputs import HtmlOpt, check_outputs, stages
+from .outputs import HtmlOpt, check_outputs, say_written, stages
 
 _HELP = """Compare a run with earlier runs at the same point of training.
 
@@ -203,6 +203,7 @@ def compare(
         typer.echo(dumps(doc))
     else:
         render_text(result, out_console, names, shown, verbose)
+        say_written(out_console, plot, html)
         if fail_on is not None:
             out_console.print(fail_on_line(fail_on, failures), soft_wrap=True, markup=False)
     if failures:

@@ -117,3 +117,12 @@ def plain_help_types(command: Any) -> Any:
             return pieces
 
     return PlainTypes
+
+
+def say_written(console: Any, plot: Path | None, html: Path | None) -> None:
+    """``plot written to FILE`` / ``report written to FILE``: every command that wrote a
+    file says so, after its text."""
+    if plot is not None:
+        console.print(f"plot written to {plot}", markup=False)
+    if html is not None:
+        console.print(f"report written to {html}", markup=False)

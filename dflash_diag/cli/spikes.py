@@ -32,7 +32,7 @@ from .options import (
     parse_steps,
     schedule_options,
 )
-from .outputs import HtmlOpt, check_outputs, stages
+from .outputs import HtmlOpt, check_outputs, say_written, stages
 
 _HELP = (
     "Find spikes in a logged metric and say, with evidence, whether batch composition "
@@ -177,10 +177,7 @@ def spikes(
         typer.echo(dumps(spikes_json(report)))
     else:
         spikes_text(out_console, report, verbose)
-        if plot is not None:
-            out_console.print(f"plot written to {plot}")
-        if html is not None:
-            out_console.print(f"report written to {html}")
+        say_written(out_console, plot, html)
 
 
 def register(app: typer.Typer) -> None:

@@ -17,8 +17,6 @@ if TYPE_CHECKING:
     from ..compare import Comparison
     from ..reports import BatchesReport, MicroBatch, SpikesReport
 
-#: Sample ids shown per micro-batch (the rest are counted; --json has all).
-HTML_IDS = 32
 
 _STYLE = """
 body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;
@@ -110,17 +108,9 @@ def write(path: str | Path, document: str) -> Path:
 def _micro_rows(batches: tuple[MicroBatch, ...]) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
     for b in batches:
-        ids = ", ".join(str(i) for i in b.sample_ids[:HTML_IDS])
-        more = len(b.sample_ids) - HTML_IDS
-        rows.append(
-            (
-                str(b.step),
-                str(b.rank),
-                str(b.micro),
-                str(len(b.sample_ids)),
-                ids + (f" ... (+{more} more)" if more > 0 else ""),
-            )
-        )
+        # (every id: the page holds everything the JSON holds)
+        ids = ", ".join(str(i) for i in b.sample_ids)
+        rows.append((str(b.step), str(b.rank), str(b.micro), str(len(b.sample_ids)), ids))
     return rows
 
 
@@ -222,8 +212,10 @@ def compare_html(c: Comparison, path: str | Path, **style: Any) -> Path:
     names = style.get("names") or display_names(c)
     body = [f"<p>run {_e(c.run)} against {_e(', '.join(c.baselines))} (by {_e(c.axis)})</p>"]
     body.append("<div class='summary'><h2>Summary</h2>")
-    body += [f"<p>{_e(relabel(m.sentence, c, names))}</p>" for m in c.metrics.values()]
-    body += [f"<p>{_e(a.sentence)}</p>" for a in c.at]
+    said = [relabel(m.sentence, c, names) for m in c.metrics.values()]
+    # (an --at answer the metric's sentence already holds is not said twice)
+    said += [a.sentence for a in c.at if not any(a.sentence in s for s in said)]
+    body += [f"<p>{_e(s)}</p>" for s in said]
     body.append("</div>")
     if c.at:
         rows = [
@@ -245,4 +237,6 @@ def compare_html(c: Comparison, path: str | Path, **style: Any) -> Path:
     body.append(
         text_output(lambda con: render_text(c, con, names, steps, verbose=True), folded=False)
     )
-    return write(path, page(f"dflash-diag compare: {names.get(c.run, c.run)}", body))
+    against = ", ".join(names.get(b, b) for b in c.baselines)
+    title = f"dflash-diag compare: {names.get(c.run, c.run)} against {against}"
+    return write(path, page(title, body))
