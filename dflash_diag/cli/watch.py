@@ -175,6 +175,8 @@ def _follow(session: Any, as_json: bool, exit_on_spike: bool, new_only: bool) ->
         why = "interrupted"
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if why != "stopped":  # (--until and the first spike stop on purpose, before the end)
+            session.summary.unread_bytes = session.follower.unread()
         session.follower.close()
     from ..render.watch import summary_lines
 

@@ -106,4 +106,11 @@ def summary_lines(summary: Summary, why: str, width: int = 80) -> list[str]:
     if summary.restarts:
         back = "the log went back (resumes) to step " + ", ".join(map(str, summary.restarts))
         lines += textwrap.wrap(back, width)
+    if summary.unread_bytes:
+        left = (
+            f"{summary.unread_bytes:,} bytes of the log were written and not read before the "
+            f"watch ended: their points were never judged (dflash-diag spikes "
+            f"{summary.path} judges the whole log)"
+        )
+        lines += textwrap.wrap(left, width)
     return lines

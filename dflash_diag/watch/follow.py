@@ -98,6 +98,15 @@ class Follower:
             self._file.close()
             self._file = None
 
+    def unread(self) -> int:
+        """Bytes written to the file that were not read yet (with the partial last line
+        held back): what a watch that stops now leaves unjudged."""
+        try:
+            size = os.stat(self.path).st_size
+        except OSError:
+            return 0
+        return max(0, size - self._pos) + len(self._pending)
+
     @property
     def pending(self) -> bytes:
         """The partial last line held back (no newline yet)."""

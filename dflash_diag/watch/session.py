@@ -104,6 +104,8 @@ class Summary:
 
     :param verdicts: spikes per verdict.
     :param restarts: steps the log went back to (resumes).
+    :param unread_bytes: bytes of the log not read when the watch ended (its spikes, if
+        any, were never judged: said in the last words).
     """
 
     path: str
@@ -113,6 +115,7 @@ class Summary:
     last_step: int | None = None
     spikes: list[Spike] = field(default_factory=list)
     restarts: list[int] = field(default_factory=list)
+    unread_bytes: int = 0
 
     @property
     def verdicts(self) -> dict[str, int]:

@@ -133,3 +133,25 @@ def test_crlf_ansi_and_bad_bytes_are_cleaned(tmp_path):
 def test_a_folder_is_refused(tmp_path):
     with pytest.raises(InputError, match="is a folder"):
         Follower(tmp_path).poll()
+
+
+def test_what_was_written_and_not_read_is_counted(tmp_path):
+    """A watch that stops behind the writer says how much of the log it never read."""
+    from dflash_diag.render.watch import summary_lines
+    from dflash_diag.watch.follow import Follower
+    from dflash_diag.watch.session import Summary
+
+    log = tmp_path / "run.log"
+    log.write_text("step=1 loss=2.0\n")
+    f = Follower(log)
+    f.poll()
+    assert f.unread() == 0
+    with open(log, "a") as out:
+        out.write("step=2 loss=2.1\nstep=3 lo")
+    assert f.unread() == len("step=2 loss=2.1\nstep=3 lo")
+    s = Summary(str(log), "loss", lines=1, points=1, last_step=1, unread_bytes=f.unread())
+    said = " ".join(summary_lines(s, "interrupted", 200))
+    assert (
+        f"25 bytes of the log were written and not read before the watch ended: their "
+        f"points were never judged (dflash-diag spikes {log} judges the whole log)"
+    ) in said
