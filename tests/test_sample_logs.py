@@ -233,6 +233,7 @@ def test_the_optimizer_event_is_on_an_ordinary_batch() -> None:
     assert event >= g.OPT_EVENT_FROM
 
 
+@pytest.mark.slow
 def test_the_bucketed_run_has_no_spike_of_4_to_6_and_no_recurring_batch() -> None:
     rep = replayed("bucketed.toml")
     rows = last_per_step(train_rows("run_bucketed.log"))

@@ -208,6 +208,7 @@ def test_the_sample_case_says_what_its_generator_put_in():
     assert cf["bucketed"]["share_removed"] > 0.3
 
 
+@pytest.mark.slow
 def test_the_tools_own_manifest_works_with_a_config_that_names_another_column(tmp_path):
     """`manifest` writes `category`; a config saying category_column = "source" is then
     overridden by --category-column, on spikes as on batches."""

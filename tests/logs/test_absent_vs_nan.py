@@ -115,6 +115,7 @@ def test_logged_marks_exactly_nan(x):
 TRAINERS = Path(__file__).resolve().parents[1] / "data" / "trainers"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["loguru_loop.log", "rich_w60.log", "tb_loop"])
 def test_logs_the_libraries_wrote_keep_their_nan_apart_from_absent(name):
     # tests/data/trainers (loguru 0.7.3, rich 15.0.0, torch's SummaryWriter): a real nan

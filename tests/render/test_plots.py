@@ -98,6 +98,7 @@ def test_spike_markers_are_coloured_by_verdict(spikes):
     )
 
 
+@pytest.mark.slow
 def test_the_labelled_spikes_include_the_largest_and_every_unexplained(spikes):
     assert any(s.verdict == "unexplained" for s in spikes.spikes)
     named = labelled(spikes)

@@ -99,6 +99,7 @@ def test_a_named_config_runs_its_code_relative_to_itself_and_says_so(run):
     assert f"runs Python code: {run / 'evil.py'}" in " ".join(result.stdout.split())
 
 
+@pytest.mark.slow
 def test_allow_code_flag_opts_in_to_a_found_config(run):
     result = runner.invoke(app, ["batches", str(run / "manifest.parquet"), "--allow-code"])
     assert result.exit_code == 0, result.output

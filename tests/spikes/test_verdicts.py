@@ -116,6 +116,7 @@ def test_no_bucketed_spike_is_blamed_on_the_optimizer(bucketed):
     assert "look at the optimizer" not in " ".join(doc["summary"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["run_log", "bucketed"])
 def test_the_summary_names_only_spikes_the_table_shows(which, request):
     doc, text = request.getfixturevalue(which)
