@@ -21,7 +21,6 @@ from typing import Any
 _EXPORTS: dict[str, str] = {
     "Composition": "source",
     "Source": "source",
-    "FixedSource": "source",
     "ReplayedSource": "replayed",
     "RecordedSource": "recorded",
     "Request": "request",

@@ -54,11 +54,6 @@ class ReplayedSource(Source):
     _replay: Any = field(default=None, repr=False)
     _epochs: int | None = field(default=None, repr=False)
 
-    @classmethod
-    def of(cls, manifest: Manifest, params: ScheduleParams, **kw: Any) -> ReplayedSource:
-        """A source over a manifest already read."""
-        return cls(params, None, _manifest=manifest, **kw)
-
     def load(self, stage: Any = None) -> None:
         from contextlib import nullcontext
 

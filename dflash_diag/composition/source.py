@@ -13,8 +13,7 @@ on one base:
 - :class:`~dflash_diag.composition.replayed.ReplayedSource`: a named schedule replayed
   from a manifest (checked against the logged tokens);
 - :class:`~dflash_diag.composition.recorded.RecordedSource`: the batches recorded
-  during training (:mod:`dflash_diag.record`), read again as a live run's file grows;
-- :class:`FixedSource`: a replay the caller already has.
+  during training (:mod:`dflash_diag.record`), read again as a live run's file grows.
 
 :func:`~dflash_diag.composition.request.resolve` picks the source for a command's
 options (``spikes``, ``watch``, ``batches`` and ``samples`` all call it), so nothing
@@ -142,30 +141,3 @@ class Source:
 
     #: the progress stage's words while :meth:`replay_for` runs ("": none shown)
     replaying = "replaying schedule"
-
-
-@dataclass
-class FixedSource(Source):
-    """A composition known in full: any replay the caller made (a test, a notebook).
-
-    :param replay: the schedule, every step it will be asked about.
-    :param named_by: where it came from, in words.
-    :param status: the ground it is given (default ``recorded``).
-    :param detail: the ground's sentence.
-    """
-
-    replay: Any = None
-    named_by: str = ""
-    status: str = "recorded"
-    detail: str = "the composition was recorded during training"
-
-    def __post_init__(self) -> None:
-        self.kind = "recorded" if self.status == "recorded" else "replayed"
-
-    def replay_for(self, step: int | None, progress: Progress | None = None) -> Replay:
-        return self.replay  # type: ignore[no-any-return]
-
-    def ground(self, replay: Replay, table: pd.DataFrame, steps: np.ndarray) -> ScheduleGround:
-        from .ground import ScheduleGround
-
-        return ScheduleGround(self.status, self.named_by, self.detail)
