@@ -161,11 +161,13 @@ class Recording:
         epochs and max_seq_len from what was recorded."""
         import numpy as np
 
-        from ..data import INT_BOUNDS, ScheduleParams
+        from ..data import INT_BOUNDS, ScheduleParams, strategy_info
 
         known = set(ScheduleParams.field_names())
         params = ScheduleParams()
         for name, value in self.settings.items():
+            if name == "strategy" and strategy_info(str(value)) is None:
+                continue  # (a file's settings never name code to run: registered names only)
             if name in known:
                 try:
                     params = params.replace(**{name: value})

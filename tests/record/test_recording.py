@@ -198,3 +198,16 @@ def test_sparse_sample_ids_need_a_manifest_but_epochs_are_still_found(tmp_path):
         got.to_replay()
     ids = got.table["sample_id"].to_numpy()
     assert infer_epochs(np.array([0, 1]), ids, np.array([0, 2, 4])).tolist() == [0, 1]
+
+
+def test_a_strategy_in_the_settings_that_names_code_is_never_taken(tmp_path):
+    """A recording travels between machines: its settings are data, so a strategy there
+    that names Python (FILE.py:FUNC) is left out; a registered name is kept."""
+    from dflash_diag.record import BatchRecorder, read_recording
+
+    for strategy, kept in (("evil.py:run", "sorted-greedy"), ("random", "random")):
+        path = tmp_path / f"{kept}.batches"
+        with BatchRecorder(path, rank=0, world_size=1, settings={"strategy": strategy}) as rec:
+            rec.log(1, [0, 1], [5, 7])
+            rec.log(2, [2, 3], [4, 6])
+        assert read_recording(path).to_replay().params.strategy == kept
