@@ -102,11 +102,19 @@ def answer(report: SamplesReport) -> list[str]:
         ]
     ids = ", ".join(str(x) for x in named["sample_id"].head(10))
     more = f" and {len(named) - 10} more" if len(named) > 10 else ""
-    return [
+    out = [
         f"{len(named)} sample{'s' if len(named) > 1 else ''} make their batches high wherever "
         f"they go: {ids}{more} (false-discovery rate 5%; tested on {r.findings.basis}).",
         "Each one's evidence is its row below; a group is named whole, never one member.",
     ]
+    att = r.spikes.attribution
+    check = att.schedule_check if att is not None else None
+    if check is not None and not check.ids_confirmed:
+        out.append(
+            f"These ids are the manifest's rows as the {check.status} schedule assigns them: "
+            "nothing confirmed that the run's batches held them."
+        )
+    return out
 
 
 def _named(named: bool, size: int) -> str:

@@ -61,3 +61,32 @@ def test_samples_to_an_input_is_refused_before_the_analysis():
     result = runner.invoke(app, _args("--to", str(RUN / "manifest.parquet")))
     assert result.exit_code == 2
     assert "refusing to overwrite an input file" in result.stderr
+
+
+@pytest.mark.slow
+def test_a_replay_of_the_trainers_sampler_names_what_the_recording_names(tmp_path, cli):
+    """The poison_long run replayed with --preset hf-trainer (the Trainer's own
+    RandomSampler, seed 42) from a log whose tokens were dropped: the schedule is given,
+    not checked, so the ids are said to be unconfirmed; it names exactly what the
+    recording names; and the same schedule under another seed names nobody."""
+    state = json.loads((RUN / "trainer_state.json").read_text())
+    for row in state["log_history"]:
+        row.pop("num_input_tokens_seen", None)
+    log = tmp_path / "trainer_state.json"
+    log.write_text(json.dumps(state))
+    out = tmp_path / "given.csv"
+    args = ["samples", str(log), "--manifest", str(RUN / "manifest.parquet"), "--json"]
+    args += ["--preset", "hf-trainer", "--batch-size", "8", "--epochs", "4"]
+    given = cli.invoke(app, [*args, "--seed", "42", "--to", str(out)])
+    assert given.exit_code == 0, given.stderr
+    doc = json.loads(given.stdout)
+    assert doc["schedule_check"]["status"] == "given"
+    assert doc["schedule_check"]["ids_confirmed"] is False
+    text = cli.invoke(app, [a for a in args if a != "--json"] + ["--seed", "42"]).stdout
+    assert "nothing confirmed that the run's batches held them" in " ".join(text.split())
+    mine = tmp_path / "recorded.csv"
+    assert cli.invoke(app, _args("--to", str(mine))).exit_code == 0
+    named = {tuple(pd.read_csv(f).query("named")["sample_id"]) for f in (out, mine)}
+    assert len(named) == 1 and len(next(iter(named))) >= 10
+    wrong = cli.invoke(app, [*args, "--seed", "7"])
+    assert wrong.exit_code == 0 and json.loads(wrong.stdout)["n_named"] == 0
