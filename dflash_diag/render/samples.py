@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from ..spikes.culprits import FDR
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -38,7 +40,7 @@ def samples_json(report: SamplesReport, top: int = TOP) -> dict[str, Any]:
         "n_samples": int(len(r.table)),
         "n_tested": int(ev.n_tested),
         "n_named": int(r.table["named"].sum()),
-        "fdr": 0.05,
+        "fdr": FDR,
         "ranking": rows,
         "written": r.written,
     }
@@ -98,13 +100,13 @@ def answer(report: SamplesReport) -> list[str]:
         tested = int(r.findings.evidence.n_tested)
         return [
             f"No sample is named: of {tested} tested, none makes its batches high wherever it "
-            "goes (false-discovery rate 5%)."
+            f"goes (false-discovery rate {FDR:.0%})."
         ]
     ids = ", ".join(str(x) for x in named["sample_id"].head(10))
     more = f" and {len(named) - 10} more" if len(named) > 10 else ""
     out = [
         f"{len(named)} sample{'s' if len(named) > 1 else ''} make their batches high wherever "
-        f"they go: {ids}{more} (false-discovery rate 5%; tested on {r.findings.basis}).",
+        f"they go: {ids}{more} (false-discovery rate {FDR:.0%}; tested on {r.findings.basis}).",
         "Each one's evidence is its row below; a group is named whole, never one member.",
     ]
     att = r.spikes.attribution

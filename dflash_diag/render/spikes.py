@@ -77,7 +77,7 @@ def _spike_json(s: SpikeEvidence) -> dict[str, Any]:
 NAMED_IN_JSON = 100
 
 
-def samples_json(findings: SampleFindings | None) -> dict[str, Any] | None:
+def findings_json(findings: SampleFindings | None) -> dict[str, Any] | None:
     """``attribution.samples``: how samples were tested and the ones named (the first
     :data:`NAMED_IN_JSON`; every sample's evidence: ``dflash-diag samples --to``)."""
     if findings is None:
@@ -138,7 +138,7 @@ def to_json(report: SpikesReport) -> dict[str, Any]:
             "covers": attribution.covers,
             "metric_rank": "all" if attribution.metric_rank is None else attribution.metric_rank,
             "rank_scores": dict(attribution.rank_scores),
-            "samples": samples_json(attribution.samples),
+            "samples": findings_json(attribution.samples),
             "correlations": {
                 c.feature: {
                     "spearman": c.spearman,

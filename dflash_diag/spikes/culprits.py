@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import numpy as np
@@ -220,10 +220,3 @@ def point_z(
     if not mad > 0:
         return np.full(r.shape, np.nan), "no spread in the residual"
     return (r - med) / mad, "the detrended loss"
-
-
-def as_json(c: Culprit) -> dict[str, Any]:
-    """A :class:`Culprit` for ``--json``."""
-    from dataclasses import asdict
-
-    return asdict(c)
