@@ -158,3 +158,17 @@ def test_a_banner_of_settings_is_not_a_missing_metric(tmp_path):
     with open(log, "a") as f:
         f.write(lines(3))
     assert [e.text for e in poll(s) if "records read so far" in getattr(e, "text", "")] == []
+
+
+@pytest.mark.parametrize(
+    "name", ["lightning_rich.log", "lightning_rich_tty.log", "lightning_tqdm.log"]
+)
+def test_a_real_trainers_banner_says_nothing_is_missing(name, tmp_path):
+    """Lightning's own start-up lines (tests/data/trainers, written by lightning: its
+    README names the version) parse as records with no step: a watch started on them
+    says nothing about a missing metric."""
+    real = Path(__file__).resolve().parents[1] / "data" / "trainers" / name
+    head = real.read_text(errors="replace").splitlines(keepends=True)[:8]
+    (tmp_path / "run.log").write_text("".join(head))
+    s = WatchSession(str(tmp_path / "run.log"), metric="loss")
+    assert [e.text for e in poll(s) if "records read so far" in e.text] == []
