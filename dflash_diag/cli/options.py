@@ -421,6 +421,25 @@ CoversOpt = Annotated[
         "or 'step' (that step only).",
     ),
 ]
+
+
+class Ground(StrEnum):
+    """``--ground``: what the samples are tested on (spikes, samples)."""
+
+    auto = "auto"
+    inferred = "inferred"
+    measured = "measured"
+
+
+GroundOpt = Annotated[
+    Ground,
+    typer.Option(
+        "--ground",
+        help="What samples are tested on: 'auto' (their own losses where the recording "
+        "measured them, else the logged points), 'inferred' (the logged points only: "
+        "group testing) or 'measured' (their own losses; refused without them).",
+    ),
+]
 MetricRankOpt = Annotated[
     str | None,
     typer.Option(

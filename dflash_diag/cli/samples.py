@@ -15,6 +15,8 @@ from .options import (
     CoversOpt,
     ForceOpt,
     FormatOpt,
+    Ground,
+    GroundOpt,
     JsonOpt,
     LengthColumnOpt,
     ManifestOpt,
@@ -55,6 +57,7 @@ def samples(
     category_column: CategoryColumnOpt = None,
     composition: CompositionOpt = None,
     covers: CoversOpt = Covers.window,
+    ground: GroundOpt = Ground.auto,
     metric_rank: MetricRankOpt = None,
     force: ForceOpt = False,
     to: Annotated[
@@ -85,6 +88,7 @@ def samples(
         format=format,
         rank=parse_rank(rank),
         step_every=step_every,
+        ground=ground.value,
     )
     batches = Request(
         flags=schedule,

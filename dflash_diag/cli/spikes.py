@@ -15,6 +15,8 @@ from .options import (
     CoversOpt,
     ForceOpt,
     FormatOpt,
+    Ground,
+    GroundOpt,
     JsonOpt,
     LengthColumnOpt,
     LogYOpt,
@@ -101,6 +103,7 @@ def spikes(
     category_column: CategoryColumnOpt = None,
     composition: CompositionOpt = None,
     covers: CoversOpt = Covers.window,
+    ground: GroundOpt = Ground.auto,
     metric_rank: MetricRankOpt = None,
     force: ForceOpt = False,
     json: JsonOpt = False,
@@ -157,6 +160,7 @@ def spikes(
         step_every=step_every,
         steps=shown,
         label=label,
+        ground=ground.value,
     )
     batches = Request(
         flags=schedule,

@@ -65,10 +65,14 @@ def render_text(report: SamplesReport, console: Console, top: int = TOP) -> None
         console.print(sentence, markup=False)
     console.print()
     table = Table(title=f"the {min(top, len(t))} most suspect of {len(t)} samples")
-    for col in ("sample", "length", "category", "seen", "high", "z tested", "q", "named"):
+    measured = r.findings.evidence.ground == "measured"
+    cols = ["sample", "length", "category", "seen", "high", "z tested", "q", "named"]
+    if measured:
+        cols.insert(5, "own loss")
+    for col in cols:
         table.add_column(col, justify="left" if col in ("category", "named") else "right")
     for row in t.head(top).itertuples(index=False):
-        table.add_row(
+        cells = [
             str(row.sample_id),
             str(row.length),
             "" if row.category is None else str(row.category),
@@ -78,8 +82,18 @@ def render_text(report: SamplesReport, console: Console, top: int = TOP) -> None
             _f(row.q),
             ("yes" if row.named else "")
             + (f" (group of {row.group_size})" if row.group_size > 1 else ""),
-        )
+        ]
+        if measured:
+            cells.insert(5, _nats(row.measured_excess))
+        table.add_row(*cells)
     console.print(table)
+    if measured:
+        console.print(
+            "own loss: its loss over its batch mates' median, nats a token (median over "
+            "its batches, measured)",
+            markup=False,
+            style="dim",
+        )
     console.print(f"method: {r.findings.evidence.method}", markup=False, style="dim")
     if r.written:
         console.print(f"every sample written to {r.written}", markup=False)
@@ -104,9 +118,14 @@ def answer(report: SamplesReport) -> list[str]:
         ]
     ids = ", ".join(str(x) for x in named["sample_id"].head(10))
     more = f" and {len(named) - 10} more" if len(named) > 10 else ""
+    verb = (
+        "samples make their batches high wherever they go"
+        if len(named) > 1
+        else ("sample makes its batches high wherever it goes")
+    )
     out = [
-        f"{len(named)} sample{'s' if len(named) > 1 else ''} make their batches high wherever "
-        f"they go: {ids}{more} (false-discovery rate {FDR:.0%}; tested on {r.findings.basis}).",
+        f"{len(named)} {verb}: {ids}{more} (false-discovery rate {FDR:.0%}; tested on "
+        f"{r.findings.basis}).",
         "Each one's evidence is its row below; a group is named whole, never one member.",
     ]
     att = r.spikes.attribution
@@ -121,6 +140,10 @@ def answer(report: SamplesReport) -> list[str]:
 
 def _named(named: bool, size: int) -> str:
     return ("yes" if named else "") + (f" (group of {size})" if size > 1 else "")
+
+
+def _nats(x: float) -> str:
+    return "-" if not math.isfinite(x) else f"{x:+.2g}"
 
 
 def _f(x: float) -> str:

@@ -13,9 +13,11 @@ if TYPE_CHECKING:
     from ..composition import Composition, Request, Resolution
     from ..data import Replay, RunLog
     from ..spikes.attribute import Attribution, SpikeEvidence
+    from ..spikes.culprits import Measured
     from ..spikes.detect import Detection, NearMiss
     from ..spikes.variance import VarianceReport
 
+from ..errors import InputError
 from ..storage import display
 from .common import Context, MicroBatch, Stage, check_steps_in, in_steps, quiet
 
@@ -67,6 +69,10 @@ class SpikesOptions:
         range; detection, the composition model and the variance figures still use the
         whole log (a baseline needs the points before a spike).
     :param label: the run's name in the header and titles.
+    :param ground: what the samples are tested on (:data:`GROUNDS`): ``auto``, their
+        own losses where the recording measured them (``measured``), else the logged
+        points (``inferred``); ``inferred`` always the points; ``measured`` refuses a
+        composition without per-sample losses.
     """
 
     metric: str = "loss"
@@ -80,6 +86,15 @@ class SpikesOptions:
     step_every: int | None = None
     steps: tuple[int | None, int | None] | None = None
     label: str | None = None
+    ground: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.ground not in GROUNDS:
+            raise InputError("--ground", f"is {self.ground!r}", f"choose from {', '.join(GROUNDS)}")
+
+
+#: What ``--ground`` can ask for (:attr:`SpikesOptions.ground`).
+GROUNDS = ("auto", "inferred", "measured")
 
 
 def spikes_report(
@@ -118,7 +133,8 @@ def spikes_report(
     comp = _composition(res, log, run, detection, stage)
     attribution, samples = None, {}
     if comp is not None:
-        attribution = _attribute(comp, run.table, detection, o.covers, metric_rank, stage)
+        measured = _measured(comp, o.ground)
+        attribution = _attribute(comp, run.table, detection, o.covers, metric_rank, stage, measured)
         samples = spike_batches(
             comp.replay, comp.ids, detection, attribution.spikes, o.covers, attribution
         )
@@ -171,6 +187,7 @@ def _attribute(
     covers: str,
     metric_rank: int | str | None,
     stage: Stage,
+    measured: Measured | None = None,
 ) -> Attribution:
     from ..spikes.attribute import attribute_spikes
     from ..spikes.optimizer import lr_at
@@ -186,7 +203,30 @@ def _attribute(
             progress=bar,
             lr=lr,
             ids=comp.ids,
+            measured=measured,
         )
+
+
+def _measured(comp: Composition, ground: str) -> Measured | None:
+    """The per-sample losses the samples are tested on, as ``ground`` asks (None: the
+    logged points).
+
+    :raises InputError: ``measured`` asked of a composition that has none.
+    """
+    from ..spikes.culprits import Measured
+
+    loss = comp.sample_loss
+    if ground == "inferred" or (loss is None and ground == "auto"):
+        return None
+    if loss is None:
+        raise InputError(
+            "--ground",
+            "is measured, but the composition holds no per-sample losses",
+            "record them (record_trainer(..., sample_losses=True)) or use --ground auto",
+        )
+    m = comp.manifest
+    kinds = None if m is None or m.categories is None else m.categories.astype("int64")
+    return Measured(loss, kinds)
 
 
 def _context(

@@ -141,6 +141,13 @@ class SampleEvidence:
         """The method and its parameters, in one sentence."""
         o = self.options
         order = "lowest z" if o.allow_low == 0 else f"z number {o.allow_low + 1} from the bottom"
+        if self.ground == "measured":
+            return (
+                f"each sample's own loss against its batch mates' and its kind's, {order} "
+                f"over its batches (at least {o.min_appearances}), tested against its "
+                f"kind's samples (exponential upper tail); Benjamini-Hochberg over "
+                f"{self.n_tested} samples"
+            )
         unit = "point" if self.ground == "inferred" else "entry (per-sample loss)"
         return (
             f"{order} over each sample's appearances (at least {o.min_appearances}), "

@@ -1,36 +1,71 @@
 """Evidence on measured ground: per-sample losses logged by a recorder.
 
-When the recorder logged each sample's own loss in each point (``sample_loss``, aligned
-with ``Membership.samples``), nothing has to be inferred from batch means: each entry is
-standardised against the other samples of its point,
+When the recorder logged each sample's own loss in each micro-batch (``sample_loss``,
+aligned with ``Membership.samples``), nothing has to be inferred from batch means.  Four
+steps, each robust (medians and MADs, so the poison cannot set its own yardstick):
 
-    r_e = loss_e - median(losses of the point),   z_e = r_e / (1.4826 MAD(r)),
+1. **Against its batch mates.**  ``r_e = loss_e - median(losses of its micro-batch)``
+   (nats per token).  A level shift or an lr surge raises a whole micro-batch and cancels
+   out; a batch with fewer than :data:`MIN_ENTRIES` finite losses gives no ``r``.
+2. **Against its own kind.**  Samples differ in how hard they are by kind (the manifest's
+   category), by length (a short sample has less context a token) and by when (the gap
+   between kinds opens as the model learns).  So ``r`` is compared with the entries of
+   the same cell, ``u_e = (r_e - median_cell(r)) / s_kind``: the cell is (kind,
+   half-octave of length, one of :data:`WINDOWS` stretches of the run); a cell with
+   fewer than :data:`MIN_CELL` entries falls back to (kind, stretch), then to the kind;
+   ``s_kind`` is ``1.4826 MAD`` of ``r - median_cell`` over the kind's entries.
+3. **The sample's statistic.**  ``t_i``: the ``(allow_low + 1)``-th lowest ``u`` over
+   its finite entries (as on inferred ground: every batch but ``allow_low`` high).
+   Within its kind, ``z_i = (t_i - median_kind(t)) / (1.4826 MAD_kind(t))`` (a kind of
+   fewer than :data:`MIN_KIND` testable samples is pooled with the others).
+4. **The null, from the clean samples' own distribution.**  Samples are not exchangeable
+   entries: a clean sample can be persistently hard, so a test against shuffled entries
+   would name every hard sample.  The null is the kind's distribution of ``z``; its
+   upper tail above the 90th percentile ``z_0`` is taken as exponential (peaks over a
+   threshold, shape 0), its scale from the median excess, ``b = median(z - z_0 | z >
+   z_0) / ln 2`` (robust: a few poison samples barely move a median), so
 
-the MAD over all entries of the run (one scale: a batch of 8 gives a poor scale of its
-own).  A poison sample is high against its batch mates wherever it goes; a level shift
-or an lr surge raises a whole point and cancels out of ``r_e``.  Then every entry is its
-own observation and :func:`.sample_evidence`'s machinery runs on entries instead of
-points: the null is exchangeability of the entries' z's, and no two samples share an
-entry, so there are no inseparable groups (a sample seen once is still untestable).
+       p_i = 0.1 exp(-(z_i - z_0) / b)    for z_i > z_0,
+       p_i = #{j of the kind: z_j >= z_i} / n_kind    otherwise,
+
+   and Benjamini-Hochberg q-values over all testable samples.  The limit: a tail heavier
+   than exponential (a kind of a few very odd clean samples) makes ``p`` too small at
+   the extreme; the clean real runs of ``tests/data/trainer_runs`` fit a shape near 0
+   or below (``docs/samples.md``).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..errors import InputError
-from .evidence import SampleEvidence, SampleOptions, evidence_with_ground
+from .evidence import REASONS, SampleEvidence, SampleOptions
 from .membership import Membership
+from .nulls import bh_qvalues
 
-#: Points with fewer finite sample losses than this give their entries no z (a median
-#: of one or two losses is the loss itself).
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: Micro-batches with fewer finite sample losses than this give their entries no ``r``
+#: (a median of one or two losses is the loss itself).
 MIN_ENTRIES = 3
+#: Stretches of the run a kind's entries are compared within.
+WINDOWS = 10
+#: Entries a (kind, length, stretch) cell needs before its median is used.
+MIN_CELL = 30
+#: Testable samples a kind needs for a null of its own.
+MIN_KIND = 50
+#: The share of a kind's samples whose tail is modelled (above its 90th percentile).
+TAIL = 0.1
 
 
 def measured_z(
     membership: Membership, sample_loss: object, min_entries: int = MIN_ENTRIES
 ) -> np.ndarray:
-    """Each entry's loss against its point's median, in robust z, float64 ``[n_entries]``.
+    """Each entry's loss against its micro-batch's median, in robust z (step 1 over one
+    run-wide ``1.4826 MAD``), float64 ``[n_entries]``.
 
     NaN where the loss is not finite or the point has fewer than ``min_entries`` finite
     losses.
@@ -38,6 +73,23 @@ def measured_z(
     >>> m = Membership.from_entries([0, 0, 0, 1, 1, 1], [0, 1, 2, 0, 1, 2])
     >>> measured_z(m, [1.0, 1.1, 3.0, 2.0, 2.1, 1.9]).round(2).tolist()
     [-0.67, 0.0, 12.82, 0.0, 0.67, -0.67]
+    """
+    resid = batch_residual(membership, sample_loss, min_entries)
+    good = np.isfinite(resid)
+    center = np.median(resid[good])
+    scale = 1.4826 * float(np.median(np.abs(resid[good] - center)))
+    if scale <= 0:
+        scale = float(np.std(resid[good])) or 1.0
+    return resid / scale
+
+
+def batch_residual(
+    membership: Membership, sample_loss: object, min_entries: int = MIN_ENTRIES
+) -> np.ndarray:
+    """Step 1: ``r_e = loss_e - median(finite losses of e's point)``, float64, NaN where
+    the loss is not finite or its point has fewer than ``min_entries`` finite losses.
+
+    :raises InputError: misaligned losses, or no point with ``min_entries`` of them.
     """
     loss = np.asarray(sample_loss, dtype=np.float64)
     if loss.shape != membership.samples.shape:
@@ -49,22 +101,17 @@ def measured_z(
     loss = np.where(np.isfinite(loss), loss, np.nan)
     point = membership.point_of_entry()
     order = np.lexsort((loss, point))
-    finite = np.bincount(point, weights=np.isfinite(loss), minlength=membership.n_points)
-    nf = finite.astype(np.int64)
+    nf = np.bincount(point, weights=np.isfinite(loss), minlength=membership.n_points)
+    nf = nf.astype(np.int64)
     start = membership.offsets[:-1]
     ok = nf >= max(min_entries, 1)
     lo = order[np.where(ok, start + (nf - 1) // 2, 0)]
     hi = order[np.where(ok, start + nf // 2, 0)]
     median = np.where(ok, (loss[lo] + loss[hi]) / 2, np.nan)
     resid = loss - np.repeat(median, membership.counts())
-    good = np.isfinite(resid)
-    if not good.any():
+    if not np.isfinite(resid).any():
         raise InputError("sample_loss", f"no point has {min_entries} finite sample losses")
-    center = np.median(resid[good])
-    scale = 1.4826 * float(np.median(np.abs(resid[good] - center)))
-    if scale <= 0:
-        scale = float(np.std(resid[good])) or 1.0
-    return resid / scale
+    return resid
 
 
 def measured_evidence(
@@ -72,14 +119,177 @@ def measured_evidence(
     sample_loss: object,
     options: SampleOptions | None = None,
     min_entries: int = MIN_ENTRIES,
+    kinds: object | None = None,
 ) -> SampleEvidence:
-    """:func:`.sample_evidence` on per-sample losses (ground ``measured``).
+    """Test every sample on its own measured losses (the module docstring), ground
+    ``measured``.
 
+    :param membership: the micro-batches (points) and their samples, ``tokens`` each
+        entry's real tokens (for the length cells; None: one length).
     :param sample_loss: float ``[n_entries]``, each entry's own mean loss per token.
+    :param kinds: optional int ``[n_samples]``: each sample's kind (category code;
+        negative: none); None: one kind.
+    :returns: :class:`.SampleEvidence` whose ``score`` is ``z_i``, ``min_z`` the lowest
+        ``u``, ``high`` the entries with ``u >= options.high_z``, ``own_excess_nats`` the
+        median ``r`` (nats per token over its batch mates), ``share`` its mean token share;
+        each sample is its own group (nothing is inseparable on measured ground).
     """
-    z = measured_z(membership, sample_loss, min_entries)
-    n = membership.n_entries
-    per_entry = Membership(
-        np.arange(n + 1, dtype=np.int64), membership.samples, membership.n_samples, None
+    import pandas as pd
+
+    opts = options or SampleOptions()
+    r = batch_residual(membership, sample_loss, min_entries)
+    n = membership.n_samples
+    kind = _kinds(kinds, n)
+    u = _against_kind(membership, r, kind)
+    frame = pd.DataFrame({"s": membership.samples, "u": u, "r": r})
+    frame["share"] = membership.entry_share()
+    frame = frame[np.isfinite(frame["u"].to_numpy())]
+    table = _per_sample(frame, n, opts)
+    need = max(opts.min_appearances, opts.allow_low + 1)
+    seen = np.bincount(membership.samples, minlength=n) > 0
+    k = table["appearances"].to_numpy()
+    reason = np.where(~seen, 1, np.where(k == 0, 2, np.where(k < need, 3, 0))).astype(np.int8)
+    z = _within_kind(table["t"].to_numpy(), kind, reason == 0)
+    p = _tail_pvalues(z, kind, reason == 0)
+    return _evidence(table, z, p, reason, membership, opts)
+
+
+def _kinds(kinds: object | None, n: int) -> np.ndarray:
+    if kinds is None:
+        return np.zeros(n, dtype=np.int64)
+    arr = np.asarray(kinds)
+    if arr.shape != (n,) or (arr.size and arr.dtype.kind not in "iu"):
+        raise InputError("kinds", f"must be {n} integer codes, one per sample", "or None")
+    return np.where(arr < 0, int(arr.max(initial=0)) + 1, arr).astype(np.int64)
+
+
+def _against_kind(membership: Membership, r: np.ndarray, kind: np.ndarray) -> np.ndarray:
+    """Step 2: ``u_e``, float64 (NaN where ``r`` is)."""
+    import pandas as pd
+
+    n_points = membership.n_points
+    point = membership.point_of_entry()
+    window = (point * WINDOWS) // max(n_points, 1)
+    tokens = membership.tokens if membership.tokens is not None else np.ones(r.size)
+    lbin = np.floor(2 * np.log2(np.maximum(tokens, 1.0))).astype(np.int64)
+    k = kind[membership.samples]
+    good = np.isfinite(r)
+    frame = pd.DataFrame({"k": k[good], "w": window[good], "l": lbin[good], "r": r[good]})
+    center = np.full(int(good.sum()), np.nan)
+    for keys in (["k", "l", "w"], ["k", "w"], ["k"]):
+        g = frame.groupby(keys, sort=False)["r"]
+        size = g.transform("size").to_numpy()
+        med = g.transform("median").to_numpy()
+        fill = np.isnan(center) & ((size >= MIN_CELL) | (keys == ["k"]))
+        center[fill] = med[fill]
+    d = frame["r"].to_numpy() - center
+    mad = pd.Series(np.abs(d)).groupby(frame["k"].to_numpy()).transform("median").to_numpy()
+    scale = np.where(mad > 0, 1.4826 * mad, np.nan)
+    out = np.full(r.size, np.nan)
+    out[good] = d / scale
+    return out
+
+
+def _per_sample(frame: pd.DataFrame, n: int, opts: SampleOptions) -> pd.DataFrame:
+    """Per sample: appearances, high, min u, the statistic ``t``, median ``r``, share."""
+    import pandas as pd
+
+    frame = frame.sort_values(["s", "u"], kind="stable")
+    g = frame.groupby("s", sort=True)
+    rank = g.cumcount().to_numpy()
+    at = frame.loc[rank == opts.allow_low, ["s", "u"]].set_index("s")["u"]
+    out = pd.DataFrame(index=pd.RangeIndex(n))
+    out["appearances"] = g.size().reindex(out.index, fill_value=0).astype(np.int64)
+    high = (frame["u"] >= opts.high_z).groupby(frame["s"]).sum()
+    out["high"] = high.reindex(out.index, fill_value=0).astype(np.int64)
+    out["min_z"] = g["u"].min().reindex(out.index)
+    out["t"] = at.reindex(out.index)
+    out["median_r"] = g["r"].median().reindex(out.index)
+    out["share"] = g["share"].mean().reindex(out.index)
+    out["median_z"] = g["u"].median().reindex(out.index)
+    return out
+
+
+def _within_kind(t: np.ndarray, kind: np.ndarray, testable: np.ndarray) -> np.ndarray:
+    """Step 3: ``z_i`` of the testable samples (NaN elsewhere); small kinds pooled."""
+    kind = _pooled(kind, testable)
+    z = np.full(t.shape, np.nan)
+    for k in np.unique(kind[testable]):
+        sel = testable & (kind == k)
+        x = t[sel]
+        med = float(np.median(x))
+        mad = 1.4826 * float(np.median(np.abs(x - med)))
+        z[sel] = (x - med) / (mad if mad > 0 else (float(np.std(x)) or 1.0))
+    return z
+
+
+def _pooled(kind: np.ndarray, testable: np.ndarray) -> np.ndarray:
+    """Kinds with fewer than :data:`MIN_KIND` testable samples, merged into one."""
+    counts = np.bincount(kind[testable], minlength=int(kind.max(initial=0)) + 1)
+    small = counts < MIN_KIND
+    if small.sum() <= 1 and small[kind[testable]].sum() >= MIN_KIND:
+        return kind
+    return np.where(small[kind], -1, kind)
+
+
+def _tail_pvalues(z: np.ndarray, kind: np.ndarray, testable: np.ndarray) -> np.ndarray:
+    """Step 4: ``p_i`` against the kind's own distribution (NaN where untestable)."""
+    kind = _pooled(kind, testable)
+    p = np.full(z.shape, np.nan)
+    for k in np.unique(kind[testable]):
+        idx = np.flatnonzero(testable & (kind == k))
+        x = z[idx]
+        order = np.sort(x)
+        p[idx] = (x.size - np.searchsorted(order, x, side="left")) / x.size
+        z0 = float(np.quantile(x, 1.0 - TAIL))
+        above = x > z0
+        b = float(np.median(x[above] - z0)) / np.log(2) if above.any() else 0.0
+        if b > 0:
+            p[idx[above]] = TAIL * np.exp(-(x[above] - z0) / b)
+    return p
+
+
+def _evidence(
+    t: pd.DataFrame,
+    z: np.ndarray,
+    p: np.ndarray,
+    reason: np.ndarray,
+    membership: Membership,
+    opts: SampleOptions,
+) -> SampleEvidence:
+    import pandas as pd
+
+    n = membership.n_samples
+    k = t["appearances"].to_numpy()
+    q = bh_qvalues(np.where(reason == 0, p, np.nan))
+    nan = np.full(n, np.nan)
+    table = pd.DataFrame(
+        {
+            "sample": np.arange(n, dtype=np.int64),
+            "group": np.where(k > 0, np.arange(n), -1).astype(np.int64),
+            "group_size": (k > 0).astype(np.int64),
+            "appearances": k,
+            "explained": np.zeros(n, dtype=np.int64),
+            "tested": np.where(reason == 0, k, 0).astype(np.int64),
+            "high": t["high"].to_numpy(),
+            "min_z": t["min_z"].to_numpy(),
+            "score": z,
+            "n_ge": np.zeros(n, dtype=np.int64),
+            "p": np.where(reason == 0, p, np.nan),
+            "q": q,
+            "testable": reason == 0,
+            "reason": pd.Categorical.from_codes(reason, categories=list(REASONS)),
+            "median_z": t["median_z"].to_numpy(),
+            "median_z_lo": nan,
+            "median_z_hi": nan,
+            "median_coverage": nan,
+            "share": t["share"].to_numpy(),
+            "excess": nan,
+            "own_excess": nan,
+            "own_excess_se": nan,
+            "own_excess_nats": t["median_r"].to_numpy(),
+        }
     )
-    return evidence_with_ground(per_entry, z, None, None, options, "measured")
+    n_tested = int((reason == 0).sum())
+    usable = int(np.isfinite(t["min_z"].to_numpy()).sum())
+    return SampleEvidence(table, "measured", opts, membership.n_points, usable, n_tested, 0, 0)

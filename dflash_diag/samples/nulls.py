@@ -37,7 +37,10 @@ def order_pvalue(k: np.ndarray, n_ge: np.ndarray, n: int, allow_low: int = 0) ->
     [0.066667]
     """
     k = np.asarray(k, dtype=np.float64)
-    n_ge = np.asarray(n_ge, dtype=np.float64)
+    # (n_ge >= k - a always holds for a sample's own points; the floor keeps a count
+    # that lost some to explaining away from a log-gamma of a negative integer, and
+    # can only raise p)
+    n_ge = np.maximum(np.asarray(n_ge, dtype=np.float64), k - allow_low)
     if allow_low == 0:
         from scipy.special import gammaln
 

@@ -57,7 +57,14 @@ from typing import TYPE_CHECKING, Any
 from ..data import Progress
 from ..errors import InputError
 from .correlate import CORRELATION_FEATURES, Correlation, correlations, detrend
-from .culprits import Culprit, SampleFindings, culprits_at, ordinary_elsewhere, point_z
+from .culprits import (
+    Culprit,
+    Measured,
+    SampleFindings,
+    culprits_at,
+    ordinary_elsewhere,
+    point_z,
+)
 from .culprits import sample_findings as find_samples
 from .detect import Detection, SpikeEvent
 from .features import micro_points, point_features, rank_features
@@ -382,6 +389,7 @@ def attribute_spikes(
     progress: Progress | None = None,
     lr: np.ndarray | None = None,
     ids: np.ndarray | None = None,
+    measured: Measured | None = None,
 ) -> Attribution:
     """Line the detection's points up with the replay and judge every spike.
 
@@ -399,6 +407,8 @@ def attribute_spikes(
     :param lr: the logged lr per detection point (aligned with ``detection.steps``; NaN
         where not logged), for the optimizer-side evidence; None: not logged.
     :param ids: sample ids by dataset index, to name samples by (None: the indices).
+    :param measured: per-sample losses the recorder measured: the samples are then
+        tested on them (ground ``measured``), not on the points' z.
     :raises InputError: when the replay covers none of the logged steps.
     """
     import numpy as np
@@ -427,7 +437,7 @@ def attribute_spikes(
     points["similar"] = similar
     r2_similar = _loo_r2(residual, similar) if model is not None else None
     notes = _notes(d.metric, feats, model, chosen, scores)
-    findings = _samples(replay, d, pidx, residual, predicted, model, sign, ids)
+    findings = _samples(replay, d, pidx, residual, predicted, model, sign, ids, measured)
     if findings.note():
         notes.append(str(findings.note()))
     feature_cols = ["n_samples", "tokens", "mean_len", "max_len", "min_len", "padding_eff", *cats]
@@ -482,6 +492,7 @@ def _samples(
     model: CompositionModel | None,
     sign: float,
     ids: np.ndarray | None,
+    measured: Measured | None = None,
 ) -> SampleFindings:
     """The per-sample evidence over the points (:mod:`~dflash_diag.spikes.culprits`), on
     the loss left once the composition model (fitted robustly, in-sample) has predicted
@@ -494,7 +505,7 @@ def _samples(
     z, basis = point_z(sign * residual, sign * predicted, scale, model is not None)
     with np.errstate(divide="ignore", invalid="ignore"):
         excess = sign * (d.values / d.baseline - 1.0)
-    return find_samples(replay, pidx, len(d.steps), z, excess, ids, basis)
+    return find_samples(replay, pidx, len(d.steps), z, excess, ids, basis, measured)
 
 
 def _choose_rank(

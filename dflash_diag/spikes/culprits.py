@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ..data import Replay
-    from ..samples import Membership, SampleEvidence
+    from ..samples import Membership, SampleEvidence, SampleOptions
 
 #: The false-discovery rate at which samples are named.
 FDR = 0.05
@@ -51,7 +51,10 @@ class Culprit:
     :param appearances: logged points holding it; ``high``: of those, with z >= 2.
     :param score: the z it was tested on (its second-lowest over its appearances).
     :param excess: mean relative rise of its points over their baseline (NaN: unknown).
-    :param q: Benjamini-Hochberg q-value; ``ground``: ``inferred`` (group testing).
+    :param q: Benjamini-Hochberg q-value; ``ground``: ``inferred`` (group testing) or
+        ``measured`` (its own losses, recorded).
+    :param nats: on measured ground, its own loss over its batch mates' median, nats per
+        token (median over its batches; NaN: inferred).
     """
 
     unit: str
@@ -63,15 +66,24 @@ class Culprit:
     excess: float
     q: float
     ground: str = "inferred"
+    nats: float = math.nan
 
     def describe(self) -> str:
         """``sample 1234: high in 3 of 4 of its batches (z >= 2; tested z 2.4), +31% over
-        their baseline, q 0.001`` (a group: its members)."""
+        their baseline, q 0.001`` (a group: its members); on measured ground ``sample
+        1234: its own loss is +4.6 nats a token over its batch mates' (high for its kind
+        in 4 of 4 of its batches, measured), q 1e-09``."""
         who = (
             f"sample {self.sample_id}"
             if self.unit == "sample"
             else f"the group of {len(self.members)} samples {_ids(self.members)} (always together)"
         )
+        if self.ground == "measured":
+            return (
+                f"{who}: its own loss is {self.nats:+.2g} nats a token over its batch "
+                f"mates' (high for its kind in {self.high} of {self.appearances} of its "
+                f"batches, measured), q {self.q:.2g}"
+            )
         rise = f", {self.excess:+.0%} over their baseline" if math.isfinite(self.excess) else ""
         return (
             f"{who}: high in {self.high} of {self.appearances} of its batches (tested z "
@@ -114,6 +126,24 @@ class SampleFindings:
         return "batches are fixed groups: the batch, not a sample, is the unit"
 
 
+@dataclass(frozen=True, eq=False)
+class Measured:
+    """Per-sample losses a recorder measured in the training forward.
+
+    :param sample_loss: float64 per entry of the replay's ``sample_ids``: the sample's
+        mean loss per target token in that micro-batch (NaN: not measured).
+    :param kinds: int codes per dataset index, the kind a sample is compared within (the
+        manifest's categories); None: one kind.
+    """
+
+    sample_loss: np.ndarray
+    kinds: np.ndarray | None = None
+
+
+#: What the points' z rests on when the samples are tested on their own losses.
+MEASURED_BASIS = "each sample's own loss, measured in the training forward by the recorder"
+
+
 def sample_findings(
     replay: Replay,
     point_index: np.ndarray,
@@ -122,8 +152,11 @@ def sample_findings(
     excess: np.ndarray,
     ids: np.ndarray | None,
     basis: str,
+    measured: Measured | None = None,
 ) -> SampleFindings:
-    """Test every sample of ``replay`` over the logged points.
+    """Test every sample of ``replay`` over the logged points, or, with ``measured``, on
+    its own losses (:func:`~dflash_diag.samples.measured_evidence`, over the
+    micro-batches the logged points cover).
 
     :param point_index: the logged point of each micro-batch (-1: none), as
         :func:`~dflash_diag.spikes.features.micro_points` gives it.
@@ -135,19 +168,43 @@ def sample_findings(
     from ..samples import Membership, SampleOptions, name_culprits, sample_evidence
 
     counts = np.diff(replay.offsets)
-    point = np.repeat(np.asarray(point_index, dtype=np.int64), counts)
+    pidx = np.asarray(point_index, dtype=np.int64)
+    point = np.repeat(pidx, counts)
     sample = replay.sample_ids
     membership = Membership.from_entries(
         point, sample, len(replay.lengths), n_points, replay.lengths[sample]
     )
-    evidence = sample_evidence(
-        membership, z, excess=excess, options=SampleOptions(allow_low=ALLOW_LOW)
-    )
+    options = SampleOptions(allow_low=ALLOW_LOW)
+    if measured is not None:
+        evidence = _measured(replay, point, measured, options)
+        basis = MEASURED_BASIS
+    else:
+        evidence = sample_evidence(membership, z, excess=excess, options=options)
     named = name_culprits(evidence, FDR)
     t = evidence.table
     seen = t["group"].to_numpy() >= 0
     separable = bool((t["group_size"].to_numpy()[seen] == 1).any())
     return SampleFindings(evidence, named, membership, ids, basis, separable)
+
+
+def _measured(
+    replay: Replay, point: np.ndarray, measured: Measured, options: SampleOptions
+) -> SampleEvidence:
+    """The measured evidence over the micro-batches, with the losses of entries no
+    logged point covers left out."""
+    import numpy as np
+
+    from ..samples import Membership, measured_evidence
+
+    sample = replay.sample_ids
+    micro = Membership(
+        np.asarray(replay.offsets, dtype=np.int64),
+        sample,
+        len(replay.lengths),
+        replay.lengths[sample].astype(np.float64),
+    )
+    loss = np.where(point >= 0, measured.sample_loss, np.nan)
+    return measured_evidence(micro, loss, options, kinds=measured.kinds)
 
 
 def culprits_at(findings: SampleFindings, point: int) -> tuple[Culprit, ...]:
@@ -172,6 +229,7 @@ def culprits_at(findings: SampleFindings, point: int) -> tuple[Culprit, ...]:
                 excess=float(row.excess) if np.isfinite(row.excess) else math.nan,
                 q=float(row.q),
                 ground=str(row.ground),
+                nats=float(row.own_excess_nats),
             )
         )
     return tuple(out)

@@ -37,7 +37,7 @@ def test_measured_losses_put_every_poison_sample_in_the_top_percent(trainer_run,
     assert np.isfinite(excess).all()  # every sample was trained, and measured
     top = set(excess.sort_values(ascending=False).index[: len(excess) // 100])
     assert run.poison <= top
-    # shown beside the test, not used to name: the names are the group test's
+    # and used to name: measured ground, tested on the samples' own losses
+    assert set(r.table["ground"]) == {"measured"}
     named = set(r.table.loc[r.table["named"], "sample_id"])
-    plain = Request(composition=run.batches, manifest=run.manifest)
-    assert named == set(samples_report(run.state, batches=plain).table.query("named")["sample_id"])
+    assert len(named & run.poison) >= 8 and len(named - run.poison) <= 2

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dflash_diag.errors import InputError
-from dflash_diag.samples import measured_evidence, measured_z, name_culprits
+from dflash_diag.samples import Membership, measured_evidence, measured_z, name_culprits
 from tests.samples.simulate import simulate
 
 
@@ -45,3 +47,54 @@ def test_sample_loss_must_align_with_the_entries() -> None:
     sim = simulate(0)
     with pytest.raises(InputError, match="^sample_loss: has shape"):
         measured_z(sim.membership, sim.sample_loss[:-1])
+
+
+def _hard_kind(seed: int, n_poison: int = 5):
+    """A run whose samples of kind 1 (15%) are each persistently 1-2 nats harder than
+    the rest (hard, not poison), with poison among kind 0."""
+    sim = simulate(seed, n_poison=0)
+    rng = np.random.default_rng(seed + 100)
+    n = sim.membership.n_samples
+    kinds = (rng.random(n) < 0.15).astype(np.int64)
+    hardness = np.where(kinds == 1, rng.uniform(1.0, 2.0, n), 0.0)
+    easy = np.flatnonzero(kinds == 0)
+    poison = rng.choice(easy, n_poison, replace=False)
+    loss = np.asarray(sim.sample_loss) + hardness[sim.membership.samples]
+    loss = loss + np.isin(sim.membership.samples, poison) * 2.0
+    return sim.membership, loss, kinds, poison
+
+
+def test_a_persistently_hard_kind_is_not_named_but_the_poison_in_the_easy_kind_is() -> None:
+    m, loss, kinds, poison = _hard_kind(5)
+    named = name_culprits(measured_evidence(m, loss, kinds=kinds))
+    assert set(named["sample"]) == set(poison.tolist())
+    assert (named["own_excess_nats"] > 1.5).all()  # +2 nats a token over its batch mates
+
+
+def test_a_clean_run_with_hard_samples_names_none() -> None:
+    m, loss, kinds, _ = _hard_kind(6, n_poison=0)
+    assert name_culprits(measured_evidence(m, loss, kinds=kinds)).empty
+
+
+def test_kinds_must_be_one_code_per_sample() -> None:
+    sim = simulate(0)
+    with pytest.raises(InputError, match="^kinds: must be 2000 integer codes"):
+        measured_evidence(sim.membership, sim.sample_loss, kinds=np.zeros(3, dtype=np.int64))
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 2**16), st.randoms(use_true_random=False))
+def test_relabelling_the_samples_relabels_the_measured_evidence(seed, rnd) -> None:
+    m, loss, kinds, _ = _hard_kind(seed % 50)
+    n = m.n_samples
+    perm = np.array(rnd.sample(range(n), n))
+    relabelled = Membership(m.offsets, perm[m.samples].astype(m.samples.dtype), n, m.tokens)
+    new_kinds = np.empty_like(kinds)
+    new_kinds[perm] = kinds
+    a = measured_evidence(m, loss, kinds=kinds).table
+    b = measured_evidence(relabelled, loss, kinds=new_kinds).table.iloc[perm]
+    cols = ["appearances", "high", "min_z", "score", "p", "q", "testable"]
+    assert a[cols].reset_index(drop=True).equals(b[cols].reset_index(drop=True))
+    tested = a[a["testable"]]
+    assert ((tested["p"] > 0) & (tested["p"] <= 1)).all()
+    assert (tested["q"] >= tested["p"] - 1e-15).all()

@@ -1,8 +1,12 @@
 """Naming the samples behind spikes on real Hugging Face Trainer runs
 (tests/data/trainer_runs: a tiny GPT-2 on CPU, the stock random sampler, batch 8, 4
-epochs, the batches recorded by dflash_diag.record.record_trainer, the truth in
-truth.json).  What is asserted is what the method achieves on them today; the figures it
-does not reach yet (ordinary-length poison) are in docs/samples.md."""
+epochs, the batches and each sample's loss recorded by
+dflash_diag.record.record_trainer(..., sample_losses=True), the truth in truth.json).
+
+Two grounds: ``measured`` (the recorded per-sample losses, the default where a recording
+has them) is held to the issue's targets on every run; ``inferred`` (``--ground
+inferred``: group testing over the logged loss alone) to what it reaches, which on
+ordinary-length poison is short of them (docs/samples.md says why, with the figures)."""
 
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ import numpy as np
 import pytest
 
 from dflash_diag.composition import Request
-from dflash_diag.reports import samples_report, spikes_report
+from dflash_diag.reports import SpikesOptions, samples_report, spikes_report
 
 RUNS = Path(__file__).resolve().parents[1] / "data" / "trainer_runs"
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
@@ -21,9 +25,9 @@ SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
 pytestmark = pytest.mark.slow
 
 
-def _run(run):
+def _run(run, ground="auto"):
     batches = Request(composition=run.batches, manifest=run.manifest)
-    return samples_report(run.state, batches=batches), run.poison
+    return samples_report(run.state, SpikesOptions(ground=ground), batches), run.poison
 
 
 def _held(report, step: int) -> set[int]:
@@ -32,30 +36,62 @@ def _held(report, step: int) -> set[int]:
     return {int(comp.ids[x]) for r in rows for x in comp.replay.batch(int(r))}
 
 
-def test_poison_among_the_longest_is_named_and_its_spikes_are_data(trainer_run):
-    report, poison = _run(trainer_run("poison_long"))
-    named = set(report.table.loc[report.table["named"], "sample_id"])
-    assert poison <= named  # all 10, each on its own
+def _data_naming_the_poison(report, poison):
     driven = [s for s in report.spikes.spikes if _held(report, s.event.peak_step) & poison]
-    assert driven
-    data = [s for s in driven if s.verdict == "data"]
-    assert len(data) >= 0.8 * len(driven)
+    data = [
+        s
+        for s in driven
+        if s.verdict == "data" and any(set(c.members) & poison for c in s.culprits)
+    ]
+    return driven, data
+
+
+@pytest.mark.parametrize("name", ["poison_ordinary", "poison_long", "grouped"])
+def test_measured_losses_name_the_poison_and_their_spikes_are_data(trainer_run, name):
+    report, poison = _run(trainer_run(name))
+    assert report.findings.evidence.ground == "measured"
+    named = set(report.table.loc[report.table["named"], "sample_id"])
+    assert len(named & poison) >= 0.8 * len(poison)
+    assert len(named - poison) <= 2
+    driven, data = _data_naming_the_poison(report, poison)
+    assert driven and len(data) >= 0.8 * len(driven)
     for s in data:
-        # the verdict names the poison sample and its evidence
-        assert any(set(c.members) & poison for c in s.culprits)
-        assert any("high in" in r and " q " in r for r in s.reasons)
+        assert any("nats a token over its batch mates'" in r and "measured" in r for r in s.reasons)
 
 
-def test_a_clean_run_names_at_most_one_sample(trainer_run):
-    report, _ = _run(trainer_run("clean"))
+@pytest.mark.parametrize("ground", ["auto", "inferred"])
+def test_a_clean_run_names_at_most_one_sample(trainer_run, ground):
+    report, _ = _run(trainer_run("clean"), ground)
     assert int(report.table["named"].sum()) <= 1
 
 
-def test_a_hidden_lr_surge_is_the_optimizer_not_data():
+def test_inferred_poison_among_the_longest_is_named_and_its_spikes_are_data(trainer_run):
+    report, poison = _run(trainer_run("poison_long"), "inferred")
+    assert report.findings.evidence.ground == "inferred"
+    named = set(report.table.loc[report.table["named"], "sample_id"])
+    assert poison <= named  # all 10, each on its own
+    driven, data = _data_naming_the_poison(report, poison)
+    assert driven and len(data) >= 0.8 * len(driven)
+    for s in data:
+        # the verdict names the poison sample and its evidence
+        assert any("high in" in r and " q " in r for r in s.reasons)
+
+
+def test_measured_ground_is_refused_without_measured_losses(sample_log):
+    from dflash_diag.errors import InputError
+
+    with pytest.raises(InputError, match="^--ground: is measured, but the composition"):
+        spikes_report(sample_log, SpikesOptions(ground="measured"))
+
+
+@pytest.mark.parametrize("ground", ["auto", "inferred"])
+def test_a_hidden_lr_surge_is_the_optimizer_not_data(ground):
     d = RUNS / "lr_surge"
     surge = json.loads((d / "truth.json").read_text())["lr_surge"]["steps"]
     report = spikes_report(
-        d / "trainer_state.json", batches=Request(composition=d / "train.batches")
+        d / "trainer_state.json",
+        SpikesOptions(ground=ground),
+        batches=Request(composition=d / "train.batches"),
     )
     hit = [s for s in report.spikes if s.event.start_step <= max(surge) <= s.event.end_step + 10]
     assert hit

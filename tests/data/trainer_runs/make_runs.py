@@ -444,7 +444,7 @@ def train_run(spec: RunSpec, out: Path) -> None:
             callbacks=[step_callback(spec, steps)],
         )
         trainer.rows, trainer.divisors = [], {}
-        record_trainer(trainer, out / "train.batches", run=spec.name)
+        record_trainer(trainer, out / "train.batches", sample_losses=True, run=spec.name)
         trainer.train()
         trainer.state.save_to_json(str(out / "trainer_state.json"))
     for k, v in trainer.divisors.items():
