@@ -1,6 +1,9 @@
 """How long `sample_evidence` takes at 1M and 10M samples x 6 epochs (6M and 60M
-memberships), against a reference measured in the same run: one ``np.argsort`` (stable)
-of the same entries' sample ids, what grouping the entries by sample would cost.
+memberships), against two references measured in the same run: one ``np.argsort``
+(stable) of the same entries' sample ids, what grouping the entries by sample would
+cost; and ``read_recording`` of the same schedule written as a batch recording (a point
+a step, through ``BatchRecorder.log``, outside the timings), what `samples` must do
+before any test.
 
 Builds (outside the timings) a shuffled schedule: each epoch a permutation of the
 samples cut into points of 64 (a step of 8 ranks x 8 samples), long-tailed token
@@ -16,10 +19,13 @@ check that the timed call did its work.
 from __future__ import annotations
 
 import argparse
+import tempfile
+from pathlib import Path
 
 import numpy as np
 from common import alternating, long_tailed_lengths
 
+from dflash_diag.record import BatchRecorder, read_recording
 from dflash_diag.samples import Membership, SampleEvidence, sample_evidence
 
 EPOCHS = 6
@@ -51,20 +57,34 @@ def poison_ranks(ev: SampleEvidence, poison: np.ndarray) -> list[int]:
     return sorted(where.get(int(s), -1) for s in poison)
 
 
+def write_recording(membership: Membership, path: Path) -> None:
+    """The membership as a recording: point ``p`` is step ``p + 1``, one micro-batch."""
+    off, smp = membership.offsets, membership.samples
+    tok = membership.tokens.astype(np.int64) if membership.tokens is not None else None
+    with BatchRecorder(path, rank=0, world_size=1, settings={"seed": 0}) as rec:
+        for p in range(membership.n_points):
+            a, b = int(off[p]), int(off[p + 1])
+            rec.log(p + 1, smp[a:b], tok[a:b] if tok is not None else np.ones(b - a, int))
+
+
 def run(n_samples: int, repeat: int) -> None:
     membership, z, poison = build(n_samples)
     excess = 0.02 * z
-    (t_ev, ev), (t_ref, _) = alternating(
-        repeat,
-        lambda: sample_evidence(membership, z, excess=excess),
-        lambda: np.argsort(membership.samples, kind="stable"),
-    )
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "run.batches"
+        write_recording(membership, path)
+        (t_ev, ev), (t_ref, _), (t_read, _) = alternating(
+            repeat,
+            lambda: sample_evidence(membership, z, excess=excess),
+            lambda: np.argsort(membership.samples, kind="stable"),
+            lambda: read_recording(path),
+        )
     named = int((ev.table["q"] <= 0.05).sum())
     print(
         f"{n_samples:>11,} samples x {EPOCHS} = {membership.n_entries:>11,} memberships, "
         f"{membership.n_points:,} points: sample_evidence {t_ev:.2f} s, "
-        f"argsort {t_ref:.2f} s, ratio {t_ev / t_ref:.2f}; named {named}, "
-        f"poison ranks {poison_ranks(ev, poison)}"
+        f"argsort {t_ref:.2f} s (ratio {t_ev / t_ref:.2f}), read_recording {t_read:.2f} s "
+        f"(ratio {t_ev / t_read:.2f}); named {named}, poison ranks {poison_ranks(ev, poison)}"
     )
 
 

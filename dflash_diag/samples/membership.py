@@ -102,10 +102,26 @@ class Membership:
         share = 1.0 / np.maximum(counts, 1.0)
         if self.tokens is None:
             return share
-        totals = self.point_tokens()[point]
+        totals = self._tokens_of(point)
         has = totals > 0
         share[has] = self.tokens[entries[has]] / totals[has]
         return share
+
+    def _tokens_of(self, point: np.ndarray) -> np.ndarray:
+        """:meth:`point_tokens` of the given points only (a pass over their entries,
+        not the whole table's), float64 aligned with ``point``."""
+        assert self.tokens is not None
+        wanted, inverse = np.unique(point, return_inverse=True)
+        starts = self.offsets[wanted]
+        lengths = self.offsets[wanted + 1] - starts
+        first = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+        entries = first + np.arange(int(lengths.sum()), dtype=np.int64)
+        sums = np.zeros(wanted.size)
+        nonempty = lengths > 0
+        if entries.size:
+            at = (np.cumsum(lengths) - lengths)[nonempty]
+            sums[nonempty] = np.add.reduceat(self.tokens[entries].astype(np.float64), at)
+        return sums[inverse]
 
     def point_tokens(self) -> np.ndarray:
         """Real tokens per point, float64 ``[n_points]`` (entries per point without tokens)."""
