@@ -117,6 +117,16 @@ def test_per_sample_truth_is_the_recorded_composition(run: dict[str, Any]) -> No
     np.testing.assert_array_equal(s["targets"].to_numpy(), m.loc[s["sample_id"]].to_numpy() - 1)
 
 
+def test_recorded_sample_losses_are_the_truth_of_the_same_forward(run: dict[str, Any]) -> None:
+    # record_trainer(..., sample_losses=True) from the Trainer's own forward against the
+    # script's compute_loss on the same logits (float32 both: equal to rounding)
+    rec = run["rec"]
+    assert rec.has_losses
+    t = rec.table.merge(run["samples"], on=["step", "sample_id"], suffixes=("", "_truth"))
+    assert len(t) == len(run["samples"]) == len(rec.table)
+    np.testing.assert_allclose(t["loss"], t["loss_truth"], rtol=1e-6, atol=2e-6)
+
+
 def test_token_weighted_sample_losses_are_the_logged_loss(run: dict[str, Any]) -> None:
     # one micro-batch a step: logged loss = sum_i n_i loss_i / D, n_i = length_i - 1 (the
     # predicted tokens) and D the Trainer's num_items_in_batch; transformers 5.24 counts every
