@@ -114,6 +114,8 @@ class Membership:
         wanted, inverse = np.unique(point, return_inverse=True)
         starts = self.offsets[wanted]
         lengths = self.offsets[wanted + 1] - starts
+        if 4 * int(lengths.sum()) > self.n_entries:  # most of the table: one pass
+            return self.point_tokens()[point]
         first = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
         entries = first + np.arange(int(lengths.sum()), dtype=np.int64)
         sums = np.zeros(wanted.size)
@@ -127,8 +129,12 @@ class Membership:
         """Real tokens per point, float64 ``[n_points]`` (entries per point without tokens)."""
         if self.tokens is None:
             return self.counts().astype(np.float64)
-        cum = np.concatenate([[0.0], np.cumsum(self.tokens, dtype=np.float64)])
-        return cum[self.offsets[1:]] - cum[self.offsets[:-1]]
+        out = np.zeros(self.n_points)
+        nonempty = np.flatnonzero(np.diff(self.offsets) > 0)
+        if nonempty.size:
+            tok = self.tokens.astype(np.float64, copy=False)
+            out[nonempty] = np.add.reduceat(tok, self.offsets[nonempty])
+        return out
 
     def has_repeats(self) -> bool:
         """True when some point lists a sample twice (the table breaks its contract).

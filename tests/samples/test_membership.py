@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dflash_diag.errors import InputError
 from dflash_diag.samples import Membership, name_culprits, sample_evidence, separable_groups
@@ -109,3 +111,22 @@ def test_the_evidence_says_its_method() -> None:
     ev = sample_evidence(m, [1.0, 2.0, 3.0])
     assert ev.method.startswith("lowest z over each sample's appearances (at least 2)")
     assert "over 2 separable groups" in ev.method and ev.ground == "inferred"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 40))
+def test_share_of_some_entries_is_their_share_of_all(seed: int, every: int) -> None:
+    # a few entries' shares are summed over their points only; most, in one pass
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 400))
+    m = Membership.from_entries(
+        rng.integers(-1, 30, n), rng.integers(0, 50, n), 50, 40, rng.integers(0, 6, n)
+    )
+    pe = m.point_of_entry()
+    totals = np.bincount(pe, weights=m.tokens, minlength=m.n_points)
+    assert np.allclose(m.point_tokens(), totals)
+    whole = m.entry_share()
+    some = np.arange(0, m.n_entries, every)
+    assert np.allclose(m.share_of(some), whole[some])
+    here = totals[pe] > 0
+    assert np.allclose(whole[here], m.tokens[here] / totals[pe][here])
