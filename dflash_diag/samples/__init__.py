@@ -13,7 +13,7 @@ The method, its null and its limits: ``docs/samples.md``.
 from .culprits import name_culprits
 from .evidence import REASONS, SampleEvidence, SampleOptions, sample_evidence
 from .groups import separable_groups
-from .measured import measured_evidence, measured_z
+from .measured import batch_residual, measured_evidence, measured_z
 from .membership import Membership
 from .nulls import bh_qvalues, order_pvalue
 
@@ -22,6 +22,7 @@ __all__ = [
     "Membership",
     "SampleEvidence",
     "SampleOptions",
+    "batch_residual",
     "bh_qvalues",
     "measured_evidence",
     "measured_z",

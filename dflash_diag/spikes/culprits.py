@@ -22,7 +22,7 @@ at the false-discovery rate ``fdr``.  The method, its null and its limits:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -55,6 +55,8 @@ class Culprit:
         ``measured`` (its own losses, recorded).
     :param nats: on measured ground, its own loss over its batch mates' median, nats per
         token (median over its batches; NaN: inferred).
+    :param here: on measured ground, what it added to this spike's logged loss, nats
+        (its loss over its batch mates' median times its token share; NaN: inferred).
     """
 
     unit: str
@@ -67,6 +69,7 @@ class Culprit:
     q: float
     ground: str = "inferred"
     nats: float = math.nan
+    here: float = math.nan
 
     def describe(self) -> str:
         """``sample 1234: high in 3 of 4 of its batches (z >= 2; tested z 2.4), +31% over
@@ -79,10 +82,11 @@ class Culprit:
             else f"the group of {len(self.members)} samples {_ids(self.members)} (always together)"
         )
         if self.ground == "measured":
+            here = f"; here it adds {self.here:+.2g} nats" if math.isfinite(self.here) else ""
             return (
                 f"{who}: its own loss is {self.nats:+.2g} nats a token over its batch "
                 f"mates' (high for its kind in {self.high} of {self.appearances} of its "
-                f"batches, measured), q {self.q:.2g}"
+                f"batches, measured){here}, q {self.q:.2g}"
             )
         rise = f", {self.excess:+.0%} over their baseline" if math.isfinite(self.excess) else ""
         return (
@@ -107,6 +111,9 @@ class SampleFindings:
     :param basis: what the points' z is, in words.
     :param separable: some samples can be told apart (False: every unit is a fixed
         batch, as sorted-greedy makes them).
+    :param added: on measured ground, what each named sample added to each logged point
+        it is in: ``{(point, dataset index): nats}``, its loss over its batch mates'
+        median times its token share of the point (empty: inferred ground).
     """
 
     evidence: SampleEvidence
@@ -115,6 +122,7 @@ class SampleFindings:
     ids: np.ndarray | None
     basis: str
     separable: bool
+    added: dict[tuple[int, int], float] = field(default_factory=dict)
 
     def sample_id(self, index: int) -> int:
         return int(index) if self.ids is None else int(self.ids[index])
@@ -175,16 +183,19 @@ def sample_findings(
         point, sample, len(replay.lengths), n_points, replay.lengths[sample]
     )
     options = SampleOptions(allow_low=ALLOW_LOW)
+    added: dict[tuple[int, int], float] = {}
     if measured is not None:
         evidence = _measured(replay, point, measured, options)
         basis = MEASURED_BASIS
     else:
         evidence = sample_evidence(membership, z, excess=excess, options=options)
     named = name_culprits(evidence, FDR)
+    if measured is not None and not named.empty:
+        added = _added(replay, point, n_points, measured, named)
     t = evidence.table
     seen = t["group"].to_numpy() >= 0
     separable = bool((t["group_size"].to_numpy()[seen] == 1).any())
-    return SampleFindings(evidence, named, membership, ids, basis, separable)
+    return SampleFindings(evidence, named, membership, ids, basis, separable, added)
 
 
 def _measured(
@@ -205,6 +216,38 @@ def _measured(
     )
     loss = np.where(point >= 0, measured.sample_loss, np.nan)
     return measured_evidence(micro, loss, options, kinds=measured.kinds)
+
+
+def _added(
+    replay: Replay,
+    point: np.ndarray,
+    n_points: int,
+    measured: Measured,
+    named: pd.DataFrame,
+) -> dict[tuple[int, int], float]:
+    """:attr:`SampleFindings.added` for the named samples (a pass over the entries, the
+    rest over the named ones' few)."""
+    import numpy as np
+
+    from ..samples import Membership, batch_residual
+
+    sample = replay.sample_ids
+    micro = Membership(
+        np.asarray(replay.offsets, dtype=np.int64), sample, len(replay.lengths), None
+    )
+    r = batch_residual(micro, np.where(point >= 0, measured.sample_loss, np.nan))
+    tokens = replay.lengths[sample].astype(np.float64)
+    covered = point >= 0
+    totals = np.bincount(point[covered], weights=tokens[covered], minlength=n_points)
+    ids = np.zeros(len(replay.lengths), dtype=bool)
+    ids[[m for members in named["members"] for m in members]] = True
+    mine = np.flatnonzero(ids[sample] & covered & np.isfinite(r))
+    out: dict[tuple[int, int], float] = {}
+    for e in mine.tolist():
+        key = (int(point[e]), int(sample[e]))
+        share = tokens[e] / totals[point[e]] if totals[point[e]] > 0 else 0.0
+        out[key] = out.get(key, 0.0) + float(r[e] * share)
+    return out
 
 
 def culprits_at(findings: SampleFindings, point: int) -> tuple[Culprit, ...]:
@@ -230,9 +273,16 @@ def culprits_at(findings: SampleFindings, point: int) -> tuple[Culprit, ...]:
                 q=float(row.q),
                 ground=str(row.ground),
                 nats=float(row.own_excess_nats),
+                here=_here(findings, point, members),
             )
         )
     return tuple(out)
+
+
+def _here(findings: SampleFindings, point: int, members: tuple[int, ...]) -> float:
+    """What the members added to ``point`` (:attr:`SampleFindings.added`; NaN: none)."""
+    got = [findings.added[(point, m)] for m in members if (point, m) in findings.added]
+    return float(sum(got)) if got else math.nan
 
 
 def ordinary_elsewhere(findings: SampleFindings, point: int) -> str | None:

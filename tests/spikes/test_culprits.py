@@ -57,6 +57,10 @@ def test_measured_losses_name_the_poison_and_their_spikes_are_data(trainer_run, 
     assert driven and len(data) >= 0.8 * len(driven)
     for s in data:
         assert any("nats a token over its batch mates'" in r and "measured" in r for r in s.reasons)
+        # what the poison itself added to this spike: a part of the rise, measured
+        here = [c.here for c in s.culprits if set(c.members) & poison]
+        assert all(0 < h <= 1.5 * s.rise for h in here)
+        assert any(f"here it adds {h:+.2g} nats" in r for h in here for r in s.reasons)
 
 
 @pytest.mark.parametrize("ground", ["auto", "inferred"])
