@@ -205,17 +205,22 @@ def _measured(
     logged point covers left out."""
     import numpy as np
 
-    from ..samples import Membership, measured_evidence
+    from ..samples import measured_evidence
+
+    loss = np.where(point >= 0, measured.sample_loss, np.nan)
+    return measured_evidence(_micro(replay), loss, options, kinds=measured.kinds)
+
+
+def _micro(replay: Replay) -> Membership:
+    """The replay's micro-batches as a membership (a point each), with their tokens."""
+    import numpy as np
+
+    from ..samples import Membership
 
     sample = replay.sample_ids
-    micro = Membership(
-        np.asarray(replay.offsets, dtype=np.int64),
-        sample,
-        len(replay.lengths),
-        replay.lengths[sample].astype(np.float64),
-    )
-    loss = np.where(point >= 0, measured.sample_loss, np.nan)
-    return measured_evidence(micro, loss, options, kinds=measured.kinds)
+    offsets = np.asarray(replay.offsets, dtype=np.int64)
+    tokens = replay.lengths[sample].astype(np.float64)
+    return Membership(offsets, sample, len(replay.lengths), tokens)
 
 
 def _added(
@@ -229,14 +234,13 @@ def _added(
     rest over the named ones' few)."""
     import numpy as np
 
-    from ..samples import Membership, batch_residual
+    from ..samples import batch_residual
 
     sample = replay.sample_ids
-    micro = Membership(
-        np.asarray(replay.offsets, dtype=np.int64), sample, len(replay.lengths), None
-    )
+    micro = _micro(replay)
     r = batch_residual(micro, np.where(point >= 0, measured.sample_loss, np.nan))
-    tokens = replay.lengths[sample].astype(np.float64)
+    tokens = micro.tokens
+    assert tokens is not None
     covered = point >= 0
     totals = np.bincount(point[covered], weights=tokens[covered], minlength=n_points)
     ids = np.zeros(len(replay.lengths), dtype=bool)
