@@ -86,3 +86,22 @@ def test_distributions_are_scipys(df, q):
 def test_a_perfect_correlation_has_p_zero():
     assert stattests.pearson([1, 2, 3, 4], [2, 4, 6, 8]) == (1.0, 0.0)
     assert stattests.spearman([1, 2, 3, 4], [4, 3, 2, 1])[1] == 0.0
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    arrays(
+        np.float64,
+        st.tuples(st.integers(1, 30), st.integers(1, 12)),
+        elements=st.one_of(st.floats(-1e6, 1e6), st.just(np.nan)),
+    ),
+    st.floats(0.0, 100.0),
+)
+def test_row_percentile_is_numpys_nanpercentile(values, pct):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows
+        want = np.nanpercentile(values, pct, axis=1)
+    got = stattests.row_percentile(values, pct)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-9, equal_nan=True)

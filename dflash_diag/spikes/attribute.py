@@ -304,15 +304,10 @@ def _median_and_high(near: np.ndarray, sign: float) -> tuple[np.ndarray, np.ndar
     """Per point, the median of its similar batches' residuals, and the
     :data:`SIMILAR_HIGH_PCT` percentile of ``sign`` x those (how far a rise among them
     goes); NaN where it has none."""
-    import numpy as np
 
-    med = np.full(near.shape[0], np.nan)
-    high = np.full(near.shape[0], np.nan)
-    ok = np.isfinite(near).any(axis=1)
-    if ok.any():
-        med[ok] = np.nanmedian(near[ok], axis=1)
-        high[ok] = np.nanpercentile(sign * near[ok], SIMILAR_HIGH_PCT, axis=1)
-    return med, high
+    from ..stattests import row_percentile
+
+    return row_percentile(near, 50.0), row_percentile(sign * near, SIMILAR_HIGH_PCT)
 
 
 def _alike(like: float | None, high: float, rise: float, scale: float) -> str | None:
