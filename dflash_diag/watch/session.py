@@ -33,7 +33,7 @@ from ..logs.grammar import LINE_FORMATS
 from ..logs.lines import LineState, parse_line
 from .causal import DEFAULT_WINDOW, CausalDetector
 from .follow import POLL_SECONDS, Follower
-from .verdict import LiveVerdict, judge
+from .verdict import HISTORY, LiveVerdict, judge
 
 if TYPE_CHECKING:
     from ..composition.source import Source
@@ -299,8 +299,9 @@ class WatchSession:
     def _judged(self, d: Any, upto: int, backlog: bool) -> Spike:
         """The spike of decision ``d`` judged on the points up to it."""
         det = self.detector
-        view = _Prefix(det, upto + 1)
-        extra = {c: v[: upto + 1] for c, v in self._extra.items()}
+        lo = max(0, upto + 1 - HISTORY)
+        view = _Window(det, lo, upto + 1)
+        extra = {c: v[lo : upto + 1] for c, v in self._extra.items()}
         verdict = judge(
             view,  # type: ignore[arg-type]
             extra,
@@ -341,17 +342,20 @@ class WatchSession:
 FIX_RANK_POINTS = 100
 
 
-class _Prefix:
-    """The detector's first ``n`` points, as :func:`~.verdict.judge` reads them."""
+class _Window:
+    """The detector's points ``lo`` to ``hi`` (the last :data:`~.verdict.HISTORY` up to
+    a spike), as :func:`~.verdict.judge` reads them: a slice, so it costs the same at
+    any length of run."""
 
-    def __init__(self, det: CausalDetector, n: int) -> None:
-        self._det, self._n = det, n
+    def __init__(self, det: CausalDetector, lo: int, hi: int) -> None:
+        self._det, self._lo, self._hi = det, lo, hi
+        self.start = lo  # (0: the window holds every point so far)
         self.window, self.min_rise, self.direction = det.window, det.min_rise, det.direction
         self.calibration = det.calibration
-        self.decisions = det.decisions[:n]
+        self.decisions = det.decisions[hi - 1 : hi]  # (judge reads the last one only)
 
     def arrays(self) -> dict[str, Any]:
-        return {k: v[: self._n] for k, v in self._det.arrays().items()}
+        return self._det.arrays(self._lo, self._hi)
 
 
 def _number(v: Any) -> float:
