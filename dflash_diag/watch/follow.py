@@ -90,6 +90,9 @@ class Follower:
         self._said_waiting = False
         self._said_gone = False
         self.partial_lines_dropped = 0
+        #: Bytes read so far, over every file the path named (for the status line's
+        #: "lines behind": unread bytes at the mean length of the lines read).
+        self.bytes_read = 0
         self._skipping = False  # dropping the rest of an over-long line
 
     def close(self) -> None:
@@ -164,6 +167,7 @@ class Follower:
             size = min(size, self._backlog_end - self._pos)
         data = self._file.read(size)
         self._pos += len(data)
+        self.bytes_read += len(data)
         if len(self._head) < 2 and data:
             self._head = (self._head + data)[:2]
             if self._head == GZIP_MAGIC:

@@ -87,6 +87,10 @@ class Status:
     :param step: the last point's step (None: no point yet).
     :param value: its value; ``baseline``: its baseline (NaN: none yet).
     :param rule: how its critical z would be set (``warming up``, ``calibrated``...).
+    :param lines: lines read (and judged: a poll judges what it reads);
+        ``unread_bytes``: bytes written to the log and not read yet; ``unread_lines``:
+        about how many lines they are (at the mean length of the lines read): how far
+        behind the watch is.
     """
 
     step: int | None
@@ -96,6 +100,8 @@ class Status:
     points: int
     spikes: int
     lines: int
+    unread_bytes: int = 0
+    unread_lines: int = 0
 
 
 @dataclass
@@ -106,6 +112,10 @@ class Summary:
     :param restarts: steps the log went back to (resumes).
     :param unread_bytes: bytes of the log not read when the watch ended (its spikes, if
         any, were never judged: said in the last words).
+    :param unjudged_lines: lines read from the file and not parsed yet (a watch stopped
+        in the middle of a poll); ``unjudged_points``: points parsed and not decided yet;
+        ``unjudged_spikes``: the steps of the spikes decided and not judged yet.  All
+        three are 0 once a poll ends.
     """
 
     path: str
@@ -116,6 +126,9 @@ class Summary:
     spikes: list[Spike] = field(default_factory=list)
     restarts: list[int] = field(default_factory=list)
     unread_bytes: int = 0
+    unjudged_lines: int = 0
+    unjudged_points: int = 0
+    unjudged_spikes: list[int] = field(default_factory=list)
 
     @property
     def verdicts(self) -> dict[str, int]:
@@ -177,6 +190,7 @@ class WatchSession:
         self._stepped_records = 0  # ... of them with a step (a banner's settings have none)
         self._keys: set[str] = set()  # their metrics (for the "no such metric" notice)
         self._said_missing = False
+        self._spiked: set[int] = set()  # steps of the spikes reported
         self.summary = Summary(path=path, metric=metric)
         self.until = until
         #: What the reader should know before the first line (yielded by the first poll).
@@ -192,6 +206,8 @@ class WatchSession:
     def status(self) -> Status:
         d = self.detector.decisions
         last = d[-1] if d else None
+        unread = self.follower.unread()
+        per_line = self.follower.bytes_read / max(1, self.summary.lines)
         return Status(
             step=last.step if last else None,
             value=last.value if last else math.nan,
@@ -200,6 +216,8 @@ class WatchSession:
             points=len(d),
             spikes=len(self.summary.spikes),
             lines=self.summary.lines,
+            unread_bytes=unread,
+            unread_lines=round(unread / per_line) if per_line > 0 else 0,
         )
 
     def poll(self) -> Iterator[Event]:
@@ -213,8 +231,11 @@ class WatchSession:
             self._state = LineState()
         steps: list[int] = []
         values: list[float] = []
+        behind = self.summary
+        behind.unjudged_lines = len(chunk.lines)
         for line in chunk.lines:
             self.summary.lines += 1
+            behind.unjudged_lines -= 1
             for rec in parse_line(
                 self.summary.lines,
                 line,
@@ -234,12 +255,14 @@ class WatchSession:
                     yield self._restart(step)
                 steps.append(step)
                 values.append(value)
+                behind.unjudged_points += 1
                 for c in EXTRA_COLUMNS:
                     self._extra[c].append(_number(rec.get(c)))
                 if self.until is not None and step >= self.until:
                     self.done = True
                     break
             if self.done:
+                behind.unjudged_lines = 0  # (the lines after --until are not read, on purpose)
                 break
         yield from self._decide(steps, values, chunk.backlog)
         # (only once a record with a step was read: a trainer's banner prints its settings
@@ -292,9 +315,13 @@ class WatchSession:
         n0 = self.detector.n_points
         decisions = self.detector.extend(steps, values)
         self._count()
-        for k, d in enumerate(decisions):
-            if d.starts_event:
-                yield self._judged(d, n0 + k, backlog)
+        events = [(d, n0 + k) for k, d in enumerate(decisions) if d.starts_event]
+        self.summary.unjudged_points -= len(steps)
+        self.summary.unjudged_spikes += [d.step for d, _ in events]
+        for d, at in events:
+            spike = self._judged(d, at, backlog)
+            self.summary.unjudged_spikes.pop(0)
+            yield spike
 
     def _judged(self, d: Any, upto: int, backlog: bool) -> Spike:
         """The spike of decision ``d`` judged on the points up to it."""
@@ -327,8 +354,9 @@ class WatchSession:
             verdict=verdict,
             backlog=backlog,
             seen_at=time.time(),
-            again=any(s.step == d.step for s in self.summary.spikes),
+            again=d.step in self._spiked,
         )
+        self._spiked.add(d.step)
         self.summary.spikes.append(spike)
         return spike
 
