@@ -49,9 +49,13 @@ class Chunk:
     :param reset: the file started over (truncated or replaced) before ``lines``: a
         line parser's state from the old content no longer applies.
     :param backlog: ``lines`` were already in the file when it was first opened.
+    :param raw: the same lines with their escape codes kept, when they hold a ``\\r``
+        (progress bars: a bar closed with a cursor-up escape is no ``tqdm.write``); None
+        otherwise.
     """
 
     lines: list[str] = field(default_factory=list)
+    raw: list[str] | None = None
     notices: list[str] = field(default_factory=list)
     reset: bool = False
     backlog: bool = False
@@ -243,3 +247,6 @@ class Follower:
         text, _ = decode(whole)
         for line in strip_ansi(text).split("\n"):
             chunk.lines.append(line[:-1] if line.endswith("\r") else line)
+        if "\r" in text:
+            raw = [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
+            chunk.raw = raw if len(raw) == len(chunk.lines) else None

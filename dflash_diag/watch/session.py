@@ -23,12 +23,15 @@ spike at a step reported before the resume is marked ``again``.
 from __future__ import annotations
 
 import math
+import re
 import time
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..data import spike_direction
+from ..logs.bars import TQDM
 from ..logs.grammar import LINE_FORMATS
 from ..logs.lines import LineState, parse_line
 from .causal import DEFAULT_WINDOW, CausalDetector
@@ -181,6 +184,8 @@ class WatchSession:
         self.step_every = step_every or 1
         self._shapes = LINE_FORMATS[fmt or "text"]
         self._state = LineState()
+        self._bars = _WriteSteps()
+        self._undated: deque[dict[str, Any]] = deque()  # dicts waiting for their write
         self._skipped: dict[str, int] = {}
         self._shapes_seen: dict[str, int] = {}
         self._extra: dict[str, list[float]] = {c: [] for c in EXTRA_COLUMNS}
@@ -229,21 +234,26 @@ class WatchSession:
         yield from (Notice(t) for t in chunk.notices)
         if chunk.reset:
             self._state = LineState()
+            self._bars = _WriteSteps()
+            self._undated.clear()
         steps: list[int] = []
         values: list[float] = []
         behind = self.summary
         behind.unjudged_lines = len(chunk.lines)
-        for line in chunk.lines:
+        for i, line in enumerate(chunk.lines):
             self.summary.lines += 1
             behind.unjudged_lines -= 1
-            for rec in parse_line(
+            if chunk.raw is not None:
+                self._bars.feed(chunk.raw[i], self._state.writes)
+            recs = parse_line(
                 self.summary.lines,
                 line,
                 self._state,
                 self._shapes,
                 self._skipped,
                 self._shapes_seen,
-            ):
+            )
+            for rec in self._dated(recs):
                 point = self._point(rec)
                 if point is None:
                     continue
@@ -275,6 +285,24 @@ class WatchSession:
                 f"{others}); check --metric"
             )
 
+    def _dated(self, recs: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        """``recs`` in order, a dict printed by ``tqdm.write`` held back until its write's
+        redraw is read (stdout's buffer may flush between a write's clear and its redraw:
+        the dict then arrives first), with the ones held before it."""
+        writes = self._state.writes
+
+        def dated(k: int) -> bool:
+            return k < len(writes) and writes[k] != _WriteSteps.OPEN
+
+        while self._undated and dated(self._undated[0]["write"][1]):
+            yield self._undated.popleft()
+        for rec in recs:
+            write = rec.get("write")
+            if write is not None and (self._undated or not dated(write[1])):
+                self._undated.append(rec)
+                continue
+            yield rec
+
     def _point(self, rec: dict[str, Any]) -> tuple[int, float] | None:
         """``(step, value)`` of a record of the watched metric, or None."""
         self._records += 1
@@ -286,6 +314,10 @@ class WatchSession:
             return None
         value = _number(rec.get(self.metric))
         step = rec.get("step")
+        if rec.get("write") is not None:
+            # a dict printed by tqdm.write: its step is the bar's count at that write,
+            # however far stdout's buffering moved it (as read_log dates it)
+            step = float(self._state.writes[rec["write"][1]])
         if step is not None and math.isfinite(step):
             self._stepped = True
             return int(step), value
@@ -384,6 +416,43 @@ class _Window:
 
     def arrays(self) -> dict[str, Any]:
         return self._det.arrays(self._lo, self._hi)
+
+
+class _WriteSteps:
+    """The training bar's count at each ``tqdm.write``, found as the lines arrive (what
+    :func:`~dflash_diag.logs.bars.write_steps` finds in a whole log): a group of clears
+    (``\\r`` + spaces + ``\\r``) opens a write, whose step is the count of the next
+    redraw of the training bar (the bar, by its total, most often redrawn after a clear
+    so far).  An open write is :data:`OPEN` in the list until its redraw is read: the
+    dicts it dates wait for it (:meth:`WatchSession._dated`)."""
+
+    #: A write whose redraw has not been read yet.
+    OPEN = -1
+    # (a clear at a line's end lost its last \r with the line end: the follower drops a
+    # CRLF's \r)
+    _CLEAR_OR_BAR = re.compile(r"\r +(?=\r|$)|" + TQDM.pattern)
+
+    def __init__(self) -> None:
+        self.after_clear: Counter[int] = Counter()
+        self.after_clear_prev = False
+
+    def feed(self, line: str, writes: list[int]) -> None:
+        """Open and date in ``writes`` the writes ``line`` shows."""
+        if "\r" not in line:
+            return
+        for m in self._CLEAR_OR_BAR.finditer(line):
+            if m.group("n") is None:
+                if not (writes and writes[-1] == self.OPEN):
+                    writes.append(self.OPEN)
+                self.after_clear_prev = True
+                continue
+            total = int(m.group("total"))
+            if self.after_clear_prev:
+                self.after_clear[total] += 1
+            self.after_clear_prev = False
+            is_open = bool(writes) and writes[-1] == self.OPEN
+            if is_open and total == self.after_clear.most_common(1)[0][0]:
+                writes[-1] = int(m.group("n"))
 
 
 def _number(v: Any) -> float:

@@ -231,3 +231,31 @@ def test_a_verdict_reads_a_bounded_window_of_the_run(tmp_path, monkeypatch):
     assert (first, last) == (97, 396)  # the last 300 points
     assert span["min"] == 96 and span["max"] == 696  # covered from step 96, 300 ahead
     assert seen[0][0] == 1  # (an early spike: every point so far)
+
+
+DATA = ROOT / "tests" / "data"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "trainer_runs/grouped/train.log",
+        "trainers/hf_trainer_steps1.log",
+        "trainers/hf_trainer_steps1_unbuffered.log",
+        "trainers/hf_trainer_steps5_eval.log",
+        "trainers/trl_sft.log",
+    ],
+)
+def test_the_hf_trainers_stdout_is_read_point_for_point_as_read_log_reads_it(path):
+    # The Trainer's dicts go to a buffered stdout, its bars to stderr: a dict is dated
+    # by its tqdm.write, not by the bar count drawn before it (which read resumes).
+    from dflash_diag.logs import read_log
+
+    s = WatchSession(str(DATA / path))
+    read = -1
+    while s.summary.lines != read:  # (until a poll reads nothing new)
+        read = s.summary.lines
+        poll(s)
+    table = read_log(str(DATA / path)).table
+    assert s.detector.steps == table["step"].tolist() and not s.summary.restarts
+    np.testing.assert_allclose(s.detector.values, table["loss"].to_numpy())
