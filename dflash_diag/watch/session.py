@@ -13,11 +13,17 @@ earlier step).  :func:`watch` polls until stopped, sleeping between polls.
 
 Points: a record is used when it is a training record (not evaluation) of the chosen
 rank holding the metric; its step is its own (a ``step`` field or a progress bar's
-count).  A log whose records carry no step numbers them 1, 2, ... (times
-``step_every``).  A step at or below the last one is a resume: the points from that
-step on are forgotten and the values logged again replace them (as ``read_log`` keeps
-the later value of a repeated step); spikes already reported stay reported, and a
-spike at a step reported before the resume is marked ``again``.
+count).  A dict the Hugging Face Trainer printed with ``tqdm.write`` takes the training
+bar's count at its write (:class:`_WriteSteps`), as ``read_log`` dates it: its stdout is
+buffered, so the bar drawn just before it may be far older.  A log whose records carry
+no step numbers them 1, 2, ... (times ``step_every``).  A step at or below the last one
+is a resume: the points from that step on are forgotten and the values logged again
+replace them (as ``read_log`` keeps the later value of a repeated step); spikes already
+reported stay reported, and a spike at a step reported before the resume is marked
+``again``.
+
+What was read and not judged yet is counted as it happens (:class:`Summary`'s
+``unjudged_*``), so a watch stopped in the middle of a poll says so in its last words.
 """
 
 from __future__ import annotations
