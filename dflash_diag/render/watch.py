@@ -115,7 +115,9 @@ def unjudged_lines(summary: Summary, width: int = 80) -> list[str]:
         parts.append(f"{summary.unjudged_lines:,} lines read and not yet parsed")
     if not parts:
         return []
-    text = "; ".join(parts) + f" (dflash-diag spikes {summary.path} judges the whole log)"
+    text = "; ".join(parts)
+    if not summary.unread_bytes:  # (else the unread bytes' line says it)
+        text += f" (dflash-diag spikes {summary.path} judges the whole log)"
     return textwrap.wrap(text, width)
 
 

@@ -77,5 +77,11 @@ def test_the_summary_says_what_was_read_and_not_judged():
         "580, 612); 40 lines read and not yet parsed (dflash-diag spikes run.log judges",
         "the whole log)",
     ]
+    s.unread_bytes = 1200  # the hint is said once, after the unread bytes
+    assert summary_lines(s, "interrupted")[3:5] == [
+        "1,532 points read and not yet judged; 2 spikes found and not yet judged (steps",
+        "580, 612); 40 lines read and not yet parsed",
+    ]
+    s.unread_bytes = 0
     s.unjudged_points, s.unjudged_spikes, s.unjudged_lines = 0, [], 0
     assert len(summary_lines(s, "interrupted")) == 3  # all judged: nothing more said
