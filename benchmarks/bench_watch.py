@@ -2,6 +2,7 @@
 
     python benchmarks/bench_watch.py                 # latency and idle CPU, 3 runs
     python benchmarks/bench_watch.py --agreement     # watch against spikes on the sample logs
+    python benchmarks/bench_watch.py --scale         # CPU per verdict at 3k..100k points
 
 Latency: this script appends ``sample_logs/run.log`` to a fresh file at ~2,000 lines a second,
 pausing 2 s before the lines of steps 254 and 258, while ``watch --json`` follows it in another
@@ -10,6 +11,19 @@ reference, measured in the same run, is what answering after the fact costs: ``s
 on the same 300 steps, start-up included.  Idle CPU: the watcher's CPU seconds (from
 ``/proc/PID/stat``) over 3 s with nothing written, against its CPU seconds while it read the
 300 steps.
+
+Scale (``--scale``): a verdict's CPU seconds at several lengths of run.  For each size N
+(3,000, 10,000, 30,000 and 100,000 points unless ``--sizes`` says otherwise) it writes a
+log in the sample log's format whose ``ntok`` is the sample schedule's replay (so the
+schedule is verified, as on the sample run) and whose loss is flat with small batch
+effects and noise, with one spike early (its verdict reads the manifest and replays the
+schedule: not counted) and three in the last 600 steps; then it reads the log with a
+:class:`~dflash_diag.watch.session.WatchSession` in this process and times each
+:func:`~dflash_diag.watch.verdict.judge` call (``time.process_time``).  It prints the median
+CPU of the three late verdicts at each size and its ratio against the same figure at the
+smallest size, measured in the same run: flat is ~1x.  Also the CPU per point read and
+decided (parsing and detection, verdicts excluded).  Run it with ``PYTHONPATH`` set to
+another checkout to measure that one (it uses only public names and ``judge``).
 """
 
 from __future__ import annotations
@@ -157,12 +171,110 @@ def agreement(log: str, until: int, *extra: str) -> None:
     print(f"  verdicts that differ at steps {differ}")
 
 
+SCALE_SIZES = (3000, 10000, 30000, 100000)
+STEPS_PER_EPOCH = 329  # the sample schedule's (sample_logs/dflash-diag.toml)
+
+
+def scale_config(path: Path, epochs: int) -> None:
+    """The sample schedule, with enough epochs for the synthetic log."""
+    text = (SAMPLE / "dflash-diag.toml").read_text(encoding="utf-8")
+    text = text.replace(
+        'manifest = "manifest.parquet"', f'manifest = "{SAMPLE / "manifest.parquet"}"'
+    )
+    text = "\n".join(
+        f"epochs = {epochs}" if ln.startswith("epochs =") else ln for ln in text.splitlines()
+    )
+    path.write_text(text + "\n", encoding="utf-8")
+
+
+def scale_log(path: Path, config: Path, n: int) -> list[int]:
+    """Write ``n`` points in the sample log's format (``ntok`` from the replay); the
+    steps of the planted spikes, the first one early."""
+    import numpy as np
+
+    from dflash_diag.composition import Request, resolve
+
+    src = resolve(Request(log=str(path), config=str(config), live=True)).source
+    rep = src.replay_for(n)  # type: ignore[union-attr]
+    micro = rep.micro
+    mean_len = micro[micro["rank"] == 0].set_index("step")["mean_len"]
+    steps = rep.steps["step"].to_numpy()[:n]
+    tokens = rep.steps["tokens"].to_numpy()[:n]
+    rng = np.random.default_rng(n)
+    loss = (
+        0.9 + 0.03 * np.log(mean_len.loc[steps].to_numpy() / 1500) + 0.01 * rng.standard_normal(n)
+    )
+    planted = [200, n - 500, n - 350, n - 200]
+    loss[np.array(planted) - 1] += 0.5
+    with open(path, "w", encoding="utf-8") as out:
+        for s, v, t in zip(steps, loss, tokens, strict=True):
+            out.write(
+                "2026-03-02 12:47:28,759 | INFO | dflash.train | "
+                f"epoch={(s - 1) // STEPS_PER_EPOCH} step={s}/{n} loss={v:.4f} acc=0.0139 "
+                f"lr=2.52e-07 grad_norm=4.06 ntok={t} "
+                "tok/s=25.9K\n"
+            )
+    return planted
+
+
+def scale_one(n: int) -> tuple[float, float, int, list[str]]:
+    """Median CPU s of the late verdicts, CPU s per point otherwise, verdicts, and the
+    late verdicts' words, at ``n`` points."""
+    from dflash_diag.watch import session as ws
+
+    with tempfile.TemporaryDirectory() as tmp:
+        log, config = Path(tmp) / "run.log", Path(tmp) / "dflash-diag.toml"
+        scale_config(config, n // STEPS_PER_EPOCH + 2)
+        planted = scale_log(log, config, n)
+        timed: list[tuple[int, float, str]] = []
+        judge = ws.judge
+
+        def timed_judge(det: object, *args: object, **kw: object) -> object:
+            t = time.process_time()
+            v = judge(det, *args, **kw)  # type: ignore[arg-type]
+            took = time.process_time() - t
+            timed.append((det.decisions[-1].step, took, v.verdict))  # type: ignore[attr-defined]
+            return v
+
+        ws.judge = timed_judge  # type: ignore[assignment]
+        try:
+            session = ws.open_session(str(log), config=str(config), until=n)
+            start = time.process_time()
+            while not session.done:
+                list(session.poll())
+            total = time.process_time() - start
+        finally:
+            ws.judge = judge
+    late = [t for s, t, _ in timed if s in planted[1:]]
+    words = [f"{s} {v}" for s, _, v in timed if s in planted[1:]]
+    per_point = (total - sum(t for _, t, _ in timed)) / n
+    return statistics.median(late) if late else float("nan"), per_point, len(timed), words
+
+
+def scale(sizes: list[int]) -> None:
+    print(f"watch: CPU per verdict at {', '.join(f'{n:,}' for n in sizes)} points "
+          "(3 late spikes each; ratio against the smallest size, this run)")  # fmt: skip
+    ref = None
+    for n in sizes:
+        verdict, per_point, count, words = scale_one(n)
+        ref = verdict if ref is None else ref
+        print(
+            f"  {n:>7,} points: verdict {verdict:.3f} s CPU ({verdict / ref:.2f}x), "
+            f"{per_point * 1e3:.3f} ms a point read and decided, {count} verdicts "
+            f"({'; '.join(words)})"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--agreement", action="store_true")
+    ap.add_argument("--scale", action="store_true")
+    ap.add_argument("--sizes", default=",".join(map(str, SCALE_SIZES)))
     args = ap.parse_args()
-    if args.agreement:
+    if args.scale:
+        scale([int(x) for x in args.sizes.split(",")])
+    elif args.agreement:
         agreement("sample_logs/run.log", 2961)
         agreement("sample_logs/run_bucketed.log", 3709, "--config", "sample_logs/bucketed.toml")
     else:

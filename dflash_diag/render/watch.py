@@ -78,15 +78,47 @@ def spike_json(spike: Spike) -> dict[str, Any]:
 
 
 def status_text(status: Status, metric: str, path: str) -> str:
-    """The live status line: last step, the metric and its baseline, the counts."""
+    """The live status line: last step, the metric and its baseline, the counts, and how
+    far behind the log the watch is when it is (``~3,400 lines behind``: written and not
+    read yet, at the mean length of the lines read; every line read is judged)."""
+    behind = f"  ~{status.unread_lines:,} lines behind" if status.unread_bytes else ""
     if status.step is None:
-        return f"watching {path}: no {metric} yet ({status.lines} lines read)"
+        return f"watching {path}: no {metric} yet ({status.lines} lines read){behind}"
     spikes = f"{status.spikes} spike{'s' if status.spikes != 1 else ''}"
     rule = " (warming up)" if status.rule == "warming up" else ""
     return (
         f"step {status.step}  {metric} {_num(status.value)}  baseline "
-        f"{_num(status.baseline)}  {spikes}  {status.points} points{rule}"
+        f"{_num(status.baseline)}  {spikes}  {status.points} points{rule}{behind}"
     )
+
+
+def unjudged_lines(summary: Summary, width: int = 80) -> list[str]:
+    """What was read and not judged when the watch ended in the middle of a poll
+    (nothing when every line read was judged): ``1,532 points read and not yet judged
+    (...)``."""
+    import textwrap
+
+    parts = []
+    if summary.unjudged_points:
+        parts.append(f"{summary.unjudged_points:,} points read and not yet judged")
+    if summary.unjudged_spikes:
+        steps = ", ".join(map(str, summary.unjudged_spikes[:10]))
+        more = (
+            f" and {len(summary.unjudged_spikes) - 10} more"
+            if len(summary.unjudged_spikes) > 10
+            else ""
+        )
+        n = len(summary.unjudged_spikes)
+        s = "s" if n != 1 else ""
+        parts.append(f"{n} spike{s} found and not yet judged (step{s} {steps}{more})")
+    if summary.unjudged_lines:
+        parts.append(f"{summary.unjudged_lines:,} lines read and not yet parsed")
+    if not parts:
+        return []
+    text = "; ".join(parts)
+    if not summary.unread_bytes:  # (else the unread bytes' line says it)
+        text += f" (dflash-diag spikes {summary.path} judges the whole log)"
+    return textwrap.wrap(text, width)
 
 
 def summary_lines(summary: Summary, why: str, width: int = 80) -> list[str]:
@@ -106,6 +138,7 @@ def summary_lines(summary: Summary, why: str, width: int = 80) -> list[str]:
     if summary.restarts:
         back = "the log went back (resumes) to step " + ", ".join(map(str, summary.restarts))
         lines += textwrap.wrap(back, width)
+    lines += unjudged_lines(summary, width)
     if summary.unread_bytes:
         left = (
             f"{summary.unread_bytes:,} bytes of the log were written and not read before the "

@@ -17,8 +17,11 @@ afterwards (``spikes`` judges the finished log, see ``docs/watch.md``):
   baseline, so the lower tail of ``z`` stands for the upper tail of noise).  A
   calibration costs ~30 ms, so it is kept and redone only when a point needs it and
   the finite points have grown by :data:`RECALIBRATE_POINTS` (25) or
-  :data:`RECALIBRATE_SHARE` (5%) since: ``c_t`` comes from the points up to ``t`` or
-  at most that many before it, never after.  ``threshold`` fixes ``c_t`` throughout;
+  :data:`RECALIBRATE_SHARE` (5%) of the calibrated points since: ``c_t`` comes from the
+  points up to ``t`` or at most that many before it, never after.  It is calibrated on
+  the last :data:`CALIBRATION_POINTS` (4,096) finite points at most, so its cost does
+  not grow with the run (the false-event budget is then per that many points).
+  ``threshold`` fixes ``c_t`` throughout;
 - **flag**: ``z_t >= c_t`` and ``x_t >= (1 + min_rise) m_t`` and, for the first point of
   a run, a jump of ``min_rise / 2`` over the median of the 3 points before it; nothing
   is flagged among the first :data:`~dflash_diag.spikes.detect.MIN_HISTORY` points.
@@ -26,7 +29,9 @@ afterwards (``spikes`` judges the finished log, see ``docs/watch.md``):
   own and stays out of every baseline.
 
 The critical z is computed only for points that pass the other conditions (the flag
-needs all of them), so a point costs a median over one window, not a calibration.
+needs all of them), so a point costs a median over one window, not a calibration.  Every
+decision is also kept in growing arrays (:meth:`CausalDetector.arrays` slices them), so
+reading the last points costs the same at any length of run.
 ``direction="down"`` (accuracy) runs the same rules on ``-x``.
 """
 
@@ -57,6 +62,10 @@ DEFAULT_WINDOW = 50
 RECALIBRATE_POINTS = 25
 #: ... or by this share, whichever is more (a calibration costs ~30 ms).
 RECALIBRATE_SHARE = 0.05
+#: The critical z is calibrated on this many finite points at most (the last ones).
+CALIBRATION_POINTS = 4096
+#: Per-point arrays kept by the detector (:meth:`CausalDetector.arrays`).
+ARRAY_COLUMNS = ("steps", "values", "baseline", "z", "critical", "flagged")
 
 
 @dataclass(frozen=True)
@@ -135,6 +144,7 @@ class CausalDetector:
         self._rise_z: list[float] = []
         self._sorted: list[float] = []  # the finite values so far, sorted
         self._gap = math.inf  # their smallest positive gap
+        self._columns = _Columns()  # every decision, as arrays
         self.calibration = None
         self._calibrated_at = 0  # finite points the calibration was made on
         self._cached_critical = LEGACY_THRESHOLD
@@ -238,16 +248,18 @@ class CausalDetector:
         if rule == "warming up":
             return LEGACY_THRESHOLD
         n = len(self._z)
-        due = max(RECALIBRATE_POINTS, math.ceil(RECALIBRATE_SHARE * self._calibrated_at))
+        used = min(self._calibrated_at, CALIBRATION_POINTS)
+        due = max(RECALIBRATE_POINTS, math.ceil(RECALIBRATE_SHARE * used))
         if self.calibration is None or n - self._calibrated_at >= due:
-            z = np.asarray(self._z, dtype=np.float64)
+            lo = max(0, n - CALIBRATION_POINTS)
+            z = np.asarray(self._z[lo:], dtype=np.float64)
             self.calibration = calibrate(
                 z,
                 z,
-                np.asarray(self._k, dtype=np.float64),
-                np.asarray(self._rise_z, dtype=np.float64),
+                np.asarray(self._k[lo:], dtype=np.float64),
+                np.asarray(self._rise_z[lo:], dtype=np.float64),
                 self.window,
-                MIN_HISTORY,
+                max(0, MIN_HISTORY - lo),
             )
             self._calibrated_at = n
             crit = float(self.calibration.critical[-1])
@@ -274,6 +286,7 @@ class CausalDetector:
         self.steps.append(step)
         self.values.append(v)
         self.decisions.append(d)
+        self._columns.append(step, v, base, z, crit, bool(kind))
         return d
 
     def _insert(self, x: float) -> None:
@@ -300,33 +313,55 @@ class CausalDetector:
         dropped = len(self.steps) - cut
         self._reset()
         self.steps, self.values, self.decisions = steps, values, decisions
+        for p in decisions:
+            self._columns.append(p.step, p.value, p.baseline, p.z, p.critical, p.flagged)
         self._x, self._z = x[:n_finite], z[:n_finite]
         self._k, self._rise_z = k[:n_finite], rz[:n_finite]
         for v in self._x:
             self._insert(v)
         return dropped
 
-    def arrays(self) -> dict[str, np.ndarray]:
-        """The points so far as arrays (every point, in arrival order): ``steps``
-        (int64), ``values``, ``baseline``, ``z``, ``scale``, ``critical``, ``flagged``."""
+    def arrays(self, lo: int = 0, hi: int | None = None) -> dict[str, np.ndarray]:
+        """Points ``lo`` to ``hi`` (None: the last) as arrays, in arrival order (copies:
+        the cost is the slice's, not the run's): ``steps`` (int64), ``values``,
+        ``baseline``, ``z``, ``scale``, ``critical``, ``flagged``."""
         import numpy as np
 
-        d = self.decisions
-        base = np.array([p.baseline for p in d], dtype=np.float64)
-        values = np.array(self.values, dtype=np.float64)
-        z = np.array([p.z for p in d], dtype=np.float64)
+        a = self._columns.slice(lo, len(self.steps) if hi is None else hi)
         with np.errstate(divide="ignore", invalid="ignore"):
             sign = 1.0 if self.direction == "up" else -1.0
-            scale = sign * (values - base) / z
-        return {
-            "steps": np.array(self.steps, dtype=np.int64),
-            "values": values,
-            "baseline": base,
-            "z": z,
-            "scale": scale,
-            "critical": np.array([p.critical for p in d], dtype=np.float64),
-            "flagged": np.array([p.flagged for p in d], dtype=bool),
+            scale = sign * (a["values"] - a["baseline"]) / a["z"]
+        return {**a, "scale": scale}
+
+
+class _Columns:
+    """Growing arrays of the decisions (capacity doubled when full, so an append costs
+    O(1) amortised and a slice costs its length)."""
+
+    def __init__(self) -> None:
+        import numpy as np
+
+        self.n = 0
+        self._data = {
+            c: np.empty(1024, dtype=np.int64 if c == "steps" else bool if c == "flagged" else float)
+            for c in ARRAY_COLUMNS
         }
+
+    def append(self, *row: float) -> None:
+        import numpy as np
+
+        if self.n == len(self._data["steps"]):
+            for c, a in self._data.items():
+                grown = np.empty(2 * a.size, dtype=a.dtype)
+                grown[: a.size] = a
+                self._data[c] = grown
+        for c, v in zip(ARRAY_COLUMNS, row, strict=True):
+            self._data[c][self.n] = v
+        self.n += 1
+
+    def slice(self, lo: int, hi: int) -> dict[str, np.ndarray]:
+        hi = min(hi, self.n)
+        return {c: a[lo:hi].copy() for c, a in self._data.items()}
 
 
 def trailing_levels(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

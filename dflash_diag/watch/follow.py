@@ -49,9 +49,13 @@ class Chunk:
     :param reset: the file started over (truncated or replaced) before ``lines``: a
         line parser's state from the old content no longer applies.
     :param backlog: ``lines`` were already in the file when it was first opened.
+    :param raw: the same lines with their escape codes kept, when they hold a ``\\r``
+        (progress bars: a bar closed with a cursor-up escape is no ``tqdm.write``); None
+        otherwise.
     """
 
     lines: list[str] = field(default_factory=list)
+    raw: list[str] | None = None
     notices: list[str] = field(default_factory=list)
     reset: bool = False
     backlog: bool = False
@@ -90,6 +94,9 @@ class Follower:
         self._said_waiting = False
         self._said_gone = False
         self.partial_lines_dropped = 0
+        #: Bytes read so far, over every file the path named (for the status line's
+        #: "lines behind": unread bytes at the mean length of the lines read).
+        self.bytes_read = 0
         self._skipping = False  # dropping the rest of an over-long line
 
     def close(self) -> None:
@@ -164,6 +171,7 @@ class Follower:
             size = min(size, self._backlog_end - self._pos)
         data = self._file.read(size)
         self._pos += len(data)
+        self.bytes_read += len(data)
         if len(self._head) < 2 and data:
             self._head = (self._head + data)[:2]
             if self._head == GZIP_MAGIC:
@@ -239,3 +247,6 @@ class Follower:
         text, _ = decode(whole)
         for line in strip_ansi(text).split("\n"):
             chunk.lines.append(line[:-1] if line.endswith("\r") else line)
+        if "\r" in text:
+            raw = [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
+            chunk.raw = raw if len(raw) == len(chunk.lines) else None

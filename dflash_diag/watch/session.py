@@ -13,27 +13,36 @@ earlier step).  :func:`watch` polls until stopped, sleeping between polls.
 
 Points: a record is used when it is a training record (not evaluation) of the chosen
 rank holding the metric; its step is its own (a ``step`` field or a progress bar's
-count).  A log whose records carry no step numbers them 1, 2, ... (times
-``step_every``).  A step at or below the last one is a resume: the points from that
-step on are forgotten and the values logged again replace them (as ``read_log`` keeps
-the later value of a repeated step); spikes already reported stay reported, and a
-spike at a step reported before the resume is marked ``again``.
+count).  A dict the Hugging Face Trainer printed with ``tqdm.write`` takes the training
+bar's count at its write (:class:`_WriteSteps`), as ``read_log`` dates it: its stdout is
+buffered, so the bar drawn just before it may be far older.  A log whose records carry
+no step numbers them 1, 2, ... (times ``step_every``).  A step at or below the last one
+is a resume: the points from that step on are forgotten and the values logged again
+replace them (as ``read_log`` keeps the later value of a repeated step); spikes already
+reported stay reported, and a spike at a step reported before the resume is marked
+``again``.
+
+What was read and not judged yet is counted as it happens (:class:`Summary`'s
+``unjudged_*``), so a watch stopped in the middle of a poll says so in its last words.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import time
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..data import spike_direction
+from ..logs.bars import TQDM
 from ..logs.grammar import LINE_FORMATS
 from ..logs.lines import LineState, parse_line
 from .causal import DEFAULT_WINDOW, CausalDetector
 from .follow import POLL_SECONDS, Follower
-from .verdict import LiveVerdict, judge
+from .verdict import HISTORY, LiveVerdict, judge
 
 if TYPE_CHECKING:
     from ..composition.source import Source
@@ -87,6 +96,10 @@ class Status:
     :param step: the last point's step (None: no point yet).
     :param value: its value; ``baseline``: its baseline (NaN: none yet).
     :param rule: how its critical z would be set (``warming up``, ``calibrated``...).
+    :param lines: lines read (and judged: a poll judges what it reads);
+        ``unread_bytes``: bytes written to the log and not read yet; ``unread_lines``:
+        about how many lines they are (at the mean length of the lines read): how far
+        behind the watch is.
     """
 
     step: int | None
@@ -96,6 +109,8 @@ class Status:
     points: int
     spikes: int
     lines: int
+    unread_bytes: int = 0
+    unread_lines: int = 0
 
 
 @dataclass
@@ -106,6 +121,10 @@ class Summary:
     :param restarts: steps the log went back to (resumes).
     :param unread_bytes: bytes of the log not read when the watch ended (its spikes, if
         any, were never judged: said in the last words).
+    :param unjudged_lines: lines read from the file and not parsed yet (a watch stopped
+        in the middle of a poll); ``unjudged_points``: points parsed and not decided yet;
+        ``unjudged_spikes``: the steps of the spikes decided and not judged yet.  All
+        three are 0 once a poll ends.
     """
 
     path: str
@@ -116,6 +135,9 @@ class Summary:
     spikes: list[Spike] = field(default_factory=list)
     restarts: list[int] = field(default_factory=list)
     unread_bytes: int = 0
+    unjudged_lines: int = 0
+    unjudged_points: int = 0
+    unjudged_spikes: list[int] = field(default_factory=list)
 
     @property
     def verdicts(self) -> dict[str, int]:
@@ -168,6 +190,8 @@ class WatchSession:
         self.step_every = step_every or 1
         self._shapes = LINE_FORMATS[fmt or "text"]
         self._state = LineState()
+        self._bars = _WriteSteps()
+        self._undated: deque[dict[str, Any]] = deque()  # dicts waiting for their write
         self._skipped: dict[str, int] = {}
         self._shapes_seen: dict[str, int] = {}
         self._extra: dict[str, list[float]] = {c: [] for c in EXTRA_COLUMNS}
@@ -177,6 +201,7 @@ class WatchSession:
         self._stepped_records = 0  # ... of them with a step (a banner's settings have none)
         self._keys: set[str] = set()  # their metrics (for the "no such metric" notice)
         self._said_missing = False
+        self._spiked: set[int] = set()  # steps of the spikes reported
         self.summary = Summary(path=path, metric=metric)
         self.until = until
         #: What the reader should know before the first line (yielded by the first poll).
@@ -192,6 +217,8 @@ class WatchSession:
     def status(self) -> Status:
         d = self.detector.decisions
         last = d[-1] if d else None
+        unread = self.follower.unread()
+        per_line = self.follower.bytes_read / max(1, self.summary.lines)
         return Status(
             step=last.step if last else None,
             value=last.value if last else math.nan,
@@ -200,6 +227,8 @@ class WatchSession:
             points=len(d),
             spikes=len(self.summary.spikes),
             lines=self.summary.lines,
+            unread_bytes=unread,
+            unread_lines=round(unread / per_line) if per_line > 0 else 0,
         )
 
     def poll(self) -> Iterator[Event]:
@@ -211,18 +240,26 @@ class WatchSession:
         yield from (Notice(t) for t in chunk.notices)
         if chunk.reset:
             self._state = LineState()
+            self._bars = _WriteSteps()
+            self._undated.clear()
         steps: list[int] = []
         values: list[float] = []
-        for line in chunk.lines:
+        behind = self.summary
+        behind.unjudged_lines = len(chunk.lines)
+        for i, line in enumerate(chunk.lines):
             self.summary.lines += 1
-            for rec in parse_line(
+            behind.unjudged_lines -= 1
+            if chunk.raw is not None:
+                self._bars.feed(chunk.raw[i], self._state.writes)
+            recs = parse_line(
                 self.summary.lines,
                 line,
                 self._state,
                 self._shapes,
                 self._skipped,
                 self._shapes_seen,
-            ):
+            )
+            for rec in self._dated(recs):
                 point = self._point(rec)
                 if point is None:
                     continue
@@ -234,12 +271,14 @@ class WatchSession:
                     yield self._restart(step)
                 steps.append(step)
                 values.append(value)
+                behind.unjudged_points += 1
                 for c in EXTRA_COLUMNS:
                     self._extra[c].append(_number(rec.get(c)))
                 if self.until is not None and step >= self.until:
                     self.done = True
                     break
             if self.done:
+                behind.unjudged_lines = 0  # (the lines after --until are not read, on purpose)
                 break
         yield from self._decide(steps, values, chunk.backlog)
         # (only once a record with a step was read: a trainer's banner prints its settings
@@ -252,6 +291,24 @@ class WatchSession:
                 f"{others}); check --metric"
             )
 
+    def _dated(self, recs: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        """``recs`` in order, a dict printed by ``tqdm.write`` held back until its write's
+        redraw is read (stdout's buffer may flush between a write's clear and its redraw:
+        the dict then arrives first), with the ones held before it."""
+        writes = self._state.writes
+
+        def dated(k: int) -> bool:
+            return k < len(writes) and writes[k] != _WriteSteps.OPEN
+
+        while self._undated and dated(self._undated[0]["write"][1]):
+            yield self._undated.popleft()
+        for rec in recs:
+            write = rec.get("write")
+            if write is not None and (self._undated or not dated(write[1])):
+                self._undated.append(rec)
+                continue
+            yield rec
+
     def _point(self, rec: dict[str, Any]) -> tuple[int, float] | None:
         """``(step, value)`` of a record of the watched metric, or None."""
         self._records += 1
@@ -263,6 +320,10 @@ class WatchSession:
             return None
         value = _number(rec.get(self.metric))
         step = rec.get("step")
+        if rec.get("write") is not None:
+            # a dict printed by tqdm.write: its step is the bar's count at that write,
+            # however far stdout's buffering moved it (as read_log dates it)
+            step = float(self._state.writes[rec["write"][1]])
         if step is not None and math.isfinite(step):
             self._stepped = True
             return int(step), value
@@ -292,15 +353,20 @@ class WatchSession:
         n0 = self.detector.n_points
         decisions = self.detector.extend(steps, values)
         self._count()
-        for k, d in enumerate(decisions):
-            if d.starts_event:
-                yield self._judged(d, n0 + k, backlog)
+        events = [(d, n0 + k) for k, d in enumerate(decisions) if d.starts_event]
+        self.summary.unjudged_points -= len(steps)
+        self.summary.unjudged_spikes += [d.step for d, _ in events]
+        for d, at in events:
+            spike = self._judged(d, at, backlog)
+            self.summary.unjudged_spikes.pop(0)
+            yield spike
 
     def _judged(self, d: Any, upto: int, backlog: bool) -> Spike:
         """The spike of decision ``d`` judged on the points up to it."""
         det = self.detector
-        view = _Prefix(det, upto + 1)
-        extra = {c: v[: upto + 1] for c, v in self._extra.items()}
+        lo = max(0, upto + 1 - HISTORY)
+        view = _Window(det, lo, upto + 1)
+        extra = {c: v[lo : upto + 1] for c, v in self._extra.items()}
         verdict = judge(
             view,  # type: ignore[arg-type]
             extra,
@@ -326,8 +392,9 @@ class WatchSession:
             verdict=verdict,
             backlog=backlog,
             seen_at=time.time(),
-            again=any(s.step == d.step for s in self.summary.spikes),
+            again=d.step in self._spiked,
         )
+        self._spiked.add(d.step)
         self.summary.spikes.append(spike)
         return spike
 
@@ -341,17 +408,57 @@ class WatchSession:
 FIX_RANK_POINTS = 100
 
 
-class _Prefix:
-    """The detector's first ``n`` points, as :func:`~.verdict.judge` reads them."""
+class _Window:
+    """The detector's points ``lo`` to ``hi`` (the last :data:`~.verdict.HISTORY` up to
+    a spike), as :func:`~.verdict.judge` reads them: a slice, so it costs the same at
+    any length of run."""
 
-    def __init__(self, det: CausalDetector, n: int) -> None:
-        self._det, self._n = det, n
+    def __init__(self, det: CausalDetector, lo: int, hi: int) -> None:
+        self._det, self._lo, self._hi = det, lo, hi
+        self.start = lo  # (0: the window holds every point so far)
         self.window, self.min_rise, self.direction = det.window, det.min_rise, det.direction
         self.calibration = det.calibration
-        self.decisions = det.decisions[:n]
+        self.decisions = det.decisions[hi - 1 : hi]  # (judge reads the last one only)
 
     def arrays(self) -> dict[str, Any]:
-        return {k: v[: self._n] for k, v in self._det.arrays().items()}
+        return self._det.arrays(self._lo, self._hi)
+
+
+class _WriteSteps:
+    """The training bar's count at each ``tqdm.write``, found as the lines arrive (what
+    :func:`~dflash_diag.logs.bars.write_steps` finds in a whole log): a group of clears
+    (``\\r`` + spaces + ``\\r``) opens a write, whose step is the count of the next
+    redraw of the training bar (the bar, by its total, most often redrawn after a clear
+    so far).  An open write is :data:`OPEN` in the list until its redraw is read: the
+    dicts it dates wait for it (:meth:`WatchSession._dated`)."""
+
+    #: A write whose redraw has not been read yet.
+    OPEN = -1
+    # (a clear at a line's end lost its last \r with the line end: the follower drops a
+    # CRLF's \r)
+    _CLEAR_OR_BAR = re.compile(r"\r +(?=\r|$)|" + TQDM.pattern)
+
+    def __init__(self) -> None:
+        self.after_clear: Counter[int] = Counter()
+        self.after_clear_prev = False
+
+    def feed(self, line: str, writes: list[int]) -> None:
+        """Open and date in ``writes`` the writes ``line`` shows."""
+        if "\r" not in line:
+            return
+        for m in self._CLEAR_OR_BAR.finditer(line):
+            if m.group("n") is None:
+                if not (writes and writes[-1] == self.OPEN):
+                    writes.append(self.OPEN)
+                self.after_clear_prev = True
+                continue
+            total = int(m.group("total"))
+            if self.after_clear_prev:
+                self.after_clear[total] += 1
+            self.after_clear_prev = False
+            is_open = bool(writes) and writes[-1] == self.OPEN
+            if is_open and total == self.after_clear.most_common(1)[0][0]:
+                writes[-1] = int(m.group("n"))
 
 
 def _number(v: Any) -> float:

@@ -19,6 +19,14 @@ trend, by a median of at least :data:`~dflash_diag.spikes.attribute.EXPLAINED_HI
 :data:`~dflash_diag.spikes.attribute.SIMILAR_ELEVATED` residual scales, with
 composition predicting held-out steps of the run so far (R² >= ``R2_MIN``).  The
 reason names those steps, so a reader sees on how many batches it rests.
+
+**A bounded history.**  A verdict reads the last :data:`HISTORY` (4,096) points up to
+its spike at most, with the detector's decisions kept as arrays and the replay cached by
+its source: the trend, the composition model, the similar batches, the earlier
+recurrences, the lr phase and the token check are those of that window.  On a run of up
+to 4,096 points that is every point so far (the verdict is the one the whole history
+gives); on a longer one it is the last 4,096 steps (12 epochs of the sample run), so a
+verdict costs the same at step 3,000 and at step 100,000.
 """
 
 from __future__ import annotations
@@ -29,9 +37,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..composition.source import Source
+    from ..data import Replay
     from ..spikes.attribute import Attribution, SpikeEvidence
     from .causal import CausalDetector
 
+#: A verdict looks at the last this many points up to its spike at most (module
+#: docstring): its cost does not grow with the run.
+HISTORY = 4096
 #: Earlier batches within this log-distance of a spike's mean length are "as long".
 BAND = 0.05
 #: Steps named in the "earlier batches alike" reason at most.
@@ -88,7 +100,10 @@ def judge(
         )
     import pandas as pd
 
-    rep = composition.replay_for(int(detection.steps[-1]))
+    last = int(detection.steps[-1])
+    rep = composition.replay_for(last)
+    first = None if getattr(det, "start", 0) == 0 else int(detection.steps[0])
+    rep = replay_window(rep, first, last + HISTORY)
     table = pd.DataFrame({"step": detection.steps, "tokens": extra["tokens"]})
     ground = composition.ground(rep, table, detection.steps)
     lr = _finite_or_none(extra["lr"])
@@ -103,6 +118,45 @@ def judge(
             verdict, reasons = "composition", (more,)
             evidence = replace(evidence, verdict=verdict, reasons=reasons)
     return LiveVerdict(verdict, reasons, ground.status, evidence, att.metric_rank)
+
+
+def replay_window(rep: Replay, first: int | None, last: int) -> Replay:
+    """The micro-batches of ``rep`` at steps ``first`` (minus the points' log interval,
+    the steps the window's first point covers; None: from the start) to ``last``: the
+    replay a bounded verdict needs, so its cost does not grow with the replay.  ``rep``
+    itself when nothing is cut; ``batch_id`` is kept (a batch's identity across epochs).
+
+    >>> import numpy as np
+    >>> from dflash_diag.data import ScheduleParams
+    >>> from dflash_diag.schedule import replay
+    >>> r = replay(np.array([3, 1, 2, 2]), ScheduleParams(token_budget=4), epochs=2)
+    >>> [r.batch(i).tolist() for i in range(len(r.micro))]
+    [[1, 2], [0], [3], [0], [3], [1, 2]]
+    >>> w = replay_window(r, 2, 4)
+    >>> w.micro.step.tolist(), [w.batch(i).tolist() for i in range(len(w.micro))]
+    ([1, 2, 3, 4], [[0], [3], [0], [3]])
+    """
+    import numpy as np
+
+    micro_steps = rep.micro["step"].to_numpy()
+    step_col = rep.steps["step"].to_numpy()
+    if first is not None:
+        gaps = np.diff(step_col)
+        first -= int(np.median(gaps)) if gaps.size else 0
+    lo = 0 if first is None else int(np.searchsorted(micro_steps, first, side="left"))
+    hi = int(np.searchsorted(micro_steps, last, side="right"))
+    if lo == 0 and hi == micro_steps.size:
+        return rep
+    a, b = int(rep.offsets[lo]), int(rep.offsets[hi])
+    s_lo = 0 if first is None else int(np.searchsorted(step_col, first, side="left"))
+    s_hi = int(np.searchsorted(step_col, last, side="right"))
+    return replace(
+        rep,
+        sample_ids=rep.sample_ids[a:b],
+        offsets=rep.offsets[lo : hi + 1] - a,
+        micro=rep.micro.iloc[lo:hi].reset_index(drop=True),
+        steps=rep.steps.iloc[s_lo:s_hi].reset_index(drop=True),
+    )
 
 
 def _finite_or_none(values: list[float]) -> Any:

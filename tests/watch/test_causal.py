@@ -132,3 +132,39 @@ def test_a_window_below_two_is_refused(window):
 
     with pytest.raises(InputError, match="at least 2"):
         CausalDetector(window=window)
+
+
+def from_decisions(d):
+    """The per-point arrays rebuilt from the decisions (what ``arrays`` was before it
+    kept them)."""
+    ds = d.decisions
+    return {
+        "steps": np.array([p.step for p in ds], dtype=np.int64),
+        "values": np.array([p.value for p in ds]),
+        "baseline": np.array([p.baseline for p in ds]),
+        "z": np.array([p.z for p in ds]),
+        "critical": np.array([p.critical for p in ds]),
+        "flagged": np.array([p.flagged for p in ds], dtype=bool),
+    }
+
+
+@settings(max_examples=examples(25), deadline=None)
+@given(
+    st.lists(st.integers(1, 400), min_size=1, max_size=4),
+    st.integers(0, 2000),
+    st.integers(0, 2000),
+    st.integers(1, 3000),
+)
+def test_a_slice_of_the_kept_arrays_is_the_decisions_slice(sizes, lo, span, cut):
+    # Invariant: the growing arrays hold exactly the decisions, in order, however the
+    # points came (batches of any size, a resume), and a slice is the decisions' slice.
+    x = list(noisy(sum(sizes) + 80, spikes=[(60, 1.5)]))
+    x[30] = math.nan
+    d, _ = decide(x, sizes=sizes)
+    d.truncate(cut)
+    d.extend(range(cut, cut + 5), [2.0] * 5)
+    full = from_decisions(d)
+    got = d.arrays(lo, lo + span)
+    for k, want in full.items():
+        np.testing.assert_array_equal(got[k], want[lo : lo + span])
+    assert set(got) == {*full, "scale"}

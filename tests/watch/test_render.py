@@ -52,6 +52,11 @@ def test_the_status_line_and_the_summary():
     assert status_text(status, "loss", "run.log") == (
         "step 1234  loss 0.873  baseline 0.861  3 spikes  1234 points"
     )
+    # behind the log: how many lines were written and not read yet
+    late = Status(98765, 0.873, 0.861, "calibrated", 98765, 12, 99000, 272_000, 3_400)
+    assert status_text(late, "loss", "run.log") == (
+        "step 98765  loss 0.873  baseline 0.861  12 spikes  98765 points  ~3,400 lines behind"
+    )
     empty = Status(None, math.nan, math.nan, "warming up", points=0, spikes=0, lines=12)
     assert status_text(empty, "loss", "run.log") == "watching run.log: no loss yet (12 lines read)"
     s = Summary("run.log", "loss", lines=300, points=280, last_step=280, spikes=[spike()])
@@ -62,3 +67,21 @@ def test_the_status_line_and_the_summary():
         "  254 composition",
         "the log went back (resumes) to step 101",
     ]
+
+
+def test_the_summary_says_what_was_read_and_not_judged():
+    s = Summary("run.log", "loss", lines=300, points=280, last_step=280, spikes=[spike()])
+    s.unjudged_points, s.unjudged_spikes, s.unjudged_lines = 1532, [580, 612], 40
+    assert summary_lines(s, "interrupted")[3:] == [
+        "1,532 points read and not yet judged; 2 spikes found and not yet judged (steps",
+        "580, 612); 40 lines read and not yet parsed (dflash-diag spikes run.log judges",
+        "the whole log)",
+    ]
+    s.unread_bytes = 1200  # the hint is said once, after the unread bytes
+    assert summary_lines(s, "interrupted")[3:5] == [
+        "1,532 points read and not yet judged; 2 spikes found and not yet judged (steps",
+        "580, 612); 40 lines read and not yet parsed",
+    ]
+    s.unread_bytes = 0
+    s.unjudged_points, s.unjudged_spikes, s.unjudged_lines = 0, [], 0
+    assert len(summary_lines(s, "interrupted")) == 3  # all judged: nothing more said

@@ -172,3 +172,90 @@ def test_a_real_trainers_banner_says_nothing_is_missing(name, tmp_path):
     (tmp_path / "run.log").write_text("".join(head))
     s = WatchSession(str(tmp_path / "run.log"), metric="loss")
     assert [e for e in poll(s) if "records read so far" in getattr(e, "text", "")] == []
+
+
+def test_a_watch_stopped_between_two_verdicts_says_the_spike_it_did_not_judge(tmp_path):
+    # Two spikes in one poll; the reader stops after the first (Ctrl-C while the second
+    # is judged): the second is said as found and not judged, and nothing else is.
+    log = tmp_path / "run.log"
+    log.write_text(lines(300, spike_at=(150, 240)))
+    s = WatchSession(str(log))
+    events = s.poll()
+    first = next(e for e in events if isinstance(e, Spike))
+    events.close()
+    assert first.step == 150
+    assert s.summary.unjudged_spikes == [240] and s.summary.unjudged_points == 0
+
+
+def test_a_watch_stopped_while_deciding_says_the_points_it_read(tmp_path, monkeypatch):
+    log = tmp_path / "run.log"
+    log.write_text(lines(120))
+    s = WatchSession(str(log))
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(s.detector, "extend", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        poll(s)
+    assert s.summary.unjudged_points == 120 and s.summary.lines == 120
+
+
+@pytest.mark.slow
+def test_a_verdict_reads_a_bounded_window_of_the_run(tmp_path, monkeypatch):
+    # With the history bounded at 300 points, the verdict of a spike at step 396 of the
+    # sample run is fitted on its last 300 points and the replay's steps from there to
+    # 300 steps ahead: what it reads does not grow with the run.
+    from dflash_diag.spikes import attribute
+    from dflash_diag.watch import session as ws
+    from dflash_diag.watch import verdict as wv
+
+    for name in ("run.log", "dflash-diag.toml", "manifest.parquet"):
+        shutil.copy(SAMPLE / name, tmp_path / name)
+    monkeypatch.setattr(ws, "HISTORY", 300)
+    monkeypatch.setattr(wv, "HISTORY", 300)
+    seen = []
+    real = attribute.attribute_spikes
+
+    def spy(detection, rep, *args, **kw):
+        seen.append(
+            (detection.steps[0], detection.steps[-1], rep.micro["step"].agg(["min", "max"]))
+        )
+        return real(detection, rep, *args, **kw)
+
+    monkeypatch.setattr(attribute, "attribute_spikes", spy)
+    s = open_session(str(tmp_path / "run.log"), until=400)
+    got = {x.step: x for x in spikes(watch(s, sleep=lambda t: None))}
+    assert 396 in got and got[396].verdict.ground == "verified"
+    first, last, span = seen[-1]
+    assert (first, last) == (97, 396)  # the last 300 points
+    assert span["min"] == 96 and span["max"] == 696  # covered from step 96, 300 ahead
+    assert seen[0][0] == 1  # (an early spike: every point so far)
+
+
+DATA = ROOT / "tests" / "data"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "trainer_runs/grouped/train.log",
+        "trainers/hf_trainer_steps1.log",
+        "trainers/hf_trainer_steps1_unbuffered.log",
+        "trainers/hf_trainer_steps5_eval.log",
+        "trainers/trl_sft.log",
+    ],
+)
+def test_the_hf_trainers_stdout_is_read_point_for_point_as_read_log_reads_it(path):
+    # The Trainer's dicts go to a buffered stdout, its bars to stderr: a dict is dated
+    # by its tqdm.write, not by the bar count drawn before it (which read resumes).
+    from dflash_diag.logs import read_log
+
+    s = WatchSession(str(DATA / path))
+    read = -1
+    while s.summary.lines != read:  # (until a poll reads nothing new)
+        read = s.summary.lines
+        poll(s)
+    table = read_log(str(DATA / path)).table
+    assert s.detector.steps == table["step"].tolist() and not s.summary.restarts
+    np.testing.assert_allclose(s.detector.values, table["loss"].to_numpy())
