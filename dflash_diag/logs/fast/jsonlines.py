@@ -46,8 +46,11 @@ SCAN_CHUNK = 1 << 24
 
 def too_nested(data: Any, limit: int = MAX_OPENERS) -> bool:
     """Whether a line of ``data`` has more than ``limit`` opening brackets (``{`` or
-    ``[``, in strings too: a bound on its nesting depth).  Counted chunk by chunk, at the
-    newlines' positions; a log with no more brackets than ``limit`` is not scanned."""
+    ``[``, in strings too: a bound on its nesting depth).  Counted chunk by chunk: each
+    bracket's line is found among the newlines' positions (``searchsorted``), and the
+    brackets counted per line (``bincount``); a log with no more brackets than ``limit``
+    is not scanned.  (Positions, not a running count per byte: a cumulative sum over
+    every byte took 40 ms of a 7 MB log's 0.1 s.)"""
     if data.count(b"{") + data.count(b"[") <= limit:
         return False
     import numpy as np
@@ -55,13 +58,16 @@ def too_nested(data: Any, limit: int = MAX_OPENERS) -> bool:
     carry = 0  # brackets on the line running into this chunk, before it
     for lo in range(0, len(data), SCAN_CHUNK):
         buf = np.frombuffer(data[lo : lo + SCAN_CHUNK], np.uint8)
-        # brackets since the start of the line the chunk begins in, at each byte
-        opens = np.cumsum((buf == ord("{")) | (buf == ord("[")), dtype=np.int64) + carry
-        at_ends = opens[buf == ord("\n")]
-        tail = int(opens[-1] - (at_ends[-1] if len(at_ends) else 0))
-        if tail > limit or (np.diff(at_ends, prepend=0) > limit).any():
+        ends = np.flatnonzero(buf == ord("\n"))
+        # (`{` is 0x7b and `[` 0x5b: setting bit 5 maps exactly those two to 0x7b)
+        opens = np.flatnonzero((buf | 0x20) == ord("{"))
+        per_line = np.bincount(np.searchsorted(ends, opens), minlength=len(ends) + 1)
+        per_line[0] += carry  # line 0 of the chunk continues the line before it
+        if len(ends) and int(per_line[:-1].max()) > limit:
             return True
-        carry = tail
+        carry = int(per_line[-1]) if len(ends) else int(per_line[0])
+        if carry > limit:
+            return True
     return False
 
 
@@ -356,6 +362,9 @@ def _records(
     with np.errstate(invalid="ignore"):
         no_rank = ~(np.abs(rank_col) < 2**31)  # (NaN, inf, 1e30: rank 0, as in the parser)
     out["rank"] = np.where(no_rank, 0.0, rank_col).astype(np.int64)
-    out["step_source"] = np.where(has_step[keep], "field", "none")
+    # (a categorical: pandas 3 stores an array of str in Arrow, 16 ms per 100,000 rows)
+    out["step_source"] = pd.Categorical.from_codes(
+        has_step[keep].astype(np.int8), categories=["none", "field"]
+    )
     out["attach"] = True
     return out, skipped
