@@ -16,6 +16,7 @@ from ..errors import InputError
 from .csv import read_csv
 from .hf_state import read_hf_state
 from .io import RawLog
+from .json_rows import read_json_rows
 from .tensorboard import read_tensorboard
 from .text import read_lines
 
@@ -48,6 +49,12 @@ def _csv(
     return read_csv(raw, rank)
 
 
+def _json_rows(
+    raw: RawLog, fmt: str | None, rank: int | str, progress: Progress | None, fast: bool
+) -> RunLog:
+    return read_json_rows(raw, rank)
+
+
 def _hf_state(
     raw: RawLog, fmt: str | None, rank: int | str, progress: Progress | None, fast: bool
 ) -> RunLog:
@@ -64,6 +71,10 @@ READERS: dict[str, Reader] = {
     "jsonl": Reader("one JSON object per line", _lines),
     "csv": Reader("CSV/TSV table: Lightning metrics.csv, W&B export, step<TAB>loss", _csv),
     "hf-state": Reader("Hugging Face trainer_state.json (log_history)", _hf_state),
+    "json-rows": Reader(
+        "one JSON document of rows: a W&B history export (a list of rows, pandas to_json)",
+        _json_rows,
+    ),
     "tensorboard": Reader("TensorBoard event file or folder (needs the 'tensorboard' extra)", None),
 }
 
