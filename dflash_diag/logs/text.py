@@ -86,9 +86,9 @@ def read_lines_fast(
             frames, lines = got
             n_lines = sum(len(f) for f in frames) + len(lines)  # every line is in one of them
             run = read_records(path, data, lines, n_lines, frames, skipped, fmt, rank, progress)
-            if not (run.restarts and _totals_in(frames, data, shapes)):
+            if not (_back_to_start(run) and _totals_in(frames, data, shapes)):
                 return run
-            return None  # steps go back and count against totals: maybe runs appended
+            return None  # steps go back to the start, against totals: maybe runs appended
     if "dict" in shapes and not dicts_first:
         return _read_dict_lines(path, data, fmt, rank, progress)
     return None
@@ -107,13 +107,21 @@ def _read_dict_lines(
     return read_records(path, data, others, n_lines, [frame], dropped, fmt, rank, progress, "dict")
 
 
+def _back_to_start(run: RunLog) -> bool:
+    """Whether the steps go back to the lowest step logged: the only step back that can
+    start another run (:func:`~dflash_diag.logs.normalise.run_starts`: back to the
+    run's first step or below); a step back to the middle is a resume, whatever the
+    totals."""
+    return bool(run.restarts) and min(run.restarts) <= int(run.table["step"].iloc[0])
+
+
 def _totals_in(frames: list[Any], data: Any, shapes: frozenset[str]) -> bool:
     """Whether the line-shape fast path's lines count their steps against a total
     (``step=17/2353``, ``iteration 17/ 2353``), which it does not carry: the first line
     of each of its templates, read by the line parser, says (a template's lines share
     one shape).  Only totals tell runs appended to one file from a resume
     (:func:`~dflash_diag.logs.normalise.run_starts`), so the caller asks only when
-    steps went back."""
+    steps went back to the start."""
     for frame in frames:
         if not len(frame):
             continue

@@ -80,8 +80,11 @@ def test_a_resume_against_the_same_total_stays_one_run(shape):
 
 
 @pytest.mark.parametrize("shape", ["deepspec", "megatron"])
-def test_a_text_log_whose_steps_only_go_up_keeps_its_fast_path(shape):
-    raw = _log(shape, [(1, N, N)])
+@pytest.mark.parametrize("resume_at", [None, N - 100])
+def test_a_text_log_that_never_goes_back_to_its_start_keeps_its_fast_path(shape, resume_at):
+    # steps only going up, or back to the middle (a resume): totals decide nothing
+    runs = [(1, N, N)] + ([(resume_at, N + 100, N)] if resume_at else [])
+    raw = _log(shape, runs)
     assert read_lines_fast(raw.path, raw.data) is not None
 
 
