@@ -18,9 +18,9 @@ def detect_format(path: str | os.PathLike[str], data: bytes | None = None) -> st
     """Name the format of the log at ``path`` (or of ``data``, its bytes, if given).
 
     Event files by name (``tfevents``) or by their first record; ``trainer_state.json``
-    by its ``log_history`` key; one JSON document of rows (a list of objects, pandas'
-    ``{column: {row: value}}``) is ``json-rows``; a header row of names over rows of
-    numbers is CSV/TSV; a file of JSON objects is ``jsonl``; of ``{'...': ...}`` dict
+    by its ``log_history`` key; a header row of names over rows of numbers is CSV/TSV; a
+    file of JSON objects, or one JSON document of rows (a list of objects, pandas'
+    ``{column: {row: value}}``), is ``jsonl``; of ``{'...': ...}`` dict
     lines, ``hf-dict``; everything else ``text``.
 
     >>> detect_format("log.txt", b"step\\tloss\\n10\\t8.46\\n20\\t7.69\\n")
@@ -56,10 +56,10 @@ def detect_format(path: str | os.PathLike[str], data: bytes | None = None) -> st
         except (ValueError, RecursionError):  # (not JSON, or nested past ~1000 levels)
             pass
         else:
-            if rows_of(obj) is not None:
-                return "json-rows"  # a document of rows (a W&B history export)
-            if stripped.startswith("{"):
-                return "jsonl"  # a single JSON object (one record) reads as JSON lines
+            if stripped.startswith("{") or rows_of(obj) is not None:
+                # a single JSON object (one record) reads as JSON lines; a document of
+                # rows (a W&B history export) is read by the same reader
+                return "jsonl"
     lines = [x.rstrip("\r") for x in stripped.split("\n")[:200] if x.strip()]
     if not lines:
         return "text"

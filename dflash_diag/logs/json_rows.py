@@ -6,9 +6,10 @@
 * pandas' default ``DataFrame.to_json`` (orient ``columns``): ``{column: {row index:
   value}}``, as ``run.history().to_json(f)`` writes it; rows in index order.
 
-Each row is read as a JSON line is (:func:`~dflash_diag.logs.fields.fields_from_mapping`):
-W&B's ``_step`` is the step, nested objects are flattened with ``/``, and a value that
-is a W&B media object (an object with ``_type``: histogram, image) makes no column.
+Read by the ``jsonl`` reader (format ``jsonl``).  Each row is read as a JSON line is
+(:func:`~dflash_diag.logs.fields.fields_from_mapping`): W&B's ``_step`` is the step,
+nested objects are flattened with ``/``, and a value that is a W&B media object (an
+object with ``_type``: histogram, image) makes no column.
 pandas writes NaN as ``null``: a ``null`` is a value not logged there (so a NaN logged
 to W&B and exported through pandas is absent, not a logged NaN).
 """
@@ -39,6 +40,19 @@ def rows_of(obj: Any) -> list[Any] | None:
     if not index or not all(isinstance(i, str) and i.lstrip("-").isdigit() for i in index):
         return None  # (not pandas' row labels: some other JSON object)
     return [{k: c[i] for k, c in obj.items() if c.get(i) is not None} for i in index]
+
+
+def is_rows_document(data: bytes) -> bool:
+    """Whether ``data`` is one JSON document of rows (:func:`rows_of`), not JSON lines
+    nor a single record.  A file of JSON lines fails at its second line's object, so
+    only a whole document is parsed through."""
+    head = data[:64].lstrip(b"\xef\xbb\xbf \t\r\n")
+    if not head.startswith((b"[", b"{")):
+        return False
+    try:
+        return rows_of(load_json(data.decode("utf-8", "replace"))) is not None
+    except (ValueError, RecursionError):
+        return False
 
 
 def _index_key(label: str) -> int:
@@ -81,7 +95,7 @@ def read_json_rows(raw: RawLog, rank: int | str = 0) -> RunLog:
         raise InputError(
             raw.path,
             "this JSON document is not a list of rows nor pandas' {column: {row: value}}",
-            "give a history export, or --format jsonl for JSON lines",
+            "give a history export, or JSON lines",
         )
     records: list[dict[str, Any]] = []
     skipped: dict[str, int] = {}
@@ -99,5 +113,5 @@ def read_json_rows(raw: RawLog, rank: int | str = 0) -> RunLog:
         rec["attach"] = True
         records.append(rec)
     return build_table(
-        records, path=raw.path, fmt="json-rows", rank=rank, skipped=skipped, n_lines=len(rows)
+        records, path=raw.path, fmt="jsonl", rank=rank, skipped=skipped, n_lines=len(rows)
     )

@@ -69,8 +69,8 @@ def test_scan_history_as_json_lines(tmp_path, nested):
 def test_scan_history_as_one_json_list(tmp_path):
     p = tmp_path / "history.json"
     p.write_text(json.dumps(api_rows(), indent=1))
-    assert detect_format(p) == "json-rows"
-    _same(p, "json-rows")
+    assert detect_format(p) == "jsonl"
+    _same(p, "jsonl")
 
 
 @pytest.mark.parametrize("orient", ["columns", "records", "csv"])
@@ -84,7 +84,7 @@ def test_run_history_dataframe_written_by_pandas(tmp_path, orient):
     else:
         df.to_json(p, orient=orient)
     run = read_log(p)
-    assert run.format == ("csv" if orient == "csv" else "json-rows")
+    assert run.format == ("csv" if orient == "csv" else "jsonl")
     t = run.table[COLUMNS].reset_index(drop=True)
     want = offline_table()
     if orient != "csv":
@@ -113,10 +113,15 @@ def test_the_ui_csv_export_of_one_chart(tmp_path):
 
 
 def test_a_json_document_of_no_rows_is_one_error(tmp_path):
-    p = tmp_path / "x.json"
-    p.write_text('{"a": 1}')
+    from dflash_diag.logs.io import RawLog
+    from dflash_diag.logs.json_rows import read_json_rows
+
     with pytest.raises(InputError, match="not a list of rows"):
-        read_log(p, format="json-rows")
-    p.write_text("[1, 2")
+        read_json_rows(RawLog("x.json", b'{"a": 1}'))
     with pytest.raises(InputError, match="not valid JSON"):
-        read_log(p, format="json-rows")
+        read_json_rows(RawLog("x.json", b"[1, 2"))
+    # a JSON list that holds no row object is no document of rows
+    p = tmp_path / "x.json"
+    p.write_text("[1, 2, 3]\n")
+    with pytest.raises(InputError):
+        read_log(p)
