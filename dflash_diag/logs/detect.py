@@ -50,7 +50,8 @@ def detect_format(path: str | os.PathLike[str], data: bytes | None = None) -> st
     stripped = head.lstrip("\ufeff \t\r\n")
     if stripped.startswith("{") and '"log_history"' in head:
         return "hf-state"
-    if stripped.startswith(("{", "[")) and not stripped.startswith("{'"):
+    rows = stripped.startswith("[") and stripped[1:].lstrip().startswith("{")
+    if (rows or stripped.startswith("{")) and not stripped.startswith("{'"):
         try:
             obj = json.loads(data.decode("utf-8", "replace"))
         except (ValueError, RecursionError):  # (not JSON, or nested past ~1000 levels)

@@ -44,11 +44,19 @@ def rows_of(obj: Any) -> list[Any] | None:
 
 def is_rows_document(data: bytes) -> bool:
     """Whether ``data`` is one JSON document of rows (:func:`rows_of`), not JSON lines
-    nor a single record.  A file of JSON lines fails at its second line's object, so
-    only a whole document is parsed through."""
-    head = data[:64].lstrip(b"\xef\xbb\xbf \t\r\n")
-    if not head.startswith((b"[", b"{")):
+    nor a single record.  A log of JSON lines is told by its first line alone (a whole
+    object with more lines after it), so its bytes are not decoded here."""
+    head = bytes(data[:64]).lstrip(b"\xef\xbb\xbf \t\r\n")
+    # (a list of rows opens `[` then `{`; a log line `[2024-...] INFO ...` does not)
+    if not (head.startswith(b"{") or head.startswith(b"[") and head[1:].lstrip()[:1] == b"{"):
         return False
+    end = data.find(b"\n")
+    if head.startswith(b"{") and 0 <= end < len(data.rstrip()) - 1:
+        try:
+            load_json(bytes(data[:end]).decode("utf-8", "replace"))
+            return False  # a whole object on the first line, more after it: JSON lines
+        except (ValueError, RecursionError):
+            pass  # (an object over several lines: maybe a document of rows)
     try:
         return rows_of(load_json(data.decode("utf-8", "replace"))) is not None
     except (ValueError, RecursionError):
