@@ -128,18 +128,18 @@ def read_frames(data: bytes, path: str = "") -> tuple[list[bytes], dict[str, int
         if kind == 0 and n == 0:
             pos += room  # a zero-filled rest of a block
             continue
-        if CHUNK_HEADER + n > room or len(body) < n:
-            _count(skipped, "truncated" if len(body) < n else "bad_record")
-            if len(body) < n:
-                break
+        if len(body) < n and CHUNK_HEADER + n <= room:
+            _count(skipped, "truncated")  # (the file ends inside this chunk)
+            break
+        bad = CHUNK_HEADER + n > room  # (no chunk crosses the end of its block)
+        if bad or zlib.crc32(body, zlib.crc32(bytes([kind]))) != crc or not FULL <= kind <= LAST:
+            # its length is not to be trusted: go on at the next block, and drop the
+            # split record this chunk may have been a piece of
+            _count(skipped, "bad_record")
+            parts = None
             pos += room
             continue
         pos += CHUNK_HEADER + n
-        if zlib.crc32(body, zlib.crc32(bytes([kind]))) != crc or not FULL <= kind <= LAST:
-            _count(skipped, "bad_record")
-            parts = None
-            pos += BLOCK - pos % BLOCK if pos % BLOCK else 0  # (lengths past it untrusted)
-            continue
         parts = _join(kind, body, parts, out, skipped)
     if parts is not None:
         _count(skipped, "truncated")  # a split record the file ends inside
