@@ -11,6 +11,12 @@ the general parser's time to the fast path's.  The last column says which path r
 once their quotes are JSON's) or ``general`` (neither applies).
 
     python benchmarks/bench_formats.py [--lines 100000] [--repeat 2] [--only megatron,...]
+    python benchmarks/bench_formats.py --phases [--lines 100000] [--repeat 5]
+
+``--phases`` times the JSON-lines fast path's parts on the ``jsonl`` shape instead (best
+of ``--repeat``): the byte guards before Arrow (null, CR, warnings, one object per line),
+the bracket guard (``too_nested``), Arrow's JSON reader, the per-column rules, and
+``build_table``.  Their sum is about the fast path's time.
 """
 
 from __future__ import annotations
@@ -84,12 +90,49 @@ def shapes(n: int, seed: int = 0, only: set[str] | None = None) -> dict[str, lis
     return {k: make() for k, make in makers.items() if not only or k in only}
 
 
+def json_phases(n: int, repeat: int) -> list[tuple[str, float]]:
+    """Best time in seconds of each part of the JSON-lines fast path on ``n`` lines."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    from dflash_diag.logs.fast import jsonlines
+    from dflash_diag.logs.normalise import build_table
+
+    data = ("\n".join(shapes(n, only={"jsonl"})["jsonl"]) + "\n").encode()
+    frame, _ = jsonlines.json_records(data)
+
+    def guards():
+        for needle in (b"null", b"\r", b"Warning:", b"warnings.warn("):
+            data.find(needle)
+        return data.count(b"\n{") == data.count(b"\n") - 1
+
+    def arrow():
+        opts = pj.ParseOptions(newlines_in_values=False)
+        return pj.read_json(pa.py_buffer(memoryview(data)), parse_options=opts)
+
+    parts = {
+        "byte guards": guards,
+        "too_nested": lambda: jsonlines.too_nested(data),
+        "arrow read_json": arrow,
+        "json_records (all)": lambda: jsonlines.json_records(data),
+        "build_table": lambda: build_table([], path="x", fmt="jsonl", extra=[frame], n_lines=n),
+        "read_json_lines": lambda: jsonlines.read_json_lines("x", data, None, 0),
+    }
+    best = alternating(repeat, *parts.values())
+    return [(name, t) for name, (t, _) in zip(parts, best, strict=True)]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--only", default="", help="comma-separated shapes (default: all)")
+    ap.add_argument("--phases", action="store_true", help="time the JSON fast path's parts")
     args = ap.parse_args()
+    if args.phases:
+        for name, t in json_phases(args.lines, args.repeat):
+            print(f"{name:<20} {t * 1000:7.1f} ms")
+        return
     import pandas as pd
 
     from dflash_diag.logs.fast import jsonlines

@@ -16,6 +16,7 @@ from .formats import FORMAT_HELP, FORMATS, check_format, read_as
 from .normalise import MultiRunLog
 from .tensorboard import is_event_path, read_tensorboard
 from .trackers import is_mlflow_path, read_mlflow
+from .wandb_run import is_wandb_path, read_wandb
 
 __all__ = [
     "FORMATS",
@@ -54,7 +55,8 @@ def read_log(
 
     :param path: a log file (plain or gzip), a TensorBoard event file or folder, an
         MLflow run (its file-store folder, or ``mlflow://HOST:PORT/RUN_ID``:
-        :mod:`~dflash_diag.logs.trackers`), or ``"-"`` for standard input.
+        :mod:`~dflash_diag.logs.trackers`), a W&B run (its folder or its ``.wandb``
+        file: :mod:`~dflash_diag.logs.wandb_run`), or ``"-"`` for standard input.
     :param format: one of :data:`FORMATS`, or None to detect it.
     :param rank: ``0`` (rank 0, or the only rank), a rank number, or ``"all"``.
     :param progress: called with ``(lines done, lines total)`` while reading text.
@@ -81,6 +83,8 @@ def read_log(
     name = os.fspath(path)
     if tracking_uri is not None or (format is None and name != "-" and is_mlflow_path(name)):
         log = read_mlflow(name, rank, tracking_uri)
+    elif format is None and name != "-" and is_wandb_path(name):
+        log = read_wandb(name, rank)
     else:
         log = _read(path, format, rank, progress)
     if run is not None:

@@ -3,7 +3,9 @@
 * Lightning's ``CSVLogger`` writes sparse rows (train and validation metrics on rows
   of their own, several rows per step); rows of the same step are merged.
 * A W&B UI export has ``Step`` and ``<run name> - <metric>`` columns (plus
-  ``__MIN``/``__MAX`` band columns, dropped); the run name is taken off.
+  ``__MIN``/``__MAX`` band columns, dropped); the run name is taken off.  A W&B
+  history written by pandas (``run.history().to_csv(f)``) has ``_step`` and the
+  metrics' own names, after pandas' row index (no header, rows 0, 1, ...: dropped).
 * Anything else with a header row and numeric columns: a ``step`` column gives the step,
   else the row order does.
 """
@@ -108,6 +110,17 @@ def numeric_column(column: Any) -> Any:
     return pd.Series(table[codes], index=column.index, name=column.name)
 
 
+def _is_row_index(df: Any) -> bool:
+    """Whether the first column is pandas' row index, as ``DataFrame.to_csv`` writes it
+    (``run.history().to_csv(f)``): no header, and the rows numbered 0, 1, 2, ..."""
+    import numpy as np
+
+    if not len(df.columns) or not str(df.columns[0]).startswith("Unnamed: 0"):
+        return False
+    first = df[df.columns[0]].to_numpy()
+    return first.dtype.kind in "iu" and bool((first == np.arange(len(first))).all())
+
+
 def read_csv(raw: RawLog, rank: int | str = 0) -> RunLog:
     """Read a CSV/TSV metrics table into a RunLog.
 
@@ -133,6 +146,8 @@ def read_csv(raw: RawLog, rank: int | str = 0) -> RunLog:
     if expected > n_lines:
         skipped["bad_record"] = expected - n_lines
     drop = [c for c in df.columns if str(c).endswith(("__MIN", "__MAX"))]
+    if _is_row_index(df):
+        drop.append(df.columns[0])
     df = df.drop(columns=drop)
     names = _rename([str(c) for c in df.columns], raw.path)
     printed = _printed_nan(text, sep, df) if _NAN_CELL.search(text) else {}

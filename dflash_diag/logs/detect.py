@@ -8,6 +8,7 @@ import re
 
 from ..errors import InputError
 from .io import decode
+from .json_rows import rows_of
 
 _HEAD = 65536
 _NAME = re.compile(r"^[A-Za-z_\"'][\w ./@()\-\"']*$")
@@ -18,8 +19,9 @@ def detect_format(path: str | os.PathLike[str], data: bytes | None = None) -> st
 
     Event files by name (``tfevents``) or by their first record; ``trainer_state.json``
     by its ``log_history`` key; a header row of names over rows of numbers is CSV/TSV; a
-    file of JSON objects is ``jsonl``; of ``{'...': ...}`` dict lines, ``hf-dict``;
-    everything else ``text``.
+    file of JSON objects, or one JSON document of rows (a list of objects, pandas'
+    ``{column: {row: value}}``), is ``jsonl``; of ``{'...': ...}`` dict
+    lines, ``hf-dict``; everything else ``text``.
 
     >>> detect_format("log.txt", b"step\\tloss\\n10\\t8.46\\n20\\t7.69\\n")
     'csv'
@@ -48,12 +50,17 @@ def detect_format(path: str | os.PathLike[str], data: bytes | None = None) -> st
     stripped = head.lstrip("\ufeff \t\r\n")
     if stripped.startswith("{") and '"log_history"' in head:
         return "hf-state"
-    if stripped.startswith("{") and not stripped.startswith("{'"):
+    rows = stripped.startswith("[") and stripped[1:].lstrip().startswith("{")
+    if (rows or stripped.startswith("{")) and not stripped.startswith("{'"):
         try:
-            json.loads(data.decode("utf-8", "replace"))
-            return "jsonl"  # a single JSON object (one record) reads as JSON lines
+            obj = json.loads(data.decode("utf-8", "replace"))
         except (ValueError, RecursionError):  # (not JSON, or nested past ~1000 levels)
             pass
+        else:
+            if stripped.startswith("{") or rows_of(obj) is not None:
+                # a single JSON object (one record) reads as JSON lines; a document of
+                # rows (a W&B history export) is read by the same reader
+                return "jsonl"
     lines = [x.rstrip("\r") for x in stripped.split("\n")[:200] if x.strip()]
     if not lines:
         return "text"

@@ -56,6 +56,18 @@ _DURATION_PARTS = re.compile(r"(\d+(?:\.\d+)?)([hms])")
 _CLOCK = re.compile(r"\s*(\d+):([0-5]\d):([0-5]\d(?:\.\d+)?)\s*")
 #: A count of a total, as a string value (``"17/2353"``).
 _OF_TOTAL = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
+
+
+def is_count_of_total(value: str) -> bool:
+    """Whether a string value is a count of a total, ``"17/2353"`` (which
+    :func:`fields_from_mapping` splits into the count and its total).
+
+    >>> is_count_of_total("17/2353"), is_count_of_total("0.5")
+    (True, False)
+    """
+    return _OF_TOTAL.fullmatch(value) is not None
+
+
 FIELD = re.compile(
     rf"(?<![\w./@-])(?P<key>{_WORD}(?: {_WORD}){{0,6}})(?:\s*\((?P<kunit>[^()]{{1,12}})\))?"
     rf"(?:\s*[=:]\s*|\s+)\[?(?P<val>{HUMAN_NUM}|{NUM})(?P<total>\s*/\s*(?:\d+|\?)\??)?\]?"

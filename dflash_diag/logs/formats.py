@@ -16,6 +16,7 @@ from ..errors import InputError
 from .csv import read_csv
 from .hf_state import read_hf_state
 from .io import RawLog
+from .json_rows import is_rows_document, read_json_rows
 from .tensorboard import read_tensorboard
 from .text import read_lines
 
@@ -39,6 +40,8 @@ class Reader:
 def _lines(
     raw: RawLog, fmt: str | None, rank: int | str, progress: Progress | None, fast: bool
 ) -> RunLog:
+    if fmt in (None, "jsonl") and is_rows_document(raw.data):
+        return read_json_rows(raw, rank)  # one JSON document of rows (a W&B export)
     return read_lines(raw, fmt, rank, progress, fast=fast)
 
 
@@ -61,7 +64,7 @@ READERS: dict[str, Reader] = {
     "hf-dict": Reader(
         "Hugging Face Trainer dict lines ({'loss': 0.87, 'learning_rate': ...})", _lines
     ),
-    "jsonl": Reader("one JSON object per line", _lines),
+    "jsonl": Reader("one JSON object per line, or one JSON document of rows", _lines),
     "csv": Reader("CSV/TSV table: Lightning metrics.csv, W&B export, step<TAB>loss", _csv),
     "hf-state": Reader("Hugging Face trainer_state.json (log_history)", _hf_state),
     "tensorboard": Reader("TensorBoard event file or folder (needs the 'tensorboard' extra)", None),

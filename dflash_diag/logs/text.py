@@ -16,7 +16,7 @@ from .fast import jsonlines
 from .fast import lineshape as fastpath
 from .grammar import LINE_FORMATS, logical_lines
 from .io import RawLog, decode, strip_ansi
-from .lines import count, read_records
+from .lines import LineState, count, parse_line, read_records
 
 #: Dict lines in this much of a log's head send it to the dict-line path first.
 DICT_HEAD_BYTES = 1 << 16
@@ -85,7 +85,10 @@ def read_lines_fast(
         if got is not None:
             frames, lines = got
             n_lines = sum(len(f) for f in frames) + len(lines)  # every line is in one of them
-            return read_records(path, data, lines, n_lines, frames, skipped, fmt, rank, progress)
+            run = read_records(path, data, lines, n_lines, frames, skipped, fmt, rank, progress)
+            if not (_back_to_start(run) and _totals_in(frames, data, shapes)):
+                return run
+            return None  # steps go back to the start, against totals: maybe runs appended
     if "dict" in shapes and not dicts_first:
         return _read_dict_lines(path, data, fmt, rank, progress)
     return None
@@ -102,3 +105,38 @@ def _read_dict_lines(
     frame, dropped, others = dicts
     n_lines = len(frame) + sum(dropped.values()) + len(others)
     return read_records(path, data, others, n_lines, [frame], dropped, fmt, rank, progress, "dict")
+
+
+def _back_to_start(run: RunLog) -> bool:
+    """Whether the steps go back to the lowest step logged: the only step back that can
+    start another run (:func:`~dflash_diag.logs.normalise.run_starts`: back to the
+    run's first step or below); a step back to the middle is a resume, whatever the
+    totals."""
+    return bool(run.restarts) and min(run.restarts) <= int(run.table["step"].iloc[0])
+
+
+def _totals_in(frames: list[Any], data: Any, shapes: frozenset[str]) -> bool:
+    """Whether the line-shape fast path's lines count their steps against a total
+    (``step=17/2353``, ``iteration 17/ 2353``), which it does not carry: the first line
+    of each of its templates, read by the line parser, says (a template's lines share
+    one shape).  Only totals tell runs appended to one file from a resume
+    (:func:`~dflash_diag.logs.normalise.run_starts`), so the caller asks only when
+    steps went back to the start."""
+    for frame in frames:
+        if not len(frame):
+            continue
+        line_no = int(frame["line"].iloc[0])
+        recs = parse_line(line_no, _line_text(data, line_no), LineState(), shapes, {}, {})
+        if any("step_total" in r for r in recs):
+            return True
+    return False
+
+
+def _line_text(data: Any, line_no: int) -> str:
+    """Line ``line_no`` (from 1) of ``data``, decoded, its escape codes taken off."""
+    start = 0
+    for _ in range(line_no - 1):
+        start = data.find(b"\n", start) + 1
+    end = data.find(b"\n", start)
+    text, _ = decode(bytes(data[start : end if end >= 0 else len(data)]))
+    return strip_ansi(text).rstrip("\r")

@@ -44,6 +44,8 @@ LAYERS: dict[str, int] = {
     "hf_state": 9,
     "tensorboard": 9,
     "trackers": 9,
+    "wandb_run": 9,
+    "json_rows": 9,
     # which reader a log needs; the reader table; the entry point
     "detect": 10,
     "formats": 10,

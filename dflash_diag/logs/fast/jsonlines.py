@@ -14,7 +14,9 @@ What the rules decide from a record's set of keys is decided once per distinct s
 Where Arrow keeps less than the line parser sees, the log is left to the line parser
 (:func:`read_json_lines` returns None): a ``null`` anywhere (a key with a null value
 counts as present there, and Arrow does not tell it from a missing key), a line with
-values under two keys of one column (which wins depends on the order of its keys), blank
+values under two keys of one column (which wins depends on the order of its keys), a
+count of a total in a string (``"global_step/max_steps": "17/2353"``: the line parser
+splits it into the step and the step's total, which tells appended runs apart), blank
 lines, carriage returns, a last line without a newline, warning text (the line parser
 skips such lines), a line with more than 64 brackets (:func:`too_nested`: Arrow's reader
 recurses in C per level of nesting and a deep record would overflow the stack), or
@@ -46,8 +48,11 @@ SCAN_CHUNK = 1 << 24
 
 def too_nested(data: Any, limit: int = MAX_OPENERS) -> bool:
     """Whether a line of ``data`` has more than ``limit`` opening brackets (``{`` or
-    ``[``, in strings too: a bound on its nesting depth).  Counted chunk by chunk, at the
-    newlines' positions; a log with no more brackets than ``limit`` is not scanned."""
+    ``[``, in strings too: a bound on its nesting depth).  Counted chunk by chunk: each
+    bracket's line is found among the newlines' positions (``searchsorted``), and the
+    brackets counted per line (``bincount``); a log with no more brackets than ``limit``
+    is not scanned.  (Positions, not a running count per byte: a cumulative sum over
+    every byte took 40 ms of a 7 MB log's 0.1 s.)"""
     if data.count(b"{") + data.count(b"[") <= limit:
         return False
     import numpy as np
@@ -55,13 +60,16 @@ def too_nested(data: Any, limit: int = MAX_OPENERS) -> bool:
     carry = 0  # brackets on the line running into this chunk, before it
     for lo in range(0, len(data), SCAN_CHUNK):
         buf = np.frombuffer(data[lo : lo + SCAN_CHUNK], np.uint8)
-        # brackets since the start of the line the chunk begins in, at each byte
-        opens = np.cumsum((buf == ord("{")) | (buf == ord("[")), dtype=np.int64) + carry
-        at_ends = opens[buf == ord("\n")]
-        tail = int(opens[-1] - (at_ends[-1] if len(at_ends) else 0))
-        if tail > limit or (np.diff(at_ends, prepend=0) > limit).any():
+        ends = np.flatnonzero(buf == ord("\n"))
+        # (`{` is 0x7b and `[` 0x5b: setting bit 5 maps exactly those two to 0x7b)
+        opens = np.flatnonzero((buf | 0x20) == ord("{"))
+        per_line = np.bincount(np.searchsorted(ends, opens), minlength=len(ends) + 1)
+        per_line[0] += carry  # line 0 of the chunk continues the line before it
+        if len(ends) and int(per_line[:-1].max()) > limit:
             return True
-        carry = tail
+        carry = int(per_line[-1]) if len(ends) else int(per_line[0])
+        if carry > limit:
+            return True
     return False
 
 
@@ -88,15 +96,22 @@ def _columns(table: Any) -> list[tuple[str, Any, Any]]:
     return out
 
 
+class CountOfTotal(Exception):
+    """A string column holds counts of totals (``"17/2353"``): the line parser reads
+    the log (it splits them into the step, or a count, and its total)."""
+
+
 def _values(arr: Any) -> tuple[np.ndarray, np.ndarray] | None:
     """Float64 per row as ``fields_from_mapping`` reads the JSON values, and whether it
     reads one there (a string may hold no number; ``"nan"`` is one), or None for a
-    column that holds no numbers (booleans, lists)."""
+    column that holds no numbers (booleans, lists).
+
+    :raises CountOfTotal: a string that is a count of a total (``"17/2353"``)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from ..fields import number_with_unit
+    from ..fields import is_count_of_total, number_with_unit
     from ..names import to_float
 
     t = arr.type
@@ -108,6 +123,8 @@ def _values(arr: Any) -> tuple[np.ndarray, np.ndarray] | None:
     words = encoded.dictionary.to_pylist()
     read = [to_float(w) for w in words]
     read = [x if x is not None else number_with_unit(w) for x, w in zip(read, words, strict=True)]
+    if any(x is None and is_count_of_total(w) for x, w in zip(read, words, strict=True)):
+        raise CountOfTotal  # ("17/2353": the line parser splits it into a count and a total)
     table = np.array([np.nan if x is None else x for x in read] + [np.nan])
     readable = np.array([x is not None for x in read] + [False])
     codes = encoded.indices.fill_null(len(words)).to_numpy(zero_copy_only=False)
@@ -231,7 +248,10 @@ def json_records(data: Any, dicts: bool = False) -> tuple[Any, dict[str, int]] |
         return None  # a nested dict (the regex reads it otherwise), a key it would not take
     names = mapping_shape(keys)[0]
     summary, is_eval = _line_kinds(cols, keys)
-    filled = _fill_columns(cols, names, n_lines)
+    try:
+        filled = _fill_columns(cols, names, n_lines)
+    except CountOfTotal:
+        return None
     if filled is None:
         return None
     frame, metrics, read = filled
@@ -356,6 +376,9 @@ def _records(
     with np.errstate(invalid="ignore"):
         no_rank = ~(np.abs(rank_col) < 2**31)  # (NaN, inf, 1e30: rank 0, as in the parser)
     out["rank"] = np.where(no_rank, 0.0, rank_col).astype(np.int64)
-    out["step_source"] = np.where(has_step[keep], "field", "none")
+    # (a categorical: pandas 3 stores an array of str in Arrow, 16 ms per 100,000 rows)
+    out["step_source"] = pd.Categorical.from_codes(
+        has_step[keep].astype(np.int8), categories=["none", "field"]
+    )
     out["attach"] = True
     return out, skipped
