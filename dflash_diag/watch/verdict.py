@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ..composition.source import Source
     from ..data import Replay
     from ..spikes.attribute import Attribution, SpikeEvidence
+    from ..spikes.culprits import Measured
     from .causal import CausalDetector
 
 #: A verdict looks at the last this many points up to its spike at most (module
@@ -101,15 +102,18 @@ def judge(
     import pandas as pd
 
     last = int(detection.steps[-1])
-    rep = composition.replay_for(last)
+    whole = composition.replay_for(last)
     first = None if getattr(det, "start", 0) == 0 else int(detection.steps[0])
-    rep = replay_window(rep, first, last + HISTORY)
+    rep = replay_window(whole, first, last + HISTORY)
     table = pd.DataFrame({"step": detection.steps, "tokens": extra["tokens"]})
     ground = composition.ground(rep, table, detection.steps)
     lr = _finite_or_none(extra["lr"])
     m = composition.manifest
     ids = m.ids if m is not None else None
-    att = attribute_spikes(detection, rep, covers, ground, metric_rank, lr=lr, ids=ids)
+    measured = _measured(composition, whole, rep)
+    att = attribute_spikes(
+        detection, rep, covers, ground, metric_rank, lr=lr, ids=ids, measured=measured
+    )
     (evidence,) = att.spikes
     verdict, reasons = evidence.verdict, evidence.reasons
     if verdict == "inconclusive":
@@ -118,6 +122,30 @@ def judge(
             verdict, reasons = "composition", (more,)
             evidence = replace(evidence, verdict=verdict, reasons=reasons)
     return LiveVerdict(verdict, reasons, ground.status, evidence, att.metric_rank)
+
+
+def _measured(source: Source, whole: Replay, window: Replay) -> Measured | None:
+    """The recorder's per-sample losses over ``window`` (cut from ``whole`` by
+    :func:`replay_window`), for the samples to be tested on their own losses, as
+    ``spikes --ground auto`` does (None: none recorded)."""
+    import numpy as np
+
+    from ..spikes.culprits import Measured
+
+    loss = source.sample_loss(whole)
+    if loss is None:
+        return None
+    if window is not whole and not window.sample_ids.size:
+        return None
+    if window is not whole:
+        # the window's entries are one run of the whole's, starting at its first micro
+        micro = whole.micro["step"].to_numpy()
+        lo = int(np.searchsorted(micro, int(window.micro["step"].iloc[0]), side="left"))
+        a = int(whole.offsets[lo])
+        loss = loss[a : a + window.sample_ids.size]
+    m = source.manifest
+    kinds = None if m is None or m.categories is None else m.categories.astype(np.int64)
+    return Measured(loss, kinds)
 
 
 def replay_window(rep: Replay, first: int | None, last: int) -> Replay:

@@ -1,5 +1,6 @@
 """`watch` names a sample live once it has come back: on the real poison_long Trainer
-run, replayed line by line from its own logged values."""
+run, replayed line by line from its own logged values, its recording holding each
+sample's measured loss (so the names rest on measured ground, as in `spikes`)."""
 
 from __future__ import annotations
 
@@ -40,3 +41,4 @@ def test_watch_names_the_poison_once_it_has_come_back(tmp_path):
         assert e["step"] > 250
         named = {int(w.split(":")[0].split()[-1]) for w in e["evidence"] if w.startswith("sample ")}
         assert named & poison
+        assert any("measured" in w and "nats a token" in w for w in e["evidence"])
