@@ -25,12 +25,14 @@ from __future__ import annotations
 import numpy as np
 
 
-def order_pvalue(k: np.ndarray, n_ge: np.ndarray, n: int, allow_low: int = 0) -> np.ndarray:
+def order_pvalue(
+    k: np.ndarray, n_ge: np.ndarray, n: int | np.ndarray, allow_low: int = 0
+) -> np.ndarray:
     """``P(X >= k - allow_low)`` for ``X ~ Hypergeometric(n, n_ge, k)``, float64, in (0, 1].
 
     :param k: int ``[m]``, appearances (distinct usable points), ``allow_low < k <= n``.
     :param n_ge: int ``[m]``, usable points with z at least the statistic (``>= k - a``).
-    :param n: usable points.
+    :param n: usable points (or one count per sample).
     :param allow_low: appearances allowed below the statistic (0: the minimum).
 
     >>> order_pvalue(np.array([2]), np.array([3]), 10).round(6).tolist()  # 3*2 / (10*9)
@@ -46,10 +48,40 @@ def order_pvalue(k: np.ndarray, n_ge: np.ndarray, n: int, allow_low: int = 0) ->
 
         logp = gammaln(n_ge + 1) - gammaln(n_ge - k + 1) - gammaln(n + 1) + gammaln(n - k + 1)
         return np.minimum(np.exp(np.minimum(logp, 0.0)), 1.0)
-    from scipy.stats import hypergeom
+    if allow_low <= EXACT_TERMS:
+        p = _tail_terms(k, n_ge, np.asarray(n, dtype=np.float64), allow_low)
+    else:
+        from scipy.stats import hypergeom
 
-    p = hypergeom.sf(k - allow_low - 1, n, n_ge, k)
-    return np.clip(np.asarray(p, dtype=np.float64), np.finfo(np.float64).tiny, 1.0)
+        p = np.asarray(hypergeom.sf(k - allow_low - 1, n, n_ge, k), dtype=np.float64)
+    return np.clip(p, np.finfo(np.float64).tiny, 1.0)
+
+
+#: ``allow_low`` up to this is summed term by term (:func:`_tail_terms`); above it
+#: scipy's hypergeometric survival function is called.
+EXACT_TERMS = 8
+
+
+def _tail_terms(k: np.ndarray, n_ge: np.ndarray, n: np.ndarray, a: int) -> np.ndarray:
+    """``P(X >= k - a)`` as the sum of its ``a + 1`` terms,
+    ``C(n_ge, j) C(n - n_ge, k - j) / C(n, k)`` for ``j = k - a .. k`` (a term whose
+    binomials are out of range is 0), each from log-gamma values: one vectorised pass
+    per term instead of a scipy call over every sample."""
+    from scipy.special import gammaln
+
+    def log_choose(big: np.ndarray, r: np.ndarray) -> np.ndarray:
+        return gammaln(big + 1) - gammaln(r + 1) - gammaln(big - r + 1)
+
+    total = np.zeros(k.shape)
+    rest = n - n_ge
+    log_all = log_choose(np.broadcast_to(n, k.shape).astype(np.float64), k)
+    for d in range(a + 1):  # j = k - d draws among the n_ge
+        j = k - d
+        ok = (j >= 0) & (j <= n_ge) & (d <= rest)
+        with np.errstate(invalid="ignore"):
+            t = log_choose(n_ge, j) + log_choose(rest, np.full(k.shape, float(d))) - log_all
+        total += np.where(ok, np.exp(np.where(ok, t, 0.0)), 0.0)
+    return total
 
 
 def bh_qvalues(p: np.ndarray) -> np.ndarray:
