@@ -498,7 +498,7 @@ def comparison_figure(
     :param log_y: the metrics on log axes.
     :param steps: the x-range (``--steps``; the axis is steps with ``--align step``).
     """
-    from .plots import pyplot
+    from .plots import printable_texts, pyplot
 
     plt = pyplot()
     labels = run_labels(c, names)
@@ -509,6 +509,7 @@ def comparison_figure(
         _metric_panel(ax, m, c, colours, smooth, log_y, steps)
     axes[-1, 0].set_xlabel(c.axis)
     _figure_legend(fig, c, labels, colours, smooth)
+    printable_texts(fig)  # (before the layout measures the text)
     fig.tight_layout(rect=(0, 0, 1, 0.86 if n == 1 else 0.92))
     return fig
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..outpath import atomic_output, check_output_path
+from ..printable import printable
 
 PLOT_FORMATS = (".png", ".svg", ".pdf")
 
@@ -30,9 +31,25 @@ def pyplot() -> Any:
     return plt
 
 
+def printable_texts(fig: Any) -> Any:
+    """``fig`` with the text of every label, title, legend and annotation made
+    :func:`~dflash_diag.printable.printable` (a file name or a category is data: its
+    control characters would be missing glyphs in a PNG and raw bytes in an SVG's
+    comments).  Called before a figure is laid out or saved."""
+    from matplotlib.text import Text
+
+    for t in fig.findobj(Text):
+        text = t.get_text()
+        safe = printable(text)
+        if safe != text:
+            t.set_text(safe)
+    return fig
+
+
 def save_figure(fig: Any, path: str | Path) -> Path:
     """Save ``fig`` as PNG, SVG or PDF by ``path``'s extension and close it."""
     p = check_plot_path(path)
+    printable_texts(fig)
     try:
         with atomic_output(p, "plot") as tmp:
             fig.savefig(tmp, format=p.suffix.lower().lstrip("."), dpi=120, bbox_inches="tight")

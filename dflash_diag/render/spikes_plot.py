@@ -286,7 +286,7 @@ def spikes_figure(report: SpikesReport, smooth: float | None = None, log_y: bool
     """The figure described in the module docstring (a matplotlib Figure)."""
     import numpy as np
 
-    from .plots import ema, pyplot, step_limits
+    from .plots import ema, printable_texts, pyplot, step_limits
 
     plt = pyplot()
     d = report.detection
@@ -334,5 +334,6 @@ def spikes_figure(report: SpikesReport, smooth: float | None = None, log_y: bool
     _optimizer_strip(gx, report, inside if xlim is not None else None)
     if with_batches:
         _length_panel(axes[2][0], report)
+    printable_texts(fig)  # (before the layout measures the text)
     fig.tight_layout()
     return fig
