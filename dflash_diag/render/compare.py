@@ -21,7 +21,9 @@ def _num(x: float | None, digits: int = 3) -> str:
 
 
 def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.0f}%"
+    from ..compare import share_text
+
+    return "-" if x is None else share_text(x)
 
 
 def _progress(x: float | None) -> str:
