@@ -30,6 +30,7 @@ import os
 import random
 import zlib
 from pathlib import Path
+from typing import Any
 
 from .target import ContractBreak
 
@@ -226,19 +227,42 @@ def _runs(rng: random.Random, folder: Path) -> str:
     char = rng.choice(["\t", ",", ";", " "])
     rows = [f"{k},{2.5 - k / 100:.3f}" for k in range(1, rng.randint(3, 40))]
     k = rng.randrange(len(rows))
-    rows[k] = rows[k].replace(",", "," + char * rng.choice([2_000, 20_000, 60_000]), 1)
+    n = rng.choice([2_000, 20_000, 60_000])
+    rows[k] = rows[k].replace(",", "," + char * n, 1)
     path = folder / "metrics.csv"
     path.write_text("step,loss\n" + "\n".join(rows) + "\n")
     start = time.perf_counter()
-    try:
-        read_log(path)
-        status = "ok"
-    except InputError:
-        status = "error"
+    status = _within(3 * RUN_SECONDS, lambda: read_log(path), InputError)
     took = time.perf_counter() - start
-    if took > RUN_SECONDS:
-        raise ContractBreak(f"a run of {char!r} took {took:.1f} s to read")
+    if status == "hang" or took > RUN_SECONDS:
+        raise ContractBreak(f"a run of {n:,} {char!r} took {took:.1f} s to read (or more)")
     return status
+
+
+class _Late(BaseException):
+    """Raised by the alarm in :func:`_within` (not an Exception: nothing catches it)."""
+
+
+def _within(seconds: float, work: Any, refused: type[BaseException]) -> str:
+    """``ok`` when ``work()`` returns, ``error`` when it raises ``refused``, ``hang``
+    when it is still running after ``seconds`` (stopped by SIGALRM; the main thread)."""
+    import signal
+
+    def late(*_: object) -> None:
+        raise _Late
+
+    old = signal.signal(signal.SIGALRM, late)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        work()
+        return "ok"
+    except refused:
+        return "error"
+    except _Late:
+        return "hang"
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
 
 
 def run_case(kind: str, seed: int, folder: Path) -> str:
