@@ -282,8 +282,8 @@ def spikes_text(console: Console, report: SpikesReport, verbose: bool = False) -
     render_text(console, report, verbose)
 
 
-#: Table order: the spikes to act on first.
-#: Verdicts ranked ahead of the rest: the optimizer suspected, then a sample named.
+#: Table order: verdicts ranked ahead of the rest (the optimizer suspected, then a
+#: sample named); the others by their rise.
 _FIRST = {"unexplained": 0, "data": 1}
 
 
