@@ -3,6 +3,7 @@
     python benchmarks/fuzz.py --n 10000 --seed 0            # library cases
     python benchmarks/fuzz.py --n 0 --cli 300 --seed 0      # CLI runs
     python benchmarks/fuzz.py --only log:123 --seed 0       # one case again
+    python benchmarks/fuzz.py --n 0 --safety 200 --seed 0   # the safety classes
 
 Library cases (``tests/fuzz/mutate.py`` makes them, ``tests/fuzz/target.py`` runs and
 checks them) run in a worker process that is started again whenever it dies, so a
@@ -406,8 +407,9 @@ def cli_pass(args: argparse.Namespace, out: Path) -> int:
 
 def safety_pass(args: argparse.Namespace) -> int:
     """``--safety N``: N cases of each class of ``tests/fuzz/safety.py`` (found code,
-    links to inputs, escapes, gzip bombs), each in a fresh folder; prints the counts
-    per class and returns the number of crashes and broken promises."""
+    links to inputs, escapes, gzip bombs, a full disk under ``RLIMIT_FSIZE``, over-long
+    JSON lines, escapes in the HTML, long runs of a separator), each in a fresh folder;
+    prints the counts per class and returns the number of crashes and broken promises."""
     from tests.fuzz.safety import CLASSES, run_case
     from tests.fuzz.target import ContractBreak
 

@@ -11,7 +11,10 @@ half-way through.
 - :func:`gunzip`: stream decompression that stops at a budget instead of inflating a
   bomb whole;
 - :func:`check_lines`: no line longer than :data:`MAX_LINE_BYTES` (a training log's
-  records are short; a line that long is not one).
+  records are short; a line that long is not one);
+- :func:`check_line_claims`: the same for lines that are each parsed whole (a JSON
+  lines manifest's rows), where a line's claim is its bytes times what parsing a byte
+  costs: one line may take at most :data:`MAX_LINE_BYTES` and what fits.
 """
 
 from __future__ import annotations
@@ -31,6 +34,12 @@ PARSE_COST = 6
 #: Bytes of memory a manifest row takes while it is read (ids, lengths, a category, and
 #: the Arrow and pandas copies made on the way).
 ROW_BYTES = 64
+#: Bytes of memory a byte of JSON lines takes while Arrow's reader parses it (the text,
+#: the parsed block, the columns).
+JSON_COST = 4
+#: ... while pandas parses it (a Python object per cell: one 200 MB string cell took
+#: 7.1 GB, ~36 per byte).
+JSON_OBJECT_COST = 40
 #: Bytes decompressed per step of :func:`gunzip`.
 _PIECE = 1 << 22
 
@@ -131,3 +140,45 @@ def check_lines(data: bytes, path: str, limit: int = MAX_LINE_BYTES) -> None:
                 "check the file is a training log, or split that line",
                 line=line,
             )
+
+
+def check_line_claims(
+    data: bytes, path: str, cost: float, what: str, limit: int | None = None
+) -> None:
+    """Refuse ``data`` holding a line that claims too much: longer than ``limit`` bytes,
+    or whose parse (``len(line) x cost`` bytes) does not fit in :data:`HEADROOM` of the
+    memory available.  Aligned windows of the allowance are scanned as in
+    :func:`check_lines`; the line found is then measured (its newlines, one ``memchr``
+    each way) and named with its size, its need and the machine's memory.
+
+    :param cost: bytes of memory one byte of the line takes while it is parsed.
+    :param what: what a line is (``manifest row``), for the message.
+    :param limit: bytes a line may be (default :data:`MAX_LINE_BYTES`).
+
+    >>> check_line_claims(b'{"length": 3}\\n' * 10, "m.jsonl", JSON_COST, "manifest row")
+    """
+    limit = MAX_LINE_BYTES if limit is None else limit
+    have = available_memory()
+    allowance = max(1, int(min(limit, HEADROOM * have / cost)))
+    if len(data) <= allowance:
+        return
+    for start in range(0, len(data) - allowance + 1, allowance):
+        if data.find(b"\n", start, start + allowance) >= 0:
+            continue
+        first = data.rfind(b"\n", 0, start) + 1
+        end = data.find(b"\n", start)
+        size = (len(data) if end < 0 else end) - first
+        need = f"parsing it needs ~{_size(size * cost)}; this machine has {_size(have)} available"
+        raise InputError(
+            path,
+            f"a line of {_size(size)}, over the {_size(limit)} a {what} may be ({need})"
+            if size > limit
+            else f"a line of {_size(size)}: {need}",
+            f"check the file is one {what} a line, or split that line",
+            line=data.count(b"\n", 0, first) + 1,
+        )
+
+
+def _size(n: float) -> str:
+    """``n`` bytes as people say them: ``64 MB``, ``2.0 GB``."""
+    return f"{_gb(n)} GB" if n >= _GB else f"{n / (1 << 20):,.0f} MB"

@@ -204,6 +204,14 @@ def _decimals(v: float, digits: int) -> int:
     return min(max(digits - 1 - math.floor(math.log10(abs(v))), 0), 12)
 
 
+def _supported_decimals(intervals: Sequence[tuple[float, float]]) -> int | None:
+    """Decimals the uncertainty supports: 2 significant digits of the narrowest
+    interval's half-width (``[-0.034611, +0.034611]``: 3 decimals, ``+0.000 [-0.035,
+    +0.035]``); None when no interval has a finite, positive width."""
+    widths = [(hi - lo) / 2 for lo, hi in intervals if math.isfinite(hi - lo) and hi > lo]
+    return _decimals(min(widths), 2) if widths else None
+
+
 def versus_figures(s: Slope) -> VersusFigures | None:
     """The run's slope over ``s.span``, the baseline's, the difference and its interval
     as printed, so that what is printed adds up: one number of decimals for all (3
@@ -222,7 +230,9 @@ def versus_figures(s: Slope) -> VersusFigures | None:
     from decimal import Decimal
 
     run, base, diff = float(s.run_value), float(s.value), float(s.run_minus)  # type: ignore[arg-type]
-    d = max(_decimals(max(abs(run), abs(base)), 3), _decimals(diff, 2))
+    d = _supported_decimals((s.run_ci, s.ci, s.run_minus_ci))  # type: ignore[arg-type]
+    if d is None:  # (no interval has a width: the figures' own digits)
+        d = max(_decimals(max(abs(run), abs(base)), 3), _decimals(diff, 2))
 
     def fix(v: float) -> str:
         text = f"{v:+.{d}f}"
@@ -306,10 +316,19 @@ def _sign(v: float | None) -> str:
     return "n/a" if v is None else f"{v:+.3g}"
 
 
-def _pct(share: float) -> str:
-    if 0 < share < 0.005:
+def share_text(share: float) -> str:
+    """A share of points as a whole percent, never rounded to a bound it is not on:
+    ``0%`` and ``100%`` only when exact, ``<1%`` and ``>99%`` just inside them.
+
+    >>> share_text(0.0004), share_text(0.0), share_text(0.996), share_text(0.5)
+    ('<1%', '0%', '>99%', '50%')
+    """
+    shown = round(100 * share)
+    if share > 0 and shown == 0:
         return "<1%"
-    return f"{round(100 * share)}%"
+    if share < 1 and shown == 100:
+        return ">99%"
+    return f"{shown}%"
 
 
 def _whose(names: Sequence[str]) -> str:
@@ -323,7 +342,7 @@ def _where(step: int, progress: float | None, phases: Phases, unit: str = "step"
     2379)``: a position, never a duration.  ``unit``: ``logging event`` when the steps
     are line numbers."""
     if progress is not None and math.isfinite(progress) and progress < 1.0:
-        return f"{_pct(max(progress, 0.0))} of warmup"
+        return f"{share_text(max(progress, 0.0))} of warmup"
     end = phases.warmup_end_step
     if end is not None and step > end:
         return f"{step - end} {unit}s past the end of warmup ({unit} {end})"
@@ -392,11 +411,11 @@ def metric_sentence(
         if ph.inside is None:
             parts.append(f"only {ph.n_compared} {words} points overlap (not enough data)")
             continue
-        bits = [f"{_pct(ph.inside)} of {ph.n_compared} {words} points inside"]
+        bits = [f"{share_text(ph.inside)} of {ph.n_compared} {words} points inside"]
         if ph.above:
-            bits.append(f"{_pct(ph.above)} above")
+            bits.append(f"{share_text(ph.above)} above")
         if ph.below:
-            bits.append(f"{_pct(ph.below)} below")
+            bits.append(f"{share_text(ph.below)} below")
         parts.append(", ".join(bits))
     text = f"{name} {_HEAD[verdict]} {_whose(names)} band: {'; '.join(parts)}."
     point = point.strip()

@@ -15,12 +15,14 @@ cell's whole content.
 
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..data import Manifest, Progress
 from ..errors import InputError
+from ..limits import JSON_OBJECT_COST, check_fits, check_line_claims
 from ..storage import display, has_glob, is_uri, local_path, uri_text
 from .columns import IDS_COLUMN, no_length_column, pick_list_or_text, read_lengths
 from .npy import read_npy
@@ -143,7 +145,11 @@ def _read_table(path: Path, fmt: str, wanted: list[str] | None, progress: Progre
                     progress(min(fh.tell(), size), size)
         return pd.concat(chunks, ignore_index=True) if chunks else pd.DataFrame(columns=wanted)
     if fmt == "jsonl":
-        return pd.read_json(path, lines=True, dtype=False)
+        # (a Python object per cell: the costliest way to read a file, so bounded first)
+        check_fits(os.path.getsize(path) * JSON_OBJECT_COST, str(path), "reading it")
+        data = Path(path).read_bytes()
+        check_line_claims(data, str(path), JSON_OBJECT_COST, "manifest row")
+        return pd.read_json(io.BytesIO(data), lines=True, dtype=False)
     raise AssertionError(fmt)  # pragma: no cover
 
 

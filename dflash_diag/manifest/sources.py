@@ -126,20 +126,41 @@ def jsonl_file(path: Path) -> Source:
         C per level), or a key is not UTF-8; the caller reads such a file another way.
     """
     import pyarrow as pa
-    import pyarrow.json as pj
 
+    from ..limits import JSON_COST, check_fits, check_line_claims
     from ..logs.fast.jsonlines import too_nested
 
+    check_fits(path.stat().st_size * JSON_COST, str(path), "reading it")
     with pa.input_stream(str(path), compression="detect") as fh:
         data = fh.read()
+    # (one line may not claim more than a row can be: a 2 GB line took 6 GB)
+    check_line_claims(data, str(path), JSON_COST, "manifest row")
     if too_nested(data):
         raise ValueError("nested too deep for Arrow's JSON reader")
-    table = pj.read_json(pa.BufferReader(data))
+    table = _arrow_json(data)
     try:
         table.schema.names  # noqa: B018 - Arrow keeps a key's bytes; Python decodes them here
     except UnicodeDecodeError:
         raise ValueError("a key that is not UTF-8") from None
     return Source(path, table.schema, (lambda cols: table.select(cols),), "JSON lines")
+
+
+def _arrow_json(data: bytes) -> Any:
+    """JSON lines parsed by Arrow; a file whose longest line passes Arrow's block (1 MB)
+    is read again in blocks as large as a line may be (Arrow refuses a row that
+    straddles two blocks)."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    from ..limits import MAX_LINE_BYTES
+
+    try:
+        return pj.read_json(pa.BufferReader(data))
+    except pa.ArrowInvalid as e:
+        if "straddl" not in str(e):
+            raise
+    block = min(max(len(data), 1), 2 * MAX_LINE_BYTES + 1)
+    return pj.read_json(pa.BufferReader(data), pj.ReadOptions(block_size=block))
 
 
 def parquet_shards(shown: Path | str, fs: Any, files: list[str], description: str) -> Source:

@@ -422,7 +422,7 @@ def batches_figure(report: BatchesReport) -> Any:
     micro-batches, mean sample length against step (log axis), titled with its padding
     efficiency and length ICC; beside them, padding efficiency against diversity
     (1 - length ICC) for every strategy, labelled with percentages."""
-    from .plots import pyplot
+    from .plots import printable_texts, pyplot
 
     plt = pyplot()
     from matplotlib.ticker import LogLocator, ScalarFormatter
@@ -461,6 +461,7 @@ def batches_figure(report: BatchesReport) -> Any:
     what = report.manifest if report.composition is None else report.composition
     name = report.label or what
     fig.suptitle(f"{name}: what each schedule feeds one GPU{more}", fontsize=10)
+    printable_texts(fig)  # (before the layout measures the text)
     fig.tight_layout()
     return fig
 

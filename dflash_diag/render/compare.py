@@ -21,7 +21,9 @@ def _num(x: float | None, digits: int = 3) -> str:
 
 
 def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.0f}%"
+    from ..compare import share_text
+
+    return "-" if x is None else share_text(x)
 
 
 def _progress(x: float | None) -> str:
@@ -498,7 +500,7 @@ def comparison_figure(
     :param log_y: the metrics on log axes.
     :param steps: the x-range (``--steps``; the axis is steps with ``--align step``).
     """
-    from .plots import pyplot
+    from .plots import printable_texts, pyplot
 
     plt = pyplot()
     labels = run_labels(c, names)
@@ -509,8 +511,48 @@ def comparison_figure(
         _metric_panel(ax, m, c, colours, smooth, log_y, steps)
     axes[-1, 0].set_xlabel(c.axis)
     _figure_legend(fig, c, labels, colours, smooth)
+    printable_texts(fig)  # (before the layout measures the text)
     fig.tight_layout(rect=(0, 0, 1, 0.86 if n == 1 else 0.92))
     return fig
+
+
+#: Drawing order of the compare panels (matplotlib zorder).
+Z_BAND, Z_RUN, Z_BAND_LINES = 1, 3, 4
+#: How each warmup-end line is drawn: the run's, the baselines', and one line for both
+#: where they fall on the same step.
+WARMUP_STYLES: dict[str, dict[str, Any]] = {
+    "run": {"ls": "-", "lw": 0.9},
+    "baselines": {"ls": ":", "lw": 0.9},
+    "run and baselines": {"ls": "-.", "lw": 1.6},
+}
+
+
+def warmup_lines(ends: dict[str, float], run: str, run_x: Any) -> list[tuple[float, str]]:
+    """The warmup-end lines to draw, as ``(x, whose)``: a baseline's end within 0.5% of
+    the run's x-span of the run's own is not drawn over it; the run's line then says it
+    holds both (``run and baselines``), and each other x is drawn once.
+
+    >>> warmup_lines({"r": 2379.0, "v1": 2379.0, "v2": 1000.0}, "r", [0, 3000])
+    [(2379.0, 'run and baselines'), (1000.0, 'baselines')]
+    """
+    import numpy as np
+
+    x = np.asarray(run_x, dtype=float)
+    span = float(np.nanmax(x) - np.nanmin(x)) if x.size and np.isfinite(x).any() else 0.0
+    near = max(0.005 * span, 1e-9)
+    mine = ends.get(run)
+    out: list[tuple[float, str]] = []
+    others: list[float] = []
+    for f, end in ends.items():
+        if f == run or any(abs(end - o) <= near for o in others):
+            continue
+        others.append(end)
+    if mine is not None:
+        both = any(abs(o - mine) <= near for o in others)
+        out.append((mine, "run and baselines" if both else "run"))
+        others = [o for o in others if abs(o - mine) > near]
+    out += [(o, "baselines") for o in others]
+    return out
 
 
 def _metric_panel(
@@ -529,22 +571,30 @@ def _metric_panel(
 
     cv = m.curves
     gx, med, lo, hi = cv.band
+    # Layers, bottom to top: the band's fill, the baselines, the run, then the band's
+    # edges and its median, so a run inside the band never hides where the band is.
     if len(gx):
-        ax.fill_between(gx, lo, hi, color="tab:blue", alpha=0.2, lw=0)
-        ax.plot(gx, med, color="tab:blue", lw=1, ls="--")
+        ax.fill_between(gx, lo, hi, color="tab:blue", alpha=0.2, lw=0, zorder=Z_BAND)
+        for edge in (lo, hi):
+            ax.plot(gx, edge, color="tab:blue", lw=0.5, alpha=0.7, zorder=Z_BAND_LINES)
+        from matplotlib.patheffects import withStroke
+
+        halo = [withStroke(linewidth=3.0, foreground="white", alpha=0.8)]
+        ax.plot(gx, med, color="tab:blue", lw=1.3, ls="--", zorder=Z_BAND_LINES, path_effects=halo)
     for f, (bx, bv) in cv.baselines.items():
         colour = colours.get(f, "0.5")
-        ax.plot(bx, bv, lw=0.6, alpha=0.6 if smooth is None else 0.2, color=colour)
+        ax.plot(bx, bv, lw=0.6, alpha=0.6 if smooth is None else 0.2, color=colour, zorder=2)
         if smooth is not None:
-            ax.plot(bx, ema(bv, smooth), lw=1.0, color=colour)
+            ax.plot(bx, ema(bv, smooth), lw=1.0, color=colour, zorder=2)
     rx, rv = cv.run
     if smooth is None:
-        ax.plot(rx, rv, color="black", lw=1.0)
+        ax.plot(rx, rv, color="black", lw=0.8, alpha=0.8, zorder=Z_RUN)
     else:  # the raw run faint behind its EMA; verdicts use the raw values
-        ax.plot(rx, rv, color="black", lw=0.6, alpha=0.25)
-        ax.plot(rx, ema(rv, smooth), color="black", lw=1.3)
-    for f, x in cv.warmup_ends.items():
-        ax.axvline(x, color="tab:red", ls="-" if f == c.run else ":", lw=0.9, alpha=0.8)
+        ax.plot(rx, rv, color="black", lw=0.6, alpha=0.25, zorder=Z_RUN)
+        ax.plot(rx, ema(rv, smooth), color="black", lw=1.3, zorder=Z_RUN)
+    for x, whose in warmup_lines(cv.warmup_ends, c.run, rx):
+        style = WARMUP_STYLES[whose]
+        ax.axvline(x, color="tab:red", ls=style["ls"], lw=style["lw"], alpha=0.8, zorder=Z_RUN)
     if len(gx) and len(rx) and np.nanmax(gx) < np.nanmax(rx):
         ax.axvline(np.nanmax(gx), color="tab:blue", ls="-.", lw=1.0)
         ax.annotate(
@@ -596,9 +646,15 @@ def _figure_legend(
     if smooth is not None:
         raw = f"raw values (curves: EMA {smooth:g})"
         handles.append(Line2D([], [], color="black", lw=0.6, alpha=0.25, label=raw))
+    drawn = {
+        whose
+        for m in c.metrics.values()
+        for _, whose in warmup_lines(m.curves.warmup_ends, c.run, m.curves.run[0])
+    }
     handles += [
-        Line2D([], [], color="tab:red", label="warmup end: run"),
-        Line2D([], [], color="tab:red", ls=":", label="warmup end: baselines"),
+        Line2D([], [], color="tab:red", label=f"warmup end: {whose}", **WARMUP_STYLES[whose])
+        for whose in WARMUP_STYLES
+        if whose in drawn
     ]
     if c.at:
         handles.append(Line2D([], [], marker="D", ls="", color="tab:green", label="--at answer"))

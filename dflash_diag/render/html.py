@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..printable import printable
+
 if TYPE_CHECKING:
     from ..compare import Comparison
     from ..reports import BatchesReport, MicroBatch, SpikesReport
@@ -34,7 +36,9 @@ section.spike.composition{border-color:#1a7f37}section.spike.data{border-color:#
 
 
 def _e(text: object) -> str:
-    return html.escape(str(text))
+    """``text`` for the page: every control character shown as its escape (the one
+    printable filter, :func:`~dflash_diag.printable.printable`), then HTML-escaped."""
+    return html.escape(printable(str(text)))
 
 
 def page(title: str, body: list[str]) -> str:
@@ -50,8 +54,9 @@ def figure_svg(fig: Any) -> str:
     """``fig`` as an inline ``<svg>`` element (text as paths: no fonts to fetch); closes it."""
     import io
 
-    from .plots import pyplot
+    from .plots import printable_texts, pyplot
 
+    printable_texts(fig)
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
     pyplot().close(fig)

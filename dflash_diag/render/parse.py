@@ -56,12 +56,26 @@ def ranks_text(ranks: list[int], rows_rank: int | str | None) -> str:
     return f"{which} ({len(ranks)}); {rows}"
 
 
-def _num(x: float) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "-"
-    if float(x).is_integer() and abs(x) < 1e15:
-        return f"{int(x):d}"
-    return f"{x:.4g}"
+def min_max(lo: float | None, hi: float | None) -> tuple[str, str]:
+    """A column's min and max in one format, so the two read alike: whole numbers as
+    integers; two numbers of 10,000 or more (timestamps, token counts) in fixed point
+    with one decimal; anything else with 4 significant digits.  ``-`` for none.
+
+    >>> min_max(1764600000.5, 1764600500.0)
+    ('1764600000.5', '1764600500.0')
+    >>> min_max(12, 5000), min_max(0.3698, 5.971), min_max(None, None)
+    (('12', '5000'), ('0.3698', '5.971'), ('-', '-'))
+    """
+    pair = [x for x in (lo, hi) if x is not None and not math.isnan(x)]
+    if len(pair) < 2:
+        return "-", "-"
+    a, b = float(pair[0]), float(pair[1])
+    finite = math.isfinite(a) and math.isfinite(b)
+    if finite and all(x.is_integer() and abs(x) < 1e15 for x in (a, b)):
+        return f"{int(a):d}", f"{int(b):d}"
+    if finite and all(1e4 <= abs(x) < 1e15 for x in (a, b)):
+        return f"{a:.1f}", f"{b:.1f}"
+    return f"{a:.4g}", f"{b:.4g}"
 
 
 #: What RunLog.n_lines counts, by format (a line for the line formats).
@@ -90,7 +104,7 @@ def render_text(summary: dict[str, Any], console: Any, written: str | None = Non
     table.add_column("max", justify="right")
     for c in s["columns_detail"]:
         style = "dim" if c["non_null"] == 0 else None
-        table.add_row(c["name"], str(c["non_null"]), _num(c["min"]), _num(c["max"]), style=style)
+        table.add_row(c["name"], str(c["non_null"]), *min_max(c["min"], c["max"]), style=style)
     console.print(table)
     if s.get("step_source") == "line order":
         console.print(

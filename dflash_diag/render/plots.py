@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..outpath import atomic_output, check_output_path
+from ..printable import printable
 
 PLOT_FORMATS = (".png", ".svg", ".pdf")
 
@@ -30,9 +31,25 @@ def pyplot() -> Any:
     return plt
 
 
+def printable_texts(fig: Any) -> Any:
+    """``fig`` with the text of every label, title, legend and annotation made
+    :func:`~dflash_diag.printable.printable` (a file name or a category is data: its
+    control characters would be missing glyphs in a PNG and raw bytes in an SVG's
+    comments).  Called before a figure is laid out or saved."""
+    from matplotlib.text import Text
+
+    for t in fig.findobj(Text):
+        text = t.get_text()
+        safe = printable(text)
+        if safe != text:
+            t.set_text(safe)
+    return fig
+
+
 def save_figure(fig: Any, path: str | Path) -> Path:
     """Save ``fig`` as PNG, SVG or PDF by ``path``'s extension and close it."""
     p = check_plot_path(path)
+    printable_texts(fig)
     try:
         with atomic_output(p, "plot") as tmp:
             fig.savefig(tmp, format=p.suffix.lower().lstrip("."), dpi=120, bbox_inches="tight")
@@ -78,3 +95,72 @@ def step_limits(steps: Any, first: int | None, last: int | None) -> tuple[float,
     hi = float(last) if last is not None else float(np.nanmax(s))
     pad = 0.01 * (hi - lo) if hi > lo else 0.5
     return lo - pad, hi + pad
+
+
+#: Offsets (points) a point's label may take, nearest first: right, left, then above
+#: and below on either side, further each round.
+POINT_OFFSETS: tuple[tuple[float, float, str, str], ...] = tuple(
+    (dx, dy, "left" if dx > 0 else "right", "center")
+    for dy in (0, 8, -8, 16, -16, 24, -24, 32, -32, 44, -44)
+    for dx in (6, -6)
+)
+
+
+def place_labels(
+    ax: Any,
+    labels: Sequence[tuple[Any, Sequence[tuple[float, float, str, str]]]],
+    obstacles: Sequence[tuple[float, float]] = (),
+    radius: float = 3.0,
+) -> None:
+    """Move each label to the first of its offsets where its drawn text box overlaps
+    no label placed before it, no marker in ``obstacles`` and nothing outside the axes
+    (else to the offset where it overlaps least): ``1182`` beside ``735`` no longer
+    covers its first digit.  Call after the figure's layout (the boxes are measured by
+    its renderer, in pixels).
+
+    :param labels: ``(annotation, offsets)`` in the order to place them (the most
+        important first); an offset is ``(dx, dy, ha, va)`` in points.
+    :param obstacles: data ``(x, y)`` of the markers labels must not cover.
+    :param radius: a marker's radius, points.
+    """
+    from matplotlib.transforms import Bbox
+
+    fig = ax.figure
+    renderer = fig.canvas.get_renderer()
+    r = radius * fig.dpi / 72
+    taken = [
+        Bbox.from_extents(px - r, py - r, px + r, py + r)
+        for px, py in (ax.transData.transform(obstacles) if len(obstacles) else [])
+    ]
+    frame = ax.get_window_extent(renderer)
+    for ann, offsets in labels:
+        best: tuple[float, tuple[float, float, str, str]] | None = None
+        for off in offsets:
+            _put(ann, off)
+            cost = _overlap(ann.get_window_extent(renderer), taken, frame)
+            if best is None or cost < best[0]:
+                best = (cost, off)
+            if cost == 0:
+                break
+        if best is not None:
+            _put(ann, best[1])
+            taken.append(ann.get_window_extent(renderer).padded(2.0))  # (a gap between)
+
+
+def _put(ann: Any, offset: tuple[float, float, str, str]) -> None:
+    dx, dy, ha, va = offset
+    ann.xyann = (dx, dy)
+    ann.set_horizontalalignment(ha)
+    ann.set_verticalalignment(va)
+
+
+def _overlap(box: Any, taken: Sequence[Any], frame: Any) -> float:
+    """Pixels of ``box`` over the ``taken`` boxes, plus those outside ``frame``."""
+
+    def area(b: Any) -> float:
+        return 0.0 if b is None else max(b.width, 0.0) * max(b.height, 0.0)
+
+    from matplotlib.transforms import Bbox
+
+    inside = Bbox.intersection(box, frame)
+    return sum(area(Bbox.intersection(box, t)) for t in taken) + area(box) - area(inside)

@@ -282,23 +282,33 @@ def spikes_text(console: Console, report: SpikesReport, verbose: bool = False) -
     render_text(console, report, verbose)
 
 
-#: Table order: the spikes to act on first.
-_VERDICT_ORDER = {"unexplained": 0, "data": 1, "inconclusive": 2, "composition": 3}
+#: Table order: verdicts ranked ahead of the rest (the optimizer suspected, then a
+#: sample named); the others by their rise.
+_FIRST = {"unexplained": 0, "data": 1}
+
+
+def rise_shown(s: SpikeEvidence) -> float:
+    """The rise as the table's column shows it: ``value / baseline - 1`` (a fraction;
+    the column prints it as a percent); nan when the baseline gives no ratio."""
+    return s.event.ratio - 1 if math.isfinite(s.event.ratio) else math.nan
 
 
 def ranked_spikes(spikes: tuple[SpikeEvidence, ...]) -> list[SpikeEvidence]:
-    """Unexplained first, then data, inconclusive, composition; each by largest rise in
-    value (``|value - baseline|``, as the plot labels them; nan/inf first).  The text
-    table shows the first rows of this order, in step order, and says so; the summary
-    names spikes in the same order, so the two never disagree about which are shown."""
-    return sorted(
-        spikes,
-        key=lambda s: (
-            _VERDICT_ORDER.get(s.verdict, 1),
-            -(abs(s.rise) if math.isfinite(s.rise) else math.inf),
+    """Unexplained first, then data, then every other spike by the largest rise as the
+    table shows it (``|value / baseline - 1|``, so a +130% rise ranks above a +64%
+    one whatever their values; no ratio ranks first), ties by z.  The text table shows
+    the first rows of this order, in this order, and says so; the summary names spikes
+    in the same order, so the two never disagree about which are shown."""
+
+    def key(s: SpikeEvidence) -> tuple[int, float, float]:
+        rise = rise_shown(s)
+        return (
+            _FIRST.get(s.verdict, 2),
+            -(abs(rise) if math.isfinite(rise) else math.inf),
             -(s.event.z if math.isfinite(s.event.z) else math.inf),
-        ),
-    )
+        )
+
+    return sorted(spikes, key=key)
 
 
 def _chance_line(d: Detection, spikes: tuple[SpikeEvidence, ...], reach: float | None) -> str:
@@ -570,7 +580,8 @@ def render_text(console: Console, report: SpikesReport, verbose: bool = False) -
     for sentence in summary(d, spikes, attribution, variance, ctx.line_order):
         console.print(sentence, markup=False)
     console.print()
-    shown = sorted(ranked[:rows], key=lambda s: s.event.peak_step)
+    # (the default rows in rank order, as their caption says; -v: every row, by step)
+    shown = sorted(ranked, key=lambda s: s.event.peak_step) if verbose else ranked[:rows]
     _spike_table(console, r, shown, ground, verbose)
     told = ranked if verbose else ranked[:DEFAULT_EVIDENCE]
     confirmed = ids_confirmed(attribution)
@@ -718,8 +729,8 @@ def _spike_table(
         console.print(table)
         if len(spikes) > len(shown):
             console.print(
-                f"({len(shown)} of {len(spikes)}, by step: the unexplained, then the largest "
-                "rises in value; all: -v)",
+                f"({len(shown)} of {len(spikes)}: unexplained first, then data, then the "
+                "largest rises; all: -v)",
                 markup=False,
             )
     if math.isfinite(d.expected_false_events):  # robust only: this log's own noise

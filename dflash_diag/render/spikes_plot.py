@@ -86,46 +86,60 @@ def _title(report: SpikesReport) -> str:
     return head
 
 
-def _mark_spikes(ax: Any, report: SpikesReport, top: float) -> None:
-    """Each spike at its value in its verdict's colour, labelled by step; above ``top``:
-    a ``^`` at the top edge, the label with the value.  Labels close in step alternate
-    height so 254 and 258 stay apart."""
+#: Offsets (points) of a label above its spike's marker, nearest first.
+_ABOVE = tuple(
+    (dx, dy, {0: "center", 6: "left", -6: "right"}[dx], "bottom")
+    for dy in (5, 14, 23, 32)
+    for dx in (0, 6, -6)
+)
+#: Offsets of a label under the top edge, for a spike above the axis (``^``).
+_UNDER_TOP = tuple(
+    (dx, dy, {0: "center", 10: "left", -10: "right"}[dx], "top")
+    for dy in (-14, -34, -54, -74)
+    for dx in (0, 10, -10)
+)
+
+Labels = list[tuple[Any, tuple[tuple[float, float, str, str], ...]]]
+
+
+def _mark_spikes(ax: Any, report: SpikesReport, top: float) -> tuple[Labels, list[Any]]:
+    """Each spike at its value in its verdict's colour, the labelled ones (by step)
+    placed later by :func:`~dflash_diag.render.plots.place_labels`; above ``top``: a
+    ``^`` at the top edge, the label with the value.
+
+    :returns: the labels with their offsets (largest rise first) and the markers'
+        data positions."""
     step_word = "event " if report.context.line_order else ""
-    x0, x1 = ax.get_xlim()
-    span = float(x1 - x0) or 1.0
-    last_x, level = -math.inf, 0
     named = labelled(report)
+    labels: list[tuple[float, Any, tuple[tuple[float, float, str, str], ...]]] = []
+    marks: list[Any] = []
     for s in sorted(report.spikes, key=lambda s: s.event.peak_step):
         x, y = s.event.peak_step, s.event.value
         colour = VERDICT_COLOURS.get(s.verdict, "#8a8a8a")
-        if x in named:
-            level = level + 1 if (x - last_x) < 0.04 * span else 0
-            last_x = x
-        if not math.isfinite(y) or y > top:
+        above = not math.isfinite(y) or y > top
+        if above:
             ax.scatter([x], [top], marker="^", s=55, color=colour, zorder=4, clip_on=False)
             text = f"{step_word}{x}\n{y:.3g}" if math.isfinite(y) else f"{step_word}{x}\n{y}"
-            ax.annotate(
-                text,
-                (x, top),
-                xytext=(0, -14 - 20 * (level % 3)),
-                va="top",
-                textcoords="offset points",
-                ha="center",
-                fontsize=7,
-                color=colour,
-            )
         else:
             ax.scatter([x], [y], marker="o", s=28, color=colour, zorder=4)
-            if x in named:
-                ax.annotate(
-                    f"{step_word}{x}",
-                    (x, y),
-                    xytext=(-6 + 12 * (level % 2), 5),
-                    textcoords="offset points",
-                    ha="right" if level % 2 == 0 and level else "left" if level else "center",
-                    fontsize=7,
-                    color=colour,
-                )
+            text = f"{step_word}{x}"
+        marks.append((x, top if above else y))
+        if x in named:
+            ann = ax.annotate(
+                text,
+                (x, top if above else y),
+                xytext=(0, -14) if above else (0, 5),
+                textcoords="offset points",
+                ha="center",
+                va="top" if above else "bottom",
+                fontsize=7,
+                color=colour,
+                zorder=5,
+            )
+            rise = abs(s.rise) if math.isfinite(s.rise) else math.inf
+            labels.append((rise, ann, _UNDER_TOP if above else _ABOVE))
+    labels.sort(key=lambda t: -t[0])
+    return [(ann, offsets) for _, ann, offsets in labels], marks
 
 
 def labelled(report: SpikesReport) -> set[int]:
@@ -217,10 +231,14 @@ def _optimizer_strip(ax: Any, report: SpikesReport, inside: Any = None) -> None:
     ax.set_xlabel("event" if report.context.line_order else "step")
 
 
-def _length_panel(ax: Any, report: SpikesReport) -> None:
+def _length_panel(ax: Any, report: SpikesReport) -> tuple[Labels, list[Any]]:
     """Detrended metric against batch mean length, spikes coloured by verdict (only the
-    ``--steps`` range's points, when one is given)."""
+    ``--steps`` range's points, when one is given).
+
+    :returns: the labels to place (highest first) and the spikes' markers."""
     import numpy as np
+
+    from .plots import POINT_OFFSETS
 
     pts = report.attribution.points  # type: ignore[union-attr]
     d = report.detection
@@ -245,29 +263,31 @@ def _length_panel(ax: Any, report: SpikesReport) -> None:
     residual = dict(zip(pts["step"].astype(int), pts["residual"], strict=True))
     length = dict(zip(pts["step"].astype(int), pts["mean_len"], strict=True))
     named = labelled(report)
+    shown: list[tuple[float, Any]] = []
+    marks: list[Any] = []
     for verdict, colour in VERDICT_COLOURS.items():
         group = [s for s in report.spikes if s.verdict == verdict]
         xs = [length.get(s.event.peak_step, np.nan) for s in group]
         ys = [residual.get(s.event.peak_step, np.nan) for s in group]
         if group:
             ax.scatter(xs, ys, s=22, color=colour, label=f"spike: {verdict}", zorder=3)
-        shown = sorted(
-            (y, x, s.event.peak_step)
-            for s, x, y in zip(group, xs, ys, strict=True)
-            if s.event.peak_step in named and np.isfinite(x) and np.isfinite(y)
-        )
-        for k, (y, x, step) in enumerate(shown):
-            # neighbours in height go to alternate sides, so close labels do not overlap
-            ax.annotate(
-                str(step),
-                (x, y),
-                xytext=(6, 0) if k % 2 == 0 else (-6, 0),
-                ha="left" if k % 2 == 0 else "right",
-                va="center",
-                fontsize=7,
-                textcoords="offset points",
-                color=colour,
-            )
+        for s, x, y in zip(group, xs, ys, strict=True):
+            if not (np.isfinite(x) and np.isfinite(y)):
+                continue
+            marks.append((x, y))
+            if s.event.peak_step in named:
+                ann = ax.annotate(
+                    str(s.event.peak_step),
+                    (x, y),
+                    xytext=(6, 0),
+                    ha="left",
+                    va="center",
+                    fontsize=7,
+                    textcoords="offset points",
+                    color=colour,
+                    zorder=5,
+                )
+                shown.append((y, ann))
     from matplotlib.ticker import LogLocator, ScalarFormatter
 
     ax.set_xscale("log")
@@ -280,13 +300,15 @@ def _length_panel(ax: Any, report: SpikesReport) -> None:
     ax.set_title("the metric above its trend, against the length of the batch", fontsize=9)
     ax.legend(loc="upper left", fontsize=7)
     ax.grid(alpha=0.25)
+    # (the highest first: they are the largest rises)
+    return [(ann, POINT_OFFSETS) for _, ann in sorted(shown, key=lambda t: -t[0])], marks
 
 
 def spikes_figure(report: SpikesReport, smooth: float | None = None, log_y: bool = False) -> Any:
     """The figure described in the module docstring (a matplotlib Figure)."""
     import numpy as np
 
-    from .plots import ema, pyplot, step_limits
+    from .plots import ema, place_labels, printable_texts, pyplot, step_limits
 
     plt = pyplot()
     d = report.detection
@@ -325,7 +347,7 @@ def spikes_figure(report: SpikesReport, smooth: float | None = None, log_y: bool
     ax.set_ylim(lo, hi)
     if xlim is not None:
         ax.set_xlim(*xlim)
-    _mark_spikes(ax, report, hi)
+    placing = [(ax, *_mark_spikes(ax, report, hi))]
     clipped = any(not math.isfinite(s.event.value) or s.event.value > hi for s in report.spikes)
     _legend(ax, report, clipped, smooth)
     ax.set_ylabel(d.metric)
@@ -333,6 +355,9 @@ def spikes_figure(report: SpikesReport, smooth: float | None = None, log_y: bool
     ax.grid(alpha=0.25)
     _optimizer_strip(gx, report, inside if xlim is not None else None)
     if with_batches:
-        _length_panel(axes[2][0], report)
+        placing.append((axes[2][0], *_length_panel(axes[2][0], report)))
+    printable_texts(fig)  # (before the layout measures the text)
     fig.tight_layout()
+    for panel, labels, marks in placing:  # (after the layout: boxes in final pixels)
+        place_labels(panel, labels, marks)
     return fig

@@ -412,3 +412,20 @@ def test_a_jsonl_manifest_key_that_is_not_utf8_is_one_error_line(tmp_path):
     result = CliRunner().invoke(app, ["batches", str(path)])
     assert result.exit_code == 2
     assert result.stderr.startswith(f"error: {path}: ") and result.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    "row", ["1," + "\t" * 40_000 + "2.5", "1," + "," * 60_000 + "2.5"], ids=["tabs", "commas"]
+)
+def test_a_csv_row_of_a_long_separator_run_reads_in_linear_time(tmp_path, row):
+    """Issue 27's hang "in numeric_column" (found again by the ``runs`` safety class): a
+    first row longer than the header made pandas index the table by its leading cells (a
+    MultiIndex of 60,000 levels, 86 s), and a run of tabs took the printed-NaN regex
+    O(n^2) (41 s for 40,000).  A 120 KB file reads in well under a second."""
+    from dflash_diag.logs import read_log
+
+    from .safety import _within
+
+    path = tmp_path / "metrics.csv"
+    path.write_text("step,loss\n" + row + "\n2,2.4\n3,2.3\n")
+    assert _within(5.0, lambda: read_log(path), InputError) != "hang"

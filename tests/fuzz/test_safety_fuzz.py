@@ -1,5 +1,7 @@
 """The safety classes (``tests/fuzz/safety.py``) hold for any seed: found code never
-runs, links to inputs are refused, escapes never reach the console, bombs are one line."""
+runs, links to inputs are refused, escapes never reach the console or the HTML, bombs and
+over-long lines are one line, a full disk keeps the old file, a run of tabs reads in
+linear time."""
 
 from __future__ import annotations
 

@@ -95,3 +95,53 @@ def test_watch_drops_a_line_past_the_limit_and_goes_on(tmp_path, monkeypatch):
         w.write(b"y" * 10 + b"\nstep=2 loss=2\n")
     assert any("was skipped" in n for n in said)
     assert f.poll().lines == ["step=2 loss=2"]
+
+
+def _manifest_with_a_long_line(path, size: int) -> None:
+    rows = "".join(f'{{"length": {10 + i}, "category": "chat"}}\n' for i in range(40))
+    long = '{"length": 7, "category": "' + "a" * size + '"}\n'
+    path.write_text(rows + long + rows)
+
+
+def test_a_jsonl_manifest_line_over_the_row_limit_is_one_error_line(tmp_path, monkeypatch):
+    """A manifest row may not claim more than a row can be (one 2 GB line took 6 GB):
+    refused with its size, what parsing it needs and what the machine has."""
+    from typer.testing import CliRunner
+
+    from dflash_diag.cli import app
+
+    path = tmp_path / "m.jsonl"
+    _manifest_with_a_long_line(path, 3 << 20)
+    monkeypatch.setattr(limits, "MAX_LINE_BYTES", 1 << 20)
+    monkeypatch.setattr(limits, "available_memory", lambda: 16 << 30)
+    result = CliRunner().invoke(app, ["batches", str(path)])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        f"error: {path}:41: a line of 3 MB, over the 1 MB a manifest row may be (parsing "
+        "it needs ~12 MB; this machine has 16 GB available); check the file is one "
+        "manifest row a line, or split that line\n"
+    )
+
+
+def test_a_jsonl_line_whose_parse_does_not_fit_says_what_it_needs(tmp_path, monkeypatch):
+    data = b'{"length": 1}\n' + b'{"x": "' + b"a" * (3 << 20) + b'"}\n'
+    monkeypatch.setattr(limits, "available_memory", lambda: 8 << 20)
+    with pytest.raises(InputError) as e:
+        limits.check_line_claims(data, "m.jsonl", limits.JSON_OBJECT_COST, "manifest row")
+    assert str(e.value) == (
+        "m.jsonl:2: a line of 3 MB: parsing it needs ~120 MB; this machine has 8 MB "
+        "available; check the file is one manifest row a line, or split that line"
+    )
+
+
+def test_a_jsonl_manifest_line_longer_than_arrows_block_is_read(tmp_path):
+    """A 3 MB row is under the limit: read (Arrow's own 1 MB block would refuse it and
+    send the file to pandas, at ~40 bytes of memory a byte)."""
+    from dflash_diag.manifest import read_manifest
+    from dflash_diag.manifest.sources import jsonl_file
+
+    path = tmp_path / "m.jsonl"
+    _manifest_with_a_long_line(path, 3 << 20)
+    assert jsonl_file(path).columns == ["length", "category"]
+    m = read_manifest(path)
+    assert m.lengths.tolist() == [*range(10, 50), 7, *range(10, 50)]

@@ -112,3 +112,28 @@ def test_dollars_in_a_label_or_file_name_do_not_crash_the_plot(tmp_path, where):
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
     assert (tmp_path / "p.svg").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_the_html_page_and_its_plot_hold_no_control_character_from_a_name(tmp_path):
+    """The HTML edge filters as the terminal's does: the text fold, the header and the
+    SVG plot (its text comments, its glyphs) show a file name's ESC as ``\\x1b``."""
+    import re
+
+    import pandas as pd
+
+    n = 200
+    name = tmp_path / f"m{NASTY}.parquet"
+    pd.DataFrame({"length": [50 + (i * 37) % 900 for i in range(n)]}).to_parquet(name)
+    page = tmp_path / "report.html"
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        result = runner.invoke(app, ["batches", str(name), "--html", str(page)])
+    assert result.exit_code == 0, result.output
+    text = page.read_text(encoding="utf-8")
+    assert re.findall("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e]", text) == []
+    shown = "m\\x1b]52;c;ZXZpbA=="  # (rich drops the BEL itself; the rest is shown)
+    fold = text[text.index("<pre>") : text.index("</pre>")]
+    svg = text[text.index("<svg") : text.index("</svg>")]
+    assert shown in fold and shown in svg and shown in text[: text.index("<body>")]
+    assert [str(w.message) for w in said if "Glyph" in str(w.message)] == []
