@@ -34,20 +34,33 @@ def sniff_delimiter(header: str) -> str:
 
 
 #: A cell that holds a printed NaN (pandas reads it, and an empty cell, as NaN alike).
-_NAN_CELL = re.compile(r"(?:^|[,;\t])[ \t]*[-+]?(?:nan|NaN|NAN)[ \t]*(?=[,;\t\r]|$)", re.M)
+#: A printed NaN cell.  A tab is a separator or a blank, never both: a cell after a tab
+#: may be padded with spaces only, so a run of tabs is not matched in quadratic time.
+_NAN_CELL = re.compile(
+    r"(?:(?:^|[,;])[ \t]*|\t *)[-+]?(?:nan|NaN|NAN)[ \t]*(?=[,;\t\r]|$)", re.M
+)
 
 
 def _frame(text: str, sep: str, **options: Any) -> Any:
-    """The CSV text as pandas reads it here: BOM dropped, bad and blank lines skipped."""
+    """The CSV text as pandas reads it here: BOM dropped, bad and blank lines skipped.
+
+    ``index_col=False``: a first row longer than the header is not made an index of its
+    leading cells (a 60,000-level MultiIndex took minutes); its extra cells are dropped.
+    """
+    import warnings
+
     import pandas as pd
 
-    return pd.read_csv(
-        io.StringIO(text.lstrip("\ufeff")),
-        sep=sep,
-        on_bad_lines="skip",
-        skip_blank_lines=True,
-        **options,
-    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", pd.errors.ParserWarning)
+        return pd.read_csv(
+            io.StringIO(text.lstrip("\ufeff")),
+            sep=sep,
+            on_bad_lines="skip",
+            skip_blank_lines=True,
+            index_col=False,
+            **options,
+        )
 
 
 def _printed_nan(text: str, sep: str, df: Any) -> dict[Any, Any]:
