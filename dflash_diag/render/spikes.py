@@ -753,8 +753,8 @@ def _spike_lines(
     confirmed: bool = True,
 ) -> None:
     """Each told spike's verdict with its reasons, its batch, and its sample ids
-    (``confirmed``: see :func:`samples_line`); lines wrap at the terminal's width,
-    continuations indented."""
+    (``confirmed``: see :func:`samples_line`; ids not confirmed only when ``full``);
+    lines wrap at the terminal's width, continuations indented."""
     from rich.padding import Padding
     from rich.text import Text
 
@@ -773,7 +773,8 @@ def _spike_lines(
         if not s.batch:
             continue
         lines = [batch_line(s, full).strip()]
-        if samples and samples.get(s.event.peak_step):
+        # ids nothing confirmed are not shown as a spike's samples in the short view
+        if samples and samples.get(s.event.peak_step) and (full or confirmed):
             lines.append(samples_line(samples[s.event.peak_step], confirmed).strip())
         for line in lines:
             console.print(Padding(Text(line), (0, 0, 0, 2), expand=False))

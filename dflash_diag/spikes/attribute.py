@@ -503,6 +503,21 @@ def _samples(
     return find_samples(replay, pidx, len(d.steps), z, excess, ids, basis, measured)
 
 
+def _scores_shown(scores: dict[str, float], most: int = 2) -> str:
+    """``all: 0.08, 0: 0.70`` (the ``most`` best, the pooled one among them), and the
+    rest in one figure: ``, the other 7 <= 0.00``."""
+    finite = {k: v for k, v in scores.items() if math.isfinite(v)}
+    best = sorted(finite, key=lambda k: -finite[k])[:most]
+    if "all" in finite and "all" not in best:
+        best = [*best[: most - 1], "all"]
+    kept = [k for k in finite if k in best]  # in the candidates' order
+    shown = ", ".join(f"{k}: {finite[k]:.2f}" for k in kept)
+    rest = [finite[k] for k in finite if k not in best]
+    if rest:
+        shown += f", the other {len(rest)} <= {max(rest):.2f}"
+    return shown
+
+
 def _choose_rank(
     replay: Replay, d: Detection, covers: str, metric_rank: int | str | None, residual: Any
 ) -> tuple[int | None, pd.DataFrame, dict[str, float]]:
@@ -551,11 +566,11 @@ def _notes(
             if chosen is None
             else f"rank {chosen}'s micro-batches"
         )
-        shown = ", ".join(f"{k}: {v:.2f}" for k, v in scores.items() if math.isfinite(v))
+        shown = _scores_shown(scores)
         notes.append(
             f"the logged {metric} follows {who} best"
             + (f" (R² {shown})" if shown else "")
-            + "; --metric-rank (or metric_rank in [schedule]) fixes the choice"
+            + "; --metric-rank (or [schedule] metric_rank) fixes it"
         )
     return notes
 

@@ -149,8 +149,9 @@ def test_spikes_text_says_every_verdict_rests_on_the_recording(recorded):
     out = " ".join(result.stdout.split())
     assert f"composition: recorded in {recorded}" in out
     assert "schedule check: recorded: recorded tokens match the log at 100.0% of 2961 steps" in out
-    assert "step 254 (composition, on the recorded batches):" in out
-    assert "step 258 (composition, on the recorded batches):" in out
+    # the evidence shown: the unexplained spike, then the largest rises in percent
+    assert "step 1999 (unexplained, on the recorded batches):" in out
+    assert "step 1182 (composition, on the recorded batches):" in out
     assert "These verdicts rest on the batches recorded during training in" in out
     assert "schedule config:" not in out  # the config gave the manifest, not the batches
 

@@ -243,5 +243,19 @@ def test_the_pooled_rank_note_reads_as_english():
     notes = _notes("loss", feats, object(), None, {"all": float("nan"), "0": float("nan")})
     assert notes == [
         "the logged loss follows the step's micro-batches pooled over ranks best; "
-        "--metric-rank (or metric_rank in [schedule]) fixes the choice"
+        "--metric-rank (or [schedule] metric_rank) fixes it"
     ]
+
+
+def test_the_rank_note_names_the_best_two_and_sums_up_the_rest():
+    import pandas as pd
+
+    from dflash_diag.spikes.attribute import _notes
+
+    feats = pd.DataFrame({"n_micro": [1, 1]})
+    scores = {"all": 0.08, "0": 0.70, "1": 0.0, "2": -0.01, "3": 0.02}
+    (note,) = _notes("loss", feats, object(), 0, scores)
+    assert note == (
+        "the logged loss follows rank 0's micro-batches best (R² all: 0.08, 0: 0.70, the "
+        "other 3 <= 0.02); --metric-rank (or [schedule] metric_rank) fixes it"
+    )
