@@ -78,12 +78,8 @@ def main() -> None:
 
         from dflash_diag.logs import read_log
         from dflash_diag.manifest import read_manifest
-        from dflash_diag.spikes import (
-            attribute_spikes,
-            check_schedule,
-            detect_spikes,
-            epochs_to_cover,
-        )
+        from dflash_diag.composition.ground import check_schedule, epochs_to_cover
+        from dflash_diag.spikes import attribute_spikes, detect_spikes
         from dflash_diag.spikes.variance import variance_proxies
 
         run, t_log = timed(read_log, log)

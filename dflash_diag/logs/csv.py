@@ -36,9 +36,7 @@ def sniff_delimiter(header: str) -> str:
 #: A cell that holds a printed NaN (pandas reads it, and an empty cell, as NaN alike).
 #: A printed NaN cell.  A tab is a separator or a blank, never both: a cell after a tab
 #: may be padded with spaces only, so a run of tabs is not matched in quadratic time.
-_NAN_CELL = re.compile(
-    r"(?:(?:^|[,;])[ \t]*|\t *)[-+]?(?:nan|NaN|NAN)[ \t]*(?=[,;\t\r]|$)", re.M
-)
+_NAN_CELL = re.compile(r"(?:(?:^|[,;])[ \t]*|\t *)[-+]?(?:nan|NaN|NAN)[ \t]*(?=[,;\t\r]|$)", re.M)
 
 
 def _frame(text: str, sep: str, **options: Any) -> Any:

@@ -5,8 +5,8 @@
 - :func:`attribute_spikes` (``attribute.py``): evidence and a verdict per spike, on the
   composition model of ``model.py``, the detrended correlations of ``correlate.py`` and
   the recurring batches of ``recurrence.py``;
-- :func:`check_schedule`, :func:`epochs_to_cover` (:mod:`dflash_diag.composition.ground`):
-  the replay must reach and match the log before attribution runs;
+- the replay must reach and match the log before attribution runs:
+  :func:`~dflash_diag.composition.check_schedule`, in :mod:`dflash_diag.composition`;
 - ``windows.py``: the rolling baselines; the variance panel is
   :mod:`dflash_diag.spikes.variance`.
 
@@ -31,8 +31,6 @@ _EXPORTS: dict[str, str] = {
     "Recurrence": "recurrence",
     "Correlation": "correlate",
     "attribute_spikes": "attribute",
-    "check_schedule": "coverage",
-    "epochs_to_cover": "coverage",
     "detrend": "correlate",
     "CompositionModel": "model",
     "fit_model": "model",
