@@ -129,7 +129,7 @@ def check_schedule(
         raise InputError(
             path,
             f"{_subject(named_by)} matches the logged tokens at only "
-            f"{check.tokens_match:.0%} of {check.n_compared} steps (first mismatch: step "
+            f"{check.tokens_match:.0%} of {check.n_compared} steps (first at step "
             f"{check.first_mismatch}){scale}",
             f"{hint}; or --force",
         )
@@ -173,7 +173,7 @@ def mismatch_hint(replay: Replay, log_table: pd.DataFrame) -> tuple[str, str]:
     size = f"; its steps hold {r:.3g}x the replay's tokens ({a:,.0f} vs {b:,.0f})"
     near_world = world > 1 and abs(r * world - 1) < 0.2
     if near_world:
-        what = f"the log counts one rank's tokens (1/{world} of a step's): check --world-size"
+        what = "the log counts one rank's tokens: check --world-size"
     else:
         what = "no seed changes a step's size: check --token-budget, --batch-size, --world-size"
     return size, what

@@ -126,6 +126,18 @@ def schedule_spread(replay: Replay) -> tuple[Any, Any, Any, Any]:
     return icc, ci, adj, p
 
 
+def _cv(x: np.ndarray) -> float:
+    """``std / mean`` of ``x``, scale-free, computed on ``x / max|x|`` so that a grad norm
+    of 1e200 does not overflow its square (NaN for an all-zero window)."""
+    import numpy as np
+
+    top = float(np.max(np.abs(x)))
+    if not top > 0:
+        return float("nan")
+    y = x / top
+    return float(np.std(y) / np.mean(y))
+
+
 def grad_norm_stats(
     grad: np.ndarray, features: pd.DataFrame | None, window: int
 ) -> tuple[float | None, dict[str, dict[str, float]] | None]:
@@ -141,7 +153,8 @@ def grad_norm_stats(
         return None, None
     gf = g[ok]
     w = min(window, gf.size)
-    cvs = [np.std(gf[i : i + w]) / np.mean(gf[i : i + w]) for i in range(0, gf.size - w + 1, w)]
+    cvs = [_cv(gf[i : i + w]) for i in range(0, gf.size - w + 1, w)]
+    cvs = [c for c in cvs if np.isfinite(c)]
     cv = float(np.median(cvs)) if cvs else None
     if features is None:
         return cv, None

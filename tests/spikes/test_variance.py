@@ -135,3 +135,20 @@ def test_grad_norm_that_ignores_batch_size_rarely_gives_a_noise_scale() -> None:
             assert ns.reason.startswith("not enough data")
         found += ns.b_simple is not None
     assert found / 200 <= 0.05
+
+
+def test_grad_norm_cv_of_huge_norms_warns_nothing_and_is_scale_free():
+    import warnings
+
+    import numpy as np
+
+    from dflash_diag.spikes.variance import grad_norm_stats
+
+    rng = np.random.default_rng(3)
+    g = rng.uniform(1.0, 2.0, 200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        small, _ = grad_norm_stats(g, None, 20)
+        huge, _ = grad_norm_stats(g * 1e200, None, 20)
+    assert small is not None and huge is not None
+    assert abs(small - huge) < 1e-12

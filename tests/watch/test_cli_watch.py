@@ -152,7 +152,7 @@ def test_a_schedule_the_logged_tokens_refute_ends_the_watch_with_one_line(run):
     assert result.stderr.startswith(
         f"error: {run}: the schedule from {run.parent / 'dflash-diag.toml'} (found beside the "
         "log) matches "
-        "the logged tokens at only 0% of 52 steps (first mismatch: step 1);"
+        "the logged tokens at only 0% of 52 steps (first at step 1);"
     )
 
 
