@@ -153,7 +153,7 @@ def mismatch_hint(replay: Replay, log_table: pd.DataFrame) -> tuple[str, str]:
     order differs: search the seed.  Outside it, no seed can change a step's size: the
     budget, the batch size, the world size or the gradient accumulation is not the run's
     (a factor near ``world_size`` is one rank's tokens against all ranks'), which the
-    message says with the two medians.
+    message says with the ratio.
     """
     import numpy as np
 
@@ -170,12 +170,12 @@ def mismatch_hint(replay: Replay, log_table: pd.DataFrame) -> tuple[str, str]:
     if 1 / SAME_SCALE <= r <= SAME_SCALE:
         return "", seed_hint
     world = replay.params.world_size
-    size = f"; its steps hold {r:.3g}x the replay's tokens ({a:,.0f} vs {b:,.0f})"
+    size = f"; its steps hold {r:.3g}x the replay's tokens"
     near_world = world > 1 and abs(r * world - 1) < 0.2
     if near_world:
         what = "the log counts one rank's tokens: check --world-size"
     else:
-        what = "no seed changes a step's size: check --token-budget, --batch-size, --world-size"
+        what = "a seed cannot change that: check --token-budget, --batch-size, --world-size"
     return size, what
 
 
