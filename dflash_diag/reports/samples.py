@@ -146,7 +146,8 @@ def sample_table(findings: SampleFindings, comp: Composition) -> pd.DataFrame:
             "group_size": size.astype(np.int64),
             "ground": findings.evidence.ground,
             "measured_excess": _measured_excess(comp, n),
-        }
+        },
+        copy=False,  # (the columns are views; the reordering below copies once)
     )
     order = np.lexsort((-np.nan_to_num(out["score"].to_numpy(), nan=-np.inf), out["q"]))
     return out.iloc[order].reset_index(drop=True)

@@ -288,7 +288,8 @@ def _evidence(
             "own_excess": nan,
             "own_excess_se": nan,
             "own_excess_nats": t["median_r"].to_numpy(),
-        }
+        },
+        copy=False,
     )
     n_tested = int((reason == 0).sum())
     usable = int(np.isfinite(t["min_z"].to_numpy()).sum())
