@@ -24,8 +24,10 @@ the cells' lengths, no join and no table, the bytes already in memory.  Its rati
 
 ``--hf SIZES`` times the Hugging Face Trainer's console output instead (dict lines
 among tqdm redraws and clears, ``logging_steps=1``, :func:`generate_hf`) at each size,
-against ``pandas.read_csv`` of the same numbers as CSV, in the same run, and checks the
-table (steps dated by the bar's count at each write) against the CSV.
+against ``pandas.read_csv`` of the same numbers as CSV, in the same run, in this process
+and as whole processes (``dflash-diag parse --json`` against a Python running
+``read_csv``, CPU seconds), and checks the table (steps dated by the bar's count at
+each write) against the CSV.
 """
 
 from __future__ import annotations
@@ -173,15 +175,35 @@ def check_hf(table, frame) -> None:
             raise SystemExit(f"column {mine}: read_log differs from what was written")
 
 
+#: The whole-process reference: a fresh Python reading the CSV with pandas.
+READ_CSV = "import sys, pandas; pandas.read_csv(sys.argv[1])"
+
+
+def process_cpu(args: list[str]) -> float:
+    """CPU seconds (user + system) of a fresh process running ``args``."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
 def hf_main(sizes: list[int], repeat: int, buffered: bool) -> None:
-    """``--hf``: the HF Trainer's console output against ``read_csv``, at each size."""
+    """``--hf``: the HF Trainer's console output against ``read_csv``, at each size: in
+    this process (best wall time of ``repeat`` alternating rounds), and as whole
+    processes (``dflash-diag parse LOG --json`` against a Python running
+    ``pandas.read_csv``; CPU seconds, best of ``repeat``), as issue 26 measured."""
     import pandas as pd
 
     from dflash_diag.logs import read_log
 
     kind = "buffered" if buffered else "unbuffered"
-    print(f"HF Trainer stdout ({kind}: dicts and tqdm bars), read_log vs pandas.read_csv")
-    print(f"{'lines':>10} {'MB':>6} {'read_log':>9} {'read_csv':>9} {'ratio':>7}  step_source")
+    print(f"HF Trainer stdout ({kind}: dicts and tqdm bars) against pandas.read_csv")
+    print(
+        f"{'lines':>10} {'MB':>6} {'read_log':>9} {'read_csv':>9} {'ratio':>7}"
+        f" {'parse CPU':>10} {'csv CPU':>8} {'ratio':>7}  step_source"
+    )
     for n in sizes:
         with tempfile.TemporaryDirectory() as tmp:
             log, csv = generate_hf(Path(tmp), n, buffered)
@@ -189,10 +211,16 @@ def hf_main(sizes: list[int], repeat: int, buffered: bool) -> None:
                 repeat, lambda: pd.read_csv(csv), lambda: read_log(log)
             )
             check_hf(run.table, frame)
+            parse = [sys.executable, "-m", "dflash_diag", "parse", str(log), "--json"]
+            reader = [sys.executable, "-c", READ_CSV, str(csv)]
+            c_log = c_csv = float("inf")
+            for _ in range(repeat):
+                c_csv = min(c_csv, process_cpu(reader))
+                c_log = min(c_log, process_cpu(parse))
             mb = log.stat().st_size / 1e6
         print(
-            f"{n:>10,} {mb:6.0f} {t_log:8.2f}s {t_csv:8.2f}s {t_log / t_csv:6.2f}x  "
-            f"{run.step_source}"
+            f"{n:>10,} {mb:6.0f} {t_log:8.2f}s {t_csv:8.2f}s {t_log / t_csv:6.1f}x"
+            f" {c_log:9.2f}s {c_csv:7.2f}s {c_log / c_csv:6.1f}x  {run.step_source}"
         )
 
 

@@ -119,9 +119,8 @@ def _read_console(
     got = console.console_records(data)
     if got is None:
         return None
-    n_lines = data.count(b"\n") + (0 if data[-1:] == b"\n" else 1)
     return read_records(
-        path, data, got.others, n_lines, [got.frame], got.skipped, fmt, rank, progress, "dict",
+        path, data, got.others, got.n_lines, [got.frame], got.skipped, fmt, rank, progress, "dict",
         quiet=got.quiet,
     )  # fmt: skip
 

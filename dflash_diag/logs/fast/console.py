@@ -39,15 +39,17 @@ from ..io import strip_ansi
 from . import jsonlines
 from .leftover import Leftover
 
-#: tqdm's bar with no postfix, spaces before it, then the segment's ``\\r`` or ``\\n``.
+_NOT = "\r\n\u2022"  # (no segment of this module's holds a rich bar's bullet)
+#: tqdm's bar with no postfix, spaces before it.
 BARE_BAR = (
-    r"^ *(?P<pct>\d{1,3})%\|[^|\r\n]*\| *(?P<n>\d{1,15})/(?P<total>\d{1,15}) *"
-    r"\[[^\],\r\n]*(?:,[^\],\r\n]*)?\][\r\n]?$"
+    rf"^ *\d{{1,3}}%\|[^|{_NOT}]*\| *(?P<n>\d{{1,15}})/(?P<total>\d{{1,15}}) *"
+    rf"\[[^\],{_NOT}]*(?:,[^\],{_NOT}]*)?\]"
 )
-#: A segment of spaces only (with its ``\\r`` or ``\\n``).
-BLANK = r"^ *[\r\n]?$"
-#: A dict line's segment: ``{'``, no ``\\r``, ``}`` then the line's ``\\n``.
-DICT = r"^\{'[^\r\n]*\}\n$"
+#: A segment of this module's, with its ``\\r`` or ``\\n``: spaces only, a bare bar,
+#: or a dict line (``{'``, no ``%|``, ``}``; its ``\\n`` is checked apart).
+SEGMENT = (
+    rf"^(?: *|{BARE_BAR[1:]}|\{{'(?:[^%{_NOT}]|%[^|{_NOT}])*\}})[\r\n]?$"
+)
 
 _OTHER, _BLANK, _BAR, _DICT = 0, 1, 2, 3
 
@@ -62,12 +64,14 @@ class Console:
         codes taken off.
     :param quiet: line numbers (ascending) of this module's lines that hold no dict:
         bars and clears only, which leave the line parser's state as it was.
+    :param n_lines: the log's lines (a last line without a newline counts).
     """
 
     frame: Any
     skipped: dict[str, int]
     others: list[tuple[int, str]]
     quiet: Any
+    n_lines: int
 
 
 def console_records(data: Any) -> Console | None:
@@ -77,8 +81,7 @@ def console_records(data: Any) -> Console | None:
         len(data) < jsonlines.MIN_BYTES
         or data.find(b"\r") < 0
         or data.find(b"%|") < 0
-        or data.find("\u2022".encode()) >= 0  # (a rich progress bar)
-        or data.find(b"\x1b]") >= 0
+        or (data.find(b"\x1b") >= 0 and data.find(b"\x1b]") >= 0)
         or is_rich_bytes(data)
     ):
         return None
@@ -113,20 +116,23 @@ def console_records(data: Any) -> Console | None:
     has_dict = np.zeros(len(mine), dtype=bool)
     has_dict[dict_lines - 1] = True
     quiet = np.flatnonzero(mine & ~has_dict) + 1
-    return Console(frame, skipped, other_pairs, quiet)
+    return Console(frame, skipped, other_pairs, quiet, len(mine))
 
 
 def _segments(data: Any) -> tuple[Any, Any, Any, Any, Any] | None:
     """Per segment (a piece of the log ending at a ``\\r``, a ``\\n`` or the end): its
     kind, its terminator byte (0 at the end), its line (from 0), the byte offsets
-    where the segments start (and the last ends), and the segments as an Arrow ``large_string`` array, each with its terminator; None when
-    the bytes are not UTF-8."""
+    where the segments start (and the last ends), and the segments as an Arrow
+    ``large_string`` array, each with its terminator; None when the bytes are not
+    UTF-8.  One RE2 pass tells this module's segments (:data:`SEGMENT`); of those, a
+    dict starts with ``{``, a bar ends with ``]``, the rest are blank."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     buf = np.frombuffer(data, np.uint8)
-    sep = np.flatnonzero((buf == 13) | (buf == 10))
+    low = np.flatnonzero(buf < 14)  # (one comparison over the bytes, then the few)
+    sep = low[(buf[low] == 13) | (buf[low] == 10)]
     offsets = np.concatenate([[0], sep + 1, [len(buf)]]).astype(np.int64)
     if offsets[-1] == offsets[-2]:
         offsets = offsets[:-1]  # (the log ends in a separator: no empty last segment)
@@ -138,19 +144,19 @@ def _segments(data: Any) -> tuple[Any, Any, Any, Any, Any] | None:
         strings.validate(full=True)
     except pa.ArrowInvalid:
         return None
-    term = np.zeros(n, dtype=np.uint8)
-    ends = offsets[1:] - 1
-    term[:] = buf[ends]
-    term[(term != 13) & (term != 10)] = 0
+    last = buf[offsets[1:] - 1]
+    term = np.where((last == 13) | (last == 10), last, 0).astype(np.uint8)
     line_of = np.concatenate([[0], np.cumsum(term[:-1] == 10)])
-    kinds = np.full(n, _OTHER, dtype=np.int8)
-    for kind, pattern in ((_BLANK, BLANK), (_BAR, BARE_BAR), (_DICT, DICT)):
-        hit = pc.match_substring_regex(strings, pattern).to_numpy(zero_copy_only=False)
-        kinds[hit & (kinds == _OTHER)] = kind
-    esc = pc.match_substring(strings, "\x1b").to_numpy(zero_copy_only=False)
-    kinds[esc] = _OTHER
-    dict_bar = pc.match_substring(strings, "%|").to_numpy(zero_copy_only=False)
-    kinds[(kinds == _DICT) & dict_bar] = _OTHER
+    ok = pc.match_substring_regex(strings, SEGMENT).to_numpy(zero_copy_only=False)
+    if data.find(b"\x1b") >= 0:
+        ok &= ~pc.match_substring(strings, "\x1b").to_numpy(zero_copy_only=False)
+    first = buf[np.minimum(offsets[:-1], len(buf) - 1)]
+    content_end = offsets[1:] - 1 - (term > 0)  # (the last byte before the terminator)
+    ends_bracket = buf[np.maximum(content_end, 0)] == ord("]")
+    ends_bracket &= content_end >= offsets[:-1]
+    kinds = np.where(
+        ~ok, _OTHER, np.where(first == ord("{"), _DICT, np.where(ends_bracket, _BAR, _BLANK))
+    ).astype(np.int8)
     return kinds, term, line_of, offsets, strings
 
 
@@ -200,7 +206,9 @@ def _other_lines(
     n_lines = len(mine)
     for i in np.flatnonzero(~mine).tolist():
         text = text_of(i)
-        if text is None or "{" in text or not _line_tokens(text, int(starts[i]), tokens):
+        if text is None or "{" in text or "\u2022" in text:
+            return None
+        if not _line_tokens(text, int(starts[i]), tokens):
             return None
         if i > 0 and mine[i - 1] and not _apart(text_of(i - 1), text):
             return None
@@ -280,22 +288,33 @@ def _tokens(
     other: tuple[list[int], list[int], list[int]],
 ) -> tuple[Any, Any, Any]:
     """Every clear and bar of the log in byte order: position, count (-1: a clear),
-    total.  A clear is a blank segment of spaces with ``\\r`` on both sides."""
+    total.  A clear is a blank segment of spaces with ``\\r`` on both sides.  (A
+    segment holds one token at most, so this module's are in order already; the few of
+    the other lines are put in among them.)"""
     import numpy as np
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    prev_cr = np.r_[False, term[:-1] == 13]
     starts, length = offsets[:-1], np.diff(offsets)
+    prev_cr = np.r_[False, term[:-1] == 13]
     clear = in_mine & (kinds == _BLANK) & prev_cr & (term == 13) & (length > 1)
     bar = in_mine & (kinds == _BAR)
-    got = pc.extract_regex(strings.filter(bar), BARE_BAR)
-    n = got.field("n").to_numpy(zero_copy_only=False).astype(np.int64)
-    total = got.field("total").to_numpy(zero_copy_only=False).astype(np.int64)
-    pos = np.concatenate([starts[clear] - 1, starts[bar], np.asarray(other[0], np.int64)])
-    cnt = np.concatenate([np.full(int(clear.sum()), -1), n, np.asarray(other[1], np.int64)])
-    tot = np.concatenate([np.full(int(clear.sum()), -1), total, np.asarray(other[2], np.int64)])
-    order = np.argsort(pos, kind="stable")
-    return pos[order], cnt[order], tot[order]
+    got = pc.extract_regex(strings.filter(pa.array(bar)), BARE_BAR)
+    index = np.flatnonzero(clear | bar)
+    count = np.full(len(index), -1, dtype=np.int64)
+    total = np.full(len(index), -1, dtype=np.int64)
+    is_bar = bar[index]
+    count[is_bar] = pc.cast(got.field("n"), pa.int64()).to_numpy(zero_copy_only=False)
+    total[is_bar] = pc.cast(got.field("total"), pa.int64()).to_numpy(zero_copy_only=False)
+    pos = starts[index] - 1 + is_bar  # (a clear from its \\r, a bar from its first byte)
+    if not other[0]:
+        return pos, count, total
+    at = np.searchsorted(pos, np.asarray(other[0], np.int64))
+    return (
+        np.insert(pos, at, np.asarray(other[0], np.int64)),
+        np.insert(count, at, np.asarray(other[1], np.int64)),
+        np.insert(total, at, np.asarray(other[2], np.int64)),
+    )
 
 
 def write_steps_of(pos: Any, count: Any, total: Any) -> Any:
@@ -343,13 +362,13 @@ def _date(frame: Any, dict_lines: Any, writes: Any, skipped: dict[str, int]) -> 
     undated = (frame["step_source"] == "none").to_numpy()
     if "step" not in frame:
         frame["step"] = np.nan
-    source = np.where(undated, "none", "field").astype(object)
+    source = np.where(undated, 0, 1).astype(np.int8)  # none, field, progress
     if len(dict_lines) <= len(writes):
         k = np.searchsorted(dict_lines, frame["line"].to_numpy())
         step = frame["step"].to_numpy(dtype=np.float64, copy=True)
         step[undated] = writes[k[undated]]
         frame["step"] = step
-        source[undated] = "progress"
+        source[undated] = 2
     elif undated.any():
         skipped["undated_dict"] = skipped.get("undated_dict", 0) + int(undated.sum())
-    frame["step_source"] = pd.Categorical(source, categories=["none", "field", "progress"])
+    frame["step_source"] = pd.Categorical.from_codes(source, ["none", "field", "progress"])
