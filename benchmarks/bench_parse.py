@@ -208,7 +208,7 @@ def hf_main(sizes: list[int], repeat: int, buffered: bool) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             log, csv = generate_hf(Path(tmp), n, buffered)
             (t_csv, frame), (t_log, run) = alternating(
-                repeat, lambda: pd.read_csv(csv), lambda: read_log(log)
+                repeat, lambda csv=csv: pd.read_csv(csv), lambda log=log: read_log(log)
             )
             check_hf(run.table, frame)
             parse = [sys.executable, "-m", "dflash_diag", "parse", str(log), "--json"]

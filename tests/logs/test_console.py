@@ -159,7 +159,9 @@ def test_a_plain_console_is_read_by_the_console_path(small_logs_too):
     assert run.step_source == "progress" and run.table["step"].tolist() == list(range(1, 51))
 
 
-@pytest.mark.parametrize("line", ["Config {'a': 1}\n", "\r 5%|#| 5/100 [00:01<00:02, 1it/s, loss=2]\n"])
+@pytest.mark.parametrize(
+    "line", ["Config {'a': 1}\n", "\r 5%|#| 5/100 [00:01<00:02, 1it/s, loss=2]\n"]
+)
 def test_what_the_line_parser_must_read_is_declined(line, small_logs_too):
     # a dict on another line would interleave with the write order; a postfix is a record
     rng = np.random.default_rng(2)

@@ -47,9 +47,7 @@ BARE_BAR = (
 )
 #: A segment of this module's, with its ``\\r`` or ``\\n``: spaces only, a bare bar,
 #: or a dict line (``{'``, no ``%|``, ``}``; its ``\\n`` is checked apart).
-SEGMENT = (
-    rf"^(?: *|{BARE_BAR[1:]}|\{{'(?:[^%{_NOT}]|%[^|{_NOT}])*\}})[\r\n]?$"
-)
+SEGMENT = rf"^(?: *|{BARE_BAR[1:]}|\{{'(?:[^%{_NOT}]|%[^|{_NOT}])*\}})[\r\n]?$"
 
 _OTHER, _BLANK, _BAR, _DICT = 0, 1, 2, 3
 
