@@ -125,10 +125,17 @@ def consoles(draw) -> str:
         out.append(clear(draw(st.sampled_from([0, 44, 60]))))
         kind = draw(st.sampled_from(["train"] * 6 + ["eval", "summary", "stepped"]))
         lump.append(record(rng, s, kind))
-        if not buffered or draw(st.integers(0, 4)) == 0:
+        flush = not buffered or draw(st.integers(0, 4)) == 0
+        glued = buffered and draw(st.booleans())  # (the lump right after the redraw)
+        if flush and not glued:
             out.extend(lump)
             lump = []
+        if draw(st.integers(0, 5)) == 0:
+            out.append("\r" + " " * 20 + "\x1b[A")  # (a nested bar's clear, cursor up)
         out.append(bar(s, total))
+        if flush and glued:
+            out.extend(lump)
+            lump = []
         if draw(st.integers(0, 15)) == 0:
             out.append("\n")
     out.append("\n" + "".join(lump))

@@ -46,10 +46,17 @@ BARE_BAR = (
     rf"\[[^\],{_NOT}]*(?:,[^\],{_NOT}]*)?\]"
 )
 #: A segment of this module's, with its ``\\r`` or ``\\n``: spaces only, a bare bar,
-#: or a dict line (``{'``, no ``%|``, ``}``; its ``\\n`` is checked apart).
-SEGMENT = rf"^(?: *|{BARE_BAR[1:]}|\{{'(?:[^%{_NOT}]|%[^|{_NOT}])*\}})[\r\n]?$"
+#: a dict line (``{'``, no ``%|``, ``}``; its ``\\n`` is checked apart), or a bare bar
+#: with a dict line glued to it (a stdout lump written right after a redraw).
+_DICT_LINE = rf"\{{'(?:[^%{_NOT}]|%[^|{_NOT}])*\}}"
+SEGMENT = rf"^(?: *|{BARE_BAR[1:]}(?:{_DICT_LINE})?|{_DICT_LINE})[\r\n]?$"
 
-_OTHER, _BLANK, _BAR, _DICT = 0, 1, 2, 3
+#: Spaces and cursor moves (``\\x1b[A``: tqdm's nested bars): blank once the line
+#: parser has taken the codes off, but no clear (the raw text has no ``\\r`` after the
+#: spaces).
+ESCAPED_BLANK = "^(?: |\x1b\\[[0-9;]*[A-Za-z])*[\r\n]?$"
+
+_OTHER, _BLANK, _BAR, _DICT, _BAR_DICT, _ESCAPED = 0, 1, 2, 3, 4, 5
 
 
 @dataclass
@@ -91,7 +98,7 @@ def console_records(data: Any) -> Console | None:
     import numpy as np
 
     in_mine = mine[line_of]
-    is_dict = (kinds == _DICT) & in_mine
+    is_dict = ((kinds == _DICT) | (kinds == _BAR_DICT)) & in_mine
     if not is_dict.any():
         return None
     others = _other_lines(data, mine)
@@ -103,12 +110,12 @@ def console_records(data: Any) -> Console | None:
     if writes is None:
         return None
     dict_lines = line_of[is_dict] + 1
-    got = _dicts(strings, is_dict, dict_lines)
+    got = _dicts(strings, is_dict, kinds == _BAR_DICT, dict_lines)
     if got is None:
         return None
     frame, skipped = got
     _date(frame, dict_lines, writes, skipped)
-    bars = int(((kinds == _BAR) & in_mine).sum())
+    bars = int((((kinds == _BAR) | (kinds == _BAR_DICT)) & in_mine).sum())
     if bars:
         skipped["progress_bar"] = skipped.get("progress_bar", 0) + bars
     has_dict = np.zeros(len(mine), dtype=bool)
@@ -146,14 +153,18 @@ def _segments(data: Any) -> tuple[Any, Any, Any, Any, Any] | None:
     term = np.where((last == 13) | (last == 10), last, 0).astype(np.uint8)
     line_of = np.concatenate([[0], np.cumsum(term[:-1] == 10)])
     ok = pc.match_substring_regex(strings, SEGMENT).to_numpy(zero_copy_only=False)
+    escaped = np.zeros(n, dtype=bool)
     if data.find(b"\x1b") >= 0:
-        ok &= ~pc.match_substring(strings, "\x1b").to_numpy(zero_copy_only=False)
+        escaped = pc.match_substring(strings, "\x1b").to_numpy(zero_copy_only=False)
+        ok &= ~escaped
+        escaped &= pc.match_substring_regex(strings, ESCAPED_BLANK).to_numpy(zero_copy_only=False)
     first = buf[np.minimum(offsets[:-1], len(buf) - 1)]
     content_end = offsets[1:] - 1 - (term > 0)  # (the last byte before the terminator)
-    ends_bracket = buf[np.maximum(content_end, 0)] == ord("]")
-    ends_bracket &= content_end >= offsets[:-1]
-    kinds = np.where(
-        ~ok, _OTHER, np.where(first == ord("{"), _DICT, np.where(ends_bracket, _BAR, _BLANK))
+    end_byte = np.where(content_end >= offsets[:-1], buf[np.maximum(content_end, 0)], 0)
+    kinds = np.select(
+        [escaped, ~ok, first == ord("{"), end_byte == ord("]"), end_byte == ord("}")],
+        [_ESCAPED, _OTHER, _DICT, _BAR, _BAR_DICT],
+        _BLANK,
     ).astype(np.int8)
     return kinds, term, line_of, offsets, strings
 
@@ -165,7 +176,8 @@ def _my_lines(kinds: Any, term: Any, line_of: Any, ends_cleanly: bool) -> Any:
     import numpy as np
 
     n_lines = int(line_of[-1]) + 1
-    ok = (kinds == _BLANK) | (kinds == _BAR) | ((kinds == _DICT) & (term == 10))
+    ok = (kinds == _BLANK) | (kinds == _BAR) | (kinds == _ESCAPED)
+    ok |= ((kinds == _DICT) | (kinds == _BAR_DICT)) & (term == 10)
     bad = np.bincount(line_of, weights=~ok, minlength=n_lines) > 0
     cr = np.bincount(line_of, weights=term == 13, minlength=n_lines) > 0
     first = np.flatnonzero(np.r_[True, line_of[1:] != line_of[:-1]])
@@ -296,7 +308,7 @@ def _tokens(
     starts, length = offsets[:-1], np.diff(offsets)
     prev_cr = np.r_[False, term[:-1] == 13]
     clear = in_mine & (kinds == _BLANK) & prev_cr & (term == 13) & (length > 1)
-    bar = in_mine & (kinds == _BAR)
+    bar = in_mine & ((kinds == _BAR) | (kinds == _BAR_DICT))
     got = pc.extract_regex(strings.filter(pa.array(bar)), BARE_BAR)
     index = np.flatnonzero(clear | bar)
     count = np.full(len(index), -1, dtype=np.int64)
@@ -333,13 +345,27 @@ def write_steps_of(pos: Any, count: Any, total: Any) -> Any:
     return count[train[last_clear[train] > before]]
 
 
-def _dicts(strings: Any, is_dict: Any, lines: Any) -> tuple[Any, dict[str, int]] | None:
-    """The dict segments (each with its newline) read by Arrow, ``line`` their line in
-    the log; None where the dict regex could read otherwise."""
+def _dicts(strings: Any, is_dict: Any, glued: Any, lines: Any) -> tuple[Any, dict[str, int]] | None:
+    """The dict lines (each with its newline; ``glued``: after the bar it is glued to)
+    read by Arrow, ``line`` their line in the log; None where the dict regex could read
+    otherwise."""
+    import numpy as np
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     kept = strings.filter(pa.array(is_dict)).cast(pa.large_binary())
     data = Leftover(lines, kept).data()
+    after_bar = glued[is_dict]
+    if after_bar.any():  # (a few: one a stdout lump) the bars before them taken off
+        rows = np.flatnonzero(after_bar)
+        starts = np.frombuffer(kept.buffers()[1], np.int64, len(kept) + 1, 8 * kept.offset)
+        starts = starts[rows] - starts[0]
+        bar_ends = pc.find_substring(kept.take(pa.array(rows)), "]").to_numpy() + 1
+        pieces, at = [], 0
+        for lo, n in zip(starts.tolist(), bar_ends.tolist(), strict=True):
+            pieces.append(data[at:lo])
+            at = lo + n
+        data = b"".join([*pieces, data[at:]])
     if data.find(b'"') >= 0:
         return None
     got = jsonlines.json_records(data.replace(b"'", b'"'), dicts=True)
