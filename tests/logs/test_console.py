@@ -63,6 +63,20 @@ def test_the_real_runs_are_read_by_the_console_path():
         assert got is not None and len(got.frame) == 1000, path
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "hf_trainer_steps1.log",
+        "hf_trainer_steps1_unbuffered.log",
+        "hf_trainer_steps5_eval.log",  # (nested eval bars, dicts glued to a bar)
+        "hf_trainer_tokens_seen.log",
+    ],
+)
+def test_the_trainer_fixtures_are_read_by_the_console_path(name, small_logs_too):
+    got = console.console_records((DATA / "trainers" / name).read_bytes())
+    assert got is not None and len(got.frame) > 0
+
+
 def bar(n: int, total: int) -> str:
     pct = n * 100 // total
     return f"\r{pct:3d}%|{'#' * (pct // 10):<10}| {n}/{total} [00:01<00:02, {n % 9}.5it/s]"
