@@ -20,6 +20,14 @@ the cells' lengths, no join and no table, the bytes already in memory.  Its rati
 
     python benchmarks/bench_parse.py [--lines 1000000] [--repeat 5] [--ranks 4] [--plain]
                                      [--timing] [--max-templates N] [--floor]
+    python benchmarks/bench_parse.py --hf 100000,1000000 [--unbuffered] [--repeat 3]
+
+``--hf SIZES`` times the Hugging Face Trainer's console output instead (dict lines
+among tqdm redraws and clears, ``logging_steps=1``, :func:`generate_hf`) at each size,
+against ``pandas.read_csv`` of the same numbers as CSV, in the same run, in this process
+and as whole processes (``dflash-diag parse --json`` against a Python running
+``read_csv``, CPU seconds), and checks the table (steps dated by the bar's count at
+each write) against the CSV.
 """
 
 from __future__ import annotations
@@ -92,6 +100,128 @@ def generate(
             row = (i, f"{loss[i]:.4f}", f"{acc[i]:.4f}", f"{lr:.2e}", f"{gn[i]:.2f}", ntok)
             c.write(",".join(map(str, row)) + f",{tps * 1000:.0f},{ep}\n")
     return log, csv
+
+
+def generate_hf(folder: Path, n: int, buffered: bool = True) -> tuple[Path, Path]:
+    """Write the console output of a Hugging Face Trainer run of ``n`` steps with
+    ``logging_steps=1`` (``python train.py > NAME.log 2>&1``, as
+    ``tests/data/trainers/hf_trainer_steps1.log`` was written), and the same numbers as
+    CSV (``step,loss,grad_norm,learning_rate,epoch``).
+
+    Per step, as ``tqdm.write`` does it: the bar cleared (``\\r``, spaces, ``\\r``),
+    the dict printed to stdout, the bar redrawn at the step's count.  ``buffered``: stdout
+    is block-buffered, so the dicts arrive in 8 KB lumps, each right after the clear of
+    the write that filled the buffer (stderr, the bars, is not buffered); else each dict
+    comes right after its clear.  Values are printed as the Trainer prints them: strings
+    of 4 significant digits."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    loss = 2 + rng.random(n)
+    gn = 0.5 + rng.random(n)
+    log = folder / "hf.log"
+    csv = folder / "hf.csv"
+    with open(log, "w") as f, open(csv, "w") as c:
+        f.write(f"\r  0%|          | 0/{n} [00:00<?, ?it/s]")
+        c.write("step,loss,grad_norm,learning_rate,epoch\n")
+        lump: list[str] = []
+        size = 0
+        for i in range(n):
+            s = i + 1
+            pct = s * 100 // n
+            bar = (
+                f"\r{pct:3d}%|{'#' * (pct // 10):<10}| {s}/{n} "
+                f"[00:{s // 50 % 60:02d}<01:{s % 60:02d}, {40 + s % 19}.{s % 100:02d}it/s]"
+            )
+            values = (f"{loss[i]:.4g}", f"{gn[i]:.4g}", f"{6e-4 * min(1, s / 2000):.4g}")
+            epoch = f"{s / n * 3:.4g}"
+            line = (
+                f"{{'loss': '{values[0]}', 'grad_norm': '{values[1]}', "
+                f"'learning_rate': '{values[2]}', 'epoch': '{epoch}'}}\n"
+            )
+            c.write(f"{s},{','.join(values)},{epoch}\n")
+            f.write("\r" + " " * (len(bar) - 1) + "\r")
+            if buffered:
+                lump.append(line)
+                size += len(line)
+                if size >= 8192:
+                    f.write("".join(lump))
+                    lump, size = [], 0
+            else:
+                f.write(line)
+            f.write(bar)
+        # the run's summary, written as a log dict is; then the bar is closed
+        f.write("\r" + " " * (len(bar) - 1) + "\r")
+        lump.append("{'train_runtime': '120.8', 'train_loss': '2.645', 'epoch': '3'}\n")
+        f.write("" if buffered else lump.pop())
+        f.write(bar + "\n" + "".join(lump))
+    return log, csv
+
+
+def check_hf(table, frame) -> None:
+    """Fail loudly when the HF log's table is not the CSV's numbers."""
+    import numpy as np
+
+    if len(table) != len(frame):
+        raise SystemExit(f"rows: read_log {len(table)}, read_csv {len(frame)}")
+    for mine, theirs in (
+        ("step", "step"),
+        ("loss", "loss"),
+        ("grad_norm", "grad_norm"),
+        ("lr", "learning_rate"),
+        ("epoch", "epoch"),
+    ):
+        if not np.array_equal(table[mine].to_numpy(), frame[theirs].to_numpy()):
+            raise SystemExit(f"column {mine}: read_log differs from what was written")
+
+
+#: The whole-process reference: a fresh Python reading the CSV with pandas.
+READ_CSV = "import sys, pandas; pandas.read_csv(sys.argv[1])"
+
+
+def process_cpu(args: list[str]) -> float:
+    """CPU seconds (user + system) of a fresh process running ``args``."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def hf_main(sizes: list[int], repeat: int, buffered: bool) -> None:
+    """``--hf``: the HF Trainer's console output against ``read_csv``, at each size: in
+    this process (best wall time of ``repeat`` alternating rounds), and as whole
+    processes (``dflash-diag parse LOG --json`` against a Python running
+    ``pandas.read_csv``; CPU seconds, best of ``repeat``), as issue 26 measured."""
+    import pandas as pd
+
+    from dflash_diag.logs import read_log
+
+    kind = "buffered" if buffered else "unbuffered"
+    print(f"HF Trainer stdout ({kind}: dicts and tqdm bars) against pandas.read_csv")
+    print(
+        f"{'lines':>10} {'MB':>6} {'read_log':>9} {'read_csv':>9} {'ratio':>7}"
+        f" {'parse CPU':>10} {'csv CPU':>8} {'ratio':>7}  step_source"
+    )
+    for n in sizes:
+        with tempfile.TemporaryDirectory() as tmp:
+            log, csv = generate_hf(Path(tmp), n, buffered)
+            (t_csv, frame), (t_log, run) = alternating(
+                repeat, lambda csv=csv: pd.read_csv(csv), lambda log=log: read_log(log)
+            )
+            check_hf(run.table, frame)
+            parse = [sys.executable, "-m", "dflash_diag", "parse", str(log), "--json"]
+            reader = [sys.executable, "-c", READ_CSV, str(csv)]
+            c_log = c_csv = float("inf")
+            for _ in range(repeat):
+                c_csv = min(c_csv, process_cpu(reader))
+                c_log = min(c_log, process_cpu(parse))
+            mb = log.stat().st_size / 1e6
+        print(
+            f"{n:>10,} {mb:6.0f} {t_log:8.2f}s {t_csv:8.2f}s {t_log / t_csv:6.1f}x"
+            f" {c_log:9.2f}s {c_csv:7.2f}s {c_log / c_csv:6.1f}x  {run.step_source}"
+        )
 
 
 def check(table, frame, n: int, ranks: int = 1) -> None:
@@ -180,7 +310,17 @@ def main() -> None:
         default=None,
         help="line shapes the fast path reads (default: the reader's own); 0: fast path off",
     )
+    ap.add_argument(
+        "--hf",
+        default="",
+        help="time the HF Trainer's stdout instead, at these sizes (e.g. 100000,1000000)",
+    )
+    ap.add_argument("--unbuffered", action="store_true", help="--hf: each dict after its clear")
     args = ap.parse_args()
+    if args.hf:
+        sizes = [int(x) for x in args.hf.split(",") if x.strip()]
+        hf_main(sizes, args.repeat, not args.unbuffered)
+        return
     rank = "all" if args.ranks > 1 else "0"
     import pandas as pd
 

@@ -27,7 +27,7 @@ TQDM = re.compile(
 #: ``tqdm.write``'s clear of one bar: a carriage return, spaces, a carriage return.
 #: (A bar closed with ``leave=False`` is cleared with spaces and a cursor-up escape
 #: instead: that is not a write.)
-_CLEAR_OR_BAR = re.compile(r"\r +(?=\r)|" + TQDM.pattern)
+CLEAR_OR_BAR = re.compile(r"\r +(?=\r)|" + TQDM.pattern)
 
 #: Bars that are not the training loop's: Lightning's sanity check before training, its
 #: validation / test / predict loops, and an evaluation loop's.
@@ -53,7 +53,7 @@ def write_steps(raw: str) -> list[int]:
     if "\r" not in raw or "%|" not in raw:
         return []
     tokens: list[tuple[int, int] | None] = []  # None: a clear; (n, total): a bar draw
-    for m in _CLEAR_OR_BAR.finditer(raw):
+    for m in CLEAR_OR_BAR.finditer(raw):
         if m.group("n") is None:
             tokens.append(None)
         else:

@@ -415,10 +415,13 @@ def read_records(
     progress: Progress | None,
     extra_shape: str = "text",
     writes: list[int] | None = None,
+    quiet: Any = None,
 ) -> RunLog:
     """Parse ``lines`` (``(line number, text)``), join the fast path's records
     (``extra``: a DataFrame per template, or None; ``extra_shape``: the shape of their
-    lines), and build the table."""
+    lines), and build the table.  ``quiet``: line numbers (ascending) the fast path
+    read that leave the parser's state as it was (tqdm redraws only); any other line it
+    read ends a traceback or warning block."""
     shapes = LINE_FORMATS[fmt or "text"]
     records: list[dict[str, Any]] = []
     shapes_seen: dict[str, int] = {}
@@ -432,7 +435,7 @@ def read_records(
     prev_no = 0
     prev: dict[str, Any] | None = None  # the record before the current line
     for line_no, line in lines:
-        if fast_used and line_no != prev_no + 1:
+        if fast_used and line_no != prev_no + 1 and _ends_block(quiet, prev_no, line_no):
             # lines in between were metric lines read by the fast path: they end any
             # traceback or warning block, as they would have here
             st.in_traceback = st.after_warning = False
@@ -464,6 +467,17 @@ def read_records(
         n_lines=n_lines,
         extra=extra or (),
     )
+
+
+def _ends_block(quiet: Any, prev_no: int, line_no: int) -> bool:
+    """Whether a line between ``prev_no`` and ``line_no`` (both excluded) read by the
+    fast path is not one of the ``quiet`` ones."""
+    if quiet is None:
+        return True
+    import numpy as np
+
+    inside = int(np.searchsorted(quiet, line_no)) - int(np.searchsorted(quiet, prev_no + 1))
+    return inside < line_no - prev_no - 1
 
 
 def _date_by_writes(records: list[dict[str, Any]], st: LineState, skipped: dict[str, int]) -> None:

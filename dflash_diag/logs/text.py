@@ -12,7 +12,7 @@ from typing import Any
 
 from ..data import Progress, RunLog
 from .bars import write_steps
-from .fast import jsonlines
+from .fast import console, jsonlines
 from .fast import lineshape as fastpath
 from .grammar import LINE_FORMATS, logical_lines
 from .io import RawLog, decode, strip_ansi
@@ -72,6 +72,10 @@ def read_lines_fast(
     # The HF Trainer's dict lines among others, through Arrow: first when the log's head
     # has some, else once the line-shape fast path has declined (a long log of other
     # lines is not searched for them first).
+    if "dict" in shapes and data.find(b"\r", 0, DICT_HEAD_BYTES) >= 0:
+        run = _read_console(path, data, fmt, rank, progress)
+        if run is not None:
+            return run
     dicts_first = "dict" in shapes and (
         data[:2] == b"{'" or data.find(b"\n{'", 0, DICT_HEAD_BYTES) >= 0
     )
@@ -105,6 +109,20 @@ def _read_dict_lines(
     frame, dropped, others = dicts
     n_lines = len(frame) + sum(dropped.values()) + len(others)
     return read_records(path, data, others, n_lines, [frame], dropped, fmt, rank, progress, "dict")
+
+
+def _read_console(
+    path: str, data: Any, fmt: str | None, rank: int | str, progress: Progress | None
+) -> RunLog | None:
+    """:func:`read_lines` of the HF Trainer's console output (dict lines among tqdm
+    redraws) through :func:`~dflash_diag.logs.fast.console.console_records`, or None."""
+    got = console.console_records(data)
+    if got is None:
+        return None
+    return read_records(
+        path, data, got.others, got.n_lines, [got.frame], got.skipped, fmt, rank, progress, "dict",
+        quiet=got.quiet,
+    )  # fmt: skip
 
 
 def _back_to_start(run: RunLog) -> bool:

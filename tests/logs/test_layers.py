@@ -36,6 +36,7 @@ LAYERS: dict[str, int] = {
     "fast.layout": 6,
     "fast.jsonlines": 6,
     "fast.columns": 7,
+    "fast.console": 7,
     "fast.lineshape": 8,
     "fast": 8,
     # the readers, one per format family

@@ -275,7 +275,8 @@ def _arrow_table(data: Any) -> Any:
     n_lines = data.count(b"\n")
     if data.count(b"\n{") != n_lines - 1:
         return None  # a line that is not an object (a blank line, a banner)
-    if too_nested(data):
+    if data.count(b"{") + data.count(b"[") > n_lines and too_nested(data):
+        # (each line opens with a `{`: as many openers as lines is one a line)
         return None  # (the line parser reads what it can of such a line: see MAX_OPENERS)
     import pyarrow as pa
     import pyarrow.json as pj

@@ -1,0 +1,398 @@
+"""The Hugging Face Trainer's console output (dict lines among tqdm redraws), read
+vectorised.
+
+The line parser reads such a log in ~50 us a line: each ``\\r``-separated tqdm redraw
+and clear goes through the bar regex and the bar bookkeeping, each dict line through
+the dict regex and the field rules, and :func:`~dflash_diag.logs.bars.write_steps`
+scans the whole text once more in Python for the ``tqdm.write`` clears that date the
+dicts.  Here the log is cut at every ``\\r`` and ``\\n`` into segments (one Arrow
+string array over the log's bytes) and RE2 classifies them all at once:
+
+- blank: spaces only (a clear of ``tqdm.write`` when ``\\r`` is on both sides);
+- a bare tqdm bar: ``  5%|▌         | 10/200 [00:00<00:03, 53.95it/s]``, spaces at most
+  before it, at most two ``,``-parts in its brackets (no postfix: the line parser makes
+  no record of it, it only counts it as ``progress_bar``);
+- a dict line (``{'loss': ...}``), last on its line, the line ending right after it.
+
+A line made only of those (and at least one ``\\r``, or a dict line alone) is this
+module's: its dict is read by Arrow (:func:`~.jsonlines.json_records`, as
+:func:`~.jsonlines.dict_line_records` does) and dated by the write order; every other
+line goes to the line parser.  The clears and bars of the whole log, in byte order,
+make the write steps as :func:`~dflash_diag.logs.bars.write_steps` makes them: the
+training bar is the total most often drawn right after a clear (ties: the first seen),
+and a draw of it is a write's step when a clear came since its previous draw.
+
+Where that could differ from the line parser, None is returned and the line parser
+reads the log: a bar with a postfix or a rich progress bar anywhere, a ``{`` on a line
+left to the line parser (its dicts would interleave with this module's in the write
+order), no clear before any bar, RichHandler layout, an OSC escape, bytes that are not
+UTF-8, or a dict Arrow does not read as the dict regex would.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..grammar import continues, is_rich_bytes, logical_lines
+from ..io import strip_ansi
+from . import jsonlines
+from .leftover import Leftover
+
+_NOT = "\r\n\u2022"  # (no segment of this module's holds a rich bar's bullet)
+#: tqdm's bar with no postfix, spaces before it.
+BARE_BAR = (
+    rf"^ *\d{{1,3}}%\|[^|{_NOT}]*\| *(?P<n>\d{{1,15}})/(?P<total>\d{{1,15}}) *"
+    rf"\[[^\],{_NOT}]*(?:,[^\],{_NOT}]*)?\]"
+)
+#: A segment of this module's, with its ``\\r`` or ``\\n``: spaces only, a bare bar,
+#: a dict line (``{'``, no ``%|``, ``}``; its ``\\n`` is checked apart), or a bare bar
+#: with a dict line glued to it (a stdout lump written right after a redraw).
+_DICT_LINE = rf"\{{'(?:[^%{_NOT}]|%[^|{_NOT}])*\}}"
+SEGMENT = rf"^(?: *|{BARE_BAR[1:]}(?:{_DICT_LINE})?|{_DICT_LINE})[\r\n]?$"
+
+#: Spaces and cursor moves (``\\x1b[A``: tqdm's nested bars): blank once the line
+#: parser has taken the codes off, but no clear (the raw text has no ``\\r`` after the
+#: spaces).
+ESCAPED_BLANK = "^(?: |\x1b\\[[0-9;]*[A-Za-z])*[\r\n]?$"
+
+_OTHER, _BLANK, _BAR, _DICT, _BAR_DICT, _ESCAPED = 0, 1, 2, 3, 4, 5
+
+
+@dataclass
+class Console:
+    """What :func:`console_records` read.
+
+    :param frame: the dict lines' raw records (``line`` in the log), dated.
+    :param skipped: lines and bars skipped by reason (``progress_bar``, ``summary``..).
+    :param others: ``(line number, text)`` of the lines left to the line parser, ANSI
+        codes taken off.
+    :param quiet: line numbers (ascending) of this module's lines that hold no dict:
+        bars and clears only, which leave the line parser's state as it was.
+    :param n_lines: the log's lines (a last line without a newline counts).
+    """
+
+    frame: Any
+    skipped: dict[str, int]
+    others: list[tuple[int, str]]
+    quiet: Any
+    n_lines: int
+
+
+def console_records(data: Any) -> Console | None:
+    """The HF Trainer's console log read vectorised (see the module docstring), or
+    None when the line parser must read it.  ``data``: bytes or a read-only mmap."""
+    if (
+        len(data) < jsonlines.MIN_BYTES
+        or data.find(b"\r") < 0
+        or data.find(b"%|") < 0
+        or (data.find(b"\x1b") >= 0 and data.find(b"\x1b]") >= 0)
+        or is_rich_bytes(data)
+    ):
+        return None
+    seg = _segments(data)
+    if seg is None:
+        return None
+    kinds, term, line_of, offsets, strings = seg
+    mine = _my_lines(kinds, term, line_of, data[-1:] == b"\n")
+    import numpy as np
+
+    in_mine = mine[line_of]
+    is_dict = ((kinds == _DICT) | (kinds == _BAR_DICT)) & in_mine
+    if not is_dict.any():
+        return None
+    others = _other_lines(data, mine)
+    if others is None:
+        return None
+    other_pairs, other_tokens = others
+    tokens = _tokens(kinds, term, offsets, strings, in_mine, other_tokens)
+    writes = write_steps_of(*tokens)
+    if writes is None:
+        return None
+    dict_lines = line_of[is_dict] + 1
+    got = _dicts(strings, is_dict, kinds == _BAR_DICT, dict_lines)
+    if got is None:
+        return None
+    frame, skipped = got
+    _date(frame, dict_lines, writes, skipped)
+    bars = int((((kinds == _BAR) | (kinds == _BAR_DICT)) & in_mine).sum())
+    if bars:
+        skipped["progress_bar"] = skipped.get("progress_bar", 0) + bars
+    has_dict = np.zeros(len(mine), dtype=bool)
+    has_dict[dict_lines - 1] = True
+    quiet = np.flatnonzero(mine & ~has_dict) + 1
+    return Console(frame, skipped, other_pairs, quiet, len(mine))
+
+
+def _segments(data: Any) -> tuple[Any, Any, Any, Any, Any] | None:
+    """Per segment (a piece of the log ending at a ``\\r``, a ``\\n`` or the end): its
+    kind, its terminator byte (0 at the end), its line (from 0), the byte offsets
+    where the segments start (and the last ends), and the segments as an Arrow
+    ``large_string`` array, each with its terminator; None when the bytes are not
+    UTF-8.  One RE2 pass tells this module's segments (:data:`SEGMENT`); of those, a
+    dict starts with ``{``, a bar ends with ``]``, the rest are blank."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    buf = np.frombuffer(data, np.uint8)
+    low = np.flatnonzero(buf < 14)  # (one comparison over the bytes, then the few)
+    sep = low[(buf[low] == 13) | (buf[low] == 10)]
+    offsets = np.concatenate([[0], sep + 1, [len(buf)]]).astype(np.int64)
+    if offsets[-1] == offsets[-2]:
+        offsets = offsets[:-1]  # (the log ends in a separator: no empty last segment)
+    n = len(offsets) - 1
+    strings = pa.Array.from_buffers(
+        pa.large_utf8(), n, [None, pa.py_buffer(offsets), pa.py_buffer(buf)]
+    )
+    try:
+        strings.validate(full=True)
+    except pa.ArrowInvalid:
+        return None
+    last = buf[offsets[1:] - 1]
+    term = np.where((last == 13) | (last == 10), last, 0).astype(np.uint8)
+    line_of = np.concatenate([[0], np.cumsum(term[:-1] == 10)])
+    ok = pc.match_substring_regex(strings, SEGMENT).to_numpy(zero_copy_only=False)
+    escaped = np.zeros(n, dtype=bool)
+    if data.find(b"\x1b") >= 0:
+        escaped = pc.match_substring(strings, "\x1b").to_numpy(zero_copy_only=False)
+        ok &= ~escaped
+        escaped &= pc.match_substring_regex(strings, ESCAPED_BLANK).to_numpy(zero_copy_only=False)
+    first = buf[np.minimum(offsets[:-1], len(buf) - 1)]
+    content_end = offsets[1:] - 1 - (term > 0)  # (the last byte before the terminator)
+    end_byte = np.where(content_end >= offsets[:-1], buf[np.maximum(content_end, 0)], 0)
+    kinds = np.select(
+        [escaped, ~ok, first == ord("{"), end_byte == ord("]"), end_byte == ord("}")],
+        [_ESCAPED, _OTHER, _DICT, _BAR, _BAR_DICT],
+        _BLANK,
+    ).astype(np.int8)
+    return kinds, term, line_of, offsets, strings
+
+
+def _my_lines(kinds: Any, term: Any, line_of: Any, ends_cleanly: bool) -> Any:
+    """Per line, whether it is this module's: blanks and bare bars with a ``\\r``
+    among them, a dict only as the line's last segment (or the line's one segment);
+    never an unterminated last line."""
+    import numpy as np
+
+    n_lines = int(line_of[-1]) + 1
+    ok = (kinds == _BLANK) | (kinds == _BAR) | (kinds == _ESCAPED)
+    ok |= ((kinds == _DICT) | (kinds == _BAR_DICT)) & (term == 10)
+    bad = np.bincount(line_of, weights=~ok, minlength=n_lines) > 0
+    cr = np.bincount(line_of, weights=term == 13, minlength=n_lines) > 0
+    first = np.flatnonzero(np.r_[True, line_of[1:] != line_of[:-1]])
+    lone_dict = kinds[first] == _DICT  # (a line of one segment: its first is its only)
+    lone_dict &= np.bincount(line_of, minlength=n_lines) == 1
+    mine = ~bad & (cr | lone_dict)
+    if not ends_cleanly:
+        mine[-1] = False
+    return mine
+
+
+def _other_lines(
+    data: Any, mine: Any
+) -> tuple[list[tuple[int, str]], tuple[list[int], list[int], list[int]]] | None:
+    """The line parser's lines, ANSI codes off and joined into records as
+    :func:`~dflash_diag.logs.grammar.logical_lines` joins them, and their clears and bars
+    as tokens (byte position, count or -1 for a clear, total), found by the regex of
+    :func:`~dflash_diag.logs.bars.write_steps` line by line; None when a line holds a
+    ``{`` or a bar with a postfix, a ``%|`` that is not a whole bar on its line, or a
+    record would join one of this module's lines with another."""
+    import numpy as np
+
+    ends = np.flatnonzero(np.frombuffer(data, np.uint8) == 10)
+    starts = np.concatenate([[0], ends + 1])
+
+    def text_of(i: int) -> str | None:
+        hi = int(ends[i]) if i < len(ends) else len(data)
+        try:
+            return bytes(data[int(starts[i]) : hi]).decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+
+    tokens: tuple[list[int], list[int], list[int]] = ([], [], [])
+    parts: list[str] = []  # the other lines, a "" for each run of this module's lines
+    numbers: list[int] = []  # their line numbers (0 for a "")
+    n_lines = len(mine)
+    for i in np.flatnonzero(~mine).tolist():
+        text = text_of(i)
+        if text is None or "{" in text or "\u2022" in text:
+            return None
+        if not _line_tokens(text, int(starts[i]), tokens):
+            return None
+        if i > 0 and mine[i - 1] and not _apart(text_of(i - 1), text):
+            return None
+        if i + 1 < n_lines and mine[i + 1] and not _apart(text, text_of(i + 1)):
+            return None
+        if i > 0 and mine[i - 1]:
+            parts.append("")
+            numbers.append(0)
+        parts.append(strip_ansi(text))
+        numbers.append(i + 1)
+    if not _mine_apart(data, mine, starts, ends, text_of):
+        return None
+    joined = logical_lines("\n".join(parts) + "\n") if parts else iter(())
+    pairs = [(numbers[k - 1], line) for k, line in joined if numbers[k - 1]]
+    return pairs, tokens
+
+
+def _line_tokens(text: str, at: int, out: tuple[list[int], list[int], list[int]]) -> bool:
+    """The clears and bars of one line starting at byte ``at``, appended to ``out``;
+    False for a bar with a postfix (the line parser's bar bookkeeping makes records of
+    it) or a ``%|`` that is not a whole bar on the line (a match of the whole text
+    could run on past the line's end)."""
+    from ..bars import CLEAR_OR_BAR
+
+    pos, counts, totals = out
+    found = 0
+    for m in CLEAR_OR_BAR.finditer(text):
+        pos.append(at + len(text[: m.start()].encode()))
+        if m.group("n") is None:
+            counts.append(-1)
+            totals.append(-1)
+            continue
+        found += 1
+        if len(m.group("info").split(",")) > 2:
+            return False
+        counts.append(int(m.group("n")))
+        totals.append(int(m.group("total")))
+    return found == text.count("%|")
+
+
+def _apart(head: str | None, line: str | None) -> bool:
+    """Whether ``line`` starts a record of its own after the one-line record ``head``
+    (:func:`~dflash_diag.logs.grammar.continues` says no)."""
+    if head is None or line is None:
+        return False
+    head, line = strip_ansi(head).removesuffix("\r"), strip_ansi(line).removesuffix("\r")
+    if not (line[:1] in " \t)]}" or line[-1:] == " "):
+        return True  # (the line joiner's own first test: no continuation)
+    return not continues(head, line, head)
+
+
+def _mine_apart(data: Any, mine: Any, starts: Any, ends: Any, text_of: Any) -> bool:
+    """Whether each of this module's lines right after another of them starts a record
+    of its own.  Only a line that starts with a space, a tab or a closing bracket, or
+    ends with a space (its last ``\r`` off), can continue one (the line joiner's own
+    first test); those few are asked :func:`_apart`."""
+    import numpy as np
+
+    buf = np.frombuffer(data, np.uint8)
+    ends_at = np.r_[ends, len(buf)][: len(mine)]
+    lo, hi = starts[: len(mine)], ends_at
+    wide = hi > lo
+    first = buf[np.minimum(lo, len(buf) - 1)]
+    last_at = hi - 1 - (buf[np.maximum(hi - 1, 0)] == 13)
+    last = buf[np.clip(last_at, 0, len(buf) - 1)]
+    maybe = wide & (np.isin(first, list(b" \t)]}")) | ((last == 32) & (last_at >= lo)))
+    follows = np.r_[False, mine[:-1]] & mine & maybe
+    return all(_apart(text_of(i - 1), text_of(i)) for i in np.flatnonzero(follows).tolist())
+
+
+def _tokens(
+    kinds: Any,
+    term: Any,
+    offsets: Any,
+    strings: Any,
+    in_mine: Any,
+    other: tuple[list[int], list[int], list[int]],
+) -> tuple[Any, Any, Any]:
+    """Every clear and bar of the log in byte order: position, count (-1: a clear),
+    total.  A clear is a blank segment of spaces with ``\\r`` on both sides.  (A
+    segment holds one token at most, so this module's are in order already; the few of
+    the other lines are put in among them.)"""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    starts, length = offsets[:-1], np.diff(offsets)
+    prev_cr = np.r_[False, term[:-1] == 13]
+    clear = in_mine & (kinds == _BLANK) & prev_cr & (term == 13) & (length > 1)
+    bar = in_mine & ((kinds == _BAR) | (kinds == _BAR_DICT))
+    got = pc.extract_regex(strings.filter(pa.array(bar)), BARE_BAR)
+    index = np.flatnonzero(clear | bar)
+    count = np.full(len(index), -1, dtype=np.int64)
+    total = np.full(len(index), -1, dtype=np.int64)
+    is_bar = bar[index]
+    count[is_bar] = pc.cast(got.field("n"), pa.int64()).to_numpy(zero_copy_only=False)
+    total[is_bar] = pc.cast(got.field("total"), pa.int64()).to_numpy(zero_copy_only=False)
+    pos = starts[index] - 1 + is_bar  # (a clear from its \\r, a bar from its first byte)
+    if not other[0]:
+        return pos, count, total
+    at = np.searchsorted(pos, np.asarray(other[0], np.int64))
+    return (
+        np.insert(pos, at, np.asarray(other[0], np.int64)),
+        np.insert(count, at, np.asarray(other[1], np.int64)),
+        np.insert(total, at, np.asarray(other[2], np.int64)),
+    )
+
+
+def write_steps_of(pos: Any, count: Any, total: Any) -> Any:
+    """:func:`~dflash_diag.logs.bars.write_steps` over tokens in order (``count`` -1:
+    a clear), as an int64 array; None when no bar is drawn right after a clear."""
+    import numpy as np
+
+    is_clear = count < 0
+    after = np.r_[False, is_clear[:-1]] & ~is_clear
+    if not after.any():
+        return None
+    seen, first, times = np.unique(total[after], return_index=True, return_counts=True)
+    best = np.lexsort((first, -times))[0]  # most drawn; of those, the first seen
+    train = np.flatnonzero(~is_clear & (total == seen[best]))
+    index = np.arange(len(count))
+    last_clear = np.maximum.accumulate(np.where(is_clear, index, -1))
+    before = np.r_[-1, train[:-1]]
+    return count[train[last_clear[train] > before]]
+
+
+def _dicts(strings: Any, is_dict: Any, glued: Any, lines: Any) -> tuple[Any, dict[str, int]] | None:
+    """The dict lines (each with its newline; ``glued``: after the bar it is glued to)
+    read by Arrow, ``line`` their line in the log; None where the dict regex could read
+    otherwise."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kept = strings.filter(pa.array(is_dict)).cast(pa.large_binary())
+    data = Leftover(lines, kept).data()
+    after_bar = glued[is_dict]
+    if after_bar.any():  # (a few: one a stdout lump) the bars before them taken off
+        rows = np.flatnonzero(after_bar)
+        starts = np.frombuffer(kept.buffers()[1], np.int64, len(kept) + 1, 8 * kept.offset)
+        starts = starts[rows] - starts[0]
+        bar_ends = pc.find_substring(kept.take(pa.array(rows)), "]").to_numpy() + 1
+        pieces, at = [], 0
+        for lo, n in zip(starts.tolist(), bar_ends.tolist(), strict=True):
+            pieces.append(data[at:lo])
+            at = lo + n
+        data = b"".join([*pieces, data[at:]])
+    if data.find(b'"') >= 0:
+        return None
+    got = jsonlines.json_records(data.replace(b"'", b'"'), dicts=True)
+    if got is None:
+        return None
+    frame, skipped = got
+    frame["line"] = lines[frame["line"].to_numpy() - 1]
+    return frame, skipped
+
+
+def _date(frame: Any, dict_lines: Any, writes: Any, skipped: dict[str, int]) -> None:
+    """Steps of the records without a step field: the ``k``-th dict line was written at
+    the ``k``-th write (:func:`~dflash_diag.logs.lines.read_records`'s rule: a log with
+    more dicts than writes dates none of them, and counts them ``undated_dict``)."""
+    import numpy as np
+    import pandas as pd
+
+    undated = (frame["step_source"] == "none").to_numpy()
+    if "step" not in frame:
+        frame["step"] = np.nan
+    source = np.where(undated, 0, 1).astype(np.int8)  # none, field, progress
+    if len(dict_lines) <= len(writes):
+        k = np.searchsorted(dict_lines, frame["line"].to_numpy())
+        step = frame["step"].to_numpy(dtype=np.float64, copy=True)
+        step[undated] = writes[k[undated]]
+        frame["step"] = step
+        source[undated] = 2
+    elif undated.any():
+        skipped["undated_dict"] = skipped.get("undated_dict", 0) + int(undated.sum())
+    frame["step_source"] = pd.Categorical.from_codes(source, ["none", "field", "progress"])

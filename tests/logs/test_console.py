@@ -1,0 +1,212 @@
+"""The HF Trainer's console output read vectorised (:mod:`dflash_diag.logs.fast.console`)
+gives the line parser's RunLog: on the real fixtures, on logs built here from the
+pieces a Trainer writes (bars, ``tqdm.write`` clears, dicts in stdout lumps, banners,
+warnings, tracebacks, evaluation bars), and its write steps are
+:func:`~dflash_diag.logs.bars.write_steps`'s."""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dflash_diag.errors import InputError
+from dflash_diag.logs.bars import CLEAR_OR_BAR, write_steps
+from dflash_diag.logs.fast import console, jsonlines
+from dflash_diag.logs.io import RawLog
+from dflash_diag.logs.text import read_lines
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def same(raw: RawLog):
+    """Fast and line-by-line reads give one RunLog, ``step_source`` included (or the
+    same error)."""
+    try:
+        slow = read_lines(raw, fast=False)
+    except InputError as e:
+        with pytest.raises(InputError) as fast_error:
+            read_lines(raw, fast=True)
+        assert str(fast_error.value) == str(e)
+        return None
+    fast = read_lines(raw, fast=True)
+    pd.testing.assert_frame_equal(fast.table, slow.table)
+    keys = ("restarts", "ranks", "skipped", "n_lines", "format", "step_source")
+    assert {k: getattr(fast, k) for k in keys} == {k: getattr(slow, k) for k in keys}
+    return fast
+
+
+@pytest.fixture
+def small_logs_too(monkeypatch):
+    monkeypatch.setattr(jsonlines, "MIN_BYTES", 0)
+
+
+REAL = sorted(glob.glob(str(DATA / "trainers" / "*.log"))) + sorted(
+    glob.glob(str(DATA / "trainer_runs" / "*" / "train.log"))
+)
+
+
+@pytest.mark.parametrize("path", REAL, ids=lambda p: Path(p).parent.name + "/" + Path(p).name)
+def test_real_logs_read_as_the_line_parser_reads_them(path, small_logs_too):
+    same(RawLog(path, Path(path).read_bytes()))
+
+
+def test_the_real_runs_are_read_by_the_console_path():
+    # (each is 1,000 steps of `logging_steps=1` with the bars on stderr)
+    for path in glob.glob(str(DATA / "trainer_runs" / "*" / "train.log")):
+        got = console.console_records(Path(path).read_bytes())
+        assert got is not None and len(got.frame) == 1000, path
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "hf_trainer_steps1.log",
+        "hf_trainer_steps1_unbuffered.log",
+        "hf_trainer_steps5_eval.log",  # (nested eval bars, dicts glued to a bar)
+        "hf_trainer_tokens_seen.log",
+    ],
+)
+def test_the_trainer_fixtures_are_read_by_the_console_path(name, small_logs_too):
+    got = console.console_records((DATA / "trainers" / name).read_bytes())
+    assert got is not None and len(got.frame) > 0
+
+
+def bar(n: int, total: int) -> str:
+    pct = n * 100 // total
+    return f"\r{pct:3d}%|{'#' * (pct // 10):<10}| {n}/{total} [00:01<00:02, {n % 9}.5it/s]"
+
+
+def clear(width: int = 44) -> str:
+    return "\r" + " " * width + "\r"
+
+
+def record(rng: np.random.Generator, step: int, kind: str) -> str:
+    if kind == "eval":
+        return f"{{'eval_loss': '{2 + rng.random():.4g}', 'eval_runtime': '0.5', 'epoch': '1'}}\n"
+    if kind == "summary":
+        return "{'train_runtime': '1.5', 'train_loss': '2.5', 'epoch': '2'}\n"
+    if kind == "stepped":
+        return f"{{'step': {step}, 'loss': '{2 + rng.random():.4g}'}}\n"
+    return (
+        f"{{'loss': '{2 + rng.random():.4g}', 'grad_norm': '{rng.random():.4g}', "
+        f"'learning_rate': '{1e-3 / step:.4g}', 'epoch': '{step / 100:.4g}'}}\n"
+    )
+
+
+#: Lines a Trainer's console shows among its bars, and the traps of the line parser.
+OTHER = [
+    "***** Running training *****\n",
+    "  Num examples = 1,000\n",
+    "/venv/lib/python3.11/site-packages/x.py:10: UserWarning: deprecated\n",
+    "  warnings.warn(\n",
+    "Traceback (most recent call last):\n",
+    '  File "train.py", line 3, in <module>\n',
+    "ValueError: boom\n",
+    "\n",
+    "step=3 loss=2.5\n",
+    "    loss=2.25\n",
+    "\r  0%|          | 0/4 [00:00<?, ?it/s]\x1b[A\r" + " " * 30 + "\r\x1b[A\n",
+    "\r100%|##########| 4/4 [00:00<00:00, 9.1it/s]\x1b[A\n",
+    "{'eval_loss': '2.5', 'epoch': '1'} glued\n",
+    "\r 50%|#####     | 5/10 [00:01<00:01, 5.0it/s, loss=2.1]\n",
+    "    \n",
+    "  \t(trailing\r\n",
+]
+
+
+@st.composite
+def consoles(draw) -> str:
+    """A Trainer's console log: per step a clear, a dict (to stdout: at once, or in a
+    lump flushed at a random write), a redraw; other lines between at random."""
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    steps = draw(st.integers(1, 60))
+    total = steps + draw(st.integers(0, 3))
+    buffered = draw(st.booleans())
+    out = [bar(0, total)]
+    lump: list[str] = []
+    for s in range(1, steps + 1):
+        if draw(st.integers(0, 9)) == 0:
+            out.append(draw(st.sampled_from(OTHER)))
+        if draw(st.integers(0, 3)) == 0:
+            out.append(bar(s, total))  # (a redraw between writes)
+        out.append(clear(draw(st.sampled_from([0, 44, 60]))))
+        kind = draw(st.sampled_from(["train"] * 6 + ["eval", "summary", "stepped"]))
+        lump.append(record(rng, s, kind))
+        flush = not buffered or draw(st.integers(0, 4)) == 0
+        glued = buffered and draw(st.booleans())  # (the lump right after the redraw)
+        if flush and not glued:
+            out.extend(lump)
+            lump = []
+        if draw(st.integers(0, 5)) == 0:
+            out.append("\r" + " " * 20 + "\x1b[A")  # (a nested bar's clear, cursor up)
+        out.append(bar(s, total))
+        if flush and glued:
+            out.extend(lump)
+            lump = []
+        if draw(st.integers(0, 15)) == 0:
+            out.append("\n")
+    out.append("\n" + "".join(lump))
+    text = "".join(out)
+    if draw(st.integers(0, 9)) == 0:
+        text = text.rstrip("\n")  # (a run cut short)
+    return text
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(consoles())
+def test_built_consoles_read_as_the_line_parser_reads_them(text):
+    jsonlines.MIN_BYTES, keep = 0, jsonlines.MIN_BYTES
+    try:
+        same(RawLog("hf.log", text.encode()))
+    finally:
+        jsonlines.MIN_BYTES = keep
+
+
+def test_a_plain_console_is_read_by_the_console_path(small_logs_too):
+    rng = np.random.default_rng(1)
+    text = bar(0, 50) + "".join(
+        clear() + record(rng, s, "train") + bar(s, 50) for s in range(1, 51)
+    )
+    got = console.console_records((text + "\n").encode())
+    assert got is not None and len(got.frame) == 50 and got.others == []
+    run = same(RawLog("hf.log", (text + "\n").encode()))
+    assert run.step_source == "progress" and run.table["step"].tolist() == list(range(1, 51))
+
+
+@pytest.mark.parametrize(
+    "line", ["Config {'a': 1}\n", "\r 5%|#| 5/100 [00:01<00:02, 1it/s, loss=2]\n"]
+)
+def test_what_the_line_parser_must_read_is_declined(line, small_logs_too):
+    # a dict on another line would interleave with the write order; a postfix is a record
+    rng = np.random.default_rng(2)
+    text = "".join(clear() + record(rng, s, "train") + bar(s, 50) for s in range(1, 51))
+    data = (line + text + "\n").encode()
+    assert console.console_records(data) is None
+    same(RawLog("hf.log", data))
+
+
+@st.composite
+def token_texts(draw) -> str:
+    pieces = st.sampled_from(
+        [clear(3), clear(10), bar(1, 10), bar(2, 10), bar(3, 10), bar(1, 4), bar(2, 4), "x"]
+    )
+    return "".join(draw(st.lists(pieces, max_size=40)))
+
+
+@given(token_texts())
+def test_write_steps_of_tokens_is_write_steps(text):
+    pos, count, total = [], [], []
+    for m in CLEAR_OR_BAR.finditer(text):
+        pos.append(m.start())
+        count.append(-1 if m.group("n") is None else int(m.group("n")))
+        total.append(-1 if m.group("n") is None else int(m.group("total")))
+    got = console.write_steps_of(np.array(pos), np.array(count), np.array(total))
+    want = write_steps(text + "%|") if "\r" in text else []
+    assert (got.tolist() if got is not None else []) == want
