@@ -205,7 +205,7 @@ def _epoch_rows(
     pos, step, rank, micro = micro_positions(len(plan.order), params)
     chosen = plan.order[pos]
     unused = np.setdiff1d(np.arange(len(plan.order)), pos, assume_unique=True)
-    part = {k: v[chosen] for k, v in feats.items()}
+    part = {k: v[chosen] for k, v in feats.items() if k != "key"}
     part["epoch"] = np.full(len(chosen), epoch, dtype=np.int64)
     part["step"] = step0 + step
     part["rank"] = rank
@@ -284,6 +284,7 @@ def replay(
     flat = np.empty(capacity, dtype=np.int64)
     used = 0
     parts: list[dict[str, np.ndarray]] = []
+    keyed: list[tuple[np.ndarray, np.ndarray]] = []  # per epoch: (pool keys, pool rows used)
     dropped: dict[str, int] = {
         "incomplete_last_step_micro_batches": 0,
         "incomplete_last_step_samples": 0,
@@ -301,6 +302,7 @@ def replay(
             cache = (plan.pool, _pool_features(plan.pool, lengths, codes, len(cat_names)))
         feats = cache[1]
         part, chosen, dropped_micro = _epoch_rows(plan, feats, params, e, step0)
+        keyed.append((feats["key"], chosen))
         dropped["incomplete_last_step_micro_batches"] += len(dropped_micro)
         dropped["incomplete_last_step_samples"] += int(feats["n"][dropped_micro].sum())
         flat, used = _gather_into(flat, used, plan.pool, chosen, part["n"])
@@ -313,11 +315,14 @@ def replay(
     # concatenate column by column, releasing each epoch's piece as it goes
     cols = {k: np.concatenate([p.pop(k) for p in parts]) for k in list(parts[0])}
     del parts
+    cols["batch_id"] = _row_batch_ids(keyed)
+    del keyed
     offsets = np.zeros(len(cols["n"]) + 1, dtype=np.int64)
     np.cumsum(cols["n"], out=offsets[1:])
     cols["padded_tokens"] = cols["n"] * cols["max"]
-    steps = _step_table(cols, cat_names)
     micro = _micro_table(cols, cat_names)
+    steps = _step_table(cols, cat_names, micro)
+    del cols
     return Replay(
         params=params,
         lengths=lengths,
@@ -367,8 +372,8 @@ def replay_from_batches(
     for name in ("epoch", "step", "rank", "micro"):
         cols[name] = np.asarray(rows[name], dtype=np.int64)
     cols["padded_tokens"] = cols["n"] * cols["max"]
-    steps = _step_table(cols, cat_names)
     micro = _micro_table(cols, cat_names)
+    steps = _step_table(cols, cat_names, micro)
     return Replay(
         params=params,
         lengths=lengths,
@@ -449,8 +454,45 @@ def batch_ids(keys: np.ndarray) -> np.ndarray:
     return rank[inverse.reshape(-1)]
 
 
+def pool_batch_ids(pool_keys: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """:func:`batch_ids` of ``pool_keys[rows]``, without sorting a key per row: the
+    distinct keys of the pool are numbered once, then by their first row.
+
+    The same ids as ``batch_ids(pool_keys[rows])`` (both number the distinct keys that
+    appear in order of first appearance); ``rows`` is overwritten with the result.
+
+    >>> import numpy as np
+    >>> keys = np.array([5, 9, 5, 7], dtype=np.uint64)
+    >>> pool_batch_ids(keys, np.array([3, 1, 0, 2, 3])).tolist()
+    [0, 1, 2, 2, 0]
+    """
+    import numpy as np
+
+    if not len(rows):
+        return np.zeros(0, dtype=np.int64)
+    _, klass = np.unique(pool_keys, return_inverse=True)
+    np.take(klass.reshape(-1), rows, out=rows)  # rows now hold each row's key class
+    first = np.full(len(_), len(rows), dtype=np.int64)
+    np.minimum.at(first, rows, np.arange(len(rows), dtype=np.int64))
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+    return np.take(rank, rows, out=rows)
+
+
+def _row_batch_ids(keyed: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """``batch_id`` of every row from each epoch's (pool keys, pool batches used): by
+    :func:`pool_batch_ids` when every epoch drew from one pool, else by
+    :func:`batch_ids` of the rows' keys."""
+    import numpy as np
+
+    if all(keys is keyed[0][0] for keys, _ in keyed):
+        return pool_batch_ids(keyed[0][0], np.concatenate([rows for _, rows in keyed]))
+    return batch_ids(np.concatenate([keys[rows] for keys, rows in keyed]))
+
+
 def _micro_table(cols: dict[str, np.ndarray], cat_names: tuple[str, ...]) -> Any:
-    cols["batch_id"] = batch_ids(cols.pop("key"))
+    if "batch_id" not in cols:
+        cols["batch_id"] = batch_ids(cols.pop("key"))
     cols["n_samples"] = cols["n"]
     cols["min_len"] = cols["min"]
     cols["max_len"] = cols["max"]
@@ -470,13 +512,15 @@ def step_starts(step: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.r_[True, step[1:] != step[:-1]])
 
 
-def _step_table(cols: dict[str, np.ndarray], cat_names: tuple[str, ...]) -> Any:
+def _step_table(cols: dict[str, np.ndarray], cat_names: tuple[str, ...], micro: Any) -> Any:
     # Rows are in (step, rank, micro) order, so a step's aggregates are reductions over
     # its run of rows (an epoch's last step may have fewer, under --shard accelerate).
     import numpy as np
 
     step = cols["step"]
     starts = step_starts(step)
+    if len(starts) == len(step):
+        return _one_micro_steps(micro, cat_names)
 
     def total(a: np.ndarray) -> np.ndarray:
         return np.add.reduceat(a, starts) if len(starts) else a[:0]
@@ -496,6 +540,20 @@ def _step_table(cols: dict[str, np.ndarray], cat_names: tuple[str, ...]) -> Any:
     for k in range(len(cat_names)):
         base[f"cat{k}"] = total(cols[f"cat{k}"])
     return _frame(base, cat_names, n_col, _STEP_ORDER)
+
+
+def _one_micro_steps(micro: Any, cat_names: tuple[str, ...]) -> Any:
+    """The step table when every step is one micro-batch: the micro table's own columns
+    (a step's sums over one row are that row's values), shared, not copied."""
+    import numpy as np
+    import pandas as pd
+
+    out = {name: micro[name].to_numpy() for name in _STEP_ORDER if name != "n_micro"}
+    out["n_micro"] = np.ones(len(micro), dtype=np.int64)
+    out = {name: out[name] for name in _STEP_ORDER}
+    for name in cat_names:
+        out[f"cat_{name}"] = micro[f"cat_{name}"].to_numpy()
+    return pd.DataFrame(out, copy=False)
 
 
 def epoch_batches(
