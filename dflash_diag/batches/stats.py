@@ -320,6 +320,8 @@ def schedule_stats(replay: Replay) -> ScheduleStats:
     epochs = micro["epoch"].to_numpy()
     steps = micro["step"].to_numpy()
     first = epochs == epochs[0] if epochs.shape[0] else np.zeros(0, dtype=bool)
+    # (the ICC's temporaries are freed before the per-step and per-batch arrays exist)
+    icc, icc_ci, icc_p = length_icc(m)
     step_tokens, step_n = _step_sums(steps, m)
     n_steps = step_tokens.shape[0]
     n_micro = int(m.n.shape[0])
@@ -330,7 +332,6 @@ def schedule_stats(replay: Replay) -> ScheduleStats:
     big_n = float(np.sum(m.n))
     grand = real / big_n if big_n else math.nan
     length_var = float(np.sum(m.sumsq)) / big_n - grand**2 if big_n else math.nan
-    icc, icc_ci, icc_p = length_icc(m)  # (before the per-batch spreads: less at once)
     means, std_b = _batch_spread(m)
     series = step_tokens / np.maximum(step_n, 1) if micro_per_step > 1 else means
     del step_n
@@ -404,6 +405,8 @@ def _step_sums(steps: np.ndarray, m: BatchMoments) -> tuple[np.ndarray, np.ndarr
     import numpy as np
 
     if _is_sorted(steps):
+        if not np.any(steps[1:] == steps[:-1]):  # one micro-batch a step: no index
+            return m.total.astype(np.float64), m.n.astype(np.float64)
         index = np.zeros(steps.shape[0], dtype=np.int64)
         if steps.shape[0]:
             np.cumsum(steps[1:] != steps[:-1], out=index[1:])

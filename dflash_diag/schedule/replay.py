@@ -317,6 +317,8 @@ def replay(
     del parts
     cols["batch_id"] = _row_batch_ids(keyed)
     del keyed
+    for name in ("rank", "micro"):  # one rank, or no grad-accum: one value, stored once
+        cols[name] = constant_view(cols[name])
     offsets = np.zeros(len(cols["n"]) + 1, dtype=np.int64)
     np.cumsum(cols["n"], out=offsets[1:])
     cols["padded_tokens"] = cols["n"] * cols["max"]
@@ -454,6 +456,22 @@ def batch_ids(keys: np.ndarray) -> np.ndarray:
     return rank[inverse.reshape(-1)]
 
 
+def constant_view(a: np.ndarray) -> np.ndarray:
+    """``a`` itself, or, when all its values are one value, a read-only view of that
+    value repeated (stride 0: 8 bytes, not 8 a row); the same values either way.
+
+    >>> import numpy as np
+    >>> v = constant_view(np.zeros(5, dtype=np.int64))
+    >>> v.tolist(), v.strides, v.flags.writeable
+    ([0, 0, 0, 0, 0], (0,), False)
+    """
+    import numpy as np
+
+    if not len(a) or a.min() != a.max():
+        return a
+    return np.broadcast_to(a[:1].copy(), a.shape)
+
+
 def pool_batch_ids(pool_keys: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """:func:`batch_ids` of ``pool_keys[rows]``, without sorting a key per row: the
     distinct keys of the pool are numbered once, then by their first row.
@@ -549,7 +567,7 @@ def _one_micro_steps(micro: Any, cat_names: tuple[str, ...]) -> Any:
     import pandas as pd
 
     out = {name: micro[name].to_numpy() for name in _STEP_ORDER if name != "n_micro"}
-    out["n_micro"] = np.ones(len(micro), dtype=np.int64)
+    out["n_micro"] = constant_view(np.ones(len(micro), dtype=np.int64))
     out = {name: out[name] for name in _STEP_ORDER}
     for name in cat_names:
         out[f"cat_{name}"] = micro[f"cat_{name}"].to_numpy()
