@@ -198,14 +198,15 @@ def _frame(
 def _epoch_rows(
     plan: EpochPlan, feats: dict[str, np.ndarray], params: ScheduleParams, epoch: int, step0: int
 ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
-    """One epoch's micro rows (features gathered in row order, epoch, step, rank, micro),
-    the pool batches they use, and the pool batches dropped with the incomplete step."""
+    """One epoch's micro rows (epoch, step, rank, micro; the features are gathered
+    later, :func:`_gather_rows`), the pool batches they use, and the pool batches
+    dropped with the incomplete step."""
     import numpy as np
 
     pos, step, rank, micro = micro_positions(len(plan.order), params)
     chosen = plan.order[pos]
     unused = np.setdiff1d(np.arange(len(plan.order)), pos, assume_unique=True)
-    part = {k: v[chosen] for k, v in feats.items() if k != "key"}
+    part: dict[str, np.ndarray] = {}
     part["epoch"] = np.full(len(chosen), epoch, dtype=np.int64)
     part["step"] = step0 + step
     part["rank"] = rank
@@ -271,7 +272,7 @@ def replay(
     else:
         determined = None
     raw = as_lengths(source)
-    lengths = raw if params.max_seq_len is None else np.minimum(raw, params.max_seq_len)
+    lengths = capped(raw, params.max_seq_len)
     n = len(lengths)
     codes, cat_names = _categories(source, categories, n)
     strategy = get_strategy(params.strategy)
@@ -284,7 +285,7 @@ def replay(
     flat = np.empty(capacity, dtype=np.int64)
     used = 0
     parts: list[dict[str, np.ndarray]] = []
-    keyed: list[tuple[np.ndarray, np.ndarray]] = []  # per epoch: (pool keys, pool rows used)
+    taken: list[tuple[dict[str, np.ndarray], np.ndarray]] = []  # (pool features, rows used)
     dropped: dict[str, int] = {
         "incomplete_last_step_micro_batches": 0,
         "incomplete_last_step_samples": 0,
@@ -302,10 +303,10 @@ def replay(
             cache = (plan.pool, _pool_features(plan.pool, lengths, codes, len(cat_names)))
         feats = cache[1]
         part, chosen, dropped_micro = _epoch_rows(plan, feats, params, e, step0)
-        keyed.append((feats["key"], chosen))
+        taken.append((feats, chosen))
         dropped["incomplete_last_step_micro_batches"] += len(dropped_micro)
         dropped["incomplete_last_step_samples"] += int(feats["n"][dropped_micro].sum())
-        flat, used = _gather_into(flat, used, plan.pool, chosen, part["n"])
+        flat, used = _gather_into(flat, used, plan.pool, chosen, feats["n"][chosen])
         parts.append(part)
         if len(chosen):
             step0 = int(part["step"][-1]) + 1
@@ -315,8 +316,8 @@ def replay(
     # concatenate column by column, releasing each epoch's piece as it goes
     cols = {k: np.concatenate([p.pop(k) for p in parts]) for k in list(parts[0])}
     del parts
-    cols["batch_id"] = _row_batch_ids(keyed)
-    del keyed
+    cols |= _gather_rows(taken)
+    del taken, cache
     for name in ("rank", "micro"):  # one rank, or no grad-accum: one value, stored once
         cols[name] = constant_view(cols[name])
     offsets = np.zeros(len(cols["n"]) + 1, dtype=np.int64)
@@ -497,15 +498,40 @@ def pool_batch_ids(pool_keys: np.ndarray, rows: np.ndarray) -> np.ndarray:
     return np.take(rank, rows, out=rows)
 
 
-def _row_batch_ids(keyed: list[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-    """``batch_id`` of every row from each epoch's (pool keys, pool batches used): by
-    :func:`pool_batch_ids` when every epoch drew from one pool, else by
+def _gather_rows(taken: list[tuple[dict[str, np.ndarray], np.ndarray]]) -> dict[str, np.ndarray]:
+    """Every row's pool features (``n, tokens, sumsq, min, max, cat<k>``) and
+    ``batch_id``, from each epoch's (pool features, pool batches used), each column
+    gathered once into its final array.  When every epoch drew from one pool (a fixed
+    composition) the batch ids come from :func:`pool_batch_ids`, else from
     :func:`batch_ids` of the rows' keys."""
     import numpy as np
 
-    if all(keys is keyed[0][0] for keys, _ in keyed):
-        return pool_batch_ids(keyed[0][0], np.concatenate([rows for _, rows in keyed]))
-    return batch_ids(np.concatenate([keys[rows] for keys, rows in keyed]))
+    feats = taken[0][0]
+    names = [k for k in feats if k != "key"]
+    if all(f is feats for f, _ in taken):
+        rows = np.concatenate([r for _, r in taken])
+        out = {k: feats[k][rows] for k in names}
+        out["batch_id"] = pool_batch_ids(feats["key"], rows)
+        return out
+    out = {k: np.concatenate([f[k][r] for f, r in taken]) for k in names}
+    out["batch_id"] = batch_ids(np.concatenate([f["key"][r] for f, r in taken]))
+    return out
+
+
+def capped(raw: np.ndarray, cap: int | None) -> np.ndarray:
+    """``min(raw, cap)`` per sample; ``raw`` itself (no copy) when no length exceeds
+    ``cap`` or there is no cap.
+
+    >>> import numpy as np
+    >>> x = np.array([5, 9])
+    >>> capped(x, 8).tolist(), capped(x, 9) is x, capped(x, None) is x
+    ([5, 8], True, True)
+    """
+    import numpy as np
+
+    if cap is None or not len(raw) or int(raw.max()) <= cap:
+        return raw
+    return np.minimum(raw, cap)
 
 
 def _micro_table(cols: dict[str, np.ndarray], cat_names: tuple[str, ...]) -> Any:
