@@ -176,26 +176,29 @@ def length_icc(m: BatchMoments) -> tuple[float | None, tuple[float, float] | Non
 
     keep = m.n > 0
     whole = bool(keep.all())  # (then no copies of the kept batches)
-    n = (m.n if whole else m.n[keep]).astype(np.float64)
-    total = (m.total if whole else m.total[keep]).astype(np.float64)
+    n = m.n if whole else m.n[keep]
+    total = m.total if whole else m.total[keep]
     g = n.shape[0]
-    big_n = float(n.sum())
+    # Sums of the float64 values, as the formulas read; int64 arrays enter each product
+    # or quotient cast to float64 exactly as an .astype copy would, without the copies.
+    big_n = float(n.astype(np.float64).sum())
     if g < 2 or big_n - g < 1:
         return None, None, None
-    grand = total.sum() / big_n
-    means = total / n
-    ssb = float(np.sum(_times_square(n, means - grand)))
-    total *= means  # ssw = sum(sumsq - total * means), the product made in place
-    np.subtract(m.sumsq if whole else m.sumsq[keep], total, out=total)
-    ssw = float(np.sum(total))
-    del total, means
+    grand = total.astype(np.float64).sum() / big_n
+    means = np.true_divide(total, n, dtype=np.float64)
+    spread = means - grand
+    ssb = float(np.sum(_times_square(n, spread)))
+    np.multiply(total, means, out=spread)  # ssw = sum(sumsq - total * means)
+    del means
+    np.subtract(m.sumsq if whole else m.sumsq[keep], spread, out=spread)
+    ssw = float(np.sum(spread))
+    del spread
     ssw = max(ssw, 0.0)  # rounding can leave -1e-9 for constant batches
     df_b, df_w = g - 1, big_n - g
     msb, msw = ssb / df_b, ssw / df_w
     if msb + msw <= 0:
         return None, None, None
-    n **= 2
-    k0 = (big_n - float(np.sum(n)) / big_n) / df_b
+    k0 = (big_n - float(np.sum(np.square(n, dtype=np.float64))) / big_n) / df_b
     if msw == 0:
         return 1.0, (1.0, 1.0), 0.0
     icc = (msb - msw) / (msb + (k0 - 1) * msw)
