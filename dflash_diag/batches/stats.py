@@ -105,6 +105,10 @@ class ScheduleStats:
     batch_size: int | None = None
 
 
+#: Samples per chunk of :func:`batch_moments` (its temporaries: ~16 bytes x this).
+MOMENT_CHUNK = 1 << 20
+
+
 @dataclass(frozen=True)
 class BatchMoments:
     """Per micro-batch sums of a replay, in schedule order (int64 arrays).
@@ -119,7 +123,7 @@ class BatchMoments:
     longest: np.ndarray
 
 
-def batch_moments(replay: Replay, chunk: int = CHUNK_SAMPLES) -> BatchMoments:
+def batch_moments(replay: Replay, chunk: int = MOMENT_CHUNK) -> BatchMoments:
     """Samples, token sum, sum of squares and longest length of every micro-batch.
 
     Works through ``sample_ids`` in chunks of about ``chunk`` samples with
@@ -144,7 +148,7 @@ def batch_moments(replay: Replay, chunk: int = CHUNK_SAMPLES) -> BatchMoments:
         idx = offsets[lo:hi][nonempty] - start
         where = lo + nonempty
         total[where] = np.add.reduceat(x, idx)
-        sumsq[where] = np.add.reduceat(x.astype(np.float64) ** 2, idx)
+        sumsq[where] = np.add.reduceat(np.square(x, dtype=np.float64), idx)
         longest[where] = np.maximum.reduceat(x, idx)
     return BatchMoments(n=n, total=total, sumsq=sumsq, longest=longest)
 
