@@ -327,36 +327,31 @@ def schedule_stats(replay: Replay) -> ScheduleStats:
     epochs = micro["epoch"].to_numpy()
     steps = micro["step"].to_numpy()
     first = epochs == epochs[0] if epochs.shape[0] else np.zeros(0, dtype=bool)
-    # (the ICC's temporaries are freed before the per-step and per-batch arrays exist)
+    # Phases in an order that frees each one's arrays before the next makes its own.
     icc, icc_ci, icc_p = length_icc(m)
-    step_tokens, step_n = _step_sums(steps, m)
-    n_steps = step_tokens.shape[0]
-    n_micro = int(m.n.shape[0])
-    micro_per_step = int(round(n_micro / n_steps)) if n_steps else 0
-
     padded = float(np.sum(m.n * m.longest))
     real = float(np.sum(m.total))
     big_n = float(np.sum(m.n))
     grand = real / big_n if big_n else math.nan
     length_var = float(np.sum(m.sumsq)) / big_n - grand**2 if big_n else math.nan
+    tokens_per_epoch = int(m.total[first].sum())
+
+    step_tokens, step_n = _step_sums(steps, m)
+    n_steps = step_tokens.shape[0]
+    micro_per_step = int(round(m.n.shape[0] / n_steps)) if n_steps else 0
+    per_step = [_stat(fn, step_tokens) for fn in (np.min, np.median, np.max)]
+    step_means = step_tokens / np.maximum(step_n, 1) if micro_per_step > 1 else None
+    del step_tokens, step_n
+
     means, std_b = _batch_spread(m)
-    series = step_tokens / np.maximum(step_n, 1) if micro_per_step > 1 else means
-    del step_n
-    corr, corr_p = lag1_corr(series)
-    del series
-    cat_std, cat_disp = _category_spread(micro, replay.category_names, m.n)
-
-    def _stat(fn: Callable[[np.ndarray], Any], x: np.ndarray) -> float:
-        return float(fn(x)) if x.shape[0] else math.nan
-
+    sizes = m.n
+    del m
     within_std = _stat(np.mean, std_b)
-    positive = means > 0
-    if positive.all():  # (the same values, without copying both arrays)
-        std_b /= means
-        cv = _stat(np.mean, std_b)
-    else:
-        cv = _stat(np.mean, std_b[positive] / means[positive])
-    del means, std_b, positive
+    cv = _mean_cv(means, std_b)
+    del std_b
+    corr, corr_p = lag1_corr(step_means if step_means is not None else means)
+    del step_means, means
+    cat_std, cat_disp = _category_spread(micro, replay.category_names, sizes)
     return ScheduleStats(
         strategy=replay.params.strategy,
         n_samples=int(replay.lengths.shape[0]),
@@ -364,11 +359,11 @@ def schedule_stats(replay: Replay) -> ScheduleStats:
         batches_per_epoch=int(first.sum()),
         steps_per_epoch=_count_distinct(steps[first]),
         micro_per_step=micro_per_step,
-        tokens_per_epoch=int(m.total[first].sum()),
+        tokens_per_epoch=tokens_per_epoch,
         padding_efficiency=real / padded if padded else math.nan,
-        tokens_per_step_min=_stat(np.min, step_tokens),
-        tokens_per_step_median=_stat(np.median, step_tokens),
-        tokens_per_step_max=_stat(np.max, step_tokens),
+        tokens_per_step_min=per_step[0],
+        tokens_per_step_median=per_step[1],
+        tokens_per_step_max=per_step[2],
         length_std=math.sqrt(max(length_var, 0.0)) if big_n else math.nan,
         within_batch_std=within_std,
         within_batch_cv=cv,
@@ -383,6 +378,23 @@ def schedule_stats(replay: Replay) -> ScheduleStats:
         dropped=dict(replay.dropped),
         batch_size=replay.params.batch_size,
     )
+
+
+def _stat(fn: Callable[[np.ndarray], Any], x: np.ndarray) -> float:
+    """``fn(x)`` as a float; nan for an empty ``x``."""
+    return float(fn(x)) if x.shape[0] else math.nan
+
+
+def _mean_cv(means: np.ndarray, std_b: np.ndarray) -> float:
+    """Mean over batches of ``std_b / mean_b`` (batches of positive mean); ``std_b`` is
+    overwritten when every mean is positive (the quotients made in place)."""
+    import numpy as np
+
+    positive = means > 0
+    if positive.all():
+        std_b /= means
+        return _stat(np.mean, std_b)
+    return _stat(np.mean, std_b[positive] / means[positive])
 
 
 def _is_sorted(x: np.ndarray) -> bool:

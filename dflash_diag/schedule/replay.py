@@ -180,18 +180,24 @@ def _frame(
     import pandas as pd
 
     tokens = cols["tokens"]
-    n = n_col.astype(np.float64)
+
+    def per_sample(x: np.ndarray) -> np.ndarray:  # x / n, n cast to float64 in the loop
+        return np.true_divide(x, n_col, dtype=np.float64)
+
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean = tokens / n
-        var = np.maximum(cols["sumsq"] / n - mean**2, 0.0)
+        mean = per_sample(tokens)
+        spread = per_sample(cols["sumsq"])  # -> sqrt(max(sumsq / n - mean^2, 0)), in place
+        spread -= np.square(mean)
+        np.maximum(spread, 0.0, out=spread)
+        np.sqrt(spread, out=spread)
         derived = {
             "mean_len": mean,
-            "len_std": np.sqrt(var),
+            "len_std": spread,
             "padding_eff": tokens / cols["padded_tokens"],
         }
     out = {name: derived[name] if name in derived else cols[name] for name in order}
     for k, name in enumerate(cat_names):
-        out[f"cat_{name}"] = cols[f"cat{k}"] / n
+        out[f"cat_{name}"] = per_sample(cols[f"cat{k}"])
     return pd.DataFrame(out, copy=False)
 
 
