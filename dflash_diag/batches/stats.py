@@ -105,6 +105,10 @@ class ScheduleStats:
     batch_size: int | None = None
 
 
+#: Samples per chunk of :func:`batch_moments` (its temporaries: ~16 bytes x this).
+MOMENT_CHUNK = 1 << 20
+
+
 @dataclass(frozen=True)
 class BatchMoments:
     """Per micro-batch sums of a replay, in schedule order (int64 arrays).
@@ -119,7 +123,7 @@ class BatchMoments:
     longest: np.ndarray
 
 
-def batch_moments(replay: Replay, chunk: int = CHUNK_SAMPLES) -> BatchMoments:
+def batch_moments(replay: Replay, chunk: int = MOMENT_CHUNK) -> BatchMoments:
     """Samples, token sum, sum of squares and longest length of every micro-batch.
 
     Works through ``sample_ids`` in chunks of about ``chunk`` samples with
@@ -144,7 +148,7 @@ def batch_moments(replay: Replay, chunk: int = CHUNK_SAMPLES) -> BatchMoments:
         idx = offsets[lo:hi][nonempty] - start
         where = lo + nonempty
         total[where] = np.add.reduceat(x, idx)
-        sumsq[where] = np.add.reduceat(x.astype(np.float64) ** 2, idx)
+        sumsq[where] = np.add.reduceat(np.square(x, dtype=np.float64), idx)
         longest[where] = np.maximum.reduceat(x, idx)
     return BatchMoments(n=n, total=total, sumsq=sumsq, longest=longest)
 
@@ -175,22 +179,30 @@ def length_icc(m: BatchMoments) -> tuple[float | None, tuple[float, float] | Non
     from ..stattests import f_quantile, f_sf
 
     keep = m.n > 0
-    n = m.n[keep].astype(np.float64)
-    total = m.total[keep].astype(np.float64)
+    whole = bool(keep.all())  # (then no copies of the kept batches)
+    n = m.n if whole else m.n[keep]
+    total = m.total if whole else m.total[keep]
     g = n.shape[0]
-    big_n = float(n.sum())
+    # Sums of the float64 values, as the formulas read; int64 arrays enter each product
+    # or quotient cast to float64 exactly as an .astype copy would, without the copies.
+    big_n = float(n.astype(np.float64).sum())
     if g < 2 or big_n - g < 1:
         return None, None, None
-    grand = total.sum() / big_n
-    means = total / n
-    ssb = float(np.sum(n * (means - grand) ** 2))
-    ssw = float(np.sum(m.sumsq[keep] - total * means))
+    grand = total.astype(np.float64).sum() / big_n
+    means = np.true_divide(total, n, dtype=np.float64)
+    spread = means - grand
+    ssb = float(np.sum(_times_square(n, spread)))
+    np.multiply(total, means, out=spread)  # ssw = sum(sumsq - total * means)
+    del means
+    np.subtract(m.sumsq if whole else m.sumsq[keep], spread, out=spread)
+    ssw = float(np.sum(spread))
+    del spread
     ssw = max(ssw, 0.0)  # rounding can leave -1e-9 for constant batches
     df_b, df_w = g - 1, big_n - g
     msb, msw = ssb / df_b, ssw / df_w
     if msb + msw <= 0:
         return None, None, None
-    k0 = (big_n - float(np.sum(n**2)) / big_n) / df_b
+    k0 = (big_n - float(np.sum(np.square(n, dtype=np.float64))) / big_n) / df_b
     if msw == 0:
         return 1.0, (1.0, 1.0), 0.0
     icc = (msb - msw) / (msb + (k0 - 1) * msw)
@@ -201,6 +213,15 @@ def length_icc(m: BatchMoments) -> tuple[float | None, tuple[float, float] | Non
     lo = (f_lo - 1) / (f_lo + k0 - 1)
     hi = (f_hi - 1) / (f_hi + k0 - 1)
     return _clip01(icc), (_clip01(lo), _clip01(hi)), p
+
+
+def _times_square(n: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """``n * d**2``, written into ``d``."""
+    import numpy as np
+
+    np.square(d, out=d)
+    d *= n
+    return d
 
 
 def _clip01(x: float) -> float:
@@ -306,49 +327,46 @@ def schedule_stats(replay: Replay) -> ScheduleStats:
     epochs = micro["epoch"].to_numpy()
     steps = micro["step"].to_numpy()
     first = epochs == epochs[0] if epochs.shape[0] else np.zeros(0, dtype=bool)
-    step_values, step_index = np.unique(steps, return_inverse=True)
-    step_tokens = np.bincount(step_index, weights=m.total, minlength=step_values.shape[0])
-    step_n = np.bincount(step_index, weights=m.n, minlength=step_values.shape[0])
-    n_micro = int(m.n.shape[0])
-    micro_per_step = int(round(n_micro / step_values.shape[0])) if step_values.shape[0] else 0
-
+    # Phases in an order that frees each one's arrays before the next makes its own.
+    icc, icc_ci, icc_p = length_icc(m)
     padded = float(np.sum(m.n * m.longest))
     real = float(np.sum(m.total))
     big_n = float(np.sum(m.n))
-    keep = m.n > 0
-    means = m.total[keep] / m.n[keep]
-    var_b = np.maximum(m.sumsq[keep] / m.n[keep] - means**2, 0.0)
-    std_b = np.sqrt(var_b)
     grand = real / big_n if big_n else math.nan
     length_var = float(np.sum(m.sumsq)) / big_n - grand**2 if big_n else math.nan
+    tokens_per_epoch = int(m.total[first].sum())
 
-    icc, icc_ci, icc_p = length_icc(m)
-    if micro_per_step > 1:
-        series = step_tokens / np.maximum(step_n, 1)
-    else:
-        series = means
-    corr, corr_p = lag1_corr(series)
-    cat_std, cat_disp = _category_spread(micro, replay.category_names, m.n)
+    step_tokens, step_n = _step_sums(steps, m)
+    n_steps = step_tokens.shape[0]
+    micro_per_step = int(round(m.n.shape[0] / n_steps)) if n_steps else 0
+    per_step = [_stat(fn, step_tokens) for fn in (np.min, np.median, np.max)]
+    step_means = step_tokens / np.maximum(step_n, 1) if micro_per_step > 1 else None
+    del step_tokens, step_n
 
-    def _stat(fn: Callable[[np.ndarray], Any], x: np.ndarray) -> float:
-        return float(fn(x)) if x.shape[0] else math.nan
-
-    positive = means > 0
+    means, std_b = _batch_spread(m)
+    sizes = m.n
+    del m
+    within_std = _stat(np.mean, std_b)
+    cv = _mean_cv(means, std_b)
+    del std_b
+    corr, corr_p = lag1_corr(step_means if step_means is not None else means)
+    del step_means, means
+    cat_std, cat_disp = _category_spread(micro, replay.category_names, sizes)
     return ScheduleStats(
         strategy=replay.params.strategy,
         n_samples=int(replay.lengths.shape[0]),
-        epochs=int(np.unique(epochs).shape[0]),
+        epochs=_count_distinct(epochs),
         batches_per_epoch=int(first.sum()),
-        steps_per_epoch=int(np.unique(steps[first]).shape[0]),
+        steps_per_epoch=_count_distinct(steps[first]),
         micro_per_step=micro_per_step,
-        tokens_per_epoch=int(m.total[first].sum()),
+        tokens_per_epoch=tokens_per_epoch,
         padding_efficiency=real / padded if padded else math.nan,
-        tokens_per_step_min=_stat(np.min, step_tokens),
-        tokens_per_step_median=_stat(np.median, step_tokens),
-        tokens_per_step_max=_stat(np.max, step_tokens),
+        tokens_per_step_min=per_step[0],
+        tokens_per_step_median=per_step[1],
+        tokens_per_step_max=per_step[2],
         length_std=math.sqrt(max(length_var, 0.0)) if big_n else math.nan,
-        within_batch_std=_stat(np.mean, std_b),
-        within_batch_cv=_stat(np.mean, std_b[positive] / means[positive]),
+        within_batch_std=within_std,
+        within_batch_cv=cv,
         length_icc=icc,
         length_icc_ci=icc_ci,
         length_icc_p=icc_p,
@@ -360,6 +378,83 @@ def schedule_stats(replay: Replay) -> ScheduleStats:
         dropped=dict(replay.dropped),
         batch_size=replay.params.batch_size,
     )
+
+
+def _stat(fn: Callable[[np.ndarray], Any], x: np.ndarray) -> float:
+    """``fn(x)`` as a float; nan for an empty ``x``."""
+    return float(fn(x)) if x.shape[0] else math.nan
+
+
+def _mean_cv(means: np.ndarray, std_b: np.ndarray) -> float:
+    """Mean over batches of ``std_b / mean_b`` (batches of positive mean); ``std_b`` is
+    overwritten when every mean is positive (the quotients made in place)."""
+    import numpy as np
+
+    positive = means > 0
+    if positive.all():
+        std_b /= means
+        return _stat(np.mean, std_b)
+    return _stat(np.mean, std_b[positive] / means[positive])
+
+
+def _is_sorted(x: np.ndarray) -> bool:
+    """Whether ``x`` never decreases (checked in slices: no full-length bool array)."""
+    import numpy as np
+
+    for a in range(0, max(x.shape[0] - 1, 0), CHUNK_SAMPLES):
+        b = min(a + CHUNK_SAMPLES, x.shape[0] - 1)
+        if not np.all(x[a + 1 : b + 1] >= x[a:b]):
+            return False
+    return True
+
+
+def _count_distinct(x: np.ndarray) -> int:
+    """``np.unique(x).shape[0]``, without sorting when ``x`` is already sorted."""
+    import numpy as np
+
+    if _is_sorted(x):
+        return int(np.count_nonzero(x[1:] != x[:-1])) + 1 if x.shape[0] else 0
+    return int(np.unique(x).shape[0])
+
+
+def _step_sums(steps: np.ndarray, m: BatchMoments) -> tuple[np.ndarray, np.ndarray]:
+    """Per distinct step (ascending): real tokens and samples (float64), by ``bincount``
+    over the step of each micro-batch.  Rows sorted by step (every replay's) are indexed
+    by a running count instead of ``np.unique``'s sort: the same index, the same sums."""
+    import numpy as np
+
+    if _is_sorted(steps):
+        if not np.any(steps[1:] == steps[:-1]):  # one micro-batch a step: no index
+            return m.total.astype(np.float64), m.n.astype(np.float64)
+        index = np.zeros(steps.shape[0], dtype=np.int64)
+        if steps.shape[0]:
+            np.cumsum(steps[1:] != steps[:-1], out=index[1:])
+        size = int(index[-1]) + 1 if steps.shape[0] else 0
+    else:
+        values, index = np.unique(steps, return_inverse=True)
+        size = values.shape[0]
+    tokens = np.bincount(index, weights=m.total, minlength=size)
+    n = np.bincount(index, weights=m.n, minlength=size)
+    return tokens, n
+
+
+def _batch_spread(m: BatchMoments) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and population std of each non-empty micro-batch's lengths (float64):
+    ``mean_b = total_b / n_b``, ``std_b = sqrt(max(sumsq_b / n_b - mean_b^2, 0))``,
+    computed in place (two arrays of one float a batch live at the end)."""
+    import numpy as np
+
+    keep = m.n > 0
+    if keep.all():
+        n, total, sumsq = m.n, m.total, m.sumsq
+    else:
+        n, total, sumsq = m.n[keep], m.total[keep], m.sumsq[keep]
+    means = total / n
+    spread = sumsq / n
+    spread -= means**2
+    np.maximum(spread, 0.0, out=spread)
+    np.sqrt(spread, out=spread)
+    return means, spread
 
 
 @dataclass(frozen=True)

@@ -180,32 +180,39 @@ def _frame(
     import pandas as pd
 
     tokens = cols["tokens"]
-    n = n_col.astype(np.float64)
+
+    def per_sample(x: np.ndarray) -> np.ndarray:  # x / n, n cast to float64 in the loop
+        return np.true_divide(x, n_col, dtype=np.float64)
+
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean = tokens / n
-        var = np.maximum(cols["sumsq"] / n - mean**2, 0.0)
+        mean = per_sample(tokens)
+        spread = per_sample(cols["sumsq"])  # -> sqrt(max(sumsq / n - mean^2, 0)), in place
+        spread -= np.square(mean)
+        np.maximum(spread, 0.0, out=spread)
+        np.sqrt(spread, out=spread)
         derived = {
             "mean_len": mean,
-            "len_std": np.sqrt(var),
+            "len_std": spread,
             "padding_eff": tokens / cols["padded_tokens"],
         }
     out = {name: derived[name] if name in derived else cols[name] for name in order}
     for k, name in enumerate(cat_names):
-        out[f"cat_{name}"] = cols[f"cat{k}"] / n
+        out[f"cat_{name}"] = per_sample(cols[f"cat{k}"])
     return pd.DataFrame(out, copy=False)
 
 
 def _epoch_rows(
     plan: EpochPlan, feats: dict[str, np.ndarray], params: ScheduleParams, epoch: int, step0: int
 ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
-    """One epoch's micro rows (features gathered in row order, epoch, step, rank, micro),
-    the pool batches they use, and the pool batches dropped with the incomplete step."""
+    """One epoch's micro rows (epoch, step, rank, micro; the features are gathered
+    later, :func:`_gather_rows`), the pool batches they use, and the pool batches
+    dropped with the incomplete step."""
     import numpy as np
 
     pos, step, rank, micro = micro_positions(len(plan.order), params)
     chosen = plan.order[pos]
     unused = np.setdiff1d(np.arange(len(plan.order)), pos, assume_unique=True)
-    part = {k: v[chosen] for k, v in feats.items()}
+    part: dict[str, np.ndarray] = {}
     part["epoch"] = np.full(len(chosen), epoch, dtype=np.int64)
     part["step"] = step0 + step
     part["rank"] = rank
@@ -271,7 +278,7 @@ def replay(
     else:
         determined = None
     raw = as_lengths(source)
-    lengths = raw if params.max_seq_len is None else np.minimum(raw, params.max_seq_len)
+    lengths = capped(raw, params.max_seq_len)
     n = len(lengths)
     codes, cat_names = _categories(source, categories, n)
     strategy = get_strategy(params.strategy)
@@ -284,6 +291,7 @@ def replay(
     flat = np.empty(capacity, dtype=np.int64)
     used = 0
     parts: list[dict[str, np.ndarray]] = []
+    taken: list[tuple[dict[str, np.ndarray], np.ndarray]] = []  # (pool features, rows used)
     dropped: dict[str, int] = {
         "incomplete_last_step_micro_batches": 0,
         "incomplete_last_step_samples": 0,
@@ -301,9 +309,10 @@ def replay(
             cache = (plan.pool, _pool_features(plan.pool, lengths, codes, len(cat_names)))
         feats = cache[1]
         part, chosen, dropped_micro = _epoch_rows(plan, feats, params, e, step0)
+        taken.append((feats, chosen))
         dropped["incomplete_last_step_micro_batches"] += len(dropped_micro)
         dropped["incomplete_last_step_samples"] += int(feats["n"][dropped_micro].sum())
-        flat, used = _gather_into(flat, used, plan.pool, chosen, part["n"])
+        flat, used = _gather_into(flat, used, plan.pool, chosen, feats["n"][chosen])
         parts.append(part)
         if len(chosen):
             step0 = int(part["step"][-1]) + 1
@@ -313,11 +322,16 @@ def replay(
     # concatenate column by column, releasing each epoch's piece as it goes
     cols = {k: np.concatenate([p.pop(k) for p in parts]) for k in list(parts[0])}
     del parts
+    cols |= _gather_rows(taken)
+    del taken, cache
+    for name in ("rank", "micro"):  # one rank, or no grad-accum: one value, stored once
+        cols[name] = constant_view(cols[name])
     offsets = np.zeros(len(cols["n"]) + 1, dtype=np.int64)
     np.cumsum(cols["n"], out=offsets[1:])
     cols["padded_tokens"] = cols["n"] * cols["max"]
-    steps = _step_table(cols, cat_names)
     micro = _micro_table(cols, cat_names)
+    steps = _step_table(cols, cat_names, micro)
+    del cols
     return Replay(
         params=params,
         lengths=lengths,
@@ -367,8 +381,8 @@ def replay_from_batches(
     for name in ("epoch", "step", "rank", "micro"):
         cols[name] = np.asarray(rows[name], dtype=np.int64)
     cols["padded_tokens"] = cols["n"] * cols["max"]
-    steps = _step_table(cols, cat_names)
     micro = _micro_table(cols, cat_names)
+    steps = _step_table(cols, cat_names, micro)
     return Replay(
         params=params,
         lengths=lengths,
@@ -449,8 +463,86 @@ def batch_ids(keys: np.ndarray) -> np.ndarray:
     return rank[inverse.reshape(-1)]
 
 
+def constant_view(a: np.ndarray) -> np.ndarray:
+    """``a`` itself, or, when all its values are one value, a read-only view of that
+    value repeated (stride 0: 8 bytes, not 8 a row); the same values either way.
+
+    >>> import numpy as np
+    >>> v = constant_view(np.zeros(5, dtype=np.int64))
+    >>> v.tolist(), v.strides, v.flags.writeable
+    ([0, 0, 0, 0, 0], (0,), False)
+    """
+    import numpy as np
+
+    if not len(a) or a.min() != a.max():
+        return a
+    return np.broadcast_to(a[:1].copy(), a.shape)
+
+
+def pool_batch_ids(pool_keys: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """:func:`batch_ids` of ``pool_keys[rows]``, without sorting a key per row: the
+    distinct keys of the pool are numbered once, then by their first row.
+
+    The same ids as ``batch_ids(pool_keys[rows])`` (both number the distinct keys that
+    appear in order of first appearance); ``rows`` is overwritten with the result.
+
+    >>> import numpy as np
+    >>> keys = np.array([5, 9, 5, 7], dtype=np.uint64)
+    >>> pool_batch_ids(keys, np.array([3, 1, 0, 2, 3])).tolist()
+    [0, 1, 2, 2, 0]
+    """
+    import numpy as np
+
+    if not len(rows):
+        return np.zeros(0, dtype=np.int64)
+    _, klass = np.unique(pool_keys, return_inverse=True)
+    np.take(klass.reshape(-1), rows, out=rows)  # rows now hold each row's key class
+    first = np.full(len(_), len(rows), dtype=np.int64)
+    np.minimum.at(first, rows, np.arange(len(rows), dtype=np.int64))
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+    return np.take(rank, rows, out=rows)
+
+
+def _gather_rows(taken: list[tuple[dict[str, np.ndarray], np.ndarray]]) -> dict[str, np.ndarray]:
+    """Every row's pool features (``n, tokens, sumsq, min, max, cat<k>``) and
+    ``batch_id``, from each epoch's (pool features, pool batches used), each column
+    gathered once into its final array.  When every epoch drew from one pool (a fixed
+    composition) the batch ids come from :func:`pool_batch_ids`, else from
+    :func:`batch_ids` of the rows' keys."""
+    import numpy as np
+
+    feats = taken[0][0]
+    names = [k for k in feats if k != "key"]
+    if all(f is feats for f, _ in taken):
+        rows = np.concatenate([r for _, r in taken])
+        out = {k: feats[k][rows] for k in names}
+        out["batch_id"] = pool_batch_ids(feats["key"], rows)
+        return out
+    out = {k: np.concatenate([f[k][r] for f, r in taken]) for k in names}
+    out["batch_id"] = batch_ids(np.concatenate([f["key"][r] for f, r in taken]))
+    return out
+
+
+def capped(raw: np.ndarray, cap: int | None) -> np.ndarray:
+    """``min(raw, cap)`` per sample; ``raw`` itself (no copy) when no length exceeds
+    ``cap`` or there is no cap.
+
+    >>> import numpy as np
+    >>> x = np.array([5, 9])
+    >>> capped(x, 8).tolist(), capped(x, 9) is x, capped(x, None) is x
+    ([5, 8], True, True)
+    """
+    import numpy as np
+
+    if cap is None or not len(raw) or int(raw.max()) <= cap:
+        return raw
+    return np.minimum(raw, cap)
+
+
 def _micro_table(cols: dict[str, np.ndarray], cat_names: tuple[str, ...]) -> Any:
-    cols["batch_id"] = batch_ids(cols.pop("key"))
+    if "batch_id" not in cols:
+        cols["batch_id"] = batch_ids(cols.pop("key"))
     cols["n_samples"] = cols["n"]
     cols["min_len"] = cols["min"]
     cols["max_len"] = cols["max"]
@@ -470,13 +562,15 @@ def step_starts(step: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.r_[True, step[1:] != step[:-1]])
 
 
-def _step_table(cols: dict[str, np.ndarray], cat_names: tuple[str, ...]) -> Any:
+def _step_table(cols: dict[str, np.ndarray], cat_names: tuple[str, ...], micro: Any) -> Any:
     # Rows are in (step, rank, micro) order, so a step's aggregates are reductions over
     # its run of rows (an epoch's last step may have fewer, under --shard accelerate).
     import numpy as np
 
     step = cols["step"]
     starts = step_starts(step)
+    if len(starts) == len(step):
+        return _one_micro_steps(micro, cat_names)
 
     def total(a: np.ndarray) -> np.ndarray:
         return np.add.reduceat(a, starts) if len(starts) else a[:0]
@@ -496,6 +590,20 @@ def _step_table(cols: dict[str, np.ndarray], cat_names: tuple[str, ...]) -> Any:
     for k in range(len(cat_names)):
         base[f"cat{k}"] = total(cols[f"cat{k}"])
     return _frame(base, cat_names, n_col, _STEP_ORDER)
+
+
+def _one_micro_steps(micro: Any, cat_names: tuple[str, ...]) -> Any:
+    """The step table when every step is one micro-batch: the micro table's own columns
+    (a step's sums over one row are that row's values), shared, not copied."""
+    import numpy as np
+    import pandas as pd
+
+    out = {name: micro[name].to_numpy() for name in _STEP_ORDER if name != "n_micro"}
+    out["n_micro"] = constant_view(np.ones(len(micro), dtype=np.int64))
+    out = {name: out[name] for name in _STEP_ORDER}
+    for name in cat_names:
+        out[f"cat_{name}"] = micro[f"cat_{name}"].to_numpy()
+    return pd.DataFrame(out, copy=False)
 
 
 def epoch_batches(
