@@ -76,9 +76,9 @@ def main() -> None:
         if out.returncode != 0:
             raise SystemExit(out.stderr)
 
+        from dflash_diag.composition.ground import check_schedule, epochs_to_cover
         from dflash_diag.logs import read_log
         from dflash_diag.manifest import read_manifest
-        from dflash_diag.composition.ground import check_schedule, epochs_to_cover
         from dflash_diag.spikes import attribute_spikes, detect_spikes
         from dflash_diag.spikes.variance import variance_proxies
 

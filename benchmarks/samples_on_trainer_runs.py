@@ -42,7 +42,8 @@ def figures(d: Path, ground: str) -> str:
             driven += 1
             data += s.verdict == "data" and any(set(c.members) & poison for c in s.culprits)
     return (
-        f"{d.name:16} {r.findings.evidence.ground:9} poison named {len(named & poison):2}/{len(poison):2}  clean named "
+        f"{d.name:16} {r.findings.evidence.ground:9} poison named "
+        f"{len(named & poison):2}/{len(poison):2}  clean named "
         f"{len(named - poison):2}  spikes {len(r.spikes.spikes):2}  poison-driven {driven:2}, "
         f"data naming the poison {data:2}"
     )
