@@ -224,7 +224,9 @@ def _measured(comp: Composition, ground: str) -> Measured | None:
             "is measured, but the composition holds no per-sample losses",
             "record them (record_trainer(..., sample_losses=True)) or use --ground auto",
         )
-    return Measured.of(loss, comp.manifest)
+    m = comp.manifest
+    kinds = None if m is None or m.categories is None else m.categories.astype("int64")
+    return Measured(loss, kinds)
 
 
 def _context(

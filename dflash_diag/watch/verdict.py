@@ -143,7 +143,9 @@ def _measured(source: Source, whole: Replay, window: Replay) -> Measured | None:
         lo = int(np.searchsorted(micro, int(window.micro["step"].iloc[0]), side="left"))
         a = int(whole.offsets[lo])
         loss = loss[a : a + window.sample_ids.size]
-    return Measured.of(loss, source.manifest)
+    m = source.manifest
+    kinds = None if m is None or m.categories is None else m.categories.astype(np.int64)
+    return Measured(loss, kinds)
 
 
 def replay_window(rep: Replay, first: int | None, last: int) -> Replay:

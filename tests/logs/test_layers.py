@@ -26,9 +26,8 @@ LAYERS: dict[str, int] = {
     # the grammar of messages; the table every reader ends with
     "fields": 2,
     "normalise": 2,
-    # the general line parser; a JSON document read whole
+    # the general line parser
     "lines": 3,
-    "documents": 3,
     # the fast paths, in their own order (each imports the grammar and the line
     # parser, never the readers above them)
     "fast.leftover": 4,
