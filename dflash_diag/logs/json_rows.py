@@ -20,8 +20,9 @@ from typing import Any
 
 from ..data import RunLog
 from ..errors import InputError
-from .fields import fields_from_mapping, load_json
-from .io import RawLog, decode
+from .documents import load_document, mapping_records
+from .fields import load_json
+from .io import RawLog
 from .normalise import build_table
 
 
@@ -86,40 +87,14 @@ def read_json_rows(raw: RawLog, rank: int | str = 0) -> RunLog:
 
     :raises InputError: not JSON, or not a document of rows.
     """
-    text, _ = decode(raw.data)
-    try:
-        obj = load_json(text)
-    except RecursionError:
-        raise InputError(
-            raw.path, "JSON nested too deep to read (over about 1000 levels)"
-        ) from None
-    except ValueError as e:
-        line = getattr(e, "lineno", None)
-        raise InputError(
-            raw.path, f"not valid JSON ({getattr(e, 'msg', e)})", "is the file complete?", line
-        ) from None
-    rows = rows_of(obj)
+    rows = rows_of(load_document(raw))
     if rows is None:
         raise InputError(
             raw.path,
             "this JSON document is not a list of rows nor pandas' {column: {row: value}}",
             "give a history export, or JSON lines",
         )
-    records: list[dict[str, Any]] = []
-    skipped: dict[str, int] = {}
-    for i, row in enumerate(rows, 1):
-        if not isinstance(row, dict):
-            skipped["bad_record"] = skipped.get("bad_record", 0) + 1
-            continue
-        msg = fields_from_mapping(_flat(row))
-        if msg.summary or not msg.metrics:
-            reason = "summary" if msg.summary else "text"
-            skipped[reason] = skipped.get(reason, 0) + 1
-            continue
-        rec: dict[str, Any] = {"line": i, "rank": 0, "is_eval": msg.is_eval, **msg.fields}
-        rec["step_source"] = "field" if "step" in msg.fields else "none"
-        rec["attach"] = True
-        records.append(rec)
+    records, skipped = mapping_records(rows, _flat)
     return build_table(
         records, path=raw.path, fmt="jsonl", rank=rank, skipped=skipped, n_lines=len(rows)
     )

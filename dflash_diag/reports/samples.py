@@ -169,14 +169,15 @@ def _measured_excess(comp: Composition, n: int) -> np.ndarray:
     import numpy as np
     import pandas as pd
 
+    from ..samples import Membership, batch_residual
+
     loss = comp.sample_loss
-    if loss is None:
+    if loss is None or not np.isfinite(loss).any():
         return np.full(n, np.nan)
     rep = comp.replay
-    micro = np.repeat(np.arange(len(rep.offsets) - 1), np.diff(rep.offsets))
-    frame = pd.DataFrame({"micro": micro, "sample": rep.sample_ids, "loss": loss})
-    frame["excess"] = frame["loss"] - frame.groupby("micro")["loss"].transform("median")
-    per = frame.groupby("sample")["excess"].median()
+    micro = Membership(np.asarray(rep.offsets, dtype=np.int64), rep.sample_ids, len(rep.lengths))
+    excess = batch_residual(micro, loss, min_entries=1)
+    per = pd.Series(excess).groupby(rep.sample_ids).median()
     out = np.full(n, np.nan)
     keep = per.index.to_numpy() < n
     out[per.index.to_numpy()[keep]] = per.to_numpy()[keep]

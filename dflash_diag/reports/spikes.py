@@ -224,9 +224,7 @@ def _measured(comp: Composition, ground: str) -> Measured | None:
             "is measured, but the composition holds no per-sample losses",
             "record them (record_trainer(..., sample_losses=True)) or use --ground auto",
         )
-    m = comp.manifest
-    kinds = None if m is None or m.categories is None else m.categories.astype("int64")
-    return Measured(loss, kinds)
+    return Measured.of(loss, comp.manifest)
 
 
 def _context(

@@ -149,8 +149,10 @@ def measured_evidence(
     seen = np.bincount(membership.samples, minlength=n) > 0
     k = table["appearances"].to_numpy()
     reason = np.where(~seen, 1, np.where(k == 0, 2, np.where(k < need, 3, 0))).astype(np.int8)
-    z = _within_kind(table["t"].to_numpy(), kind, reason == 0)
-    p = _tail_pvalues(z, kind, reason == 0)
+    testable = reason == 0
+    groups = _pooled(kind, testable)
+    z = _within_kind(table["t"].to_numpy(), groups, testable)
+    p = _tail_pvalues(z, groups, testable)
     return _evidence(table, z, p, reason, membership, opts)
 
 
@@ -211,8 +213,8 @@ def _per_sample(frame: pd.DataFrame, n: int, opts: SampleOptions) -> pd.DataFram
 
 
 def _within_kind(t: np.ndarray, kind: np.ndarray, testable: np.ndarray) -> np.ndarray:
-    """Step 3: ``z_i`` of the testable samples (NaN elsewhere); small kinds pooled."""
-    kind = _pooled(kind, testable)
+    """Step 3: ``z_i`` of the testable samples (NaN elsewhere), within ``kind`` (the
+    kinds as :func:`_pooled` makes them)."""
     z = np.full(t.shape, np.nan)
     for k in np.unique(kind[testable]):
         sel = testable & (kind == k)
@@ -224,17 +226,15 @@ def _within_kind(t: np.ndarray, kind: np.ndarray, testable: np.ndarray) -> np.nd
 
 
 def _pooled(kind: np.ndarray, testable: np.ndarray) -> np.ndarray:
-    """Kinds with fewer than :data:`MIN_KIND` testable samples, merged into one."""
+    """The kinds with fewer than :data:`MIN_KIND` testable samples merged into one
+    (code -1)."""
     counts = np.bincount(kind[testable], minlength=int(kind.max(initial=0)) + 1)
-    small = counts < MIN_KIND
-    if small.sum() <= 1 and small[kind[testable]].sum() >= MIN_KIND:
-        return kind
-    return np.where(small[kind], -1, kind)
+    return np.where(counts[kind] < MIN_KIND, -1, kind)
 
 
 def _tail_pvalues(z: np.ndarray, kind: np.ndarray, testable: np.ndarray) -> np.ndarray:
-    """Step 4: ``p_i`` against the kind's own distribution (NaN where untestable)."""
-    kind = _pooled(kind, testable)
+    """Step 4: ``p_i`` against the kind's own distribution (NaN where untestable), the
+    kinds as :func:`_pooled` makes them."""
     p = np.full(z.shape, np.nan)
     for k in np.unique(kind[testable]):
         idx = np.flatnonzero(testable & (kind == k))

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-    from ..data import Replay
+    from ..data import Manifest, Replay
     from ..samples import Membership, SampleEvidence, SampleOptions
 
 #: The false-discovery rate at which samples are named.
@@ -146,6 +146,15 @@ class Measured:
 
     sample_loss: np.ndarray
     kinds: np.ndarray | None = None
+
+    @classmethod
+    def of(cls, sample_loss: np.ndarray, manifest: Manifest | None) -> Measured:
+        """The losses, each sample compared within its manifest category (one kind
+        without a manifest or categories)."""
+        import numpy as np
+
+        cats = None if manifest is None else manifest.categories
+        return cls(sample_loss, None if cats is None else np.asarray(cats, dtype=np.int64))
 
 
 #: What the points' z rests on when the samples are tested on their own losses.

@@ -143,9 +143,7 @@ def _measured(source: Source, whole: Replay, window: Replay) -> Measured | None:
         lo = int(np.searchsorted(micro, int(window.micro["step"].iloc[0]), side="left"))
         a = int(whole.offsets[lo])
         loss = loss[a : a + window.sample_ids.size]
-    m = source.manifest
-    kinds = None if m is None or m.categories is None else m.categories.astype(np.int64)
-    return Measured(loss, kinds)
+    return Measured.of(loss, source.manifest)
 
 
 def replay_window(rep: Replay, first: int | None, last: int) -> Replay:

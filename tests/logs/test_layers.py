@@ -26,8 +26,9 @@ LAYERS: dict[str, int] = {
     # the grammar of messages; the table every reader ends with
     "fields": 2,
     "normalise": 2,
-    # the general line parser
+    # the general line parser; a JSON document read whole
     "lines": 3,
+    "documents": 3,
     # the fast paths, in their own order (each imports the grammar and the line
     # parser, never the readers above them)
     "fast.leftover": 4,
