@@ -108,10 +108,10 @@ class RecordedSource(Source):
         rec = self.recording
         if rec is None or not getattr(rec, "has_losses", False):
             return None
-        ids = rec.table["sample_id"].to_numpy()
+        ids = rec.sample_id
         if ids.shape != replay.sample_ids.shape or not np.array_equal(ids, replay.sample_ids):
             return None  # (not in the replay's order: nothing to line up)
-        return rec.table["loss"].to_numpy(dtype=np.float64)
+        return rec.loss.astype(np.float64)
 
     def notes(self) -> tuple[str, ...]:
         torn = self.recording.torn if self.recording is not None else 0

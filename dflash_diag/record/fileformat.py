@@ -338,9 +338,63 @@ def decode_blocks(buf: bytes, scan: Scan, path: str) -> dict[str, np.ndarray]:
     _check_room(recs["n"], len(buf), path)
     recs["losses"] = scan.losses[recs["block"]]
     raw_at = _raw_layout(recs, vend, scan.ends, path)
-    rows = _block_rows(data, vals, bounds, recs, raw_at, path)
-    rows["loss"] = _losses(data, recs, raw_at["losses"], scan.ends)
+    rows = _rows_in_chunks(data, vals, bounds, recs, raw_at, scan.ends, path)
     return {k: recs[k] for k in ("step", "rank", "micro", "n", "session", "losses")} | rows
+
+
+#: rows decoded at once: the decoder's temporaries stay near the CPU's caches, and its
+#: memory beyond the output is bounded by a chunk
+ROWS_CHUNK = 1 << 19
+
+
+def _rows_in_chunks(
+    data: np.ndarray,
+    vals: np.ndarray,
+    bounds: np.ndarray,
+    recs: dict[str, np.ndarray],
+    raw_at: dict[str, np.ndarray],
+    ends: np.ndarray,
+    path: str,
+) -> dict[str, np.ndarray]:
+    """:func:`_block_rows` and :func:`_losses` over runs of whole blocks of about
+    :data:`ROWS_CHUNK` rows each, written into the output arrays (rows in file order).
+
+    Each run sees only its own bytes ``data[lo:hi]``, its micro-batches and its blocks,
+    its offsets taken from ``lo``, its block numbers from its first block."""
+    import numpy as np
+
+    first, n = recs["first"], recs["n"]
+    n_blocks = len(first)
+    row_at = np.zeros(len(n) + 1, dtype=np.int64)
+    np.cumsum(n, out=row_at[1:])
+    total = int(row_at[-1])
+    out = {
+        "sample_id": np.empty(total, dtype=np.int64),
+        "flag": np.empty(total, dtype=bool),
+        "length": np.empty(total, dtype=np.int64),
+        "loss": np.empty(total, dtype=np.float32),
+    }
+    block_rows = row_at[np.r_[first, len(n)]]  # the first row of every block, and the end
+    b0 = 0
+    while b0 < n_blocks:
+        b1 = int(np.searchsorted(block_rows, block_rows[b0] + ROWS_CHUNK, side="right")) - 1
+        b1 = min(max(b1, b0 + 1), n_blocks)
+        m0, m1 = int(first[b0]), int(first[b1]) if b1 < n_blocks else len(n)
+        lo, hi = int(raw_at["low"][m0]), int(ends[b1 - 1])  # (the run's raw bits, losses)
+        sub = {k: recs[k][m0:m1] for k in ("n", "width", "high", "mode", "losses")}
+        sub["block"] = recs["block"][m0:m1] - b0
+        sub["first"] = first[b0:b1] - m0
+        sub["per_block"] = recs["per_block"][b0:b1]
+        at = {k: raw_at[k][m0:m1] - lo for k in raw_at}
+        window = data[lo:hi]
+        rows = _block_rows(window, vals, bounds[b0 : b1 + 1], sub, at, path)
+        rows["loss"] = _losses(window, sub, at["losses"], ends[b0:b1] - lo)
+        r0, r1 = int(row_at[m0]), int(row_at[m1])
+        for k, v in rows.items():
+            out[k][r0:r1] = v
+        b0 = b1
+    return out
+
 
 
 def _check_room(n: np.ndarray, size: int, path: str) -> None:

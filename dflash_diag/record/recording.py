@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,11 +41,10 @@ COLUMNS = ("step", "rank", "micro", "sample_id", "length", "loss")
 class Recording:
     """What a run recorded: one row per sample of every micro-batch.
 
-    ``table`` has int64 columns ``step, rank, micro, sample_id, length`` (length: real
-    tokens as logged) and a float64 ``loss`` (the sample's loss in the forward that
-    trained on it, nats per target token, where the recorder was given it; NaN
-    elsewhere), rows in (step, rank, micro) order and, within a micro-batch, in
-    ascending sample id (the order inside a micro-batch is not kept).
+    The rows are kept as arrays (``heads``, ``sample_id``, ``length``, ``loss``, 21 bytes
+    a row); :attr:`table` is their one table, built the first time it is asked for.
+    Rows come in (step, rank, micro) order and, within a micro-batch, in ascending
+    sample id (the order inside a micro-batch is not kept).
 
     :param header: the first header of the (lowest rank's) file: ``format_version``,
         ``dflash_diag`` (version that wrote it), ``rank``, ``world_size``, ``settings``,
@@ -52,6 +52,12 @@ class Recording:
     :param paths: the files read (one per rank).
     :param torn: records cut short and skipped, over the files: the last one of a run
         killed mid-write, or one in the middle whose write a full disk cut short.
+    :param heads: int64 arrays per micro-batch, in row order: ``step``, ``rank``,
+        ``micro`` and ``n`` (its rows).
+    :param sample_id: int64 dataset index of every row.
+    :param length: int64 real tokens of every row, as logged.
+    :param loss: float32 loss of every row in the forward that trained on it (nats per
+        target token) where the recorder was given it; NaN elsewhere.
     :param sessions: times the files were opened for writing, over the files (a resumed
         run appends a session; its steps supersede the earlier ones from its first on).
     :param has_losses: some micro-batch of the table was recorded with its losses.
@@ -60,9 +66,24 @@ class Recording:
     header: dict[str, Any]
     paths: tuple[str, ...]
     torn: int
-    table: pd.DataFrame
+    heads: dict[str, np.ndarray]
+    sample_id: np.ndarray
+    length: np.ndarray
+    loss: np.ndarray
     sessions: int = 1
     has_losses: bool = False
+
+    @cached_property
+    def table(self) -> pd.DataFrame:
+        """One row per sample: int64 ``step, rank, micro, sample_id, length`` and the
+        float64 ``loss`` (about 48 bytes a row: built only when asked for)."""
+        import numpy as np
+        import pandas as pd
+
+        n = self.heads["n"]
+        columns = {k: np.repeat(self.heads[k], n) for k in ("step", "rank", "micro")}
+        rows = {"sample_id": self.sample_id, "length": self.length}
+        return pd.DataFrame(columns | rows | {"loss": self.loss.astype(np.float64)}, copy=False)
 
     @property
     def settings(self) -> dict[str, Any]:
@@ -74,12 +95,9 @@ class Recording:
         ``[b[i], b[i + 1])``."""
         import numpy as np
 
-        t = self.table
-        if not len(t):
-            return np.zeros(1, dtype=np.int64)
-        step, rank, micro = (t[c].to_numpy() for c in ("step", "rank", "micro"))
-        new = (step[1:] != step[:-1]) | (rank[1:] != rank[:-1]) | (micro[1:] != micro[:-1])
-        return np.r_[0, np.flatnonzero(new) + 1, len(t)].astype(np.int64)
+        out = np.zeros(len(self.heads["n"]) + 1, dtype=np.int64)
+        np.cumsum(self.heads["n"], out=out[1:])
+        return out
 
     def to_replay(
         self,
@@ -102,18 +120,16 @@ class Recording:
         """
         from ..schedule.replay import replay_from_batches
 
-        if not len(self.table):
+        if not len(self.sample_id):
             raise InputError(self.paths[0], "holds no recorded micro-batches", "")
         bounds = self.micro_bounds()
-        t = self.table
-        ids = t["sample_id"].to_numpy()
-        cap, source = self._lengths_source(lengths, ids, t["length"].to_numpy())
-        firsts = bounds[:-1]
-        step = t["step"].to_numpy()[firsts]
+        ids = self.sample_id
+        cap, source = self._lengths_source(lengths, ids, self.length)
+        step = self.heads["step"]
         rows = {
             "step": step,
-            "rank": t["rank"].to_numpy()[firsts],
-            "micro": t["micro"].to_numpy()[firsts],
+            "rank": self.heads["rank"],
+            "micro": self.heads["micro"],
             "epoch": self._epochs(step, ids, bounds),
         }
         params = self.schedule_params(rows, cap)
@@ -339,34 +355,42 @@ def read_recording(path: str | os.PathLike[str]) -> Recording:
         shown = ", ".join(sorted(str(w) for w in worlds))
         raise InputError(str(p), f"rank files of different runs (world sizes {shown})", "")
     recs = {k: np.concatenate([r[k] for _, r, _, _ in parts]) for k in ("step", "rank", "micro")}
-    n = np.concatenate([r["n"] for _, r, _, _ in parts])
-    rows = [np.concatenate([rows[k] for *_, rows, _ in parts]) for k in range(3)]
-    table = _merge(str(p), recs, n, *rows)
+    recs["n"] = np.concatenate([r["n"] for _, r, _, _ in parts])
+    rows = [_joined([rows[k] for *_, rows, _ in parts]) for k in range(3)]
+    heads, ids, length, loss = _merge(str(p), recs, *rows)
     return Recording(
         header=headers[0],
         paths=tuple(str(f) for f in files),
         torn=sum(t for *_, t in parts),
-        table=table,
+        heads=heads,
+        sample_id=ids,
+        length=length,
+        loss=loss,
         sessions=sum(r["sessions"] for _, r, _, _ in parts),
         has_losses=any(bool(r["losses"].any()) for _, r, _, _ in parts),
     )
 
 
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    """The parts one after the other (the one part itself: no copy)."""
+    import numpy as np
+
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
 def _merge(
     path: str,
     recs: dict[str, np.ndarray],
-    n: np.ndarray,
     ids: np.ndarray,
     lens: np.ndarray,
     loss: np.ndarray,
-) -> pd.DataFrame:
-    """The table: micro-batches sorted by (step, rank, micro), each (step, rank, micro)
-    once, rows gathered in that order (no gather when they already are: one file); a
-    row's loss travels with it."""
+) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray]:
+    """The micro-batches sorted by (step, rank, micro), each (step, rank, micro) once,
+    and the rows gathered in that order (no gather when they already are: one file); a
+    row's loss travels with it.  Returns ``(heads, ids, lengths, losses)``."""
     import numpy as np
-    import pandas as pd
 
-    step, rank, micro = recs["step"], recs["rank"], recs["micro"]
+    step, rank, micro, n = recs["step"], recs["rank"], recs["micro"], recs["n"]
     later = (step[1:] > step[:-1]) | (
         (step[1:] == step[:-1])
         & ((rank[1:] > rank[:-1]) | ((rank[1:] == rank[:-1]) & (micro[1:] > micro[:-1])))
@@ -387,10 +411,7 @@ def _merge(
         lens = gather_segments(lens, offsets, order)
         loss = gather_segments(loss, offsets, order)
         n = n[order]
-    columns = {"step": step, "rank": rank, "micro": micro}
-    columns = {k: np.repeat(v, n) for k, v in columns.items()}
-    rows = {"sample_id": ids, "length": lens, "loss": loss.astype(np.float64)}
-    return pd.DataFrame(columns | rows, copy=False)
+    return {"step": step, "rank": rank, "micro": micro, "n": n}, ids, lens, loss
 
 
 def _read_file(f: Path) -> tuple[dict[str, Any], dict[str, Any], tuple[Any, Any, Any], int]:
@@ -407,10 +428,12 @@ def _read_file(f: Path) -> tuple[dict[str, Any], dict[str, Any], tuple[Any, Any,
     del buf
     length = _fill_lengths(d["sample_id"], d["length"], d["flag"], str(f))
     keep = _current(d["step"], d["session"], len(scan.headers))
+    rows = (d["sample_id"], length, d["loss"])
+    if not keep.all():  # (a resumed run's superseded steps: dropped)
+        row_keep = np.repeat(keep, d["n"])
+        rows = (rows[0][row_keep], rows[1][row_keep], rows[2][row_keep])
     recs = {k: d[k][keep] for k in ("step", "rank", "micro", "n", "losses")}
     recs["sessions"] = len(scan.headers)
-    row_keep = np.repeat(keep, d["n"])
-    rows = (d["sample_id"][row_keep], length[row_keep], d["loss"][row_keep])
     return scan.headers[0], recs, rows, scan.torn
 
 
@@ -426,9 +449,11 @@ def _fill_lengths(ids: np.ndarray, length: np.ndarray, flag: np.ndarray, path: s
         known = np.full(top + 1, -1, dtype=np.int64)
         known[ids[flag]] = length[flag]
         if (known[ids[flag]] == length[flag]).all():
-            out = known[ids]
-            if (out >= 0).all():
-                return out
+            # in place, the decoder's own array: flagged rows keep their lengths, which
+            # is all resolve_lengths reads should an id have none
+            np.take(known, ids, out=length)
+            if (length >= 0).all():
+                return length
     out = resolve_lengths(ids, length, flag)
     if (out < 0).any():
         i = int(np.flatnonzero(out < 0)[0])
