@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import InputError
 from ..lr_phases import Phases, phase_labels
 from .align import AlignedLog, column, short_name
-from .band import MIN_BAND_POINTS, BandAt, local_fit, side_of
+from .band import MIN_BAND_POINTS, SIDE_CODES, BandAt, local_fit, side_codes
 from .results import Departure, Milestone, NonFinite, PhaseSummary, PointAnswer, Slope
 
 MIN_PHASE_POINTS = 5
@@ -48,16 +48,17 @@ def _label(inside: float, above: float, below: float) -> str:
 def summarise_phase(phase: str, steps: np.ndarray, v: np.ndarray, band: BandAt) -> PhaseSummary:
     """Shares of the run's points ``(steps, v)`` inside, above and below ``band``, the
     verdict (module docstring) and the largest departure."""
-    side = side_of(v, band)
+    side = side_codes(v, band)
     has = np.isfinite(v)
-    n_points, n_comp = int(has.sum()), int((side != "").sum())
+    counts = np.bincount(side, minlength=4)
+    n_points, n_comp = int(has.sum()), int(counts[1:].sum())
     first = int(steps[has][0]) if n_points else None
     last = int(steps[has][-1]) if n_points else None
     if n_comp < MIN_PHASE_POINTS:
         return PhaseSummary(
             phase, n_points, n_comp, first, last, None, None, None, "not enough data", None
         )
-    inside, above, below = (float((side == s).sum() / n_comp) for s in _SIDES)
+    inside, above, below = (float(counts[SIDE_CODES[s]] / n_comp) for s in _SIDES)
     return PhaseSummary(
         phase,
         n_points,
@@ -76,25 +77,26 @@ def _largest_departure(
     steps: np.ndarray, v: np.ndarray, band: BandAt, side: np.ndarray
 ) -> Departure | None:
     med, lo, hi = band
-    out = (side == "above") | (side == "below")
+    up = side == SIDE_CODES["above"]
+    out = up | (side == SIDE_CODES["below"])
     if not out.any():
         return None
     tiny = 1e-12
     with np.errstate(all="ignore"):
         widths = np.where(
-            side == "above",
+            up,
             (v - hi) / np.maximum(hi - med, tiny),
             (lo - v) / np.maximum(med - lo, tiny),
         )
     widths = np.where(out, widths, -np.inf)
     i = int(np.argmax(widths))
-    excess = v[i] - hi[i] if side[i] == "above" else v[i] - lo[i]
+    excess = v[i] - hi[i] if up[i] else v[i] - lo[i]
     return Departure(
         step=int(steps[i]),
         value=float(v[i]),
         baseline_median=float(med[i]),
         band=(float(lo[i]), float(hi[i])),
-        side=str(side[i]),
+        side="above" if up[i] else "below",
         excess=float(excess),
         widths=float(widths[i]),
     )
@@ -130,10 +132,10 @@ def slope_with_ci(
     e = v - design @ beta
     bread = np.linalg.inv(design.T @ design)
     lag = int(math.floor(4 * (n / 100) ** (2 / 9)))
-    xe = design * e[:, None]
-    meat = xe.T @ xe
+    cols = (e, xc * e)  # the columns of X e, contiguous: each lag is four dot products
+    meat = np.array([[a @ b for b in cols] for a in cols])
     for lag_i in range(1, min(lag, n - 1) + 1):
-        g = xe[lag_i:].T @ xe[:-lag_i]
+        g = np.array([[a[lag_i:] @ b[:-lag_i] for b in cols] for a in cols])
         meat += (1 - lag_i / (lag + 1)) * (g + g.T)
     se = float(math.sqrt(max((bread @ meat @ bread)[1, 1], 0.0)))
     half = t_quantile(0.975, n - 2) * se
