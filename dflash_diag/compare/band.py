@@ -104,20 +104,65 @@ def local_fit(
     n = x.size
     w = min(window, n)
     start = np.clip(np.arange(n) - w // 2, 0, n - w)
+    at = _grid(n, w, grid_from)
+    centre, slope, scale, c00 = _fit_blocks(x, v, start, at, w)
+    if at.size == n:
+        return centre, scale, c00
+    xa = x[at]
+    return _hermite(xa, centre, slope, x), np.interp(x, xa, scale), np.interp(x, xa, c00)
+
+
+def _grid(n: int, w: int, grid_from: int | None) -> np.ndarray:
+    """The points :func:`local_fit` fits: all of them, or every ``k``-th, the last and
+    the two ends' ``w // 2 + 1`` (there the window stays put while ``x_i`` moves to its
+    edge, and the factor grows fast)."""
     k = math.ceil(n / (GRID_FROM if grid_from is None else max(grid_from, 1)))
     if k <= 1:
-        centre, _slope, scale, c00 = _fit_blocks(x, v, start, np.arange(n), w)
-        return centre, scale, c00
-    # Every point of the two ends too: there the window stays put while x_i moves to
-    # its edge, and the factor grows fast.
-    h = w // 2 + 1
-    at = np.unique(np.concatenate([np.arange(0, n, k), np.arange(h), np.arange(n - h, n)]))
-    centre, slope, scale, c00 = _fit_blocks(x, v, start, at, w)
-    return (
-        _hermite(x[at], centre, slope, x),
-        np.interp(x, x[at], scale),
-        np.interp(x, x[at], c00),
-    )
+        return np.arange(n)
+    h = min(w // 2 + 1, n)
+    return np.unique(np.concatenate([np.arange(0, n, k), np.arange(h), np.arange(n - h, n)]))
+
+
+#: :func:`first_reaching` fits this many grid points at a time.
+SCAN_CHUNK = 4096
+
+
+def first_reaching(
+    x: np.ndarray,
+    v: np.ndarray,
+    window: int,
+    levels: Sequence[float],
+    up: bool,
+    grid_from: int | None = None,
+) -> list[int | None]:
+    """Per level, the first index whose :func:`local_fit` centre reaches it (``>=``
+    when ``up``, else ``<=``), or None; fitting from the start only as far as the last
+    level needs (``SCAN_CHUNK`` grid points at a time), with the same numbers."""
+    n = x.size
+    w = min(window, n)
+    start = np.clip(np.arange(n) - w // 2, 0, n - w)
+    at = _grid(n, w, grid_from)
+    found: dict[int, int | None] = {}
+    first = 0  # the first point not yet looked at
+    for lo in range(0, at.size, SCAN_CHUNK):
+        seg = at[lo : lo + SCAN_CHUNK + 1]  # (one point of overlap: the next piece's start)
+        centre, slope, _, _ = _fit_blocks(x, v, start, seg, w)
+        pts = np.arange(first, seg[-1] + 1)
+        if pts.size == 0:
+            break
+        if at.size != n:
+            centre = _hermite(x[seg], centre, slope, x[pts])
+        else:
+            centre = centre[first - seg[0] :]
+        for i, level in enumerate(levels):
+            if i not in found:
+                hit = np.flatnonzero(centre >= level if up else centre <= level)
+                if hit.size:
+                    found[i] = int(pts[hit[0]])
+        first = int(seg[-1]) + 1
+        if len(found) == len(levels) or first >= n:
+            break
+    return [found.get(i) for i in range(len(levels))]
 
 
 def _fit_blocks(

@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import InputError
 from ..lr_phases import Phases, phase_labels
 from .align import AlignedLog, column, short_name
-from .band import MIN_BAND_POINTS, SIDE_CODES, BandAt, local_fit, side_codes
+from .band import MIN_BAND_POINTS, SIDE_CODES, BandAt, first_reaching, side_codes
 from .results import Departure, Milestone, NonFinite, PhaseSummary, PointAnswer, Slope
 
 MIN_PHASE_POINTS = 5
@@ -283,22 +283,22 @@ def find_milestones(
     if not levels:
         return ()  # (no smoothing either: a long log's fit takes seconds)
     direction = "down" if kind == "loss" else "up"
-    out = []
-    smooth: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    hits: dict[str, tuple[np.ndarray, np.ndarray, list[int | None]]] = {}
     for log in logs:
         v = column(log.table, name)
         ok = np.isfinite(v)
         if ok.sum() >= MIN_BAND_POINTS:
-            smooth[log.path] = (log.steps[ok], log.x[ok], local_fit(log.x[ok], v[ok], window)[0])
-    for level in levels:
+            first = first_reaching(log.x[ok], v[ok], window, levels, direction == "up")
+            hits[log.path] = (log.steps[ok], log.x[ok], first)
+    out = []
+    for j, level in enumerate(levels):
         steps: dict[str, int | None] = {}
         aligned: dict[str, float | None] = {}
         for log in logs:
-            if log.path not in smooth:
+            if log.path not in hits:
                 continue
-            st, x, m = smooth[log.path]
-            hit = m >= level if direction == "up" else m <= level
-            i = int(np.argmax(hit)) if hit.any() else None
+            st, x, first = hits[log.path]
+            i = first[j]
             steps[log.path] = None if i is None else int(st[i])
             aligned[log.path] = None if i is None else float(x[i])
         out.append(Milestone(float(level), direction, steps, aligned))
