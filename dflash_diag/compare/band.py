@@ -208,6 +208,7 @@ def _fit_windows(
     plain = _normal_matrix(ones, u, u2)
     beta = _solve(plain, ones, wv, u, u2)
     mid = [w // 2] if w % 2 else [w // 2 - 1, w // 2]
+    weights = ones
     for it in range(3):
         if it:
             beta = _solve(_normal_matrix(weights, u, u2), weights, wv, u, u2)

@@ -10,7 +10,7 @@ points.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -133,9 +133,10 @@ def slope_with_ci(
     bread = np.linalg.inv(design.T @ design)
     lag = int(math.floor(4 * (n / 100) ** (2 / 9)))
     cols = (e, xc * e)  # the columns of X e, contiguous: each lag is four dot products
-    meat = np.array([[a @ b for b in cols] for a in cols])
+    # (einsum, not BLAS: a threaded BLAS call per lag costs more than the sum itself)
+    meat = np.array([[np.einsum("i,i->", a, b) for b in cols] for a in cols])
     for lag_i in range(1, min(lag, n - 1) + 1):
-        g = np.array([[a[lag_i:] @ b[:-lag_i] for b in cols] for a in cols])
+        g = np.array([[np.einsum("i,i->", a[lag_i:], b[:-lag_i]) for b in cols] for a in cols])
         meat += (1 - lag_i / (lag + 1)) * (g + g.T)
     se = float(math.sqrt(max((bread @ meat @ bread)[1, 1], 0.0)))
     half = t_quantile(0.975, n - 2) * se
@@ -151,17 +152,20 @@ def slopes_after_warmup(
     v: np.ndarray,
     scale: float,
     per: str,
+    warm: Mapping[str, np.ndarray] | None = None,
 ) -> tuple[Slope, ...]:
     """The run's slope after its warmup; each baseline's over the aligned range both cover
     after warmup, with the run's slope over that same range subtracted (a curve that
-    flattens would otherwise look slower over a longer range)."""
+    flattens would otherwise look slower over a longer range).  ``warm``: per baseline
+    path, its :func:`~dflash_diag.lr_phases.phase_labels` when already made."""
     post = (labels != "warmup") & np.isfinite(v) & np.isfinite(run.x)
     rx, rv = run.x[post], v[post]
     own = slope_with_ci(rx, rv, file=run.path, scale=scale, per=per)
     out = [replace(own, span=(float(rx.min()), float(rx.max()))) if rx.size else own]
     for b in used:
         bv = column(b.table, name)
-        bpost = (phase_labels(b.phases, b.steps) != "warmup") & np.isfinite(bv) & np.isfinite(b.x)
+        blabels = warm[b.path] if warm and b.path in warm else phase_labels(b.phases, b.steps)
+        bpost = (blabels != "warmup") & np.isfinite(bv) & np.isfinite(b.x)
         lo, hi = math.inf, -math.inf
         if rx.size and bpost.any():
             lo, hi = max(rx.min(), b.x[bpost].min()), min(rx.max(), b.x[bpost].max())
