@@ -127,10 +127,13 @@ def slope_with_ci(
     from ..stattests import t_quantile
 
     xc = x - x.mean()
-    design = np.column_stack([np.ones(n), xc])
-    beta, *_ = np.linalg.lstsq(design, v, rcond=None)
-    e = v - design @ beta
-    bread = np.linalg.inv(design.T @ design)
+    # The normal equations of [1, xc], summed with einsum (a threaded BLAS or LAPACK
+    # call on two columns costs more than the sums here).
+    sx, sxx = np.einsum("i->", xc), np.einsum("i,i->", xc, xc)
+    xtx = np.array([[float(n), sx], [sx, sxx]])
+    beta = np.linalg.solve(xtx, np.array([np.einsum("i->", v), np.einsum("i,i->", xc, v)]))
+    e = v - (beta[0] + beta[1] * xc)
+    bread = np.linalg.inv(xtx)
     lag = int(math.floor(4 * (n / 100) ** (2 / 9)))
     cols = (e, xc * e)  # the columns of X e, contiguous: each lag is four dot products
     # (einsum, not BLAS: a threaded BLAS call per lag costs more than the sum itself)
