@@ -103,22 +103,26 @@ def interp(xp: np.ndarray, fp: np.ndarray, x: np.ndarray, max_gap: float) -> np.
     [1.0, nan, nan]
     """
     ok = np.isfinite(xp) & np.isfinite(fp)
-    xp, fp = xp[ok], fp[ok]
+    if not ok.all():
+        xp, fp = xp[ok], fp[ok]
     out = np.full(np.shape(x), np.nan)
     if xp.size == 0:
         return out
-    order = np.argsort(xp, kind="stable")
-    xp, fp = xp[order], fp[order]
+    if xp.size > 1 and not (xp[1:] >= xp[:-1]).all():  # (logs come sorted: skip the sort)
+        order = np.argsort(xp, kind="stable")
+        xp, fp = xp[order], fp[order]
     x = np.asarray(x, dtype=float)
     inside = np.isfinite(x) & (x >= xp[0]) & (x <= xp[-1])
     if not inside.any():
         return out
     xi = x[inside]
     vals = np.interp(xi, xp, fp)
-    hi = np.clip(np.searchsorted(xp, xi, side="left"), 1, max(xp.size - 1, 1))
-    exact = np.isin(xi, xp)
-    wide = (xp[hi] - xp[hi - 1] > max_gap) & ~exact if xp.size > 1 else ~exact
-    vals[wide] = np.nan
+    if xp.size > 1:
+        hi = np.clip(np.searchsorted(xp, xi, side="left"), 1, xp.size - 1)
+        # ``xi`` is a point of ``xp`` when it equals the first point not below it (or
+        # ``xp[0]``, where the clip moved ``hi`` up).
+        exact = (xp[hi] == xi) | (xp[hi - 1] == xi)
+        vals[(xp[hi] - xp[hi - 1] > max_gap) & ~exact] = np.nan
     out[inside] = vals
     return out
 

@@ -37,6 +37,9 @@ DEFAULT_BAND_K = 3.0
 DEFAULT_WINDOW = 21
 #: :func:`local_fit` works on blocks of about this many (point, window member) pairs.
 FIT_BLOCK = 1 << 17
+#: :func:`local_fit` fits every point of a log of up to this many points, and a longer
+#: log's on a grid of about this many.
+GRID_FROM = 20_000
 MAD_SCALE = 1.4826
 #: A baseline logging a metric at fewer points gives no band for it.
 MIN_BAND_POINTS = 5
@@ -77,7 +80,7 @@ def print_step(values: np.ndarray) -> float:
 
 
 def local_fit(
-    x: np.ndarray, v: np.ndarray, window: int
+    x: np.ndarray, v: np.ndarray, window: int, grid_from: int | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Robust local centre, noise scale and centre variance factor at each point.
 
@@ -90,50 +93,184 @@ def local_fit(
     plain rolling median would follow a steep curve point by point (the median of a
     rising window is its middle point) and give a MAD of ~0; a local quadratic keeps
     the trend, and its bend, out of the noise.
+
+    Up to ``grid_from`` points (default :data:`GRID_FROM`) every point is fitted.  A
+    longer log is fitted at every ``k``-th point, ``k = ceil(n / grid_from)`` (and at
+    its last), as LOESS does on a grid (Cleveland and Grosse, 1991): between two fitted
+    points the centre is the cubic Hermite curve through their fits' values and slopes,
+    the scale and the factor are linear in ``x``.  (docs/performance.md states how far
+    that lies from fitting every point.)
     """
     n = x.size
     w = min(window, n)
     start = np.clip(np.arange(n) - w // 2, 0, n - w)
+    at = _grid(n, w, grid_from)
+    centre, slope, scale, c00 = _fit_blocks(x, v, start, at, w)
+    if at.size == n:
+        return centre, scale, c00
+    xa = x[at]
+    return _hermite(xa, centre, slope, x), np.interp(x, xa, scale), np.interp(x, xa, c00)
+
+
+def _grid(n: int, w: int, grid_from: int | None) -> np.ndarray:
+    """The points :func:`local_fit` fits: all of them, or every ``k``-th, the last and
+    the two ends' ``w // 2 + 1`` (there the window stays put while ``x_i`` moves to its
+    edge, and the factor grows fast)."""
+    k = math.ceil(n / (GRID_FROM if grid_from is None else max(grid_from, 1)))
+    if k <= 1:
+        return np.arange(n)
+    h = min(w // 2 + 1, n)
+    return np.unique(np.concatenate([np.arange(0, n, k), np.arange(h), np.arange(n - h, n)]))
+
+
+#: :func:`first_reaching` fits this many grid points at a time.
+SCAN_CHUNK = 4096
+
+
+def first_reaching(
+    x: np.ndarray,
+    v: np.ndarray,
+    window: int,
+    levels: Sequence[float],
+    up: bool,
+    grid_from: int | None = None,
+) -> list[int | None]:
+    """Per level, the first index whose :func:`local_fit` centre reaches it (``>=``
+    when ``up``, else ``<=``), or None; fitting from the start only as far as the last
+    level needs (``SCAN_CHUNK`` grid points at a time), with the same numbers."""
+    n = x.size
+    w = min(window, n)
+    start = np.clip(np.arange(n) - w // 2, 0, n - w)
+    at = _grid(n, w, grid_from)
+    found: dict[int, int | None] = {}
+    first = 0  # the first point not yet looked at
+    for lo in range(0, at.size, SCAN_CHUNK):
+        seg = at[lo : lo + SCAN_CHUNK + 1]  # (one point of overlap: the next piece's start)
+        centre, slope, _, _ = _fit_blocks(x, v, start, seg, w)
+        pts = np.arange(first, seg[-1] + 1)
+        if pts.size == 0:
+            break
+        if at.size != n:
+            centre = _hermite(x[seg], centre, slope, x[pts])
+        else:
+            centre = centre[first - seg[0] :]
+        for i, level in enumerate(levels):
+            if i not in found:
+                hit = np.flatnonzero(centre >= level if up else centre <= level)
+                if hit.size:
+                    found[i] = int(pts[hit[0]])
+        first = int(seg[-1]) + 1
+        if len(found) == len(levels) or first >= n:
+            break
+    return [found.get(i) for i in range(len(levels))]
+
+
+def _fit_blocks(
+    x: np.ndarray, v: np.ndarray, start: np.ndarray, at: np.ndarray, w: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_fit_windows` at the points ``at``, in blocks whose ``(points, window)``
+    arrays stay in cache: centre, slope (per unit of ``x``), scale, factor."""
     block = max(1, FIT_BLOCK // w)
-    if n > block:  # in blocks of points: a block's (points, window) arrays stay in cache
-        parts = [_fit_windows(x, v, start, lo, min(lo + block, n), w) for lo in range(0, n, block)]
-        return tuple(np.concatenate(p) for p in zip(*parts, strict=True))  # type: ignore[return-value]
-    return _fit_windows(x, v, start, 0, n, w)
+    parts = [_fit_windows(x, v, start, at[lo : lo + block], w) for lo in range(0, at.size, block)]
+    return tuple(np.concatenate(p) for p in zip(*parts, strict=True))  # type: ignore[return-value]
+
+
+def _hermite(xa: np.ndarray, ya: np.ndarray, da: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The piecewise cubic through ``(xa, ya)`` with slopes ``da`` there, at ``x``
+    (``xa`` increasing, ``x`` inside ``[xa[0], xa[-1]]``)."""
+    j = np.clip(np.searchsorted(xa, x, side="right") - 1, 0, xa.size - 2)
+    h = xa[j + 1] - xa[j]
+    h = np.where(h > 0, h, 1.0)
+    t = (x - xa[j]) / h
+    t2, t3 = t * t, t * t * t
+    return (
+        (2 * t3 - 3 * t2 + 1) * ya[j]
+        + (t3 - 2 * t2 + t) * h * da[j]
+        + (3 * t2 - 2 * t3) * ya[j + 1]
+        + (t3 - t2) * h * da[j + 1]
+    )
 
 
 def _fit_windows(
-    x: np.ndarray, v: np.ndarray, start: np.ndarray, lo: int, hi: int, w: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`local_fit` for points ``lo..hi-1`` (window ``i`` starts at ``start[i]``)."""
-    idx = start[lo:hi, None] + np.arange(w)[None, :]
+    x: np.ndarray, v: np.ndarray, start: np.ndarray, at: np.ndarray, w: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`local_fit` at the points ``at`` (window ``i`` starts at ``start[i]``):
+    centre, slope, scale, factor."""
+    idx = start[at, None] + np.arange(w)[None, :]
     wx, wv = x[idx], v[idx]
-    x = x[lo:hi]
+    xi = x[at]
     span = np.ptp(wx, axis=1)
     span[span == 0] = 1.0
-    u = (wx - x[:, None]) / span[:, None]
-    powers = [np.ones_like(u), u, u * u, u**3, u**4]
-    ridge = 1e-12 * np.eye(3)
-
-    def solve(weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        # Normal equations of the weighted quadratic from its moments (no (n, w, 3) arrays).
-        m = [np.sum(weights * p, axis=1) for p in powers]
-        a = np.stack([np.stack(m[i : i + 3], axis=1) for i in range(3)], axis=1) + ridge
-        rhs = np.stack([np.sum(weights * wv * powers[i], axis=1) for i in range(3)], axis=1)
-        return np.linalg.solve(a, rhs[:, :, None])[:, :, 0], a
-
-    weights = np.ones_like(u)
-    for _ in range(3):
-        beta, _a = solve(weights)
-        r = wv - (beta[:, :1] + beta[:, 1:2] * u + beta[:, 2:3] * u * u)
-        s = np.median(np.abs(r), axis=1, keepdims=True)
+    u = (wx - xi[:, None]) / span[:, None]
+    u2 = u * u
+    ones = np.ones_like(u)
+    # The plain fit's normal equations give the factor; its moments are the weights' at 1.
+    plain = _normal_matrix(ones, u, u2)
+    beta = _solve(plain, ones, wv, u, u2)
+    mid = [w // 2] if w % 2 else [w // 2 - 1, w // 2]
+    weights = ones
+    for it in range(3):
+        if it:
+            beta = _solve(_normal_matrix(weights, u, u2), weights, wv, u, u2)
+        r = wv - (beta[:, :1] + beta[:, 1:2] * u + beta[:, 2:3] * u2)
+        s = np.partition(np.abs(r), mid, axis=1)[:, mid].mean(axis=1, keepdims=True)
+        if it == 2:
+            break  # (the last round's residuals give the scale; no further weights)
         with np.errstate(all="ignore"):
             z = np.where(s > 0, r / (6 * MAD_SCALE * s), 0.0)
         weights = np.where(np.abs(z) < 1, (1 - z * z) ** 2, 0.0)
     dof = math.sqrt(w / (w - 3)) if w > 3 else 1.0
-    scale = MAD_SCALE * np.median(np.abs(r), axis=1) * dof
-    _, plain = solve(np.ones_like(u))
     c00 = np.linalg.inv(plain)[:, 0, 0]
-    return beta[:, 0], scale, c00
+    return beta[:, 0], beta[:, 1] / span, MAD_SCALE * s[:, 0] * dof, c00
+
+
+_RIDGE = 1e-12 * np.eye(3)
+
+
+def _normal_matrix(weights: np.ndarray, u: np.ndarray, u2: np.ndarray) -> np.ndarray:
+    """Per window, ``D'WD`` of the quadratic in ``u`` (plus a tiny ridge), from the
+    weighted moments ``sum w u^p``, p = 0..4 (no ``(points, window, 3)`` arrays)."""
+    wu, wu2 = weights * u, weights * u2
+    m = [
+        weights.sum(axis=1),
+        wu.sum(axis=1),
+        wu2.sum(axis=1),
+        np.einsum("ij,ij->i", wu, u2),
+        np.einsum("ij,ij->i", wu2, u2),
+    ]
+    return np.stack([np.stack(m[i : i + 3], axis=1) for i in range(3)], axis=1) + _RIDGE
+
+
+def _solve(
+    a: np.ndarray, weights: np.ndarray, wv: np.ndarray, u: np.ndarray, u2: np.ndarray
+) -> np.ndarray:
+    """Per window, the weighted quadratic's coefficients ``a^-1 D'W v``."""
+    wwv = weights * wv
+    rhs = np.stack(
+        [wwv.sum(axis=1), np.einsum("ij,ij->i", wwv, u), np.einsum("ij,ij->i", wwv, u2)],
+        axis=1,
+    )
+    return np.linalg.solve(a, rhs[:, :, None])[:, :, 0]
+
+
+def rolling_median(a: np.ndarray, size: int) -> np.ndarray:
+    """Centred rolling median of ``a`` over ``size`` points, over the points there are
+    near the ends (``pandas``' ``rolling(size, center=True, min_periods=1).median()``).
+
+    >>> rolling_median(np.array([1.0, 5.0, 2.0, 8.0, 3.0]), 3).tolist()
+    [3.0, 2.0, 5.0, 3.0, 5.5]
+    """
+    from scipy.ndimage import rank_filter
+
+    n = a.size
+    before = size // 2  # pandas' centred window: ``size // 2`` points before i
+    after = size - 1 - before
+    mid = [size // 2] if size % 2 else [size // 2 - 1, size // 2]
+    ranks = [rank_filter(a, r, size=size, mode="nearest") for r in mid]
+    out = ranks[0] if len(ranks) == 1 else 0.5 * (ranks[0] + ranks[1])
+    for i in [*range(min(before, n)), *range(max(n - after, 0), n)]:
+        out[i] = np.median(a[max(i - before, 0) : i + after + 1])
+    return out
 
 
 def robust_band(x: np.ndarray, v: np.ndarray, k: float, window: int) -> Band | None:
@@ -148,10 +285,7 @@ def robust_band(x: np.ndarray, v: np.ndarray, k: float, window: int) -> Band | N
     centre, scale, c00 = local_fit(x, v, window)
     # One window's scale is itself noisy (a few lucky points make a narrow band); the
     # noise level changes slowly, so it is the rolling median over 3 windows.
-    import pandas as pd
-
-    smooth = pd.Series(scale).rolling(3 * window, center=True, min_periods=1).median()
-    scale = np.maximum(smooth.to_numpy(), print_step(v))
+    scale = np.maximum(rolling_median(scale, 3 * window), print_step(v))
     # A like run's point differs from the centre by its own noise and the centre's error.
     half = k * scale * np.sqrt(1.0 + c00)
     lo = centre - half
@@ -168,6 +302,9 @@ def band_at(bands: Sequence[Band], x: np.ndarray) -> BandAt:
         gap = gap_limit(bx)
         rows.append([interp(bx, c, x, gap) for c in curves])
     m, lo_, hi_ = (np.vstack(curve) for curve in zip(*rows, strict=True))
+    if len(rows) == 1:  # one baseline: its band, where it covers
+        some = np.isfinite(m[0])
+        return BandAt(m[0], np.where(some, lo_[0], np.nan), np.where(some, hi_[0], np.nan))
     n = np.isfinite(m).sum(axis=0)
     med = np.full(x.shape, np.nan)
     lo_out, hi_out = med.copy(), med.copy()
@@ -188,15 +325,24 @@ def band_at(bands: Sequence[Band], x: np.ndarray) -> BandAt:
     return BandAt(med, lo_out, hi_out)
 
 
+#: :func:`side_codes` values, by side; code 0 is no value or no band.
+SIDE_CODES = {"within": 1, "above": 2, "below": 3}
+_SIDE_NAMES = np.array(["", "within", "above", "below"], dtype=object)
+
+
+def side_codes(v: np.ndarray, band: BandAt) -> np.ndarray:
+    """Per point: the :data:`SIDE_CODES` code of its side (int8; 0: no value or no band)."""
+    lo, hi = band.lo, band.hi
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(v) & np.isfinite(lo) & np.isfinite(hi)
+        # (below before above: where an envelope's lo passes its hi, below wins)
+        codes = np.where(v < lo, np.int8(3), np.where(v > hi, np.int8(2), np.int8(1)))
+    return np.where(ok, codes, np.int8(0)).astype(np.int8)
+
+
 def side_of(v: np.ndarray, band: BandAt) -> np.ndarray:
     """Per point: ``within``, ``above``, ``below`` or ``""`` (no value or no band)."""
-    lo, hi = band.lo, band.hi
-    out = np.full(v.shape, "", dtype=object)
-    ok = np.isfinite(v) & np.isfinite(lo) & np.isfinite(hi)
-    out[ok & (v > hi)] = "above"
-    out[ok & (v < lo)] = "below"
-    out[ok & (v >= lo) & (v <= hi)] = "within"
-    return out
+    return _SIDE_NAMES[side_codes(v, band)]
 
 
 def band_words(n: int, k: float, window: int) -> str:

@@ -123,9 +123,10 @@ def compare_runs(
     results: dict[str, MetricComparison] = {}
     answers: list[PointAnswer] = []
     labels = phase_labels(run_log.phases, run_log.steps)
+    warm = {b.path: phase_labels(b.phases, b.steps) for b in logs}  # (once, not per metric)
     for i, (name, used) in enumerate(names.items()):
         mc, points = _compare_metric(
-            name, used, run_log, labels, levels, at, band_k, window, _units(align, events)
+            name, used, run_log, (labels, warm), levels, at, band_k, window, _units(align, events)
         )
         results[name] = mc
         answers.extend(points)
@@ -234,14 +235,17 @@ def _compare_metric(
     name: str,
     used: tuple[AlignedLog, ...],
     run: AlignedLog,
-    labels: np.ndarray,
+    phase_of: tuple[np.ndarray, Mapping[str, np.ndarray]],
     levels: Mapping[str, Sequence[float]],
     at: Sequence[int],
     band_k: float,
     window: int,
     unit: tuple[float, str, str],
 ) -> tuple[MetricComparison, list[PointAnswer]]:
+    """One metric's comparison and its point answers; ``phase_of``: the run's phase
+    labels and each baseline's (by path)."""
     kind = metric_kind(name)
+    labels, warm = phase_of
     notes: list[str] = []
     bands = []
     for b in used:
@@ -274,7 +278,7 @@ def _compare_metric(
     points = [_answer(int(s), ctx) for s in at]
     last = _last_compared(run, v, here.med)
     head = points[0] if points else (_answer(last, ctx) if last is not None else None)
-    slopes = slopes_after_warmup(name, run, used, labels, v, scale, per)
+    slopes = slopes_after_warmup(name, run, used, labels, v, scale, per, warm)
     point_text = head.sentence if head is not None else ""
     failure = failure_phrase(name, nonfinite[run.path])
     sentence = metric_sentence(
@@ -311,7 +315,10 @@ def _present(x: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _curves(
     name: str, used: Sequence[AlignedLog], run: AlignedLog, v: np.ndarray, bands: Sequence[Band]
 ) -> Curves:
-    grid = np.unique(np.concatenate([bx for bx, *_ in bands])) if bands else np.array([])
+    if len(bands) == 1 and bool((bands[0][0][1:] > bands[0][0][:-1]).all()):
+        grid = bands[0][0]  # (already sorted and unique)
+    else:
+        grid = np.unique(np.concatenate([bx for bx, *_ in bands])) if bands else np.array([])
     on_grid = band_at(bands, grid) if bands else BandAt(grid, grid, grid)
     return Curves(
         run=_present(run.x, v),

@@ -10,7 +10,7 @@ points.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import InputError
 from ..lr_phases import Phases, phase_labels
 from .align import AlignedLog, column, short_name
-from .band import MIN_BAND_POINTS, BandAt, local_fit, side_of
+from .band import MIN_BAND_POINTS, SIDE_CODES, BandAt, first_reaching, side_codes
 from .results import Departure, Milestone, NonFinite, PhaseSummary, PointAnswer, Slope
 
 MIN_PHASE_POINTS = 5
@@ -48,16 +48,17 @@ def _label(inside: float, above: float, below: float) -> str:
 def summarise_phase(phase: str, steps: np.ndarray, v: np.ndarray, band: BandAt) -> PhaseSummary:
     """Shares of the run's points ``(steps, v)`` inside, above and below ``band``, the
     verdict (module docstring) and the largest departure."""
-    side = side_of(v, band)
+    side = side_codes(v, band)
     has = np.isfinite(v)
-    n_points, n_comp = int(has.sum()), int((side != "").sum())
+    counts = np.bincount(side, minlength=4)
+    n_points, n_comp = int(has.sum()), int(counts[1:].sum())
     first = int(steps[has][0]) if n_points else None
     last = int(steps[has][-1]) if n_points else None
     if n_comp < MIN_PHASE_POINTS:
         return PhaseSummary(
             phase, n_points, n_comp, first, last, None, None, None, "not enough data", None
         )
-    inside, above, below = (float((side == s).sum() / n_comp) for s in _SIDES)
+    inside, above, below = (float(counts[SIDE_CODES[s]] / n_comp) for s in _SIDES)
     return PhaseSummary(
         phase,
         n_points,
@@ -76,25 +77,26 @@ def _largest_departure(
     steps: np.ndarray, v: np.ndarray, band: BandAt, side: np.ndarray
 ) -> Departure | None:
     med, lo, hi = band
-    out = (side == "above") | (side == "below")
+    up = side == SIDE_CODES["above"]
+    out = up | (side == SIDE_CODES["below"])
     if not out.any():
         return None
     tiny = 1e-12
     with np.errstate(all="ignore"):
         widths = np.where(
-            side == "above",
+            up,
             (v - hi) / np.maximum(hi - med, tiny),
             (lo - v) / np.maximum(med - lo, tiny),
         )
     widths = np.where(out, widths, -np.inf)
     i = int(np.argmax(widths))
-    excess = v[i] - hi[i] if side[i] == "above" else v[i] - lo[i]
+    excess = v[i] - hi[i] if up[i] else v[i] - lo[i]
     return Departure(
         step=int(steps[i]),
         value=float(v[i]),
         baseline_median=float(med[i]),
         band=(float(lo[i]), float(hi[i])),
-        side=str(side[i]),
+        side="above" if up[i] else "below",
         excess=float(excess),
         widths=float(widths[i]),
     )
@@ -125,15 +127,19 @@ def slope_with_ci(
     from ..stattests import t_quantile
 
     xc = x - x.mean()
-    design = np.column_stack([np.ones(n), xc])
-    beta, *_ = np.linalg.lstsq(design, v, rcond=None)
-    e = v - design @ beta
-    bread = np.linalg.inv(design.T @ design)
+    # The normal equations of [1, xc], summed with einsum (a threaded BLAS or LAPACK
+    # call on two columns costs more than the sums here).
+    sx, sxx = np.einsum("i->", xc), np.einsum("i,i->", xc, xc)
+    xtx = np.array([[float(n), sx], [sx, sxx]])
+    beta = np.linalg.solve(xtx, np.array([np.einsum("i->", v), np.einsum("i,i->", xc, v)]))
+    e = v - (beta[0] + beta[1] * xc)
+    bread = np.linalg.inv(xtx)
     lag = int(math.floor(4 * (n / 100) ** (2 / 9)))
-    xe = design * e[:, None]
-    meat = xe.T @ xe
+    cols = (e, xc * e)  # the columns of X e, contiguous: each lag is four dot products
+    # (einsum, not BLAS: a threaded BLAS call per lag costs more than the sum itself)
+    meat = np.array([[np.einsum("i,i->", a, b) for b in cols] for a in cols])
     for lag_i in range(1, min(lag, n - 1) + 1):
-        g = xe[lag_i:].T @ xe[:-lag_i]
+        g = np.array([[np.einsum("i,i->", a[lag_i:], b[:-lag_i]) for b in cols] for a in cols])
         meat += (1 - lag_i / (lag + 1)) * (g + g.T)
     se = float(math.sqrt(max((bread @ meat @ bread)[1, 1], 0.0)))
     half = t_quantile(0.975, n - 2) * se
@@ -149,17 +155,20 @@ def slopes_after_warmup(
     v: np.ndarray,
     scale: float,
     per: str,
+    warm: Mapping[str, np.ndarray] | None = None,
 ) -> tuple[Slope, ...]:
     """The run's slope after its warmup; each baseline's over the aligned range both cover
     after warmup, with the run's slope over that same range subtracted (a curve that
-    flattens would otherwise look slower over a longer range)."""
+    flattens would otherwise look slower over a longer range).  ``warm``: per baseline
+    path, its :func:`~dflash_diag.lr_phases.phase_labels` when already made."""
     post = (labels != "warmup") & np.isfinite(v) & np.isfinite(run.x)
     rx, rv = run.x[post], v[post]
     own = slope_with_ci(rx, rv, file=run.path, scale=scale, per=per)
     out = [replace(own, span=(float(rx.min()), float(rx.max()))) if rx.size else own]
     for b in used:
         bv = column(b.table, name)
-        bpost = (phase_labels(b.phases, b.steps) != "warmup") & np.isfinite(bv) & np.isfinite(b.x)
+        blabels = warm[b.path] if warm and b.path in warm else phase_labels(b.phases, b.steps)
+        bpost = (blabels != "warmup") & np.isfinite(bv) & np.isfinite(b.x)
         lo, hi = math.inf, -math.inf
         if rx.size and bpost.any():
             lo, hi = max(rx.min(), b.x[bpost].min()), min(rx.max(), b.x[bpost].max())
@@ -281,22 +290,22 @@ def find_milestones(
     if not levels:
         return ()  # (no smoothing either: a long log's fit takes seconds)
     direction = "down" if kind == "loss" else "up"
-    out = []
-    smooth: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    hits: dict[str, tuple[np.ndarray, np.ndarray, list[int | None]]] = {}
     for log in logs:
         v = column(log.table, name)
         ok = np.isfinite(v)
         if ok.sum() >= MIN_BAND_POINTS:
-            smooth[log.path] = (log.steps[ok], log.x[ok], local_fit(log.x[ok], v[ok], window)[0])
-    for level in levels:
+            first = first_reaching(log.x[ok], v[ok], window, levels, direction == "up")
+            hits[log.path] = (log.steps[ok], log.x[ok], first)
+    out = []
+    for j, level in enumerate(levels):
         steps: dict[str, int | None] = {}
         aligned: dict[str, float | None] = {}
         for log in logs:
-            if log.path not in smooth:
+            if log.path not in hits:
                 continue
-            st, x, m = smooth[log.path]
-            hit = m >= level if direction == "up" else m <= level
-            i = int(np.argmax(hit)) if hit.any() else None
+            st, x, first = hits[log.path]
+            i = first[j]
             steps[log.path] = None if i is None else int(st[i])
             aligned[log.path] = None if i is None else float(x[i])
         out.append(Milestone(float(level), direction, steps, aligned))
