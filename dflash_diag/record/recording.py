@@ -274,7 +274,8 @@ def infer_epochs(step: np.ndarray, ids: np.ndarray, bounds: np.ndarray) -> np.nd
     if top >= 4 * len(ids) + (1 << 20):  # sparse ids: number them densely first
         ids = np.unique(ids, return_inverse=True)[1].reshape(-1)
         top = int(ids.max())
-    first = np.empty(top + 1, dtype=np.int64)  # scratch: first row of an id in a window
+    rows = np.int32 if len(ids) < 2**31 else np.int64  # (row numbers: half the cache misses)
+    first = np.empty(top + 1, dtype=rows)  # scratch: first row of an id in a window
     micro_starts = np.r_[0, np.flatnonzero(step[1:] != step[:-1]) + 1]  # step -> micro
     row_starts = np.r_[bounds[micro_starts], len(ids)]  # step -> rows
     n_steps = len(micro_starts)
@@ -287,8 +288,8 @@ def infer_epochs(step: np.ndarray, ids: np.ndarray, bounds: np.ndarray) -> np.nd
         # a row was seen in the epoch begun at step a when its id came earlier in it;
         # (every id of the window is written, so no stale entry is read)
         window_ids = ids[lo:hi]
-        first[window_ids[::-1]] = np.arange(hi - 1, lo - 1, -1, dtype=np.int64)
-        seen = (first[window_ids] < np.arange(lo, hi)).astype(np.int64)
+        first[window_ids[::-1]] = np.arange(hi - 1, lo - 1, -1, dtype=rows)
+        seen = (first[window_ids] < np.arange(lo, hi, dtype=rows)).astype(np.int64)
         counts = np.add.reduceat(seen, row_starts[a + 1 : b] - lo)
         hit = np.flatnonzero(2 * counts > np.diff(row_starts[a + 1 : b + 1]))
         if len(hit):
