@@ -396,7 +396,6 @@ def _rows_in_chunks(
     return out
 
 
-
 def _check_room(n: np.ndarray, size: int, path: str) -> None:
     """Refuse, in one line, samples whose table would not fit in memory."""
     total = int(n.sum())

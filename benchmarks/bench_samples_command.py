@@ -1,0 +1,139 @@
+"""`dflash-diag samples` end to end on a recorded shuffled run, against reading its recording.
+
+Builds (outside the timings), for N samples x 6 epochs: a manifest of long-tailed lengths
+(Parquet), a recording of a shuffling sampler's schedule written through
+``BatchRecorder.log`` (each epoch a permutation of the samples cut into steps of 64, one
+micro-batch a step, ``steps_per_epoch`` in its settings as ``record_trainer`` writes it),
+and a log of one line a step, ``step S | loss L``, whose loss is flat with noise and
++0.25 nats on every step holding one of 20 poison samples.
+
+Then times whole processes, best of ``--repeat`` alternating rounds, each in a fresh
+Python (start-up included in both):
+
+- the command: ``dflash-diag samples LOG --composition REC --manifest M --to out.parquet``;
+- the reference: a process that reads the same recording and makes its replay
+  (``read_recording(REC).to_replay(manifest)``), the least any command on a recording
+  does before its first statistic;
+
+and prints both, their ratio and each one's peak memory, at each size, with the poison
+the command named as a check that the timed run did its work.
+
+    python benchmarks/bench_samples_command.py                 # 1M x 6 and 10M x 6
+    python benchmarks/bench_samples_command.py --sizes 1000000 # one size
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from common import long_tailed_lengths, run_cli
+
+from dflash_diag.record import BatchRecorder
+
+EPOCHS = 6
+PER_STEP = 64
+N_POISON = 20
+
+_READ = """
+import sys
+from dflash_diag.manifest import read_manifest
+from dflash_diag.record import read_recording
+read_recording(sys.argv[1]).to_replay(read_manifest(sys.argv[2]))
+with open("/proc/self/status") as f:
+    print(next(int(x.split()[1]) for x in f if x.startswith("VmHWM:")))
+"""
+
+
+def build(folder: Path, n_samples: int, seed: int = 0) -> tuple[Path, Path, Path, np.ndarray]:
+    """The manifest, recording and log of a shuffled run; returns the poison ids too."""
+    rng = np.random.default_rng(seed)
+    lengths = long_tailed_lengths(n_samples, seed)
+    manifest = folder / "manifest.parquet"
+    pd.DataFrame({"length": lengths}).to_parquet(manifest, index=False)
+    poison = rng.choice(n_samples, N_POISON, replace=False)
+    bad = np.zeros(n_samples, dtype=bool)
+    bad[poison] = True
+    per_epoch = n_samples // PER_STEP
+    rec_path = folder / "train.batches"
+    log = folder / "train.log"
+    settings = {"steps_per_epoch": per_epoch, "first_step": 1, "seed": seed}
+    step = 0
+    with (
+        BatchRecorder(rec_path, rank=0, world_size=1, settings=settings) as rec,
+        open(log, "w") as out,
+    ):
+        for _ in range(EPOCHS):
+            order = rng.permutation(n_samples)[: per_epoch * PER_STEP]
+            batches = order.reshape(per_epoch, PER_STEP)
+            loss = 2.0 + 0.02 * rng.standard_normal(per_epoch) + 0.25 * bad[batches].any(1)
+            lines = []
+            for b in range(per_epoch):
+                step += 1
+                rec.log(step, batches[b], lengths[batches[b]])
+                lines.append(f"step {step} | loss {loss[b]:.5f}\n")
+            out.writelines(lines)
+    return manifest, rec_path, log, poison
+
+
+def read_reference(rec: Path, manifest: Path) -> tuple[float, float]:
+    """Wall seconds and peak MB of a process that reads the recording and replays it."""
+    start = time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, "-c", _READ, str(rec), str(manifest)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return time.perf_counter() - start, int(out.stdout.split()[-1]) / 1024
+
+
+def run(n_samples: int, repeat: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        start = time.perf_counter()
+        manifest, rec, log, poison = build(folder, n_samples)
+        built = time.perf_counter() - start
+        table = folder / "samples.parquet"
+        args = ["samples", str(log), "--composition", str(rec), "--manifest", str(manifest)]
+        args += ["--to", str(table)]
+        cmd: list[tuple[float, float]] = []
+        ref: list[tuple[float, float]] = []
+        for _ in range(repeat):
+            done, seconds, peak = run_cli(args)
+            if done.returncode != 0:
+                raise SystemExit(done.stderr)
+            cmd.append((seconds, peak))
+            ref.append(read_reference(rec, manifest))
+        named = pd.read_parquet(table)
+        named = set(named.loc[named["named"], "sample_id"].tolist())
+        size = os.path.getsize(rec) / 2**20
+    t_cmd, m_cmd = min(cmd)
+    t_ref, m_ref = min(ref)
+    print(
+        f"{n_samples:>11,} samples x {EPOCHS} ({size:,.0f} MB recording, built in "
+        f"{built:.0f} s): samples {t_cmd:.2f} s, {m_cmd:,.0f} MB peak; reading the "
+        f"recording {t_ref:.2f} s, {m_ref:,.0f} MB; ratio {t_cmd / t_ref:.2f}x; "
+        f"poison named {len(named & set(poison.tolist()))} of {N_POISON}, "
+        f"others named {len(named - set(poison.tolist()))}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000000,10000000", help="samples, comma-separated")
+    parser.add_argument("--repeat", type=int, default=2, help="timed rounds (best kept)")
+    args = parser.parse_args()
+    for n in (int(x) for x in args.sizes.split(",")):
+        run(n, args.repeat)
+
+
+if __name__ == "__main__":
+    main()
