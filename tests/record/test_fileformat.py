@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import struct
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dflash_diag.errors import InputError
-from dflash_diag.record import BatchRecorder, read_recording
+from dflash_diag.record import BatchRecorder, fileformat, read_recording
 from dflash_diag.record.fileformat import (
     FRAME_HEAD,
     PREAMBLE,
@@ -95,11 +96,12 @@ def expected_rows(calls):
 
 @pytest.mark.slow
 @settings(max_examples=examples(60), deadline=None)
-@given(calls=logs())
-def test_what_is_logged_reads_back_exactly(tmp_path_factory, calls):
+@given(calls=logs(), chunk=st.sampled_from([1, 2, 5, fileformat.ROWS_CHUNK]))
+def test_what_is_logged_reads_back_exactly(tmp_path_factory, calls, chunk):
     # the same sample ids recur with the same or other lengths: a length written only
     # the first time (or when it changes) still reads back on every row; a loss stays
-    # with its sample when the ids are sorted inside their micro-batch
+    # with its sample when the ids are sorted inside their micro-batch; and the rows
+    # read the same whatever the chunks they are decoded in
     path = tmp_path_factory.mktemp("rt") / "t.batches"
     with BatchRecorder(path, rank=0, world_size=1, settings={"k": [1, "x"]}) as rec:
         for step, rank, micro, pairs, losses in calls:
@@ -108,7 +110,8 @@ def test_what_is_logged_reads_back_exactly(tmp_path_factory, calls):
     if not calls:
         assert read_recording(path).table.empty
         return
-    got = read_recording(path)
+    with mock.patch.object(fileformat, "ROWS_CHUNK", chunk):
+        got = read_recording(path)
     table = [(*r[:5], shown(r[5])) for r in got.table.itertuples(index=False)]
     assert table == expected_rows(calls)
     assert got.has_losses == any(c[4] is not None for c in calls)
@@ -117,6 +120,16 @@ def test_what_is_logged_reads_back_exactly(tmp_path_factory, calls):
     assert list(got.table.columns) == ["step", "rank", "micro", "sample_id", "length", "loss"]
     assert all(got.table[c].dtype == np.int64 for c in got.table.columns[:5])
     assert got.table["loss"].dtype == np.float64
+
+
+def test_a_replay_of_a_recording_builds_no_table(tmp_path):
+    # the analyses read the arrays: the table (48 bytes a row) is built only when asked
+    path = small_file(tmp_path)
+    got = read_recording(path)
+    rep = got.to_replay()
+    assert "table" not in vars(got)
+    assert rep.sample_ids.tolist() == got.table["sample_id"].tolist()
+    assert "table" in vars(got)
 
 
 def small_file(tmp_path, steps=6):
