@@ -1,8 +1,16 @@
 """Fixtures the test folders share: the bundled sample run, the real Trainer runs, a CLI
-runner that keeps stdout and stderr apart.  And the local loop's shortcut: under
-``-m "not slow"`` a test module marked slow as a whole (``pytestmark = pytest.mark.slow``)
-is not imported at all, since every test in it would be deselected after the import
-(torch, transformers, lightning, mlflow and ray are seconds of it)."""
+runner that keeps stdout and stderr apart.
+
+And the local loop's two shortcuts (CI, with ``CI`` set, has neither):
+
+- Hypothesis's ``dev`` profile: a test that does not set ``max_examples`` draws 20
+  examples, a fifth of Hypothesis's default 100, as :func:`budget.examples` gives the
+  others; under CI Hypothesis loads its own ``ci`` profile and every test draws its full
+  number.
+- under ``-m "not slow"`` a test module marked slow as a whole (``pytestmark =
+  pytest.mark.slow``) is not imported at all, since every test in it would be
+  deselected after the import (torch, transformers, mlflow and ray are seconds of it).
+"""
 
 from __future__ import annotations
 
@@ -13,7 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from budget import FULL
+from hypothesis import settings
 from typer.testing import CliRunner
+
+settings.register_profile("dev", max_examples=20)
+if not FULL:
+    settings.load_profile("dev")
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_logs"
