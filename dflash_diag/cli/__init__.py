@@ -39,11 +39,14 @@ COMMANDS: dict[str, str] = {
 
 
 def _click_classes(name: str) -> tuple[type[BaseException], ...]:
-    """``name`` from click and from typer's vendored copy of click (typer >= 0.26)."""
-    import importlib
+    """``name`` from click and from typer's vendored copy of click (typer >= 0.26).
 
+    click itself only when typer has imported it (typer < 0.26): with the vendored copy
+    nothing here raises click's own errors, and importing it would cost start-up."""
     found: list[type[BaseException]] = []
     for module in ("typer._click.exceptions", "click.exceptions", "typer.exceptions"):
+        if module.startswith("click.") and "click" not in sys.modules:
+            continue
         try:
             cls = getattr(importlib.import_module(module), name, None)
         except ImportError:
@@ -93,8 +96,10 @@ class _LazyCommands(MutableMapping[str, Any]):
         self._built[name] = command
 
     def __delitem__(self, name: str) -> None:
+        if name not in self._modules and name not in self._built:
+            raise KeyError(name)
         self._modules.pop(name, None)
-        del self._built[name]
+        self._built.pop(name, None)
 
     def __iter__(self) -> Iterator[str]:
         yield from self._modules

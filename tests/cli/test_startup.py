@@ -9,6 +9,7 @@ assert what is imported, which does not depend on the machine's load.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -39,8 +40,10 @@ sys.exit(code)
 """
 
 
-def imported_by(*args: str) -> set[str]:
-    """The modules a fresh interpreter holds after running ``dflash-diag ARGS``."""
+@functools.cache
+def imported_by(*args: str) -> frozenset[str]:
+    """The modules a fresh interpreter holds after running ``dflash-diag ARGS`` (one
+    interpreter per ``ARGS``: two tests read ``parse --help``)."""
     out = subprocess.run(
         [sys.executable, "-c", RUNNER, *args],
         capture_output=True,
@@ -51,10 +54,10 @@ def imported_by(*args: str) -> set[str]:
     )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "--modules--" in out.stdout, out.stdout[-2000:]
-    return set(json.loads(out.stdout.rsplit("--modules--", 1)[1]))
+    return frozenset(json.loads(out.stdout.rsplit("--modules--", 1)[1]))
 
 
-def tops(modules: set[str]) -> set[str]:
+def tops(modules: frozenset[str]) -> set[str]:
     """Top-level packages of ``modules``."""
     return {m.split(".")[0] for m in modules}
 
