@@ -3,29 +3,50 @@
 One error boundary lives here: :class:`~dflash_diag.errors.InputError` and click usage
 errors become one ``error: ...`` line on stderr and exit status 2; anything else is a
 bug (exit 1; ``--debug`` or ``DFLASH_DIAG_DEBUG=1`` shows the traceback).
-Only typer and rich are imported at module level, so ``--help`` is instant.
+
+Start-up imports only what runs: typer at module level; a command's module
+(``cli/parse.py``, ...) the first time the group looks the command up, so
+``dflash-diag parse LOG`` imports ``cli/parse.py`` and none of the other commands, and
+``--help`` (which lists them all) imports the command modules but none of the libraries
+behind them.  The libraries a command needs (pandas, numpy, scipy, matplotlib, pyarrow)
+are imported inside its body.  ``benchmarks/bench_startup.py`` times it.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from typing import Any
 
 import typer
 from typer.core import TyperGroup
 
 from ..errors import InputError
-from .consoles import err_console
+
+#: command -> the module of this package that defines it (its ``register(app)``), in the
+#: order ``--help`` lists them.
+COMMANDS: dict[str, str] = {
+    "parse": "parse",
+    "spikes": "spikes",
+    "samples": "samples",
+    "batches": "batches",
+    "compare": "compare",
+    "manifest": "manifest",
+    "watch": "watch",
+}
 
 
 def _click_classes(name: str) -> tuple[type[BaseException], ...]:
-    """``name`` from click and from typer's vendored copy of click (typer >= 0.26)."""
-    import importlib
+    """``name`` from click and from typer's vendored copy of click (typer >= 0.26).
 
+    click itself only when typer has imported it (typer < 0.26): with the vendored copy
+    nothing here raises click's own errors, and importing it would cost start-up."""
     found: list[type[BaseException]] = []
     for module in ("typer._click.exceptions", "click.exceptions", "typer.exceptions"):
+        if module.startswith("click.") and "click" not in sys.modules:
+            continue
         try:
             cls = getattr(importlib.import_module(module), name, None)
         except ImportError:
@@ -45,9 +66,81 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def _err_console() -> Any:
+    # rich's console is imported when there is an error to print, not at start-up
+    from .consoles import err_console
+
+    return err_console
+
+
+class _LazyCommands(MutableMapping[str, Any]):
+    """The group's commands by name, each built the first time it is looked up.
+
+    The names are known without importing anything (so a misspelt command still gets
+    "Did you mean ...?"); looking one up imports its module and turns the function it
+    registers into a click command, as typer would have at start-up."""
+
+    def __init__(self, modules: dict[str, str], build: Callable[[str], Any]) -> None:
+        self._modules = dict(modules)
+        self._build = build
+        self._built: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._built:
+            if name not in self._modules:
+                raise KeyError(name)
+            self._built[name] = self._build(self._modules[name])
+        return self._built[name]
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._built[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        if name not in self._modules and name not in self._built:
+            raise KeyError(name)
+        self._modules.pop(name, None)
+        self._built.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._modules
+        yield from (name for name in self._built if name not in self._modules)
+
+    def __len__(self) -> int:
+        return len(set(self._modules) | set(self._built))
+
+
+def _build_command(module_name: str) -> Any:
+    """The click command that ``dflash_diag.cli.<module_name>`` registers."""
+    module = importlib.import_module(f"{__name__}.{module_name}")
+    one = typer.Typer(rich_markup_mode=app.rich_markup_mode)
+    module.register(one)
+    (info,) = one.registered_commands
+    return typer.main.get_command_from_info(
+        info,
+        pretty_exceptions_short=app.pretty_exceptions_short,
+        rich_markup_mode=app.rich_markup_mode,
+    )
+
+
 class _Boundary(TyperGroup):
     """Runs the app with click's standalone mode off and maps exceptions to exit codes;
-    its own flags show in ``--help`` without ``<bool>``."""
+    its own flags show in ``--help`` without ``<bool>``; its commands are built when
+    looked up (:class:`_LazyCommands`)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        lazy = _LazyCommands(COMMANDS, _build_command)
+        lazy.update(self.commands)
+        self.commands = lazy
+
+    def get_help_option(self, ctx: Any) -> Any:
+        # Not given, the flag's value is None, and typer coerces a None through a
+        # pydantic adapter (~0.1 s of imports) before `parse --help` is even read;
+        # False is what it means, and a bool is passed through.
+        option = super().get_help_option(ctx)
+        if option is not None and option.default is None:
+            option.default = False
+        return option
 
     def get_params(self, ctx: Any) -> list[Any]:
         params = super().get_params(ctx)
@@ -77,6 +170,7 @@ class _Boundary(TyperGroup):
                 **extra,
             )
         except InputError as e:
+            err_console = _err_console()
             if debug:
                 err_console.print_exception()
             err_console.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
@@ -90,7 +184,7 @@ class _Boundary(TyperGroup):
             where = ctx.command_path if ctx is not None else "dflash-diag"
             hint = f"see '{where} --help'"
             what = _one_line(e.format_message()).rstrip(".")  # type: ignore[attr-defined]
-            err_console.print(
+            _err_console().print(
                 f"error: {what}; {hint}",
                 markup=False,
                 highlight=False,
@@ -100,12 +194,13 @@ class _Boundary(TyperGroup):
         except _EXIT as e:
             sys.exit(getattr(e, "exit_code", 0))
         except _ABORT:
-            err_console.print("error: aborted", markup=False, highlight=False)
+            _err_console().print("error: aborted", markup=False, highlight=False)
             sys.exit(130)
         except BrokenPipeError:
             # `dflash-diag parse run.log | head`: a closed pipe is not a bug.
             sys.exit(0)
         except Exception as e:  # noqa: BLE001 - the bug boundary
+            err_console = _err_console()
             if debug:
                 err_console.print_exception()
             else:
@@ -160,17 +255,6 @@ def _root(
     ),
 ) -> None:
     """Is that loss spike your data pipeline or your optimizer?"""
-
-
-def _register() -> None:
-    # Command modules import only typer/rich at module level; the heavy work is inside.
-    from . import batches, compare, manifest, parse, samples, spikes, watch
-
-    for module in (parse, spikes, samples, batches, compare, manifest, watch):
-        module.register(app)
-
-
-_register()
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -159,6 +159,7 @@ def consoles(draw) -> str:
     return text
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(consoles())
 def test_built_consoles_read_as_the_line_parser_reads_them(text):

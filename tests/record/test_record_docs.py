@@ -15,6 +15,8 @@ need("transformers")
 
 from dflash_diag.record import read_recording  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 DOC = Path(__file__).resolve().parents[2] / "docs" / "record.md"
 
 

@@ -82,6 +82,7 @@ def test_kinds_must_be_one_code_per_sample() -> None:
         measured_evidence(sim.membership, sim.sample_loss, kinds=np.zeros(3, dtype=np.int64))
 
 
+@pytest.mark.slow
 @settings(max_examples=20, deadline=None)
 @given(st.integers(0, 2**16), st.randoms(use_true_random=False))
 def test_relabelling_the_samples_relabels_the_measured_evidence(seed, rnd) -> None:

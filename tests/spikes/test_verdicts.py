@@ -131,6 +131,7 @@ def test_the_summary_names_only_spikes_the_table_shows(which, request):
     assert named <= table_steps
 
 
+@pytest.mark.slow
 def test_the_chance_line_names_only_spikes_within_the_noise_reach(run_log):
     doc, text = run_log
     # the default's short line: "chance: 5 flags ...; steps 144, 725 and 800, under the z

@@ -1,0 +1,106 @@
+"""Start-up imports only what runs (DESIGN.md: "``dflash-diag --help`` is instant").
+
+Each case runs the typer app in a fresh interpreter, in-process there, and then lists the
+modules that interpreter has imported: ``--help`` and ``parse --help`` import none of the
+heavy libraries and none of the analyses, and ``parse LOG`` imports its own command
+module only.  How long start-up takes is ``benchmarks/bench_startup.py``'s business; these
+assert what is imported, which does not depend on the machine's load.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dflash_diag.cli import COMMANDS, app
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("pandas", "numpy", "scipy", "matplotlib", "pyarrow")
+
+# Runs `dflash-diag ARGS` in this interpreter, then prints the modules it imported as one
+# JSON line after a marker, whatever the command printed before.
+RUNNER = """
+import json, sys
+from dflash_diag.cli import main
+code = 0
+try:
+    main(sys.argv[1:])
+except SystemExit as e:
+    code = e.code
+print("\\n--modules--")
+print(json.dumps(sorted(sys.modules)))
+sys.exit(code)
+"""
+
+
+@functools.cache
+def imported_by(*args: str) -> frozenset[str]:
+    """The modules a fresh interpreter holds after running ``dflash-diag ARGS`` (one
+    interpreter per ``ARGS``: two tests read ``parse --help``)."""
+    out = subprocess.run(
+        [sys.executable, "-c", RUNNER, *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        # the code under test, not whatever copy is installed
+        env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "100"},
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "--modules--" in out.stdout, out.stdout[-2000:]
+    return frozenset(json.loads(out.stdout.rsplit("--modules--", 1)[1]))
+
+
+def tops(modules: frozenset[str]) -> set[str]:
+    """Top-level packages of ``modules``."""
+    return {m.split(".")[0] for m in modules}
+
+
+@pytest.mark.parametrize("args", [["--help"], ["parse", "--help"]], ids=" ".join)
+def test_help_imports_no_heavy_library_and_no_analysis(args):
+    modules = imported_by(*args)
+    assert "typer" in modules  # the runner really ran the app
+    assert tops(modules).isdisjoint(HEAVY), sorted(tops(modules) & set(HEAVY))
+    ours = {m.split(".")[1] for m in modules if m.startswith("dflash_diag.")}
+    # the command modules, the data and option names their help shows; no reader, no
+    # analysis, no renderer
+    assert ours.isdisjoint({"logs", "manifest", "schedule", "spikes", "reports", "render"}), ours
+
+
+def test_a_commands_help_does_not_build_pydantic_adapters():
+    """typer coerces options through pydantic; a help option left unset was coerced
+    too (a None), which cost ~0.1 s of imports before ``parse --help`` was read."""
+    assert "pydantic" not in tops(imported_by("parse", "--help"))
+
+
+def test_parse_imports_its_command_module_only(tmp_path):
+    log = tmp_path / "run.log"
+    log.write_text("".join(f"step={i} loss={3.0 - i / 10}\n" for i in range(1, 11)))
+    modules = imported_by("parse", str(log))
+    assert "dflash_diag.reports.parse" in modules  # it did the work
+    others = {f"dflash_diag.cli.{m}" for name, m in COMMANDS.items() if name != "parse"}
+    assert modules.isdisjoint(others), sorted(modules & others)
+    assert tops(modules).isdisjoint({"scipy", "matplotlib"})
+
+
+def test_help_lists_every_command_in_order():
+    result = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "100"})
+    assert result.exit_code == 0
+    panel = result.stdout.split("─ Commands ─", 1)[1].split("╰", 1)[0]
+    # a command's row starts with its name; a wrapped description starts with spaces
+    listed = [line.split()[1] for line in panel.splitlines() if line[2:3].isalpha()]
+    assert listed == list(COMMANDS)
+
+
+def test_a_misspelt_command_is_still_named_without_loading_any():
+    result = CliRunner().invoke(app, ["spike"])
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "error: No such command 'spike'. Did you mean 'spikes'?; see 'dflash-diag --help'\n"
+    )
