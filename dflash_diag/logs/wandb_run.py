@@ -125,8 +125,8 @@ def read_frames(data: bytes, path: str = "") -> tuple[list[bytes], dict[str, int
             break
         crc, n, kind = struct.unpack_from("<IHB", data, pos)
         body = data[pos + CHUNK_HEADER : pos + CHUNK_HEADER + n]
-        if kind == 0 and n == 0:
-            pos += room  # a zero-filled rest of a block
+        if kind == 0 and n == 0 and crc == 0:
+            pos += room  # a zero-filled rest of a block (a damaged chunk head is not one)
             continue
         if len(body) < n and CHUNK_HEADER + n <= room:
             _count(skipped, "truncated")  # (the file ends inside this chunk)

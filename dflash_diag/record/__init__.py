@@ -50,4 +50,6 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    # (the lazy names left out: a tool that reads every name dir() lists, as pytest's
+    # doctest collection does, would import torch and lightning for nothing)
+    return sorted(set(globals()) | (set(__all__) - set(_LAZY)))

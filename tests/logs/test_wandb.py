@@ -165,6 +165,15 @@ def test_records_over_many_blocks_round_trip_and_damage_drops_only_them(records,
     assert got == records or skipped or damaged == bytearray(data)
 
 
+def test_a_damaged_chunk_kind_is_counted_not_taken_for_padding():
+    # an empty record whose kind byte became 0 looks like padding but for its CRC
+    data = bytearray(_write_log([b""]))
+    assert read_frames(bytes(data)) == ([b""], {})
+    data[-1] = 0
+    assert read_frames(bytes(data)) == ([], {"bad_record": 1})
+    assert read_frames(HEADER + bytes(7)) == ([], {})  # real padding: nothing skipped
+
+
 def test_pieces_out_of_order_are_dropped_and_counted():
     data = HEADER + _chunk(3, b"mid") + _chunk(2, b"a") + _chunk(1, b"whole") + _chunk(4, b"z")
     assert read_frames(data) == ([b"whole"], {"bad_record": 3})
