@@ -93,24 +93,24 @@ def console_records(data: Any) -> Console | None:
     seg = _segments(data)
     if seg is None:
         return None
-    kinds, term, line_of, offsets, strings = seg
-    mine = _my_lines(kinds, term, line_of, data[-1:] == b"\n")
+    kinds, line_of = seg.kinds, seg.line_of
+    mine = _my_lines(kinds, seg.term, line_of, data[-1:] == b"\n")
     import numpy as np
 
     in_mine = mine[line_of]
     is_dict = ((kinds == _DICT) | (kinds == _BAR_DICT)) & in_mine
     if not is_dict.any():
         return None
-    others = _other_lines(data, mine)
+    others = _other_lines(data, mine, seg.newlines)
     if others is None:
         return None
     other_pairs, other_tokens = others
-    tokens = _tokens(kinds, term, offsets, strings, in_mine, other_tokens)
+    tokens = _tokens(seg, in_mine, other_tokens)
     writes = write_steps_of(*tokens)
     if writes is None:
         return None
     dict_lines = line_of[is_dict] + 1
-    got = _dicts(strings, is_dict, kinds == _BAR_DICT, dict_lines)
+    got = _dicts(seg.strings, is_dict, kinds == _BAR_DICT, dict_lines)
     if got is None:
         return None
     frame, skipped = got
@@ -124,21 +124,74 @@ def console_records(data: Any) -> Console | None:
     return Console(frame, skipped, other_pairs, quiet, len(mine))
 
 
-def _segments(data: Any) -> tuple[Any, Any, Any, Any, Any] | None:
-    """Per segment (a piece of the log ending at a ``\\r``, a ``\\n`` or the end): its
-    kind, its terminator byte (0 at the end), its line (from 0), the byte offsets
-    where the segments start (and the last ends), and the segments as an Arrow
-    ``large_string`` array, each with its terminator; None when the bytes are not
-    UTF-8.  One RE2 pass tells this module's segments (:data:`SEGMENT`); of those, a
-    dict starts with ``{``, a bar ends with ``]``, the rest are blank."""
+@dataclass
+class _Segments:
+    """The log cut into segments (see :func:`_segments`), one entry per segment.
+
+    :param kinds: int8, ``_OTHER``, ``_BLANK``, ``_BAR``, ``_DICT``, ``_BAR_DICT`` or
+        ``_ESCAPED``.
+    :param term: uint8, the terminator byte (13, 10, or 0 at the end of the log).
+    :param line_of: int64, the segment's line (from 0).
+    :param offsets: int64, where each segment starts (and the last ends), ``n + 1``.
+    :param strings: the segments as one Arrow ``large_string`` array over the log's
+        bytes, each with its terminator.
+    :param count: int64, a bar's ``n`` of ``n/total`` (-1 for other segments).
+    :param total: int64, a bar's ``total`` (-1 for other segments).
+    :param newlines: int64, the byte positions of the log's ``\\n``.
+    """
+
+    kinds: Any
+    term: Any
+    line_of: Any
+    offsets: Any
+    strings: Any
+    count: Any
+    total: Any
+    newlines: Any
+
+
+#: Bytes scanned at once for control bytes (bounds the temporaries, which then stay in
+#: the allocator's cache instead of being mapped and faulted in afresh).
+SCAN_CHUNK = 1 << 20
+
+
+def _controls(buf: Any) -> Any:
+    """The positions of the bytes below 32 (``\\r``, ``\\n``, tabs, escapes), chunk by
+    chunk."""
+    import numpy as np
+
+    out = np.empty(min(len(buf), SCAN_CHUNK), dtype=bool)
+    found = []
+    for lo in range(0, len(buf), SCAN_CHUNK):
+        part = buf[lo : lo + SCAN_CHUNK]
+        below = out[: len(part)]
+        np.less(part, 32, out=below)
+        found.append(np.flatnonzero(below) + lo)
+    return np.concatenate(found) if found else np.zeros(0, np.int64)
+
+
+def _segments(data: Any) -> _Segments | None:
+    """The log cut at every ``\\r`` and ``\\n`` (a last piece without one counts),
+    each segment's kind told as :data:`SEGMENT` and :data:`ESCAPED_BLANK` tell it, and
+    the bars' counts; None when the bytes are not UTF-8.
+
+    Most segments are told by their bytes, without a regex: blank when Arrow's
+    ``ascii_is_space`` holds (spaces only: no control byte but the terminator), a dict
+    line when it starts with ``{'`` and ends with ``}`` (and no ``%`` nor ``\u2022`` is
+    in any: else :data:`SEGMENT` tells each); only the segments ending in ``]`` go
+    through RE2 (:data:`BARE_BAR`, which also gives the counts).  A segment holding a
+    control byte (a tab, an escape) or a dict glued to a bar is told by the regexes."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     buf = np.frombuffer(data, np.uint8)
-    low = np.flatnonzero(buf < 14)  # (one comparison over the bytes, then the few)
-    sep = low[(buf[low] == 13) | (buf[low] == 10)]
-    offsets = np.concatenate([[0], sep + 1, [len(buf)]]).astype(np.int64)
+    low = _controls(buf)
+    low_byte = buf[low]
+    is_sep = (low_byte == 13) | (low_byte == 10)
+    sep = low[is_sep]
+    offsets = np.empty(len(sep) + 2, dtype=np.int64)
+    offsets[0], offsets[1:-1], offsets[-1] = 0, sep + 1, len(buf)
     if offsets[-1] == offsets[-2]:
         offsets = offsets[:-1]  # (the log ends in a separator: no empty last segment)
     n = len(offsets) - 1
@@ -149,24 +202,91 @@ def _segments(data: Any) -> tuple[Any, Any, Any, Any, Any] | None:
         strings.validate(full=True)
     except pa.ArrowInvalid:
         return None
+    starts = offsets[:-1]
     last = buf[offsets[1:] - 1]
     term = np.where((last == 13) | (last == 10), last, 0).astype(np.uint8)
-    line_of = np.concatenate([[0], np.cumsum(term[:-1] == 10)])
-    ok = pc.match_substring_regex(strings, SEGMENT).to_numpy(zero_copy_only=False)
-    escaped = np.zeros(n, dtype=bool)
-    if data.find(b"\x1b") >= 0:
-        escaped = pc.match_substring(strings, "\x1b").to_numpy(zero_copy_only=False)
-        ok &= ~escaped
-        escaped &= pc.match_substring_regex(strings, ESCAPED_BLANK).to_numpy(zero_copy_only=False)
-    first = buf[np.minimum(offsets[:-1], len(buf) - 1)]
+    line_of = np.zeros(n, dtype=np.int64)
+    np.cumsum(term[:-1] == 10, out=line_of[1:])
     content_end = offsets[1:] - 1 - (term > 0)  # (the last byte before the terminator)
-    end_byte = np.where(content_end >= offsets[:-1], buf[np.maximum(content_end, 0)], 0)
-    kinds = np.select(
-        [escaped, ~ok, first == ord("{"), end_byte == ord("]"), end_byte == ord("}")],
+    end_byte = np.where(content_end >= starts, buf[np.maximum(content_end, 0)], 0)
+    first = buf[starts]
+    second = buf[np.minimum(starts + 1, len(buf) - 1)]
+    kinds = np.full(n, _OTHER, dtype=np.int8)
+    kinds[pc.ascii_is_space(strings).to_numpy(zero_copy_only=False)] = _BLANK
+    kinds[(first == ord("{")) & (second == ord("'")) & (end_byte == ord("}"))] = _DICT
+    count = np.full(n, -1, dtype=np.int64)
+    total = np.full(n, -1, dtype=np.int64)
+    digit_or_space = ((first >= ord("0")) & (first <= ord("9"))) | (first == ord(" "))
+    bars = np.flatnonzero(digit_or_space & (end_byte == ord("]")))
+    _read_bars(strings, bars, BARE_BAR + "[\r\n]?$", _BAR, kinds, count, total)
+    glued = np.flatnonzero(digit_or_space & (end_byte == ord("}")))
+    _read_bars(strings, glued, BARE_BAR + _DICT_LINE + "[\r\n]?$", _BAR_DICT, kinds, count, total)
+    if not _check_dicts(strings, kinds):
+        _tell_by_regex(strings, np.flatnonzero(kinds == _DICT), first, end_byte, kinds)
+    odd = np.unique(np.searchsorted(offsets, low[~is_sep], side="right") - 1)
+    if len(odd):
+        count[odd] = total[odd] = -1
+        _tell_by_regex(strings, odd, first, end_byte, kinds)
+        _read_bars(strings, odd[kinds[odd] == _BAR], BARE_BAR, _BAR, kinds, count, total)
+        _read_bars(strings, odd[kinds[odd] == _BAR_DICT], BARE_BAR, _BAR_DICT, kinds, count, total)
+    newlines = sep[buf[sep] == 10]
+    return _Segments(kinds, term, line_of, offsets, strings, count, total, newlines)
+
+
+def _read_bars(
+    strings: Any, rows: Any, pattern: str, kind: int, kinds: Any, count: Any, total: Any
+) -> None:
+    """Segments ``rows`` that match ``pattern`` (which captures ``n`` and ``total``)
+    made ``kind``, their counts and totals filled in; the others made ``_OTHER``."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not len(rows):
+        return
+    got = pc.extract_regex(strings.take(pa.array(rows)), pattern)
+    ok = got.is_valid().to_numpy(zero_copy_only=False)
+    kinds[rows] = np.where(ok, kind, _OTHER)
+    hit = rows[ok]
+    got = got.filter(pa.array(ok))
+    count[hit] = pc.cast(got.field("n"), pa.int64()).to_numpy(zero_copy_only=False)
+    total[hit] = pc.cast(got.field("total"), pa.int64()).to_numpy(zero_copy_only=False)
+
+
+def _check_dicts(strings: Any, kinds: Any) -> bool:
+    """Whether no segment taken for a dict line by its first and last bytes holds a
+    ``%`` or a ``\u2022`` (then each is one: :data:`_DICT_LINE` refuses only those)."""
+    import numpy as np
+    import pyarrow as pa
+
+    dicts = np.flatnonzero(kinds == _DICT)
+    if not len(dicts):
+        return True
+    held = strings.take(pa.array(dicts)).buffers()[2].to_pybytes()
+    return held.find(b"%") < 0 and held.find("\u2022".encode()) < 0
+
+
+def _tell_by_regex(strings: Any, rows: Any, first: Any, end_byte: Any, kinds: Any) -> None:
+    """The kinds of segments ``rows`` as the regexes tell them: one holding an escape is
+    ``_ESCAPED`` when :data:`ESCAPED_BLANK` matches it, else ``_OTHER``; the others by
+    :data:`SEGMENT`, then their first and last bytes."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not len(rows):
+        return
+    some = strings.take(pa.array(rows))
+    ok = pc.match_substring_regex(some, SEGMENT).to_numpy(zero_copy_only=False)
+    escaped = pc.match_substring(some, "\x1b").to_numpy(zero_copy_only=False)
+    ok &= ~escaped
+    escaped &= pc.match_substring_regex(some, ESCAPED_BLANK).to_numpy(zero_copy_only=False)
+    f, e = first[rows], end_byte[rows]
+    kinds[rows] = np.select(
+        [escaped, ~ok, f == ord("{"), e == ord("]"), e == ord("}")],
         [_ESCAPED, _OTHER, _DICT, _BAR, _BAR_DICT],
         _BLANK,
-    ).astype(np.int8)
-    return kinds, term, line_of, offsets, strings
+    )
 
 
 def _my_lines(kinds: Any, term: Any, line_of: Any, ends_cleanly: bool) -> Any:
@@ -190,7 +310,7 @@ def _my_lines(kinds: Any, term: Any, line_of: Any, ends_cleanly: bool) -> Any:
 
 
 def _other_lines(
-    data: Any, mine: Any
+    data: Any, mine: Any, ends: Any
 ) -> tuple[list[tuple[int, str]], tuple[list[int], list[int], list[int]]] | None:
     """The line parser's lines, ANSI codes off and joined into records as
     :func:`~dflash_diag.logs.grammar.logical_lines` joins them, and their clears and bars
@@ -200,7 +320,6 @@ def _other_lines(
     record would join one of this module's lines with another."""
     import numpy as np
 
-    ends = np.flatnonzero(np.frombuffer(data, np.uint8) == 10)
     starts = np.concatenate([[0], ends + 1])
 
     def text_of(i: int) -> str | None:
@@ -290,33 +409,22 @@ def _mine_apart(data: Any, mine: Any, starts: Any, ends: Any, text_of: Any) -> b
 
 
 def _tokens(
-    kinds: Any,
-    term: Any,
-    offsets: Any,
-    strings: Any,
-    in_mine: Any,
-    other: tuple[list[int], list[int], list[int]],
+    seg: _Segments, in_mine: Any, other: tuple[list[int], list[int], list[int]]
 ) -> tuple[Any, Any, Any]:
     """Every clear and bar of the log in byte order: position, count (-1: a clear),
     total.  A clear is a blank segment of spaces with ``\\r`` on both sides.  (A
     segment holds one token at most, so this module's are in order already; the few of
     the other lines are put in among them.)"""
     import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
-    starts, length = offsets[:-1], np.diff(offsets)
+    kinds, term = seg.kinds, seg.term
+    starts, length = seg.offsets[:-1], np.diff(seg.offsets)
     prev_cr = np.r_[False, term[:-1] == 13]
     clear = in_mine & (kinds == _BLANK) & prev_cr & (term == 13) & (length > 1)
     bar = in_mine & ((kinds == _BAR) | (kinds == _BAR_DICT))
-    got = pc.extract_regex(strings.filter(pa.array(bar)), BARE_BAR)
     index = np.flatnonzero(clear | bar)
-    count = np.full(len(index), -1, dtype=np.int64)
-    total = np.full(len(index), -1, dtype=np.int64)
-    is_bar = bar[index]
-    count[is_bar] = pc.cast(got.field("n"), pa.int64()).to_numpy(zero_copy_only=False)
-    total[is_bar] = pc.cast(got.field("total"), pa.int64()).to_numpy(zero_copy_only=False)
-    pos = starts[index] - 1 + is_bar  # (a clear from its \\r, a bar from its first byte)
+    count, total = seg.count[index], seg.total[index]
+    pos = starts[index] - 1 + bar[index]  # (a clear from its \\r, a bar from its first byte)
     if not other[0]:
         return pos, count, total
     at = np.searchsorted(pos, np.asarray(other[0], np.int64))
