@@ -31,13 +31,13 @@ UTF-8, or a dict Arrow does not read as the dict regex would.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from ..grammar import continues, is_rich_bytes, logical_lines
 from ..io import strip_ansi
-from . import jsonlines
-from .leftover import Leftover
+from . import jsonlines, quoted
 
 _NOT = "\r\n\u2022"  # (no segment of this module's holds a rich bar's bullet)
 #: tqdm's bar with no postfix, spaces before it.
@@ -93,10 +93,19 @@ def console_records(data: Any) -> Console | None:
     seg = _segments(data)
     if seg is None:
         return None
-    kinds, line_of = seg.kinds, seg.line_of
-    mine = _my_lines(kinds, seg.term, line_of, data[-1:] == b"\n")
+    try:
+        return _console(data, seg)
+    except _Retell:
+        seg.retell_dicts()
+        return _console(data, seg)
+
+
+def _console(data: Any, seg: _Segments) -> Console | None:
+    """:func:`console_records` once the log is cut into segments."""
     import numpy as np
 
+    kinds, line_of = seg.kinds, seg.line_of
+    mine = _my_lines(kinds, seg.term, line_of, data[-1:] == b"\n")
     in_mine = mine[line_of]
     is_dict = ((kinds == _DICT) | (kinds == _BAR_DICT)) & in_mine
     if not is_dict.any():
@@ -110,7 +119,7 @@ def console_records(data: Any) -> Console | None:
     if writes is None:
         return None
     dict_lines = line_of[is_dict] + 1
-    got = _dicts(seg.strings, is_dict, kinds == _BAR_DICT, dict_lines)
+    got = _dicts(data, seg, is_dict, dict_lines)
     if got is None:
         return None
     frame, skipped = got
@@ -126,18 +135,24 @@ def console_records(data: Any) -> Console | None:
 
 @dataclass
 class _Segments:
-    """The log cut into segments (see :func:`_segments`), one entry per segment.
+    """The log cut into segments (see :func:`_segments`), one entry per segment but
+    where said.  Positions are int32 for a log under 2 GiB, else int64.
 
     :param kinds: int8, ``_OTHER``, ``_BLANK``, ``_BAR``, ``_DICT``, ``_BAR_DICT`` or
         ``_ESCAPED``.
     :param term: uint8, the terminator byte (13, 10, or 0 at the end of the log).
-    :param line_of: int64, the segment's line (from 0).
-    :param offsets: int64, where each segment starts (and the last ends), ``n + 1``.
-    :param strings: the segments as one Arrow ``large_string`` array over the log's
-        bytes, each with its terminator.
-    :param count: int64, a bar's ``n`` of ``n/total`` (-1 for other segments).
-    :param total: int64, a bar's ``total`` (-1 for other segments).
-    :param newlines: int64, the byte positions of the log's ``\\n``.
+    :param line_of: the segment's line (from 0).
+    :param offsets: where each segment starts (and the last ends), ``n + 1``.
+    :param strings: the segments as one Arrow string array over the log's bytes, each
+        with its terminator.
+    :param bars: the segments that are bars (``_BAR``, ``_BAR_DICT``), ascending, and
+        per bar its ``n`` and ``total`` of ``n/total`` (int64).
+    :param newlines: the byte positions of the log's ``\\n``.
+    :param odd: the segments holding a control byte (a tab, an escape), ascending.
+    :param first: uint8, the segment's first byte.
+    :param end_byte: uint8, its last byte before the terminator (0 when it has none).
+    :param by_bytes: whether the ``_DICT`` segments were told by their bytes only (see
+        :func:`_segments`), not yet by :data:`SEGMENT`.
     """
 
     kinds: Any
@@ -145,29 +160,44 @@ class _Segments:
     line_of: Any
     offsets: Any
     strings: Any
-    count: Any
-    total: Any
+    bars: tuple[Any, Any, Any]
     newlines: Any
+    odd: Any
+    first: Any
+    end_byte: Any
+    by_bytes: bool = True
+
+    def retell_dicts(self) -> None:
+        """Tell the ``_DICT`` segments by :data:`SEGMENT` (one holds a ``%``)."""
+        import numpy as np
+
+        rows = np.flatnonzero(self.kinds == _DICT)
+        _tell_by_regex(self.strings, rows, self.first, self.end_byte, self.kinds)
+        self.by_bytes = False
 
 
 #: Bytes scanned at once for control bytes (bounds the temporaries, which then stay in
 #: the allocator's cache instead of being mapped and faulted in afresh).
 SCAN_CHUNK = 1 << 20
+#: Bars read by RE2 at once (their copy bounded likewise).
+BAR_CHUNK = 1 << 16
 
 
-def _controls(buf: Any) -> Any:
+def _controls(buf: Any, dtype: Any) -> Any:
     """The positions of the bytes below 32 (``\\r``, ``\\n``, tabs, escapes), chunk by
-    chunk."""
+    chunk, as ``dtype``."""
     import numpy as np
 
     out = np.empty(min(len(buf), SCAN_CHUNK), dtype=bool)
-    found = []
+    found = [np.zeros(0, dtype)]
     for lo in range(0, len(buf), SCAN_CHUNK):
         part = buf[lo : lo + SCAN_CHUNK]
         below = out[: len(part)]
         np.less(part, 32, out=below)
-        found.append(np.flatnonzero(below) + lo)
-    return np.concatenate(found) if found else np.zeros(0, np.int64)
+        at = np.flatnonzero(below).astype(dtype)
+        at += lo
+        found.append(at)
+    return np.concatenate(found)
 
 
 def _segments(data: Any) -> _Segments | None:
@@ -177,93 +207,144 @@ def _segments(data: Any) -> _Segments | None:
 
     Most segments are told by their bytes, without a regex: blank when Arrow's
     ``ascii_is_space`` holds (spaces only: no control byte but the terminator), a dict
-    line when it starts with ``{'`` and ends with ``}`` (and no ``%`` nor ``\u2022`` is
-    in any: else :data:`SEGMENT` tells each); only the segments ending in ``]`` go
-    through RE2 (:data:`BARE_BAR`, which also gives the counts).  A segment holding a
-    control byte (a tab, an escape) or a dict glued to a bar is told by the regexes."""
+    line when it starts with ``{'`` and ends with ``}`` (and no ``%`` nor bullet is in
+    any: else :data:`SEGMENT` tells each); only the segments ending in ``]`` go through
+    RE2 (:data:`BARE_BAR`, which also gives the counts).  A segment holding a control
+    byte (a tab, an escape) or a dict glued to a bar is told by the regexes."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     buf = np.frombuffer(data, np.uint8)
-    low = _controls(buf)
+    small = len(buf) < 2**31 - 1
+    ix = np.int32 if small else np.int64
+    low = _controls(buf, ix)
     low_byte = buf[low]
     is_sep = (low_byte == 13) | (low_byte == 10)
     sep = low[is_sep]
-    offsets = np.empty(len(sep) + 2, dtype=np.int64)
-    offsets[0], offsets[1:-1], offsets[-1] = 0, sep + 1, len(buf)
+    offsets = np.empty(len(sep) + 2, dtype=ix)
+    offsets[0], offsets[1:-1], offsets[-1] = 0, sep, len(buf)
+    offsets[1:-1] += 1
     if offsets[-1] == offsets[-2]:
         offsets = offsets[:-1]  # (the log ends in a separator: no empty last segment)
     n = len(offsets) - 1
     strings = pa.Array.from_buffers(
-        pa.large_utf8(), n, [None, pa.py_buffer(offsets), pa.py_buffer(buf)]
+        pa.utf8() if small else pa.large_utf8(),
+        n,
+        [None, pa.py_buffer(offsets), pa.py_buffer(buf)],
     )
     try:
         strings.validate(full=True)
     except pa.ArrowInvalid:
         return None
-    starts = offsets[:-1]
-    last = buf[offsets[1:] - 1]
+    starts, ends = offsets[:-1], offsets[1:]
+    last = buf[ends - 1]
     term = np.where((last == 13) | (last == 10), last, 0).astype(np.uint8)
-    line_of = np.zeros(n, dtype=np.int64)
+    line_of = np.zeros(n, dtype=ix)
     np.cumsum(term[:-1] == 10, out=line_of[1:])
-    content_end = offsets[1:] - 1 - (term > 0)  # (the last byte before the terminator)
-    end_byte = np.where(content_end >= starts, buf[np.maximum(content_end, 0)], 0)
-    first = buf[starts]
-    second = buf[np.minimum(starts + 1, len(buf) - 1)]
-    kinds = np.full(n, _OTHER, dtype=np.int8)
-    kinds[pc.ascii_is_space(strings).to_numpy(zero_copy_only=False)] = _BLANK
-    kinds[(first == ord("{")) & (second == ord("'")) & (end_byte == ord("}"))] = _DICT
-    count = np.full(n, -1, dtype=np.int64)
-    total = np.full(n, -1, dtype=np.int64)
+    kinds, first, end_byte = _kinds_by_bytes(buf, strings, starts, ends, term)
+    bars = _BarCounts()
     digit_or_space = ((first >= ord("0")) & (first <= ord("9"))) | (first == ord(" "))
-    bars = np.flatnonzero(digit_or_space & (end_byte == ord("]")))
-    _read_bars(strings, bars, BARE_BAR + "[\r\n]?$", _BAR, kinds, count, total)
-    glued = np.flatnonzero(digit_or_space & (end_byte == ord("}")))
-    _read_bars(strings, glued, BARE_BAR + _DICT_LINE + "[\r\n]?$", _BAR_DICT, kinds, count, total)
-    if not _check_dicts(strings, kinds):
-        _tell_by_regex(strings, np.flatnonzero(kinds == _DICT), first, end_byte, kinds)
+    rows = np.flatnonzero(digit_or_space & (end_byte == ord("]")))
+    bars.read(strings, rows, BARE_BAR + "[\r\n]?$", _BAR, kinds)
+    rows = np.flatnonzero(digit_or_space & (end_byte == ord("}")))
+    bars.read(strings, rows, BARE_BAR + _DICT_LINE + "[\r\n]?$", _BAR_DICT, kinds)
     odd = np.unique(np.searchsorted(offsets, low[~is_sep], side="right") - 1)
     if len(odd):
-        count[odd] = total[odd] = -1
+        bars.drop(odd)
         _tell_by_regex(strings, odd, first, end_byte, kinds)
-        _read_bars(strings, odd[kinds[odd] == _BAR], BARE_BAR, _BAR, kinds, count, total)
-        _read_bars(strings, odd[kinds[odd] == _BAR_DICT], BARE_BAR, _BAR_DICT, kinds, count, total)
+        bars.read(strings, odd[kinds[odd] == _BAR], BARE_BAR, _BAR, kinds)
+        bars.read(strings, odd[kinds[odd] == _BAR_DICT], BARE_BAR, _BAR_DICT, kinds)
     newlines = sep[buf[sep] == 10]
-    return _Segments(kinds, term, line_of, offsets, strings, count, total, newlines)
+    return _Segments(kinds, term, line_of, offsets, strings, bars.done(), newlines, odd, first, end_byte)
 
 
-def _read_bars(
-    strings: Any, rows: Any, pattern: str, kind: int, kinds: Any, count: Any, total: Any
-) -> None:
-    """Segments ``rows`` that match ``pattern`` (which captures ``n`` and ``total``)
-    made ``kind``, their counts and totals filled in; the others made ``_OTHER``."""
+def _kinds_by_bytes(buf: Any, strings: Any, starts: Any, ends: Any, term: Any) -> Any:
+    """Per segment its kind as far as its bytes tell it (``_BLANK``: only spaces before
+    its terminator; ``_DICT``: ``{'`` first, ``}`` last; else ``_OTHER``), its first
+    byte and its last before the terminator (0 when it has none)."""
     import numpy as np
-    import pyarrow as pa
     import pyarrow.compute as pc
 
-    if not len(rows):
-        return
-    got = pc.extract_regex(strings.take(pa.array(rows)), pattern)
-    ok = got.is_valid().to_numpy(zero_copy_only=False)
-    kinds[rows] = np.where(ok, kind, _OTHER)
-    hit = rows[ok]
-    got = got.filter(pa.array(ok))
-    count[hit] = pc.cast(got.field("n"), pa.int64()).to_numpy(zero_copy_only=False)
-    total[hit] = pc.cast(got.field("total"), pa.int64()).to_numpy(zero_copy_only=False)
+    first = buf[starts]
+    content_end = ends - 1
+    content_end -= term > 0  # (the last byte before the terminator)
+    has_content = content_end >= starts
+    np.maximum(content_end, 0, out=content_end)
+    end_byte = buf[content_end]
+    end_byte[~has_content] = 0
+    del content_end
+    second_at = starts + 1
+    np.minimum(second_at, len(buf) - 1, out=second_at)
+    second = buf[second_at]
+    del second_at
+    kinds = np.full(len(starts), _OTHER, dtype=np.int8)
+    kinds[pc.ascii_is_space(strings).to_numpy(zero_copy_only=False)] = _BLANK
+    kinds[(first == ord("{")) & (second == ord("'")) & (end_byte == ord("}"))] = _DICT
+    return kinds, first, end_byte
 
 
-def _check_dicts(strings: Any, kinds: Any) -> bool:
-    """Whether no segment taken for a dict line by its first and last bytes holds a
-    ``%`` or a ``\u2022`` (then each is one: :data:`_DICT_LINE` refuses only those)."""
+class _BarCounts:
+    """The bars found, segment by segment: their rows, counts and totals, gathered in
+    pieces and put in row order at the end."""
+
+    def __init__(self) -> None:
+        self.rows: list[Any] = []
+        self.counts: list[Any] = []
+        self.totals: list[Any] = []
+
+    def read(self, strings: Any, rows: Any, pattern: str, kind: int, kinds: Any) -> None:
+        """Segments ``rows`` that match ``pattern`` (which captures ``n`` and ``total``)
+        made ``kind``, their counts and totals kept; the others made ``_OTHER``."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        for lo in range(0, len(rows), BAR_CHUNK):  # (small copies, reused memory)
+            part = rows[lo : lo + BAR_CHUNK]
+            got = pc.extract_regex(strings.take(pa.array(part)), pattern)
+            ok = got.is_valid().to_numpy(zero_copy_only=False)
+            kinds[part] = np.where(ok, kind, _OTHER)
+            got = got.filter(pa.array(ok))
+            self.rows.append(part[ok])
+            for into, field in ((self.counts, "n"), (self.totals, "total")):
+                into.append(pc.cast(got.field(field), pa.int64()).to_numpy(zero_copy_only=False))
+
+    def drop(self, rows: Any) -> None:
+        """Forget what was read of segments ``rows`` (to be read again)."""
+        import numpy as np
+
+        for k, have in enumerate(self.rows):
+            keep = ~np.isin(have, rows)
+            self.rows[k], self.counts[k] = have[keep], self.counts[k][keep]
+            self.totals[k] = self.totals[k][keep]
+
+    def done(self) -> tuple[Any, Any, Any]:
+        """Rows (ascending), counts and totals of every bar read."""
+        import numpy as np
+
+        rows = np.concatenate([np.zeros(0, np.int64), *self.rows])
+        order = np.argsort(rows, kind="stable")
+        counts = np.concatenate([np.zeros(0, np.int64), *self.counts])
+        totals = np.concatenate([np.zeros(0, np.int64), *self.totals])
+        return rows[order], counts[order], totals[order]
+
+
+def _offsets(text: Any) -> Any:
+    """An Arrow string array's offsets (numpy, ``len + 1``)."""
     import numpy as np
     import pyarrow as pa
 
-    dicts = np.flatnonzero(kinds == _DICT)
-    if not len(dicts):
-        return True
-    held = strings.take(pa.array(dicts)).buffers()[2].to_pybytes()
-    return held.find(b"%") < 0 and held.find("\u2022".encode()) < 0
+    wide = pa.types.is_large_string(text.type) or pa.types.is_large_binary(text.type)
+    dtype = np.int64 if wide else np.int32
+    return np.frombuffer(text.buffers()[1], dtype, len(text) + 1, text.offset * (8 if wide else 4))
+
+
+def _text_bytes(text: Any) -> Any:
+    """The bytes of an Arrow string array's elements, one after another (an Arrow
+    buffer, not copied)."""
+    at = _offsets(text)
+    return text.buffers()[2].slice(int(at[0]), int(at[-1] - at[0]))
 
 
 def _tell_by_regex(strings: Any, rows: Any, first: Any, end_byte: Any, kinds: Any) -> None:
@@ -298,8 +379,10 @@ def _my_lines(kinds: Any, term: Any, line_of: Any, ends_cleanly: bool) -> Any:
     n_lines = int(line_of[-1]) + 1
     ok = (kinds == _BLANK) | (kinds == _BAR) | (kinds == _ESCAPED)
     ok |= ((kinds == _DICT) | (kinds == _BAR_DICT)) & (term == 10)
-    bad = np.bincount(line_of, weights=~ok, minlength=n_lines) > 0
-    cr = np.bincount(line_of, weights=term == 13, minlength=n_lines) > 0
+    bad = np.zeros(n_lines, dtype=bool)
+    bad[line_of[~ok]] = True
+    cr = np.zeros(n_lines, dtype=bool)
+    cr[line_of[term == 13]] = True
     first = np.flatnonzero(np.r_[True, line_of[1:] != line_of[:-1]])
     lone_dict = kinds[first] == _DICT  # (a line of one segment: its first is its only)
     lone_dict &= np.bincount(line_of, minlength=n_lines) == 1
@@ -423,8 +506,13 @@ def _tokens(
     clear = in_mine & (kinds == _BLANK) & prev_cr & (term == 13) & (length > 1)
     bar = in_mine & ((kinds == _BAR) | (kinds == _BAR_DICT))
     index = np.flatnonzero(clear | bar)
-    count, total = seg.count[index], seg.total[index]
-    pos = starts[index] - 1 + bar[index]  # (a clear from its \\r, a bar from its first byte)
+    is_bar = bar[index]
+    rows, counts, totals = seg.bars
+    at = np.searchsorted(rows, index[is_bar])
+    count = np.full(len(index), -1, dtype=np.int64)
+    total = np.full(len(index), -1, dtype=np.int64)
+    count[is_bar], total[is_bar] = counts[at], totals[at]
+    pos = starts[index].astype(np.int64) - 1 + is_bar  # (a clear from its \\r, a bar from its first byte)
     if not other[0]:
         return pos, count, total
     at = np.searchsorted(pos, np.asarray(other[0], np.int64))
@@ -453,35 +541,74 @@ def write_steps_of(pos: Any, count: Any, total: Any) -> Any:
     return count[train[last_clear[train] > before]]
 
 
-def _dicts(strings: Any, is_dict: Any, glued: Any, lines: Any) -> tuple[Any, dict[str, int]] | None:
-    """The dict lines (each with its newline; ``glued``: after the bar it is glued to)
-    read by Arrow, ``line`` their line in the log; None where the dict regex could read
-    otherwise."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
+class _Retell(Exception):
+    """A dict line taken by its bytes holds a ``%`` or a bullet: :data:`SEGMENT` must
+    tell each (:func:`console_records` reads the log again after)."""
 
-    kept = strings.filter(pa.array(is_dict)).cast(pa.large_binary())
-    data = Leftover(lines, kept).data()
-    after_bar = glued[is_dict]
-    if after_bar.any():  # (a few: one a stdout lump) the bars before them taken off
-        rows = np.flatnonzero(after_bar)
-        starts = np.frombuffer(kept.buffers()[1], np.int64, len(kept) + 1, 8 * kept.offset)
-        starts = starts[rows] - starts[0]
-        bar_ends = pc.find_substring(kept.take(pa.array(rows)), "]").to_numpy() + 1
-        pieces, at = [], 0
-        for lo, n in zip(starts.tolist(), bar_ends.tolist(), strict=True):
-            pieces.append(data[at:lo])
-            at = lo + n
-        data = b"".join([*pieces, data[at:]])
-    if data.find(b'"') >= 0:
+
+def _dicts(log: Any, seg: _Segments, is_dict: Any, lines: Any) -> tuple[Any, dict[str, int]] | None:
+    """The dict lines (each with its newline; a dict glued to a bar without the bar)
+    read by Arrow, ``line`` their line in the log; None where the dict regex could read
+    otherwise.  Dicts of quoted strings are cut at their quotes
+    (:func:`~.quoted.quoted_columns`; what the dict lines must not hold is looked for in
+    their cells' distinct strings), others read as JSON once every ``'`` is a ``"``.
+
+    :raises _Retell: a dict line holds a ``%`` or a bullet and the dict lines were told
+        by their bytes."""
+    import numpy as np
+
+    rows = np.flatnonzero(is_dict)
+    data = _dict_bytes(seg, rows)
+    if log.find(b'"') >= 0 and _QUOTE.search(memoryview(data)):
         return None
-    got = jsonlines.json_records(data.replace(b"'", b'"'), dicts=True)
+    got = None
+    if not np.isin(rows, seg.odd).any():  # (no tab, no escape: as JSON would read them)
+        cut = quoted.quoted_columns(data)
+        if cut is not None and seg.by_bytes and ("%" in cut.cells or "\u2022" in cut.cells):
+            raise _Retell
+        if cut is not None and not any(w in cut.cells for w in ("\\", "Warning:", "warnings.warn(")):
+            got = jsonlines.column_records(cut.columns, cut.n_lines, dicts=True)
+            if got is None:
+                return None
+    if got is None:
+        view = memoryview(data)
+        if seg.by_bytes and (_PERCENT.search(view) or _BULLET.search(view)):
+            raise _Retell
+        got = jsonlines.json_records(bytes(view).replace(b"'", b'"'), dicts=True)
     if got is None:
         return None
     frame, skipped = got
     frame["line"] = lines[frame["line"].to_numpy() - 1]
     return frame, skipped
+
+
+def _dict_bytes(seg: _Segments, rows: Any) -> Any:
+    """The dict lines of segments ``rows``, one after another, a bar a dict is glued to
+    taken off (bytes, or an Arrow buffer)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kept = seg.strings.take(pa.array(rows))
+    glued = seg.kinds[rows] == _BAR_DICT
+    if not glued.any():
+        return _text_bytes(kept)
+    data = _text_bytes(kept).to_pybytes()  # (a few glued, one a stdout lump: bars off)
+    at = _offsets(kept)
+    which = np.flatnonzero(glued)
+    starts = at[which] - at[0]
+    bar_ends = pc.find_substring(kept.take(pa.array(which)), "]").to_numpy() + 1
+    pieces, lo = [], 0
+    for start, n in zip(starts.tolist(), bar_ends.tolist(), strict=True):
+        pieces.append(data[lo:start])
+        lo = start + n
+    return b"".join([*pieces, data[lo:]])
+
+
+#: What the dict lines are searched for (in Arrow's buffer: ``re`` reads any buffer).
+_QUOTE = re.compile(b'"')
+_PERCENT = re.compile(b"%")
+_BULLET = re.compile("\u2022".encode())
 
 
 def _date(frame: Any, dict_lines: Any, writes: Any, skipped: dict[str, int]) -> None:

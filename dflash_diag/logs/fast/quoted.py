@@ -1,0 +1,225 @@
+"""The HF Trainer's dict lines whose keys and values are all quoted, cut at the quotes.
+
+A Trainer prints each log as the repr of a dict of strings: ``{'loss': '2.637',
+'grad_norm': '0.9601', 'learning_rate': '3e-07', 'epoch': '3e-06'}``.  Read as JSON
+(:func:`~dflash_diag.logs.fast.jsonlines.json_records`) such a line costs a copy of the
+log with every ``'`` made a ``"``, the guards against what JSON could read otherwise,
+and Arrow's JSON parse.  Cut at its ``'`` by Arrow's CSV reader (``'`` the delimiter,
+no quoting, no escapes) a line of ``m`` keys is ``4m + 1`` cells: ``{``, then per key
+its name, ``: ``, its value and ``, `` (``}`` after the last value).  A line cut so
+holds exactly the strings the JSON reader reads from it, when no cell holds a
+backslash (an escape in JSON) or a control byte (refused in JSON strings): the callers
+check those of the whole text first.
+
+Lines of another number of keys than the first line's (an evaluation dict, the run's
+summary) are handed back by the CSV reader one by one and cut in Python; a line of any
+other shape (a value not quoted, a nested dict, a duplicate key, other spacing) makes
+:func:`quoted_columns` return None and the JSON reader reads the text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+#: Lines of another number of keys than the first line's cut in Python, at most (more:
+#: the JSON reader reads the text).
+MAX_ODD_LINES = 10_000
+
+_NEWLINE = re.compile(b"\n")
+
+
+@dataclass
+class Cut:
+    """What :func:`quoted_columns` read.
+
+    :param columns: per key, in the order the keys first appear, ``(key, values,
+        present)``: the values as a dictionary-encoded Arrow string array over every
+        line (null where the line has no such key), ``present`` a numpy bool array.
+    :param n_lines: the lines read.
+    :param cells: every distinct cell (keys, values, separators), ``\\n``-joined: what
+        a line holds, to be searched at once.
+    """
+
+    columns: list[tuple[str, Any, Any]]
+    n_lines: int
+    cells: str
+
+
+def quoted_columns(data: Any) -> Cut | None:
+    """The dict lines' columns, or None when a line is not a dict of quoted strings
+    (see the module docstring).  ``data``: the dict lines (bytes or an Arrow buffer),
+    each ending in ``\\n``, none holding a control byte; the caller searches
+    :attr:`Cut.cells` for what JSON would read otherwise (a ``\\\\``)."""
+    import numpy as np
+
+    end = _NEWLINE.search(data)
+    if end is None:
+        return None
+    first = bytes(data[: end.start()]).decode("utf-8", errors="replace")
+    n_cells = first.count("'") + 1
+    if n_cells % 4 != 1 or n_cells < 5:
+        return None
+    got = _split(data, n_cells)
+    if got is None:
+        return None
+    table, odd = got
+    n_lines = table.num_rows + len(odd)
+    main = np.ones(n_lines, dtype=bool)
+    main[[no - 1 for no, _ in odd]] = False
+    rows = np.flatnonzero(main)  # (the table's rows, as lines from 0)
+    layouts = _layouts(table, n_cells // 4)
+    if layouts is None:
+        return None
+    slots: dict[str, list[tuple[Any, Any, list[str]]]] = {}  # key -> (lines, codes, words)
+    order: list[tuple[int, str]] = []  # (first line, key)
+    for j in range(n_cells // 4):
+        words = _dictionary(table.column(4 * j + 3))
+        codes = _indices(table.column(4 * j + 3))
+        for keys, which in layouts:
+            slots.setdefault(keys[j], []).append((rows[which], codes[which], words))
+            order.append((int(rows[which[0]]), keys[j]))
+    for no, text in odd:
+        pairs = _cut(text)
+        if pairs is None:
+            return None
+        for key, value in pairs:
+            slots.setdefault(key, []).append((np.array([no - 1]), np.zeros(1, np.int32), [value]))
+            order.append((no - 1, key))
+    cells = [w for i in range(n_cells) for w in _dictionary(table.column(i))]
+    cells += [text for _, text in odd]
+    return Cut(_assemble(slots, order, n_lines), n_lines, "\n".join(cells))
+
+
+def _split(data: Any, n_cells: int) -> tuple[Any, list[tuple[int, str]]] | None:
+    """The lines of ``n_cells`` cells as a table (names ``f0``..., every column
+    dictionary-encoded, its chunks sharing one dictionary), and ``(line number, text)`` of the
+    others; None when Arrow refuses the text or too many lines are others."""
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    odd: list[tuple[int, str]] = []
+
+    def other(row: Any) -> str:
+        if row.number is None or len(odd) >= MAX_ODD_LINES:
+            return "error"
+        odd.append((row.number, row.text))
+        return "skip"
+
+    as_dict = pa.dictionary(pa.int32(), pa.string())
+    types = {f"f{i}": as_dict for i in range(n_cells)}
+    try:
+        table = pcsv.read_csv(
+            pa.py_buffer(data),
+            read_options=pcsv.ReadOptions(autogenerate_column_names=True, use_threads=False),
+            parse_options=pcsv.ParseOptions(
+                delimiter="'",
+                quote_char=False,
+                escape_char=False,
+                ignore_empty_lines=False,
+                invalid_row_handler=other,
+            ),
+            convert_options=pcsv.ConvertOptions(
+                column_types=types,
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
+                check_utf8=False,
+            ),
+        )
+    except pa.ArrowException:
+        return None
+    return table.unify_dictionaries(), odd
+
+
+def _layouts(table: Any, n_keys: int) -> list[tuple[tuple[str, ...], Any]] | None:
+    """Per set of keys the table's lines hold, in the order of their first line: the
+    keys and the lines (table rows, ascending); None when a separator cell is not
+    ``{``, ``: ``, ``, `` or ``}`` where it must be, or a line repeats a key."""
+    import numpy as np
+
+    seps = {0: "{", 4 * n_keys: "}"}
+    for j in range(n_keys):
+        seps[4 * j + 2] = ": "
+        if j + 1 < n_keys:
+            seps[4 * j + 4] = ", "
+    for i, want in seps.items():
+        if _dictionary(table.column(i)) != [want]:
+            return None
+    key_cols = [table.column(4 * j + 1) for j in range(n_keys)]
+    names = [_dictionary(c) for c in key_cols]
+    if all(len(n) == 1 for n in names):
+        keys = tuple(n[0] for n in names)
+        return [(keys, np.arange(table.num_rows))] if len(set(keys)) == n_keys else None
+    codes = np.column_stack([_indices(c) for c in key_cols])
+    _, first, which = np.unique(codes, axis=0, return_index=True, return_inverse=True)
+    which = which.reshape(-1)
+    out = []
+    for u in np.argsort(first, kind="stable"):
+        keys = tuple(names[j][codes[first[u], j]] for j in range(n_keys))
+        if len(set(keys)) != n_keys:
+            return None
+        out.append((keys, np.flatnonzero(which == u)))
+    return out
+
+
+def _dictionary(col: Any) -> list[str]:
+    """The distinct strings of a dictionary-encoded column whose chunks share one
+    dictionary (:meth:`pyarrow.Table.unify_dictionaries`)."""
+    if col.num_chunks == 0:
+        return []
+    return col.chunk(0).dictionary.to_pylist()
+
+
+def _indices(col: Any) -> Any:
+    """A dictionary-encoded column's indices as one int32 numpy array."""
+    import numpy as np
+
+    return np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in col.chunks])
+
+
+def _cut(text: str) -> list[tuple[str, str]] | None:
+    """``(key, value)`` of one line cut at its quotes, or None when it is not a dict of
+    quoted strings or repeats a key."""
+    cells = text.removesuffix("\n").split("'")
+    m = (len(cells) - 1) // 4
+    if len(cells) != 4 * m + 1 or m == 0 or cells[0] != "{" or cells[-1] != "}":
+        return None
+    if any(cells[4 * j + 2] != ": " for j in range(m)):
+        return None
+    if any(cells[4 * j + 4] != ", " for j in range(m - 1)):
+        return None
+    pairs = [(cells[4 * j + 1], cells[4 * j + 3]) for j in range(m)]
+    return pairs if len({k for k, _ in pairs}) == m else None
+
+
+def _assemble(
+    slots: dict[str, list[tuple[Any, Any, list[str]]]],
+    order: list[tuple[int, str]],
+    n_lines: int,
+) -> list[tuple[str, Any, Any]]:
+    """The columns of :func:`quoted_columns`, each a dictionary-encoded Arrow array
+    (each distinct value once: :func:`~.jsonlines.column_records` reads each once)."""
+    import numpy as np
+    import pyarrow as pa
+
+    seen: set[str] = set()
+    out = []
+    for _, key in sorted(order, key=lambda x: x[0]):
+        if key in seen:
+            continue
+        seen.add(key)
+        where = np.full(n_lines, -1, dtype=np.int32)
+        words: list[str] = []
+        base: dict[int, int] = {}  # (a column's dictionary once, for all its layouts)
+        for lines, codes, some in slots[key]:
+            if id(some) not in base:
+                base[id(some)] = len(words)
+                words.extend(some)
+            where[lines] = codes + base[id(some)]
+        present = where >= 0
+        values = pa.DictionaryArray.from_arrays(
+            pa.array(where, mask=~present), pa.array(words, pa.string())
+        )
+        out.append((key, values, present))
+    return out
