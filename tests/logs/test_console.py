@@ -93,11 +93,36 @@ def record(rng: np.random.Generator, step: int, kind: str) -> str:
         return "{'train_runtime': '1.5', 'train_loss': '2.5', 'epoch': '2'}\n"
     if kind == "stepped":
         return f"{{'step': {step}, 'loss': '{2 + rng.random():.4g}'}}\n"
+    if kind in TRAPS:
+        return TRAPS[kind].format(loss=f"{2 + rng.random():.4g}", step=step)
     return (
         f"{{'loss': '{2 + rng.random():.4g}', 'grad_norm': '{rng.random():.4g}', "
         f"'learning_rate': '{1e-3 / step:.4g}', 'epoch': '{step / 100:.4g}'}}\n"
     )
 
+
+#: Dict lines the fast path must read as the line parser does, or leave to it: a
+#: bare number (``num_input_tokens_seen``), what JSON reads otherwise than a cut at the
+#: quotes (an escape, a tab), what the line parser takes for other lines (a warning, a
+#: ``%`` or ``%|``, a bullet), another spacing, a key twice, keys in another order or
+#: another set of as many keys, an empty value, a long key.
+TRAPS = {
+    "tokens": "{{'loss': '{loss}', 'epoch': '0.5', 'num_input_tokens_seen': {step}0}}\n",
+    "escape": "{{'loss': '{loss}', 'note': 'a\\\\nb'}}\n",
+    "tab": "{{'loss': '{loss}',\t'epoch': '1'}}\n",
+    "warning": "{{'loss': '{loss}', 'note': 'Warning: slow'}}\n",
+    "percent": "{{'loss': '{loss}', 'acc': '45%'}}\n",
+    "percent_bar": "{{'loss': '{loss}', 'note': '5%|x'}}\n",
+    "percent_end": "{{'loss': '{loss}', 'acc': 45%}}\n",
+    "bullet": "{{'loss': '{loss}', 'note': 'a \u2022 b'}}\n",
+    "tight": "{{'loss':'{loss}', 'epoch':'1'}}\n",
+    "twice": "{{'loss': '{loss}', 'loss': '9'}}\n",
+    "reordered": "{{'grad_norm': '0.5', 'loss': '{loss}', 'epoch': '1', 'learning_rate': '1e-4'}}\n",
+    "same_count": "{{'eval_loss': '{loss}', 'eval_runtime': '0.5', 'eval_steps': '3', 'epoch': '1'}}\n",
+    "empty": "{{'loss': '{loss}', 'note': ''}}\n",
+    "long_key": "{{'loss': '{loss}', '" + "k" * 81 + "': '1'}}\n",
+    "unicode": "{{'loss': '{loss}', 'd\u00e9bit': '3'}}\n",
+}
 
 #: Lines a Trainer's console shows among its bars, and the traps of the line parser.
 OTHER = [
@@ -129,6 +154,7 @@ def consoles(draw) -> str:
     steps = draw(st.integers(1, 60))
     total = steps + draw(st.integers(0, 3))
     buffered = draw(st.booleans())
+    trap = draw(st.sampled_from([None, None, *TRAPS]))  # (one kind of trap a log)
     out = [bar(0, total)]
     lump: list[str] = []
     for s in range(1, steps + 1):
@@ -138,6 +164,8 @@ def consoles(draw) -> str:
             out.append(bar(s, total))  # (a redraw between writes)
         out.append(clear(draw(st.sampled_from([0, 44, 60]))))
         kind = draw(st.sampled_from(["train"] * 6 + ["eval", "summary", "stepped"]))
+        if trap is not None and draw(st.integers(0, 4)) == 0:
+            kind = trap
         lump.append(record(rng, s, kind))
         flush = not buffered or draw(st.integers(0, 4)) == 0
         glued = buffered and draw(st.booleans())  # (the lump right after the redraw)

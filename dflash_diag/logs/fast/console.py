@@ -32,6 +32,8 @@ UTF-8, or a dict Arrow does not read as the dict regex would.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,14 +92,39 @@ def console_records(data: Any) -> Console | None:
         or is_rich_bytes(data)
     ):
         return None
-    seg = _segments(data)
-    if seg is None:
-        return None
+    with _heap_memory():
+        seg = _segments(data)
+        if seg is None:
+            return None
+        try:
+            return _console(data, seg)
+        except _Retell:
+            seg.retell_dicts()
+            return _console(data, seg)
+
+
+@contextmanager
+def _heap_memory() -> Iterator[None]:
+    """Arrow's allocations made from the C heap (``malloc``, where numpy's are) and
+    Python's garbage collector paused while the log is read, then both as they were.  Memory a process touches for the
+    first time is what costs (the kernel, or a virtual machine's host, maps in and
+    clears each page): Arrow's default pool (mimalloc) takes fresh memory from the
+    system for its many large short-lived buffers, where the heap serves them from what
+    the process already holds.  (Measured: a third less system time here.)"""
+    import gc
+
+    import pyarrow as pa
+
+    before = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
+    collecting = gc.isenabled()
+    gc.disable()  # (no cycles made here; a collection walks every object of pandas)
     try:
-        return _console(data, seg)
-    except _Retell:
-        seg.retell_dicts()
-        return _console(data, seg)
+        yield
+    finally:
+        pa.set_memory_pool(before)
+        if collecting:
+            gc.enable()
 
 
 def _console(data: Any, seg: _Segments) -> Console | None:
@@ -114,8 +141,7 @@ def _console(data: Any, seg: _Segments) -> Console | None:
     if others is None:
         return None
     other_pairs, other_tokens = others
-    tokens = _tokens(seg, in_mine, other_tokens)
-    writes = write_steps_of(*tokens)
+    writes = write_steps_of(*_tokens(seg, in_mine, other_tokens))
     if writes is None:
         return None
     dict_lines = line_of[is_dict] + 1
@@ -501,10 +527,13 @@ def _tokens(
     import numpy as np
 
     kinds, term = seg.kinds, seg.term
-    starts, length = seg.offsets[:-1], np.diff(seg.offsets)
-    prev_cr = np.r_[False, term[:-1] == 13]
-    clear = in_mine & (kinds == _BLANK) & prev_cr & (term == 13) & (length > 1)
-    bar = in_mine & ((kinds == _BAR) | (kinds == _BAR_DICT))
+    clear = (kinds == _BLANK) & (term == 13)
+    clear[1:] &= term[:-1] == 13  # (a \\r before it)
+    clear[0] = False
+    clear &= np.diff(seg.offsets) > 1  # (spaces between the two)
+    clear &= in_mine
+    bar = (kinds == _BAR) | (kinds == _BAR_DICT)
+    bar &= in_mine
     index = np.flatnonzero(clear | bar)
     is_bar = bar[index]
     rows, counts, totals = seg.bars
@@ -512,7 +541,7 @@ def _tokens(
     count = np.full(len(index), -1, dtype=np.int64)
     total = np.full(len(index), -1, dtype=np.int64)
     count[is_bar], total[is_bar] = counts[at], totals[at]
-    pos = starts[index].astype(np.int64) - 1 + is_bar  # (a clear from its \\r, a bar from its first byte)
+    pos = seg.offsets[index].astype(np.int64) - 1 + is_bar  # (a clear from its \\r, a bar from its first byte)
     if not other[0]:
         return pos, count, total
     at = np.searchsorted(pos, np.asarray(other[0], np.int64))
@@ -546,7 +575,7 @@ class _Retell(Exception):
     tell each (:func:`console_records` reads the log again after)."""
 
 
-def _dicts(log: Any, seg: _Segments, is_dict: Any, lines: Any) -> tuple[Any, dict[str, int]] | None:
+def _dicts(log: Any, seg: _Segments, is_dict: Any, lines_of: Any) -> tuple[Any, dict[str, int]] | None:
     """The dict lines (each with its newline; a dict glued to a bar without the bar)
     read by Arrow, ``line`` their line in the log; None where the dict regex could read
     otherwise.  Dicts of quoted strings are cut at their quotes
@@ -558,12 +587,12 @@ def _dicts(log: Any, seg: _Segments, is_dict: Any, lines: Any) -> tuple[Any, dic
     import numpy as np
 
     rows = np.flatnonzero(is_dict)
-    data = _dict_bytes(seg, rows)
-    if log.find(b'"') >= 0 and _QUOTE.search(memoryview(data)):
+    if log.find(b'"') >= 0 and _QUOTE.search(memoryview(_dict_bytes(seg, rows))):
         return None
     got = None
     if not np.isin(rows, seg.odd).any():  # (no tab, no escape: as JSON would read them)
-        cut = quoted.quoted_columns(data)
+        lines = _DictLines(seg, rows)
+        cut = quoted.quoted_columns(lines, lines.first())
         if cut is not None and seg.by_bytes and ("%" in cut.cells or "\u2022" in cut.cells):
             raise _Retell
         if cut is not None and not any(w in cut.cells for w in ("\\", "Warning:", "warnings.warn(")):
@@ -571,15 +600,54 @@ def _dicts(log: Any, seg: _Segments, is_dict: Any, lines: Any) -> tuple[Any, dic
             if got is None:
                 return None
     if got is None:
-        view = memoryview(data)
+        view = memoryview(_dict_bytes(seg, rows))
         if seg.by_bytes and (_PERCENT.search(view) or _BULLET.search(view)):
             raise _Retell
         got = jsonlines.json_records(bytes(view).replace(b"'", b'"'), dicts=True)
     if got is None:
         return None
     frame, skipped = got
-    frame["line"] = lines[frame["line"].to_numpy() - 1]
+    frame["line"] = lines_of[frame["line"].to_numpy() - 1]
     return frame, skipped
+
+
+#: Dict lines handed to Arrow's CSV reader at once (their copy bounded, its memory
+#: used again: memory a process touches for the first time is what costs).
+DICT_CHUNK = 1 << 15
+
+
+class _DictLines:
+    """The dict lines of segments ``rows`` as a file (``read``), taken
+    :data:`DICT_CHUNK` segments at a time."""
+
+    closed = False
+
+    def __init__(self, seg: _Segments, rows: Any) -> None:
+        self.seg, self.rows, self.next = seg, rows, 0
+        self.held, self.at = b"", 0
+
+    def first(self) -> str:
+        """The first dict line, without its newline."""
+        text = bytes(_dict_bytes(self.seg, self.rows[:1]))
+        return text.decode("utf-8").removesuffix("\n")
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        """Up to ``size`` bytes (all that is left when negative); ``b""`` at the end."""
+        want = size if size is not None and size >= 0 else 1 << 62
+        while len(self.held) - self.at < want and self.next < len(self.rows):
+            part = self.rows[self.next : self.next + DICT_CHUNK]
+            self.next += len(part)
+            self.held = self.held[self.at :] + bytes(_dict_bytes(self.seg, part))
+            self.at = 0
+        out = self.held[self.at : self.at + want]
+        self.at += len(out)
+        return out
+
+    def close(self) -> None:
+        self.closed = True
 
 
 def _dict_bytes(seg: _Segments, rows: Any) -> Any:

@@ -380,7 +380,8 @@ def _records(
         skipped["text"] = int((~row_summary & (metrics == 0)).sum())
     if not keep.any():
         return None  # (the line parser says why there is nothing)
-    out = pd.DataFrame({k: v[keep] for k, v in frame.items()}, copy=False)
+    every = bool(keep.all())  # (then the columns as they are, not copied)
+    out = pd.DataFrame({k: v if every else v[keep] for k, v in frame.items()}, copy=False)
     out["is_eval"] = row_eval[keep]
     rank_col = out["rank"].to_numpy() if "rank" in out else np.zeros(len(out))
     with np.errstate(invalid="ignore"):

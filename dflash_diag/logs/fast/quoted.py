@@ -19,7 +19,6 @@ other shape (a value not quoted, a nested dict, a duplicate key, other spacing) 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +26,9 @@ from typing import Any
 #: the JSON reader reads the text).
 MAX_ODD_LINES = 10_000
 
-_NEWLINE = re.compile(b"\n")
+#: Bytes the CSV reader reads at once (the dict lines are handed to it a piece at a
+#: time, and a line longer than this is left to the JSON reader).
+BLOCK = 1 << 22
 
 
 @dataclass
@@ -47,21 +48,18 @@ class Cut:
     cells: str
 
 
-def quoted_columns(data: Any) -> Cut | None:
+def quoted_columns(stream: Any, first: str) -> Cut | None:
     """The dict lines' columns, or None when a line is not a dict of quoted strings
-    (see the module docstring).  ``data``: the dict lines (bytes or an Arrow buffer),
-    each ending in ``\\n``, none holding a control byte; the caller searches
-    :attr:`Cut.cells` for what JSON would read otherwise (a ``\\\\``)."""
+    (see the module docstring).  ``stream``: the dict lines as a file (``read(n)``:
+    bytes), each ending in ``\\n``, none holding a control byte; ``first``: the first
+    line.  The caller searches :attr:`Cut.cells` for what JSON would read otherwise
+    (a ``\\\\``)."""
     import numpy as np
 
-    end = _NEWLINE.search(data)
-    if end is None:
-        return None
-    first = bytes(data[: end.start()]).decode("utf-8", errors="replace")
     n_cells = first.count("'") + 1
     if n_cells % 4 != 1 or n_cells < 5:
         return None
-    got = _split(data, n_cells)
+    got = _split(stream, n_cells)
     if got is None:
         return None
     table, odd = got
@@ -74,9 +72,14 @@ def quoted_columns(data: Any) -> Cut | None:
         return None
     slots: dict[str, list[tuple[Any, Any, list[str]]]] = {}  # key -> (lines, codes, words)
     order: list[tuple[int, str]] = []  # (first line, key)
+    import pyarrow.compute as pc
+
+    cells = [k for keys, _ in layouts for k in keys] + list(_separators(n_cells // 4).values())
     for j in range(n_cells // 4):
-        words = _dictionary(table.column(4 * j + 3))
-        codes = _indices(table.column(4 * j + 3))
+        encoded = pc.dictionary_encode(table.column(4 * j + 3).combine_chunks())
+        words = encoded.dictionary.to_pylist()
+        codes = encoded.indices.to_numpy(zero_copy_only=False)
+        cells += words
         for keys, which in layouts:
             slots.setdefault(keys[j], []).append((rows[which], codes[which], words))
             order.append((int(rows[which[0]]), keys[j]))
@@ -87,14 +90,12 @@ def quoted_columns(data: Any) -> Cut | None:
         for key, value in pairs:
             slots.setdefault(key, []).append((np.array([no - 1]), np.zeros(1, np.int32), [value]))
             order.append((no - 1, key))
-    cells = [w for i in range(n_cells) for w in _dictionary(table.column(i))]
     cells += [text for _, text in odd]
     return Cut(_assemble(slots, order, n_lines), n_lines, "\n".join(cells))
 
 
-def _split(data: Any, n_cells: int) -> tuple[Any, list[tuple[int, str]]] | None:
-    """The lines of ``n_cells`` cells as a table (names ``f0``..., every column
-    dictionary-encoded, its chunks sharing one dictionary), and ``(line number, text)`` of the
+def _split(stream: Any, n_cells: int) -> tuple[Any, list[tuple[int, str]]] | None:
+    """The lines of ``n_cells`` cells as a table of strings (names ``f0``...), and ``(line number, text)`` of the
     others; None when Arrow refuses the text or too many lines are others."""
     import pyarrow as pa
     import pyarrow.csv as pcsv
@@ -107,12 +108,13 @@ def _split(data: Any, n_cells: int) -> tuple[Any, list[tuple[int, str]]] | None:
         odd.append((row.number, row.text))
         return "skip"
 
-    as_dict = pa.dictionary(pa.int32(), pa.string())
-    types = {f"f{i}": as_dict for i in range(n_cells)}
+    types = {f"f{i}": pa.string() for i in range(n_cells)}
     try:
-        table = pcsv.read_csv(
-            pa.py_buffer(data),
-            read_options=pcsv.ReadOptions(autogenerate_column_names=True, use_threads=False),
+        table = pcsv.open_csv(
+            stream,
+            read_options=pcsv.ReadOptions(
+                autogenerate_column_names=True, use_threads=False, block_size=BLOCK
+            ),
             parse_options=pcsv.ParseOptions(
                 delimiter="'",
                 quote_char=False,
@@ -126,10 +128,10 @@ def _split(data: Any, n_cells: int) -> tuple[Any, list[tuple[int, str]]] | None:
                 quoted_strings_can_be_null=False,
                 check_utf8=False,
             ),
-        )
-    except pa.ArrowException:
+        ).read_all()
+    except pa.ArrowException:  # (a line longer than a block too)
         return None
-    return table.unify_dictionaries(), odd
+    return table, odd
 
 
 def _layouts(table: Any, n_keys: int) -> list[tuple[tuple[str, ...], Any]] | None:
@@ -137,21 +139,18 @@ def _layouts(table: Any, n_keys: int) -> list[tuple[tuple[str, ...], Any]] | Non
     keys and the lines (table rows, ascending); None when a separator cell is not
     ``{``, ``: ``, ``, `` or ``}`` where it must be, or a line repeats a key."""
     import numpy as np
+    import pyarrow.compute as pc
 
-    seps = {0: "{", 4 * n_keys: "}"}
-    for j in range(n_keys):
-        seps[4 * j + 2] = ": "
-        if j + 1 < n_keys:
-            seps[4 * j + 4] = ", "
-    for i, want in seps.items():
-        if _dictionary(table.column(i)) != [want]:
-            return None
+    seps = _separators(n_keys)
+    if not all(_all_equal(table.column(i), want) for i, want in seps.items()):
+        return None
     key_cols = [table.column(4 * j + 1) for j in range(n_keys)]
-    names = [_dictionary(c) for c in key_cols]
-    if all(len(n) == 1 for n in names):
-        keys = tuple(n[0] for n in names)
+    keys = tuple(str(c[0]) for c in key_cols)
+    if all(_all_equal(c, k) for c, k in zip(key_cols, keys, strict=True)):  # (one set)
         return [(keys, np.arange(table.num_rows))] if len(set(keys)) == n_keys else None
-    codes = np.column_stack([_indices(c) for c in key_cols])
+    encoded = [pc.dictionary_encode(c.combine_chunks()) for c in key_cols]
+    names = [e.dictionary.to_pylist() for e in encoded]
+    codes = np.column_stack([e.indices.to_numpy(zero_copy_only=False) for e in encoded])
     _, first, which = np.unique(codes, axis=0, return_index=True, return_inverse=True)
     which = which.reshape(-1)
     out = []
@@ -163,19 +162,34 @@ def _layouts(table: Any, n_keys: int) -> list[tuple[tuple[str, ...], Any]] | Non
     return out
 
 
-def _dictionary(col: Any) -> list[str]:
-    """The distinct strings of a dictionary-encoded column whose chunks share one
-    dictionary (:meth:`pyarrow.Table.unify_dictionaries`)."""
-    if col.num_chunks == 0:
-        return []
-    return col.chunk(0).dictionary.to_pylist()
+def _separators(n_keys: int) -> dict[int, str]:
+    """The cells between a line's quoted strings, by column: ``{``, then per key ``: ``
+    and ``, `` (``}`` after the last value)."""
+    seps = {0: "{", 4 * n_keys: "}"}
+    for j in range(n_keys):
+        seps[4 * j + 2] = ": "
+        if j + 1 < n_keys:
+            seps[4 * j + 4] = ", "
+    return seps
 
 
-def _indices(col: Any) -> Any:
-    """A dictionary-encoded column's indices as one int32 numpy array."""
+def _all_equal(col: Any, want: str) -> bool:
+    """Whether every cell of a string column is ``want``: each cell as long, and the
+    cells' bytes, one after another, ``want`` repeated (a cheaper test than Arrow's
+    string comparison)."""
     import numpy as np
 
-    return np.concatenate([c.indices.to_numpy(zero_copy_only=False) for c in col.chunks])
+    expected = want.encode()
+    for chunk in col.chunks:
+        if not len(chunk):
+            continue
+        at = np.frombuffer(chunk.buffers()[1], np.int32, len(chunk) + 1, 4 * chunk.offset)
+        if not (np.diff(at) == len(expected)).all():
+            return False
+        held = chunk.buffers()[2]
+        if held is None or bytes(held)[at[0] : at[-1]] != expected * len(chunk):
+            return False
+    return True
 
 
 def _cut(text: str) -> list[tuple[str, str]] | None:
