@@ -106,11 +106,12 @@ def console_records(data: Any) -> Console | None:
 @contextmanager
 def _heap_memory() -> Iterator[None]:
     """Arrow's allocations made from the C heap (``malloc``, where numpy's are) and
-    Python's garbage collector paused while the log is read, then both as they were.  Memory a process touches for the
-    first time is what costs (the kernel, or a virtual machine's host, maps in and
-    clears each page): Arrow's default pool (mimalloc) takes fresh memory from the
-    system for its many large short-lived buffers, where the heap serves them from what
-    the process already holds.  (Measured: a third less system time here.)"""
+    Python's garbage collector paused while the log is read, then both as they were.
+    Memory a process touches for the first time is what costs (the kernel, or a
+    virtual machine's host, maps in and clears each page): Arrow's default pool
+    (mimalloc) takes fresh memory from the system for its many large short-lived
+    buffers, where the heap serves them from what the process already holds (a third
+    less system time on the benchmark's log: docs/logs.md)."""
     import gc
 
     import pyarrow as pa
@@ -239,7 +240,6 @@ def _segments(data: Any) -> _Segments | None:
     byte (a tab, an escape) or a dict glued to a bar is told by the regexes."""
     import numpy as np
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     buf = np.frombuffer(data, np.uint8)
     small = len(buf) < 2**31 - 1
@@ -248,7 +248,7 @@ def _segments(data: Any) -> _Segments | None:
     low_byte = buf[low]
     is_sep = (low_byte == 13) | (low_byte == 10)
     sep = low[is_sep]
-    offsets = np.empty(len(sep) + 2, dtype=ix)
+    offsets: Any = np.empty(len(sep) + 2, dtype=ix)
     offsets[0], offsets[1:-1], offsets[-1] = 0, sep, len(buf)
     offsets[1:-1] += 1
     if offsets[-1] == offsets[-2]:
@@ -282,7 +282,9 @@ def _segments(data: Any) -> _Segments | None:
         bars.read(strings, odd[kinds[odd] == _BAR], BARE_BAR, _BAR, kinds)
         bars.read(strings, odd[kinds[odd] == _BAR_DICT], BARE_BAR, _BAR_DICT, kinds)
     newlines = sep[buf[sep] == 10]
-    return _Segments(kinds, term, line_of, offsets, strings, bars.done(), newlines, odd, first, end_byte)
+    return _Segments(
+        kinds, term, line_of, offsets, strings, bars.done(), newlines, odd, first, end_byte
+    )
 
 
 def _kinds_by_bytes(buf: Any, strings: Any, starts: Any, ends: Any, term: Any) -> Any:
@@ -541,7 +543,8 @@ def _tokens(
     count = np.full(len(index), -1, dtype=np.int64)
     total = np.full(len(index), -1, dtype=np.int64)
     count[is_bar], total[is_bar] = counts[at], totals[at]
-    pos = seg.offsets[index].astype(np.int64) - 1 + is_bar  # (a clear from its \\r, a bar from its first byte)
+    # (a clear from its \\r, a bar from its first byte)
+    pos = seg.offsets[index].astype(np.int64) - 1 + is_bar
     if not other[0]:
         return pos, count, total
     at = np.searchsorted(pos, np.asarray(other[0], np.int64))
@@ -564,10 +567,9 @@ def write_steps_of(pos: Any, count: Any, total: Any) -> Any:
     seen, first, times = np.unique(total[after], return_index=True, return_counts=True)
     best = np.lexsort((first, -times))[0]  # most drawn; of those, the first seen
     train = np.flatnonzero(~is_clear & (total == seen[best]))
-    index = np.arange(len(count))
-    last_clear = np.maximum.accumulate(np.where(is_clear, index, -1))
-    before = np.r_[-1, train[:-1]]
-    return count[train[last_clear[train] > before]]
+    clears_before = np.searchsorted(np.flatnonzero(is_clear), train)
+    # (a draw is a write's step when a clear came since the training bar's last draw)
+    return count[train[clears_before > np.r_[0, clears_before[:-1]]]]
 
 
 class _Retell(Exception):
@@ -575,7 +577,9 @@ class _Retell(Exception):
     tell each (:func:`console_records` reads the log again after)."""
 
 
-def _dicts(log: Any, seg: _Segments, is_dict: Any, lines_of: Any) -> tuple[Any, dict[str, int]] | None:
+def _dicts(
+    log: Any, seg: _Segments, is_dict: Any, lines_of: Any
+) -> tuple[Any, dict[str, int]] | None:
     """The dict lines (each with its newline; a dict glued to a bar without the bar)
     read by Arrow, ``line`` their line in the log; None where the dict regex could read
     otherwise.  Dicts of quoted strings are cut at their quotes
@@ -595,7 +599,7 @@ def _dicts(log: Any, seg: _Segments, is_dict: Any, lines_of: Any) -> tuple[Any, 
         cut = quoted.quoted_columns(lines, lines.first())
         if cut is not None and seg.by_bytes and ("%" in cut.cells or "\u2022" in cut.cells):
             raise _Retell
-        if cut is not None and not any(w in cut.cells for w in ("\\", "Warning:", "warnings.warn(")):
+        if cut is not None and not any(w in cut.cells for w in _NOT_QUOTED):
             got = jsonlines.column_records(cut.columns, cut.n_lines, dicts=True)
             if got is None:
                 return None
@@ -611,20 +615,20 @@ def _dicts(log: Any, seg: _Segments, is_dict: Any, lines_of: Any) -> tuple[Any, 
     return frame, skipped
 
 
-#: Dict lines handed to Arrow's CSV reader at once (their copy bounded, its memory
-#: used again: memory a process touches for the first time is what costs).
-DICT_CHUNK = 1 << 15
-
-
 class _DictLines:
-    """The dict lines of segments ``rows`` as a file (``read``), taken
-    :data:`DICT_CHUNK` segments at a time."""
+    """The dict lines of segments ``rows`` as a file (``read``), taken from the log a
+    block at a time: whole lines, as many as fit in the bytes asked for (a copy of
+    them all at once would cost memory touched for the first time, which is what
+    costs)."""
 
     closed = False
 
     def __init__(self, seg: _Segments, rows: Any) -> None:
+        import numpy as np
+
         self.seg, self.rows, self.next = seg, rows, 0
-        self.held, self.at = b"", 0
+        sizes = (seg.offsets[rows + 1] - seg.offsets[rows]).astype(np.int64)
+        self.ends = np.cumsum(sizes)  # (bytes up to each line's end, bars included)
 
     def first(self) -> str:
         """The first dict line, without its newline."""
@@ -634,17 +638,21 @@ class _DictLines:
     def readable(self) -> bool:
         return True
 
-    def read(self, size: int = -1) -> bytes:
-        """Up to ``size`` bytes (all that is left when negative); ``b""`` at the end."""
-        want = size if size is not None and size >= 0 else 1 << 62
-        while len(self.held) - self.at < want and self.next < len(self.rows):
-            part = self.rows[self.next : self.next + DICT_CHUNK]
-            self.next += len(part)
-            self.held = self.held[self.at :] + bytes(_dict_bytes(self.seg, part))
-            self.at = 0
-        out = self.held[self.at : self.at + want]
-        self.at += len(out)
-        return out
+    def read(self, size: int = -1) -> Any:
+        """Whole lines, at most ``size`` bytes of them but at least one line (all that
+        is left when ``size`` is negative); nothing at the end."""
+        import numpy as np
+
+        if self.next >= len(self.rows):
+            return b""
+        done = int(self.ends[self.next - 1]) if self.next else 0
+        upto = len(self.rows)
+        if size is not None and size >= 0:
+            upto = int(np.searchsorted(self.ends, done + size, side="right"))
+        upto = max(upto, self.next + 1)
+        part = self.rows[self.next : upto]
+        self.next = upto
+        return _dict_bytes(self.seg, part)
 
     def close(self) -> None:
         self.closed = True
@@ -673,6 +681,9 @@ def _dict_bytes(seg: _Segments, rows: Any) -> Any:
     return b"".join([*pieces, data[lo:]])
 
 
+#: What no cell of a dict line read cut at its quotes may hold: an escape (JSON reads it
+#: otherwise), warning text (the line parser skips such a line).
+_NOT_QUOTED = ("\\", "Warning:", "warnings.warn(")
 #: What the dict lines are searched for (in Arrow's buffer: ``re`` reads any buffer).
 _QUOTE = re.compile(b'"')
 _PERCENT = re.compile(b"%")

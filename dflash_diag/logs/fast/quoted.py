@@ -95,8 +95,9 @@ def quoted_columns(stream: Any, first: str) -> Cut | None:
 
 
 def _split(stream: Any, n_cells: int) -> tuple[Any, list[tuple[int, str]]] | None:
-    """The lines of ``n_cells`` cells as a table of strings (names ``f0``...), and ``(line number, text)`` of the
-    others; None when Arrow refuses the text or too many lines are others."""
+    """The lines of ``n_cells`` cells as a table of strings (names ``f0``...), and
+    ``(line number, text)`` of the others; None when Arrow refuses the text or too
+    many lines are others."""
     import pyarrow as pa
     import pyarrow.csv as pcsv
 
