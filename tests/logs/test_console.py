@@ -310,3 +310,17 @@ def test_quoted_columns_are_what_json_reads(rows):
     for (_, got, present), (_, arr, here) in zip(cut.columns, want, strict=True):
         assert present.tolist() == here.tolist()
         assert got.to_pylist() == arr.to_pylist()
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["null", "None", "nan", "-inf", "Infinity", "true", "1_000", " 2", "1e400", "0x10"]
+    + ["17/2353", "25.1K", "45%", "1h02m", "", "+3", ".5", "5."],
+)
+def test_a_quoted_value_reads_as_the_line_parser_reads_it(value, small_logs_too):
+    # (the JSON path left "null" to the line parser; a value cut at its quotes is read)
+    text = bar(0, 30) + "".join(
+        clear() + f"{{'loss': '{2 + s / 10:.3g}', 'v': '{value}'}}\n" + bar(s, 30)
+        for s in range(1, 31)
+    )
+    same(RawLog("hf.log", (text + "\n").encode()))

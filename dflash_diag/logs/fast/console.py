@@ -6,16 +6,23 @@ and clear goes through the bar regex and the bar bookkeeping, each dict line thr
 the dict regex and the field rules, and :func:`~dflash_diag.logs.bars.write_steps`
 scans the whole text once more in Python for the ``tqdm.write`` clears that date the
 dicts.  Here the log is cut at every ``\\r`` and ``\\n`` into segments (one Arrow
-string array over the log's bytes) and RE2 classifies them all at once:
+string array over the log's bytes, found by one pass of numpy for the bytes below 32)
+and each is told by its bytes, RE2 reading only the bars:
 
-- blank: spaces only (a clear of ``tqdm.write`` when ``\\r`` is on both sides);
+- blank: spaces only (a clear of ``tqdm.write`` when ``\\r`` is on both sides):
+  Arrow's ``ascii_is_space``, and no control byte but its terminator;
 - a bare tqdm bar: ``  5%|▌         | 10/200 [00:00<00:03, 53.95it/s]``, spaces at most
   before it, at most two ``,``-parts in its brackets (no postfix: the line parser makes
-  no record of it, it only counts it as ``progress_bar``);
-- a dict line (``{'loss': ...}``), last on its line, the line ending right after it.
+  no record of it, it only counts it as ``progress_bar``): :data:`BARE_BAR`, which
+  also captures the counts;
+- a dict line (``{'loss': ...}``), last on its line, the line ending right after it:
+  ``{'`` first, ``}`` last, and no ``%`` nor bullet in it (where one is, :data:`SEGMENT`
+  tells the dict segments, as it tells those holding a control byte).
 
 A line made only of those (and at least one ``\\r``, or a dict line alone) is this
-module's: its dict is read by Arrow (:func:`~.jsonlines.json_records`, as
+module's: its dict is read by Arrow (cut at its quotes by the CSV reader,
+:func:`~.quoted.quoted_columns`, when every key and value is quoted, as a Trainer
+prints them; else as JSON, :func:`~.jsonlines.json_records`, as
 :func:`~.jsonlines.dict_line_records` does) and dated by the write order; every other
 line goes to the line parser.  The clears and bars of the whole log, in byte order,
 make the write steps as :func:`~dflash_diag.logs.bars.write_steps` makes them: the

@@ -8,8 +8,11 @@ and Arrow's JSON parse.  Cut at its ``'`` by Arrow's CSV reader (``'`` the delim
 no quoting, no escapes) a line of ``m`` keys is ``4m + 1`` cells: ``{``, then per key
 its name, ``: ``, its value and ``, `` (``}`` after the last value).  A line cut so
 holds exactly the strings the JSON reader reads from it, when no cell holds a
-backslash (an escape in JSON) or a control byte (refused in JSON strings): the callers
-check those of the whole text first.
+backslash (an escape in JSON) or a control byte (refused in JSON strings): the caller
+knows the control bytes already and searches :attr:`Cut.cells` (each distinct cell
+once, a few thousand strings instead of the text) for the rest.  The separators are
+checked column by column without Arrow's string comparison: every cell as long as the
+separator, and the column's bytes the separator repeated.
 
 Lines of another number of keys than the first line's (an evaluation dict, the run's
 summary) are handed back by the CSV reader one by one and cut in Python; a line of any
