@@ -37,6 +37,7 @@ LAYERS: dict[str, int] = {
     "fast.layout": 6,
     "fast.jsonlines": 6,
     "fast.quoted": 6,
+    "fast.segments": 6,
     "fast.columns": 7,
     "fast.console": 7,
     "fast.lineshape": 8,

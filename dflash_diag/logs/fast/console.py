@@ -13,10 +13,10 @@ and each is told by its bytes, RE2 reading only the bars:
   Arrow's ``ascii_is_space``, and no control byte but its terminator;
 - a bare tqdm bar: ``  5%|▌         | 10/200 [00:00<00:03, 53.95it/s]``, spaces at most
   before it, at most two ``,``-parts in its brackets (no postfix: the line parser makes
-  no record of it, it only counts it as ``progress_bar``): :data:`BARE_BAR`, which
+  no record of it, it only counts it as ``progress_bar``): :data:`~.segments.BARE_BAR`, which
   also captures the counts;
 - a dict line (``{'loss': ...}``), last on its line, the line ending right after it:
-  ``{'`` first, ``}`` last, and no ``%`` nor bullet in it (where one is, :data:`SEGMENT`
+  ``{'`` first, ``}`` last, and no ``%`` nor bullet in it (where one is, :data:`~.segments.SEGMENT`
   tells the dict segments, as it tells those holding a control byte).
 
 A line made only of those (and at least one ``\\r``, or a dict line alone) is this
@@ -39,33 +39,24 @@ UTF-8, or a dict Arrow does not read as the dict regex would.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from ..grammar import continues, is_rich_bytes, logical_lines
 from ..io import strip_ansi
 from . import jsonlines, quoted
-
-_NOT = "\r\n\u2022"  # (no segment of this module's holds a rich bar's bullet)
-#: tqdm's bar with no postfix, spaces before it.
-BARE_BAR = (
-    rf"^ *\d{{1,3}}%\|[^|{_NOT}]*\| *(?P<n>\d{{1,15}})/(?P<total>\d{{1,15}}) *"
-    rf"\[[^\],{_NOT}]*(?:,[^\],{_NOT}]*)?\]"
+from .segments import (
+    BAR,
+    BAR_DICT,
+    BLANK,
+    DICT,
+    ESCAPED,
+    Segments,
+    cut_segments,
+    heap_memory,
+    offsets_of,
+    text_bytes,
 )
-#: A segment of this module's, with its ``\\r`` or ``\\n``: spaces only, a bare bar,
-#: a dict line (``{'``, no ``%|``, ``}``; its ``\\n`` is checked apart), or a bare bar
-#: with a dict line glued to it (a stdout lump written right after a redraw).
-_DICT_LINE = rf"\{{'(?:[^%{_NOT}]|%[^|{_NOT}])*\}}"
-SEGMENT = rf"^(?: *|{BARE_BAR[1:]}(?:{_DICT_LINE})?|{_DICT_LINE})[\r\n]?$"
-
-#: Spaces and cursor moves (``\\x1b[A``: tqdm's nested bars): blank once the line
-#: parser has taken the codes off, but no clear (the raw text has no ``\\r`` after the
-#: spaces).
-ESCAPED_BLANK = "^(?: |\x1b\\[[0-9;]*[A-Za-z])*[\r\n]?$"
-
-_OTHER, _BLANK, _BAR, _DICT, _BAR_DICT, _ESCAPED = 0, 1, 2, 3, 4, 5
 
 
 @dataclass
@@ -99,8 +90,8 @@ def console_records(data: Any) -> Console | None:
         or is_rich_bytes(data)
     ):
         return None
-    with _heap_memory():
-        seg = _segments(data)
+    with heap_memory():
+        seg = cut_segments(data)
         if seg is None:
             return None
         try:
@@ -110,39 +101,14 @@ def console_records(data: Any) -> Console | None:
             return _console(data, seg)
 
 
-@contextmanager
-def _heap_memory() -> Iterator[None]:
-    """Arrow's allocations made from the C heap (``malloc``, where numpy's are) and
-    Python's garbage collector paused while the log is read, then both as they were.
-    Memory a process touches for the first time is what costs (the kernel, or a
-    virtual machine's host, maps in and clears each page): Arrow's default pool
-    (mimalloc) takes fresh memory from the system for its many large short-lived
-    buffers, where the heap serves them from what the process already holds (a third
-    less system time on the benchmark's log: docs/logs.md)."""
-    import gc
-
-    import pyarrow as pa
-
-    before = pa.default_memory_pool()
-    pa.set_memory_pool(pa.system_memory_pool())
-    collecting = gc.isenabled()
-    gc.disable()  # (no cycles made here; a collection walks every object of pandas)
-    try:
-        yield
-    finally:
-        pa.set_memory_pool(before)
-        if collecting:
-            gc.enable()
-
-
-def _console(data: Any, seg: _Segments) -> Console | None:
+def _console(data: Any, seg: Segments) -> Console | None:
     """:func:`console_records` once the log is cut into segments."""
     import numpy as np
 
     kinds, line_of = seg.kinds, seg.line_of
     mine = _my_lines(kinds, seg.term, line_of, data[-1:] == b"\n")
     in_mine = mine[line_of]
-    is_dict = ((kinds == _DICT) | (kinds == _BAR_DICT)) & in_mine
+    is_dict = ((kinds == DICT) | (kinds == BAR_DICT)) & in_mine
     if not is_dict.any():
         return None
     others = _other_lines(data, mine, seg.newlines)
@@ -158,251 +124,13 @@ def _console(data: Any, seg: _Segments) -> Console | None:
         return None
     frame, skipped = got
     _date(frame, dict_lines, writes, skipped)
-    bars = int((((kinds == _BAR) | (kinds == _BAR_DICT)) & in_mine).sum())
+    bars = int((((kinds == BAR) | (kinds == BAR_DICT)) & in_mine).sum())
     if bars:
         skipped["progress_bar"] = skipped.get("progress_bar", 0) + bars
     has_dict = np.zeros(len(mine), dtype=bool)
     has_dict[dict_lines - 1] = True
     quiet = np.flatnonzero(mine & ~has_dict) + 1
     return Console(frame, skipped, other_pairs, quiet, len(mine))
-
-
-@dataclass
-class _Segments:
-    """The log cut into segments (see :func:`_segments`), one entry per segment but
-    where said.  Positions are int32 for a log under 2 GiB, else int64.
-
-    :param kinds: int8, ``_OTHER``, ``_BLANK``, ``_BAR``, ``_DICT``, ``_BAR_DICT`` or
-        ``_ESCAPED``.
-    :param term: uint8, the terminator byte (13, 10, or 0 at the end of the log).
-    :param line_of: the segment's line (from 0).
-    :param offsets: where each segment starts (and the last ends), ``n + 1``.
-    :param strings: the segments as one Arrow string array over the log's bytes, each
-        with its terminator.
-    :param bars: the segments that are bars (``_BAR``, ``_BAR_DICT``), ascending, and
-        per bar its ``n`` and ``total`` of ``n/total`` (int64).
-    :param newlines: the byte positions of the log's ``\\n``.
-    :param odd: the segments holding a control byte (a tab, an escape), ascending.
-    :param first: uint8, the segment's first byte.
-    :param end_byte: uint8, its last byte before the terminator (0 when it has none).
-    :param by_bytes: whether the ``_DICT`` segments were told by their bytes only (see
-        :func:`_segments`), not yet by :data:`SEGMENT`.
-    """
-
-    kinds: Any
-    term: Any
-    line_of: Any
-    offsets: Any
-    strings: Any
-    bars: tuple[Any, Any, Any]
-    newlines: Any
-    odd: Any
-    first: Any
-    end_byte: Any
-    by_bytes: bool = True
-
-    def retell_dicts(self) -> None:
-        """Tell the ``_DICT`` segments by :data:`SEGMENT` (one holds a ``%``)."""
-        import numpy as np
-
-        rows = np.flatnonzero(self.kinds == _DICT)
-        _tell_by_regex(self.strings, rows, self.first, self.end_byte, self.kinds)
-        self.by_bytes = False
-
-
-#: Bytes scanned at once for control bytes (bounds the temporaries, which then stay in
-#: the allocator's cache instead of being mapped and faulted in afresh).
-SCAN_CHUNK = 1 << 20
-#: Bars read by RE2 at once (their copy bounded likewise).
-BAR_CHUNK = 1 << 16
-
-
-def _controls(buf: Any, dtype: Any) -> Any:
-    """The positions of the bytes below 32 (``\\r``, ``\\n``, tabs, escapes), chunk by
-    chunk, as ``dtype``."""
-    import numpy as np
-
-    out = np.empty(min(len(buf), SCAN_CHUNK), dtype=bool)
-    found = [np.zeros(0, dtype)]
-    for lo in range(0, len(buf), SCAN_CHUNK):
-        part = buf[lo : lo + SCAN_CHUNK]
-        below = out[: len(part)]
-        np.less(part, 32, out=below)
-        at = np.flatnonzero(below).astype(dtype)
-        at += lo
-        found.append(at)
-    return np.concatenate(found)
-
-
-def _segments(data: Any) -> _Segments | None:
-    """The log cut at every ``\\r`` and ``\\n`` (a last piece without one counts),
-    each segment's kind told as :data:`SEGMENT` and :data:`ESCAPED_BLANK` tell it, and
-    the bars' counts; None when the bytes are not UTF-8.
-
-    Most segments are told by their bytes, without a regex: blank when Arrow's
-    ``ascii_is_space`` holds (spaces only: no control byte but the terminator), a dict
-    line when it starts with ``{'`` and ends with ``}`` (and no ``%`` nor bullet is in
-    any: else :data:`SEGMENT` tells each); only the segments ending in ``]`` go through
-    RE2 (:data:`BARE_BAR`, which also gives the counts).  A segment holding a control
-    byte (a tab, an escape) or a dict glued to a bar is told by the regexes."""
-    import numpy as np
-    import pyarrow as pa
-
-    buf = np.frombuffer(data, np.uint8)
-    small = len(buf) < 2**31 - 1
-    ix = np.int32 if small else np.int64
-    low = _controls(buf, ix)
-    low_byte = buf[low]
-    is_sep = (low_byte == 13) | (low_byte == 10)
-    sep = low[is_sep]
-    offsets: Any = np.empty(len(sep) + 2, dtype=ix)
-    offsets[0], offsets[1:-1], offsets[-1] = 0, sep, len(buf)
-    offsets[1:-1] += 1
-    if offsets[-1] == offsets[-2]:
-        offsets = offsets[:-1]  # (the log ends in a separator: no empty last segment)
-    n = len(offsets) - 1
-    strings = pa.Array.from_buffers(
-        pa.utf8() if small else pa.large_utf8(),
-        n,
-        [None, pa.py_buffer(offsets), pa.py_buffer(buf)],
-    )
-    try:
-        strings.validate(full=True)
-    except pa.ArrowInvalid:
-        return None
-    starts, ends = offsets[:-1], offsets[1:]
-    last = buf[ends - 1]
-    term = np.where((last == 13) | (last == 10), last, 0).astype(np.uint8)
-    line_of = np.zeros(n, dtype=ix)
-    np.cumsum(term[:-1] == 10, out=line_of[1:])
-    kinds, first, end_byte = _kinds_by_bytes(buf, strings, starts, ends, term)
-    bars = _BarCounts()
-    digit_or_space = ((first >= ord("0")) & (first <= ord("9"))) | (first == ord(" "))
-    rows = np.flatnonzero(digit_or_space & (end_byte == ord("]")))
-    bars.read(strings, rows, BARE_BAR + "[\r\n]?$", _BAR, kinds)
-    rows = np.flatnonzero(digit_or_space & (end_byte == ord("}")))
-    bars.read(strings, rows, BARE_BAR + _DICT_LINE + "[\r\n]?$", _BAR_DICT, kinds)
-    odd = np.unique(np.searchsorted(offsets, low[~is_sep], side="right") - 1)
-    if len(odd):
-        bars.drop(odd)
-        _tell_by_regex(strings, odd, first, end_byte, kinds)
-        bars.read(strings, odd[kinds[odd] == _BAR], BARE_BAR, _BAR, kinds)
-        bars.read(strings, odd[kinds[odd] == _BAR_DICT], BARE_BAR, _BAR_DICT, kinds)
-    newlines = sep[buf[sep] == 10]
-    return _Segments(
-        kinds, term, line_of, offsets, strings, bars.done(), newlines, odd, first, end_byte
-    )
-
-
-def _kinds_by_bytes(buf: Any, strings: Any, starts: Any, ends: Any, term: Any) -> Any:
-    """Per segment its kind as far as its bytes tell it (``_BLANK``: only spaces before
-    its terminator; ``_DICT``: ``{'`` first, ``}`` last; else ``_OTHER``), its first
-    byte and its last before the terminator (0 when it has none)."""
-    import numpy as np
-    import pyarrow.compute as pc
-
-    first = buf[starts]
-    content_end = ends - 1
-    content_end -= term > 0  # (the last byte before the terminator)
-    has_content = content_end >= starts
-    np.maximum(content_end, 0, out=content_end)
-    end_byte = buf[content_end]
-    end_byte[~has_content] = 0
-    del content_end
-    second_at = starts + 1
-    np.minimum(second_at, len(buf) - 1, out=second_at)
-    second = buf[second_at]
-    del second_at
-    kinds = np.full(len(starts), _OTHER, dtype=np.int8)
-    kinds[pc.ascii_is_space(strings).to_numpy(zero_copy_only=False)] = _BLANK
-    kinds[(first == ord("{")) & (second == ord("'")) & (end_byte == ord("}"))] = _DICT
-    return kinds, first, end_byte
-
-
-class _BarCounts:
-    """The bars found, segment by segment: their rows, counts and totals, gathered in
-    pieces and put in row order at the end."""
-
-    def __init__(self) -> None:
-        self.rows: list[Any] = []
-        self.counts: list[Any] = []
-        self.totals: list[Any] = []
-
-    def read(self, strings: Any, rows: Any, pattern: str, kind: int, kinds: Any) -> None:
-        """Segments ``rows`` that match ``pattern`` (which captures ``n`` and ``total``)
-        made ``kind``, their counts and totals kept; the others made ``_OTHER``."""
-        import numpy as np
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        for lo in range(0, len(rows), BAR_CHUNK):  # (small copies, reused memory)
-            part = rows[lo : lo + BAR_CHUNK]
-            got = pc.extract_regex(strings.take(pa.array(part)), pattern)
-            ok = got.is_valid().to_numpy(zero_copy_only=False)
-            kinds[part] = np.where(ok, kind, _OTHER)
-            got = got.filter(pa.array(ok))
-            self.rows.append(part[ok])
-            for into, field in ((self.counts, "n"), (self.totals, "total")):
-                into.append(pc.cast(got.field(field), pa.int64()).to_numpy(zero_copy_only=False))
-
-    def drop(self, rows: Any) -> None:
-        """Forget what was read of segments ``rows`` (to be read again)."""
-        import numpy as np
-
-        for k, have in enumerate(self.rows):
-            keep = ~np.isin(have, rows)
-            self.rows[k], self.counts[k] = have[keep], self.counts[k][keep]
-            self.totals[k] = self.totals[k][keep]
-
-    def done(self) -> tuple[Any, Any, Any]:
-        """Rows (ascending), counts and totals of every bar read."""
-        import numpy as np
-
-        rows = np.concatenate([np.zeros(0, np.int64), *self.rows])
-        order = np.argsort(rows, kind="stable")
-        counts = np.concatenate([np.zeros(0, np.int64), *self.counts])
-        totals = np.concatenate([np.zeros(0, np.int64), *self.totals])
-        return rows[order], counts[order], totals[order]
-
-
-def _offsets(text: Any) -> Any:
-    """An Arrow string array's offsets (numpy, ``len + 1``)."""
-    import numpy as np
-    import pyarrow as pa
-
-    wide = pa.types.is_large_string(text.type) or pa.types.is_large_binary(text.type)
-    dtype = np.int64 if wide else np.int32
-    return np.frombuffer(text.buffers()[1], dtype, len(text) + 1, text.offset * (8 if wide else 4))
-
-
-def _text_bytes(text: Any) -> Any:
-    """The bytes of an Arrow string array's elements, one after another (an Arrow
-    buffer, not copied)."""
-    at = _offsets(text)
-    return text.buffers()[2].slice(int(at[0]), int(at[-1] - at[0]))
-
-
-def _tell_by_regex(strings: Any, rows: Any, first: Any, end_byte: Any, kinds: Any) -> None:
-    """The kinds of segments ``rows`` as the regexes tell them: one holding an escape is
-    ``_ESCAPED`` when :data:`ESCAPED_BLANK` matches it, else ``_OTHER``; the others by
-    :data:`SEGMENT`, then their first and last bytes."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if not len(rows):
-        return
-    some = strings.take(pa.array(rows))
-    ok = pc.match_substring_regex(some, SEGMENT).to_numpy(zero_copy_only=False)
-    escaped = pc.match_substring(some, "\x1b").to_numpy(zero_copy_only=False)
-    ok &= ~escaped
-    escaped &= pc.match_substring_regex(some, ESCAPED_BLANK).to_numpy(zero_copy_only=False)
-    f, e = first[rows], end_byte[rows]
-    kinds[rows] = np.select(
-        [escaped, ~ok, f == ord("{"), e == ord("]"), e == ord("}")],
-        [_ESCAPED, _OTHER, _DICT, _BAR, _BAR_DICT],
-        _BLANK,
-    )
 
 
 def _my_lines(kinds: Any, term: Any, line_of: Any, ends_cleanly: bool) -> Any:
@@ -412,14 +140,14 @@ def _my_lines(kinds: Any, term: Any, line_of: Any, ends_cleanly: bool) -> Any:
     import numpy as np
 
     n_lines = int(line_of[-1]) + 1
-    ok = (kinds == _BLANK) | (kinds == _BAR) | (kinds == _ESCAPED)
-    ok |= ((kinds == _DICT) | (kinds == _BAR_DICT)) & (term == 10)
+    ok = (kinds == BLANK) | (kinds == BAR) | (kinds == ESCAPED)
+    ok |= ((kinds == DICT) | (kinds == BAR_DICT)) & (term == 10)
     bad = np.zeros(n_lines, dtype=bool)
     bad[line_of[~ok]] = True
     cr = np.zeros(n_lines, dtype=bool)
     cr[line_of[term == 13]] = True
     first = np.flatnonzero(np.r_[True, line_of[1:] != line_of[:-1]])
-    lone_dict = kinds[first] == _DICT  # (a line of one segment: its first is its only)
+    lone_dict = kinds[first] == DICT  # (a line of one segment: its first is its only)
     lone_dict &= np.bincount(line_of, minlength=n_lines) == 1
     mine = ~bad & (cr | lone_dict)
     if not ends_cleanly:
@@ -527,7 +255,7 @@ def _mine_apart(data: Any, mine: Any, starts: Any, ends: Any, text_of: Any) -> b
 
 
 def _tokens(
-    seg: _Segments, in_mine: Any, other: tuple[list[int], list[int], list[int]]
+    seg: Segments, in_mine: Any, other: tuple[list[int], list[int], list[int]]
 ) -> tuple[Any, Any, Any]:
     """Every clear and bar of the log in byte order: position, count (-1: a clear),
     total.  A clear is a blank segment of spaces with ``\\r`` on both sides.  (A
@@ -536,12 +264,12 @@ def _tokens(
     import numpy as np
 
     kinds, term = seg.kinds, seg.term
-    clear = (kinds == _BLANK) & (term == 13)
+    clear = (kinds == BLANK) & (term == 13)
     clear[1:] &= term[:-1] == 13  # (a \\r before it)
     clear[0] = False
     clear &= np.diff(seg.offsets) > 1  # (spaces between the two)
     clear &= in_mine
-    bar = (kinds == _BAR) | (kinds == _BAR_DICT)
+    bar = (kinds == BAR) | (kinds == BAR_DICT)
     bar &= in_mine
     index = np.flatnonzero(clear | bar)
     is_bar = bar[index]
@@ -580,12 +308,12 @@ def write_steps_of(pos: Any, count: Any, total: Any) -> Any:
 
 
 class _Retell(Exception):
-    """A dict line taken by its bytes holds a ``%`` or a bullet: :data:`SEGMENT` must
+    """A dict line taken by its bytes holds a ``%`` or a bullet: :data:`~.segments.SEGMENT` must
     tell each (:func:`console_records` reads the log again after)."""
 
 
 def _dicts(
-    log: Any, seg: _Segments, is_dict: Any, lines_of: Any
+    log: Any, seg: Segments, is_dict: Any, lines_of: Any
 ) -> tuple[Any, dict[str, int]] | None:
     """The dict lines (each with its newline; a dict glued to a bar without the bar)
     read by Arrow, ``line`` their line in the log; None where the dict regex could read
@@ -630,7 +358,7 @@ class _DictLines:
 
     closed = False
 
-    def __init__(self, seg: _Segments, rows: Any) -> None:
+    def __init__(self, seg: Segments, rows: Any) -> None:
         import numpy as np
 
         self.seg, self.rows, self.next = seg, rows, 0
@@ -665,7 +393,7 @@ class _DictLines:
         self.closed = True
 
 
-def _dict_bytes(seg: _Segments, rows: Any) -> Any:
+def _dict_bytes(seg: Segments, rows: Any) -> Any:
     """The dict lines of segments ``rows``, one after another, a bar a dict is glued to
     taken off (bytes, or an Arrow buffer)."""
     import numpy as np
@@ -673,11 +401,11 @@ def _dict_bytes(seg: _Segments, rows: Any) -> Any:
     import pyarrow.compute as pc
 
     kept = seg.strings.take(pa.array(rows))
-    glued = seg.kinds[rows] == _BAR_DICT
+    glued = seg.kinds[rows] == BAR_DICT
     if not glued.any():
-        return _text_bytes(kept)
-    data = _text_bytes(kept).to_pybytes()  # (a few glued, one a stdout lump: bars off)
-    at = _offsets(kept)
+        return text_bytes(kept)
+    data = text_bytes(kept).to_pybytes()  # (a few glued, one a stdout lump: bars off)
+    at = offsets_of(kept)
     which = np.flatnonzero(glued)
     starts = at[which] - at[0]
     bar_ends = pc.find_substring(kept.take(pa.array(which)), "]").to_numpy() + 1
