@@ -285,19 +285,24 @@ _VALUES = st.text(
     st.lists(
         st.dictionaries(st.sampled_from(_KEYS), _VALUES, min_size=1, max_size=5),
         min_size=1,
-        max_size=30,
+        max_size=60,
     )
 )
 def test_quoted_columns_are_what_json_reads(rows):
     # an invariant: the cut at the quotes holds the JSON reader's keys (in order),
-    # presence and strings, line by line
+    # presence and strings, line by line (read in blocks of 1 KB: their dictionaries
+    # merged)
     from dflash_diag.logs.fast import quoted
 
     lines = [repr(r).encode() + b"\n" for r in rows]
     data = b"".join(lines)
     if any(b'"' in line or b"\\" in line for line in lines):
         return  # (repr chose double quotes, or escaped: the callers send those to JSON)
-    cut = quoted.quoted_columns(_Stream(data), lines[0].decode().removesuffix("\n"))
+    quoted.BLOCK, keep_block = 1024, quoted.BLOCK
+    try:
+        cut = quoted.quoted_columns(_Stream(data), lines[0].decode().removesuffix("\n"))
+    finally:
+        quoted.BLOCK = keep_block
     jsonlines.MIN_BYTES, keep = 0, jsonlines.MIN_BYTES
     try:
         table = jsonlines._arrow_table(data.replace(b"'", b'"'))

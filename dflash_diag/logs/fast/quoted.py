@@ -22,6 +22,7 @@ other shape (a value not quoted, a nested dict, a duplicate key, other spacing) 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +32,7 @@ MAX_ODD_LINES = 10_000
 
 #: Bytes the CSV reader reads at once (the dict lines are handed to it a piece at a
 #: time, and a line longer than this is left to the JSON reader).
-BLOCK = 1 << 22
+BLOCK = 1 << 21
 
 
 @dataclass
@@ -62,49 +63,89 @@ def quoted_columns(stream: Any, first: str) -> Cut | None:
     n_cells = first.count("'") + 1
     if n_cells % 4 != 1 or n_cells < 5:
         return None
-    got = _split(stream, n_cells)
-    if got is None:
+    odd: list[tuple[int, str]] = []
+    slots: dict[str, list[tuple[Any, Any, Any]]] = {}  # key -> (rows, codes, words)
+    order: list[tuple[int, str]] = []  # (first row, key)
+    keys_seen: set[str] = set()
+    at = 0  # (rows of the blocks before: the table's rows, odd lines not counted)
+    try:
+        for table in _blocks(stream, n_cells, odd):
+            got = _piece(table, n_cells // 4)
+            if got is None:
+                return None
+            layouts, values = got
+            for keys, which in layouts:
+                keys_seen.update(keys)
+                for j, key in enumerate(keys):
+                    codes, words = values[j]
+                    slots.setdefault(key, []).append((at + which, codes[which], words))
+                    order.append((at + int(which[0]), key))
+            at += table.num_rows
+    except _Refused:
         return None
-    table, odd = got
-    n_lines = table.num_rows + len(odd)
+    n_lines = at + len(odd)
     main = np.ones(n_lines, dtype=bool)
     main[[no - 1 for no, _ in odd]] = False
-    rows = np.flatnonzero(main)  # (the table's rows, as lines from 0)
-    layouts = _layouts(table, n_cells // 4)
-    if layouts is None:
-        return None
-    slots: dict[str, list[tuple[Any, Any, list[str]]]] = {}  # key -> (lines, codes, words)
-    order: list[tuple[int, str]] = []  # (first line, key)
+    lines = np.flatnonzero(main)  # (the table's rows, as lines from 0)
+    slots = {k: [(lines[r], c, w) for r, c, w in v] for k, v in slots.items()}
+    order = [(int(lines[r]), k) for r, k in order]
+    return _with_odd_lines(odd, slots, order, keys_seen, n_cells // 4, n_lines)
+
+
+class _Refused(Exception):
+    """Arrow's CSV reader refused the text (a line longer than a block, too many odd
+    lines)."""
+
+
+def _piece(table: Any, n_keys: int) -> tuple[list[Any], list[tuple[Any, Any]]] | None:
+    """One block's lines: their layouts (:func:`_layouts`) and per value column its
+    codes (numpy int32) and distinct strings (Arrow); None where :func:`_layouts` is."""
     import pyarrow.compute as pc
 
-    cells = [k for keys, _ in layouts for k in keys] + list(_separators(n_cells // 4).values())
-    for j in range(n_cells // 4):
+    layouts = _layouts(table, n_keys)
+    if layouts is None:
+        return None
+    values = []
+    for j in range(n_keys):
         encoded = pc.dictionary_encode(table.column(4 * j + 3).combine_chunks())
-        words = encoded.dictionary.to_pylist()
-        codes = encoded.indices.to_numpy(zero_copy_only=False)
-        cells += words
-        for keys, which in layouts:
-            slots.setdefault(keys[j], []).append((rows[which], codes[which], words))
-            order.append((int(rows[which[0]]), keys[j]))
+        values.append((encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary))
+    return layouts, values
+
+
+def _with_odd_lines(
+    odd: list[tuple[int, str]],
+    slots: dict[str, list[tuple[Any, Any, Any]]],
+    order: list[tuple[int, str]],
+    keys: set[str],
+    n_keys: int,
+    n_lines: int,
+) -> Cut | None:
+    """The :class:`Cut`, once the odd lines (cut in Python) are added to the slots;
+    None when one is not a dict of quoted strings."""
+    import numpy as np
+    import pyarrow as pa
+
     for no, text in odd:
         pairs = _cut(text)
         if pairs is None:
             return None
         for key, value in pairs:
-            slots.setdefault(key, []).append((np.array([no - 1]), np.zeros(1, np.int32), [value]))
+            one = pa.array([value], pa.string())
+            slots.setdefault(key, []).append((np.array([no - 1]), np.zeros(1, np.int32), one))
             order.append((no - 1, key))
-    cells += [text for _, text in odd]
-    return Cut(_assemble(slots, order, n_lines), n_lines, "\n".join(cells))
+    columns, words = _assemble(slots, order, n_lines)
+    cells = [*keys, *_separators(n_keys).values(), *words, *(text for _, text in odd)]
+    return Cut(columns, n_lines, "\n".join(cells))
 
 
-def _split(stream: Any, n_cells: int) -> tuple[Any, list[tuple[int, str]]] | None:
-    """The lines of ``n_cells`` cells as a table of strings (names ``f0``...), and
-    ``(line number, text)`` of the others; None when Arrow refuses the text or too
-    many lines are others."""
+def _blocks(stream: Any, n_cells: int, odd: list[tuple[int, str]]) -> Iterator[Any]:
+    """The lines of ``n_cells`` cells as tables of strings, one per block read (names
+    ``f0``...; one block's cells at a time are held, not all), the ``(line number,
+    text)`` of the others appended to ``odd`` as they come.
+
+    :raises _Refused: Arrow refuses the text, or too many lines are others."""
     import pyarrow as pa
     import pyarrow.csv as pcsv
-
-    odd: list[tuple[int, str]] = []
 
     def other(row: Any) -> str:
         if row.number is None or len(odd) >= MAX_ODD_LINES:
@@ -114,7 +155,7 @@ def _split(stream: Any, n_cells: int) -> tuple[Any, list[tuple[int, str]]] | Non
 
     types = {f"f{i}": pa.string() for i in range(n_cells)}
     try:
-        table = pcsv.open_csv(
+        reader = pcsv.open_csv(
             stream,
             read_options=pcsv.ReadOptions(
                 autogenerate_column_names=True, use_threads=False, block_size=BLOCK
@@ -132,10 +173,12 @@ def _split(stream: Any, n_cells: int) -> tuple[Any, list[tuple[int, str]]] | Non
                 quoted_strings_can_be_null=False,
                 check_utf8=False,
             ),
-        ).read_all()
+        )
+        for batch in reader:
+            if batch.num_rows:
+                yield pa.Table.from_batches([batch])
     except pa.ArrowException:  # (a line longer than a block too)
-        return None
-    return table, odd
+        raise _Refused from None
 
 
 def _layouts(table: Any, n_keys: int) -> list[tuple[tuple[str, ...], Any]] | None:
@@ -212,32 +255,41 @@ def _cut(text: str) -> list[tuple[str, str]] | None:
 
 
 def _assemble(
-    slots: dict[str, list[tuple[Any, Any, list[str]]]],
+    slots: dict[str, list[tuple[Any, Any, Any]]],
     order: list[tuple[int, str]],
     n_lines: int,
-) -> list[tuple[str, Any, Any]]:
+) -> tuple[list[tuple[str, Any, Any]], list[str]]:
     """The columns of :func:`quoted_columns`, each a dictionary-encoded Arrow array
-    (each distinct value once: :func:`~.jsonlines.column_records` reads each once)."""
+    (each distinct value once: :func:`~.jsonlines.column_records` reads each once; the
+    blocks' dictionaries merged), and every distinct value."""
     import numpy as np
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     seen: set[str] = set()
     out = []
+    words: list[str] = []
     for _, key in sorted(order, key=lambda x: x[0]):
         if key in seen:
             continue
         seen.add(key)
         where = np.full(n_lines, -1, dtype=np.int32)
-        words: list[str] = []
-        base: dict[int, int] = {}  # (a column's dictionary once, for all its layouts)
+        parts: list[Any] = []
+        base: dict[int, int] = {}  # (a block's dictionary once, for all its layouts)
         for lines, codes, some in slots[key]:
             if id(some) not in base:
-                base[id(some)] = len(words)
-                words.extend(some)
+                base[id(some)] = sum(len(p) for p in parts)
+                parts.append(some)
             where[lines] = codes + base[id(some)]
         present = where >= 0
-        values = pa.DictionaryArray.from_arrays(
-            pa.array(where, mask=~present), pa.array(words, pa.string())
+        pool = parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+        if len(parts) > 1:  # (one dictionary of the blocks')
+            merged = pc.dictionary_encode(pool)
+            remap = merged.indices.to_numpy(zero_copy_only=False)
+            where[present] = remap[where[present]]
+            pool = merged.dictionary
+        out.append(
+            (key, pa.DictionaryArray.from_arrays(pa.array(where, mask=~present), pool), present)
         )
-        out.append((key, values, present))
-    return out
+        words += pool.to_pylist()
+    return out, words
