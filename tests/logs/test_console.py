@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from dflash_diag.errors import InputError
@@ -93,11 +93,36 @@ def record(rng: np.random.Generator, step: int, kind: str) -> str:
         return "{'train_runtime': '1.5', 'train_loss': '2.5', 'epoch': '2'}\n"
     if kind == "stepped":
         return f"{{'step': {step}, 'loss': '{2 + rng.random():.4g}'}}\n"
+    if kind in TRAPS:
+        return TRAPS[kind].format(loss=f"{2 + rng.random():.4g}", step=step)
     return (
         f"{{'loss': '{2 + rng.random():.4g}', 'grad_norm': '{rng.random():.4g}', "
         f"'learning_rate': '{1e-3 / step:.4g}', 'epoch': '{step / 100:.4g}'}}\n"
     )
 
+
+#: Dict lines the fast path must read as the line parser does, or leave to it: a
+#: bare number (``num_input_tokens_seen``), what JSON reads otherwise than a cut at the
+#: quotes (an escape, a tab), what the line parser takes for other lines (a warning, a
+#: ``%`` or ``%|``, a bullet), another spacing, a key twice, keys in another order or
+#: another set of as many keys, an empty value, a long key.
+TRAPS = {
+    "tokens": "{{'loss': '{loss}', 'epoch': '0.5', 'num_input_tokens_seen': {step}0}}\n",
+    "escape": "{{'loss': '{loss}', 'note': 'a\\\\nb'}}\n",
+    "tab": "{{'loss': '{loss}',\t'epoch': '1'}}\n",
+    "warning": "{{'loss': '{loss}', 'note': 'Warning: slow'}}\n",
+    "percent": "{{'loss': '{loss}', 'acc': '45%'}}\n",
+    "percent_bar": "{{'loss': '{loss}', 'note': '5%|x'}}\n",
+    "percent_end": "{{'loss': '{loss}', 'acc': 45%}}\n",
+    "bullet": "{{'loss': '{loss}', 'note': 'a \u2022 b'}}\n",
+    "tight": "{{'loss':'{loss}', 'epoch':'1'}}\n",
+    "twice": "{{'loss': '{loss}', 'loss': '9'}}\n",
+    "reordered": "{{'grad_norm': '0.5', 'loss': '{loss}', 'epoch': '1', 'learning_rate': '1'}}\n",
+    "same_count": "{{'eval_loss': '{loss}', 'eval_runtime': '0.5', 'eval_x': '3', 'epoch': '1'}}\n",
+    "empty": "{{'loss': '{loss}', 'note': ''}}\n",
+    "long_key": "{{'loss': '{loss}', '" + "k" * 81 + "': '1'}}\n",
+    "unicode": "{{'loss': '{loss}', 'd\u00e9bit': '3'}}\n",
+}
 
 #: Lines a Trainer's console shows among its bars, and the traps of the line parser.
 OTHER = [
@@ -129,6 +154,7 @@ def consoles(draw) -> str:
     steps = draw(st.integers(1, 60))
     total = steps + draw(st.integers(0, 3))
     buffered = draw(st.booleans())
+    trap = draw(st.sampled_from([None, None, *TRAPS]))  # (one kind of trap a log)
     out = [bar(0, total)]
     lump: list[str] = []
     for s in range(1, steps + 1):
@@ -138,6 +164,8 @@ def consoles(draw) -> str:
             out.append(bar(s, total))  # (a redraw between writes)
         out.append(clear(draw(st.sampled_from([0, 44, 60]))))
         kind = draw(st.sampled_from(["train"] * 6 + ["eval", "summary", "stepped"]))
+        if trap is not None and draw(st.integers(0, 4)) == 0:
+            kind = trap
         lump.append(record(rng, s, kind))
         flush = not buffered or draw(st.integers(0, 4)) == 0
         glued = buffered and draw(st.booleans())  # (the lump right after the redraw)
@@ -211,3 +239,94 @@ def test_write_steps_of_tokens_is_write_steps(text):
     got = console.write_steps_of(np.array(pos), np.array(count), np.array(total))
     want = write_steps(text + "%|") if "\r" in text else []
     assert (got.tolist() if got is not None else []) == want
+
+
+def test_quoted_dicts_are_not_read_as_json(small_logs_too, monkeypatch):
+    # (the Trainer's dicts of strings are cut at their quotes: JSON is the slow way)
+    def refuse(*args, **kwargs):
+        raise AssertionError("read as JSON")
+
+    monkeypatch.setattr(jsonlines, "json_records", refuse)
+    rng = np.random.default_rng(3)
+    kinds = ["train"] * 40 + ["eval", "summary"]
+    text = "".join(
+        clear() + record(rng, s, kinds[s % len(kinds)]) + bar(s, 60) for s in range(1, 61)
+    )
+    got = console.console_records((text + "\n").encode())
+    assert got is not None and len(got.frame) > 0
+
+
+class _Stream:
+    """Bytes as a file, read in small pieces of whole lines (as the console path
+    hands the dict lines to the CSV reader)."""
+
+    closed = False
+
+    def __init__(self, data: bytes) -> None:
+        self.lines, self.at = data.splitlines(keepends=True), 0
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        out = b"".join(self.lines[self.at : self.at + 3])
+        self.at += 3
+        return out
+
+
+_KEYS = ["loss", "epoch", "grad_norm", "eval_loss", "d\u00e9bit", "a b", "x:y", "{", "}"]
+_VALUES = st.text(
+    alphabet=st.characters(blacklist_characters="'\"\\", blacklist_categories=["Cc", "Cs"]),
+    max_size=8,
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.dictionaries(st.sampled_from(_KEYS), _VALUES, min_size=1, max_size=5),
+        min_size=1,
+        max_size=60,
+    )
+)
+def test_quoted_columns_are_what_json_reads(rows):
+    # an invariant: the cut at the quotes holds the JSON reader's keys (in order),
+    # presence and strings, line by line (read in blocks of 1 KB: their dictionaries
+    # merged)
+    from dflash_diag.logs.fast import quoted
+
+    lines = [repr(r).encode() + b"\n" for r in rows]
+    data = b"".join(lines)
+    if any(b'"' in line or b"\\" in line for line in lines):
+        return  # (repr chose double quotes, or escaped: the callers send those to JSON)
+    quoted.BLOCK, keep_block = 1024, quoted.BLOCK
+    try:
+        cut = quoted.quoted_columns(_Stream(data), lines[0].decode().removesuffix("\n"))
+    finally:
+        quoted.BLOCK = keep_block
+    jsonlines.MIN_BYTES, keep = 0, jsonlines.MIN_BYTES
+    try:
+        table = jsonlines._arrow_table(data.replace(b"'", b'"'))
+    finally:
+        jsonlines.MIN_BYTES = keep
+    assume(table is not None)  # (a guard of the JSON path: "null", "Warning:" in a value)
+    assert cut is not None
+    want = jsonlines._columns(table)
+    assert [k for k, _, _ in cut.columns] == [k for k, _, _ in want]
+    for (_, got, present), (_, arr, here) in zip(cut.columns, want, strict=True):
+        assert present.tolist() == here.tolist()
+        assert got.to_pylist() == arr.to_pylist()
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["null", "None", "nan", "-inf", "Infinity", "true", "1_000", " 2", "1e400", "0x10"]
+    + ["17/2353", "25.1K", "45%", "1h02m", "", "+3", ".5", "5."],
+)
+def test_a_quoted_value_reads_as_the_line_parser_reads_it(value, small_logs_too):
+    # (the JSON path left "null" to the line parser; a value cut at its quotes is read)
+    text = bar(0, 30) + "".join(
+        clear() + f"{{'loss': '{2 + s / 10:.3g}', 'v': '{value}'}}\n" + bar(s, 30)
+        for s in range(1, 31)
+    )
+    same(RawLog("hf.log", (text + "\n").encode()))

@@ -36,6 +36,8 @@ LAYERS: dict[str, int] = {
     "fast.template": 5,
     "fast.layout": 6,
     "fast.jsonlines": 6,
+    "fast.quoted": 6,
+    "fast.segments": 6,
     "fast.columns": 7,
     "fast.console": 7,
     "fast.lineshape": 8,

@@ -6,16 +6,23 @@ and clear goes through the bar regex and the bar bookkeeping, each dict line thr
 the dict regex and the field rules, and :func:`~dflash_diag.logs.bars.write_steps`
 scans the whole text once more in Python for the ``tqdm.write`` clears that date the
 dicts.  Here the log is cut at every ``\\r`` and ``\\n`` into segments (one Arrow
-string array over the log's bytes) and RE2 classifies them all at once:
+string array over the log's bytes, found by one pass of numpy for the bytes below 32)
+and each is told by its bytes, RE2 reading only the bars:
 
-- blank: spaces only (a clear of ``tqdm.write`` when ``\\r`` is on both sides);
+- blank: spaces only (a clear of ``tqdm.write`` when ``\\r`` is on both sides):
+  Arrow's ``ascii_is_space``, and no control byte but its terminator;
 - a bare tqdm bar: ``  5%|▌         | 10/200 [00:00<00:03, 53.95it/s]``, spaces at most
   before it, at most two ``,``-parts in its brackets (no postfix: the line parser makes
-  no record of it, it only counts it as ``progress_bar``);
-- a dict line (``{'loss': ...}``), last on its line, the line ending right after it.
+  no record of it, it only counts it as ``progress_bar``): :data:`~.segments.BARE_BAR`, which
+  also captures the counts;
+- a dict line (``{'loss': ...}``), last on its line, the line ending right after it:
+  ``{'`` first, ``}`` last, and no ``%`` nor bullet in it (where one is, :data:`~.segments.SEGMENT`
+  tells the dict segments, as it tells those holding a control byte).
 
 A line made only of those (and at least one ``\\r``, or a dict line alone) is this
-module's: its dict is read by Arrow (:func:`~.jsonlines.json_records`, as
+module's: its dict is read by Arrow (cut at its quotes by the CSV reader,
+:func:`~.quoted.quoted_columns`, when every key and value is quoted, as a Trainer
+prints them; else as JSON, :func:`~.jsonlines.json_records`, as
 :func:`~.jsonlines.dict_line_records` does) and dated by the write order; every other
 line goes to the line parser.  The clears and bars of the whole log, in byte order,
 make the write steps as :func:`~dflash_diag.logs.bars.write_steps` makes them: the
@@ -31,32 +38,25 @@ UTF-8, or a dict Arrow does not read as the dict regex would.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from ..grammar import continues, is_rich_bytes, logical_lines
 from ..io import strip_ansi
-from . import jsonlines
-from .leftover import Leftover
-
-_NOT = "\r\n\u2022"  # (no segment of this module's holds a rich bar's bullet)
-#: tqdm's bar with no postfix, spaces before it.
-BARE_BAR = (
-    rf"^ *\d{{1,3}}%\|[^|{_NOT}]*\| *(?P<n>\d{{1,15}})/(?P<total>\d{{1,15}}) *"
-    rf"\[[^\],{_NOT}]*(?:,[^\],{_NOT}]*)?\]"
+from . import jsonlines, quoted
+from .segments import (
+    BAR,
+    BAR_DICT,
+    BLANK,
+    DICT,
+    ESCAPED,
+    Segments,
+    cut_segments,
+    heap_memory,
+    offsets_of,
+    text_bytes,
 )
-#: A segment of this module's, with its ``\\r`` or ``\\n``: spaces only, a bare bar,
-#: a dict line (``{'``, no ``%|``, ``}``; its ``\\n`` is checked apart), or a bare bar
-#: with a dict line glued to it (a stdout lump written right after a redraw).
-_DICT_LINE = rf"\{{'(?:[^%{_NOT}]|%[^|{_NOT}])*\}}"
-SEGMENT = rf"^(?: *|{BARE_BAR[1:]}(?:{_DICT_LINE})?|{_DICT_LINE})[\r\n]?$"
-
-#: Spaces and cursor moves (``\\x1b[A``: tqdm's nested bars): blank once the line
-#: parser has taken the codes off, but no clear (the raw text has no ``\\r`` after the
-#: spaces).
-ESCAPED_BLANK = "^(?: |\x1b\\[[0-9;]*[A-Za-z])*[\r\n]?$"
-
-_OTHER, _BLANK, _BAR, _DICT, _BAR_DICT, _ESCAPED = 0, 1, 2, 3, 4, 5
 
 
 @dataclass
@@ -90,83 +90,47 @@ def console_records(data: Any) -> Console | None:
         or is_rich_bytes(data)
     ):
         return None
-    seg = _segments(data)
-    if seg is None:
-        return None
-    kinds, term, line_of, offsets, strings = seg
-    mine = _my_lines(kinds, term, line_of, data[-1:] == b"\n")
+    with heap_memory():
+        seg = cut_segments(data)
+        if seg is None:
+            return None
+        try:
+            return _console(data, seg)
+        except _Retell:
+            seg.retell_dicts()
+            return _console(data, seg)
+
+
+def _console(data: Any, seg: Segments) -> Console | None:
+    """:func:`console_records` once the log is cut into segments."""
     import numpy as np
 
+    kinds, line_of = seg.kinds, seg.line_of
+    mine = _my_lines(kinds, seg.term, line_of, data[-1:] == b"\n")
     in_mine = mine[line_of]
-    is_dict = ((kinds == _DICT) | (kinds == _BAR_DICT)) & in_mine
+    is_dict = ((kinds == DICT) | (kinds == BAR_DICT)) & in_mine
     if not is_dict.any():
         return None
-    others = _other_lines(data, mine)
+    others = _other_lines(data, mine, seg.newlines)
     if others is None:
         return None
     other_pairs, other_tokens = others
-    tokens = _tokens(kinds, term, offsets, strings, in_mine, other_tokens)
-    writes = write_steps_of(*tokens)
+    writes = write_steps_of(*_tokens(seg, in_mine, other_tokens))
     if writes is None:
         return None
     dict_lines = line_of[is_dict] + 1
-    got = _dicts(strings, is_dict, kinds == _BAR_DICT, dict_lines)
+    got = _dicts(data, seg, is_dict, dict_lines)
     if got is None:
         return None
     frame, skipped = got
     _date(frame, dict_lines, writes, skipped)
-    bars = int((((kinds == _BAR) | (kinds == _BAR_DICT)) & in_mine).sum())
+    bars = int((((kinds == BAR) | (kinds == BAR_DICT)) & in_mine).sum())
     if bars:
         skipped["progress_bar"] = skipped.get("progress_bar", 0) + bars
     has_dict = np.zeros(len(mine), dtype=bool)
     has_dict[dict_lines - 1] = True
     quiet = np.flatnonzero(mine & ~has_dict) + 1
     return Console(frame, skipped, other_pairs, quiet, len(mine))
-
-
-def _segments(data: Any) -> tuple[Any, Any, Any, Any, Any] | None:
-    """Per segment (a piece of the log ending at a ``\\r``, a ``\\n`` or the end): its
-    kind, its terminator byte (0 at the end), its line (from 0), the byte offsets
-    where the segments start (and the last ends), and the segments as an Arrow
-    ``large_string`` array, each with its terminator; None when the bytes are not
-    UTF-8.  One RE2 pass tells this module's segments (:data:`SEGMENT`); of those, a
-    dict starts with ``{``, a bar ends with ``]``, the rest are blank."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    buf = np.frombuffer(data, np.uint8)
-    low = np.flatnonzero(buf < 14)  # (one comparison over the bytes, then the few)
-    sep = low[(buf[low] == 13) | (buf[low] == 10)]
-    offsets = np.concatenate([[0], sep + 1, [len(buf)]]).astype(np.int64)
-    if offsets[-1] == offsets[-2]:
-        offsets = offsets[:-1]  # (the log ends in a separator: no empty last segment)
-    n = len(offsets) - 1
-    strings = pa.Array.from_buffers(
-        pa.large_utf8(), n, [None, pa.py_buffer(offsets), pa.py_buffer(buf)]
-    )
-    try:
-        strings.validate(full=True)
-    except pa.ArrowInvalid:
-        return None
-    last = buf[offsets[1:] - 1]
-    term = np.where((last == 13) | (last == 10), last, 0).astype(np.uint8)
-    line_of = np.concatenate([[0], np.cumsum(term[:-1] == 10)])
-    ok = pc.match_substring_regex(strings, SEGMENT).to_numpy(zero_copy_only=False)
-    escaped = np.zeros(n, dtype=bool)
-    if data.find(b"\x1b") >= 0:
-        escaped = pc.match_substring(strings, "\x1b").to_numpy(zero_copy_only=False)
-        ok &= ~escaped
-        escaped &= pc.match_substring_regex(strings, ESCAPED_BLANK).to_numpy(zero_copy_only=False)
-    first = buf[np.minimum(offsets[:-1], len(buf) - 1)]
-    content_end = offsets[1:] - 1 - (term > 0)  # (the last byte before the terminator)
-    end_byte = np.where(content_end >= offsets[:-1], buf[np.maximum(content_end, 0)], 0)
-    kinds = np.select(
-        [escaped, ~ok, first == ord("{"), end_byte == ord("]"), end_byte == ord("}")],
-        [_ESCAPED, _OTHER, _DICT, _BAR, _BAR_DICT],
-        _BLANK,
-    ).astype(np.int8)
-    return kinds, term, line_of, offsets, strings
 
 
 def _my_lines(kinds: Any, term: Any, line_of: Any, ends_cleanly: bool) -> Any:
@@ -176,12 +140,14 @@ def _my_lines(kinds: Any, term: Any, line_of: Any, ends_cleanly: bool) -> Any:
     import numpy as np
 
     n_lines = int(line_of[-1]) + 1
-    ok = (kinds == _BLANK) | (kinds == _BAR) | (kinds == _ESCAPED)
-    ok |= ((kinds == _DICT) | (kinds == _BAR_DICT)) & (term == 10)
-    bad = np.bincount(line_of, weights=~ok, minlength=n_lines) > 0
-    cr = np.bincount(line_of, weights=term == 13, minlength=n_lines) > 0
+    ok = (kinds == BLANK) | (kinds == BAR) | (kinds == ESCAPED)
+    ok |= ((kinds == DICT) | (kinds == BAR_DICT)) & (term == 10)
+    bad = np.zeros(n_lines, dtype=bool)
+    bad[line_of[~ok]] = True
+    cr = np.zeros(n_lines, dtype=bool)
+    cr[line_of[term == 13]] = True
     first = np.flatnonzero(np.r_[True, line_of[1:] != line_of[:-1]])
-    lone_dict = kinds[first] == _DICT  # (a line of one segment: its first is its only)
+    lone_dict = kinds[first] == DICT  # (a line of one segment: its first is its only)
     lone_dict &= np.bincount(line_of, minlength=n_lines) == 1
     mine = ~bad & (cr | lone_dict)
     if not ends_cleanly:
@@ -190,7 +156,7 @@ def _my_lines(kinds: Any, term: Any, line_of: Any, ends_cleanly: bool) -> Any:
 
 
 def _other_lines(
-    data: Any, mine: Any
+    data: Any, mine: Any, ends: Any
 ) -> tuple[list[tuple[int, str]], tuple[list[int], list[int], list[int]]] | None:
     """The line parser's lines, ANSI codes off and joined into records as
     :func:`~dflash_diag.logs.grammar.logical_lines` joins them, and their clears and bars
@@ -200,7 +166,6 @@ def _other_lines(
     record would join one of this module's lines with another."""
     import numpy as np
 
-    ends = np.flatnonzero(np.frombuffer(data, np.uint8) == 10)
     starts = np.concatenate([[0], ends + 1])
 
     def text_of(i: int) -> str | None:
@@ -290,33 +255,31 @@ def _mine_apart(data: Any, mine: Any, starts: Any, ends: Any, text_of: Any) -> b
 
 
 def _tokens(
-    kinds: Any,
-    term: Any,
-    offsets: Any,
-    strings: Any,
-    in_mine: Any,
-    other: tuple[list[int], list[int], list[int]],
+    seg: Segments, in_mine: Any, other: tuple[list[int], list[int], list[int]]
 ) -> tuple[Any, Any, Any]:
     """Every clear and bar of the log in byte order: position, count (-1: a clear),
     total.  A clear is a blank segment of spaces with ``\\r`` on both sides.  (A
     segment holds one token at most, so this module's are in order already; the few of
     the other lines are put in among them.)"""
     import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
 
-    starts, length = offsets[:-1], np.diff(offsets)
-    prev_cr = np.r_[False, term[:-1] == 13]
-    clear = in_mine & (kinds == _BLANK) & prev_cr & (term == 13) & (length > 1)
-    bar = in_mine & ((kinds == _BAR) | (kinds == _BAR_DICT))
-    got = pc.extract_regex(strings.filter(pa.array(bar)), BARE_BAR)
+    kinds, term = seg.kinds, seg.term
+    clear = (kinds == BLANK) & (term == 13)
+    clear[1:] &= term[:-1] == 13  # (a \\r before it)
+    clear[0] = False
+    clear &= np.diff(seg.offsets) > 1  # (spaces between the two)
+    clear &= in_mine
+    bar = (kinds == BAR) | (kinds == BAR_DICT)
+    bar &= in_mine
     index = np.flatnonzero(clear | bar)
+    is_bar = bar[index]
+    rows, counts, totals = seg.bars
+    at = np.searchsorted(rows, index[is_bar])
     count = np.full(len(index), -1, dtype=np.int64)
     total = np.full(len(index), -1, dtype=np.int64)
-    is_bar = bar[index]
-    count[is_bar] = pc.cast(got.field("n"), pa.int64()).to_numpy(zero_copy_only=False)
-    total[is_bar] = pc.cast(got.field("total"), pa.int64()).to_numpy(zero_copy_only=False)
-    pos = starts[index] - 1 + is_bar  # (a clear from its \\r, a bar from its first byte)
+    count[is_bar], total[is_bar] = counts[at], totals[at]
+    # (a clear from its \\r, a bar from its first byte)
+    pos = seg.offsets[index].astype(np.int64) - 1 + is_bar
     if not other[0]:
         return pos, count, total
     at = np.searchsorted(pos, np.asarray(other[0], np.int64))
@@ -339,41 +302,127 @@ def write_steps_of(pos: Any, count: Any, total: Any) -> Any:
     seen, first, times = np.unique(total[after], return_index=True, return_counts=True)
     best = np.lexsort((first, -times))[0]  # most drawn; of those, the first seen
     train = np.flatnonzero(~is_clear & (total == seen[best]))
-    index = np.arange(len(count))
-    last_clear = np.maximum.accumulate(np.where(is_clear, index, -1))
-    before = np.r_[-1, train[:-1]]
-    return count[train[last_clear[train] > before]]
+    clears_before = np.searchsorted(np.flatnonzero(is_clear), train)
+    # (a draw is a write's step when a clear came since the training bar's last draw)
+    return count[train[clears_before > np.r_[0, clears_before[:-1]]]]
 
 
-def _dicts(strings: Any, is_dict: Any, glued: Any, lines: Any) -> tuple[Any, dict[str, int]] | None:
-    """The dict lines (each with its newline; ``glued``: after the bar it is glued to)
+class _Retell(Exception):
+    """A dict line taken by its bytes holds a ``%`` or a bullet: :data:`~.segments.SEGMENT` must
+    tell each (:func:`console_records` reads the log again after)."""
+
+
+def _dicts(
+    log: Any, seg: Segments, is_dict: Any, lines_of: Any
+) -> tuple[Any, dict[str, int]] | None:
+    """The dict lines (each with its newline; a dict glued to a bar without the bar)
     read by Arrow, ``line`` their line in the log; None where the dict regex could read
-    otherwise."""
+    otherwise.  Dicts of quoted strings are cut at their quotes
+    (:func:`~.quoted.quoted_columns`; what the dict lines must not hold is looked for in
+    their cells' distinct strings), others read as JSON once every ``'`` is a ``"``.
+
+    :raises _Retell: a dict line holds a ``%`` or a bullet and the dict lines were told
+        by their bytes."""
+    import numpy as np
+
+    rows = np.flatnonzero(is_dict)
+    if log.find(b'"') >= 0 and _QUOTE.search(memoryview(_dict_bytes(seg, rows))):
+        return None
+    got = None
+    if not np.isin(rows, seg.odd).any():  # (no tab, no escape: as JSON would read them)
+        lines = _DictLines(seg, rows)
+        cut = quoted.quoted_columns(lines, lines.first())
+        if cut is not None and seg.by_bytes and ("%" in cut.cells or "\u2022" in cut.cells):
+            raise _Retell
+        if cut is not None and not any(w in cut.cells for w in _NOT_QUOTED):
+            got = jsonlines.column_records(cut.columns, cut.n_lines, dicts=True)
+            if got is None:
+                return None
+    if got is None:
+        view = memoryview(_dict_bytes(seg, rows))
+        if seg.by_bytes and (_PERCENT.search(view) or _BULLET.search(view)):
+            raise _Retell
+        got = jsonlines.json_records(bytes(view).replace(b"'", b'"'), dicts=True)
+    if got is None:
+        return None
+    frame, skipped = got
+    frame["line"] = lines_of[frame["line"].to_numpy() - 1]
+    return frame, skipped
+
+
+class _DictLines:
+    """The dict lines of segments ``rows`` as a file (``read``), taken from the log a
+    block at a time: whole lines, as many as fit in the bytes asked for (a copy of
+    them all at once would cost memory touched for the first time, which is what
+    costs)."""
+
+    closed = False
+
+    def __init__(self, seg: Segments, rows: Any) -> None:
+        import numpy as np
+
+        self.seg, self.rows, self.next = seg, rows, 0
+        sizes = (seg.offsets[rows + 1] - seg.offsets[rows]).astype(np.int64)
+        self.ends = np.cumsum(sizes)  # (bytes up to each line's end, bars included)
+
+    def first(self) -> str:
+        """The first dict line, without its newline."""
+        text = bytes(_dict_bytes(self.seg, self.rows[:1]))
+        return text.decode("utf-8").removesuffix("\n")
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> Any:
+        """Whole lines, at most ``size`` bytes of them but at least one line (all that
+        is left when ``size`` is negative); nothing at the end."""
+        import numpy as np
+
+        if self.next >= len(self.rows):
+            return b""
+        done = int(self.ends[self.next - 1]) if self.next else 0
+        upto = len(self.rows)
+        if size is not None and size >= 0:
+            upto = int(np.searchsorted(self.ends, done + size, side="right"))
+        upto = max(upto, self.next + 1)
+        part = self.rows[self.next : upto]
+        self.next = upto
+        return _dict_bytes(self.seg, part)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _dict_bytes(seg: Segments, rows: Any) -> Any:
+    """The dict lines of segments ``rows``, one after another, a bar a dict is glued to
+    taken off (bytes, or an Arrow buffer)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    kept = strings.filter(pa.array(is_dict)).cast(pa.large_binary())
-    data = Leftover(lines, kept).data()
-    after_bar = glued[is_dict]
-    if after_bar.any():  # (a few: one a stdout lump) the bars before them taken off
-        rows = np.flatnonzero(after_bar)
-        starts = np.frombuffer(kept.buffers()[1], np.int64, len(kept) + 1, 8 * kept.offset)
-        starts = starts[rows] - starts[0]
-        bar_ends = pc.find_substring(kept.take(pa.array(rows)), "]").to_numpy() + 1
-        pieces, at = [], 0
-        for lo, n in zip(starts.tolist(), bar_ends.tolist(), strict=True):
-            pieces.append(data[at:lo])
-            at = lo + n
-        data = b"".join([*pieces, data[at:]])
-    if data.find(b'"') >= 0:
-        return None
-    got = jsonlines.json_records(data.replace(b"'", b'"'), dicts=True)
-    if got is None:
-        return None
-    frame, skipped = got
-    frame["line"] = lines[frame["line"].to_numpy() - 1]
-    return frame, skipped
+    kept = seg.strings.take(pa.array(rows))
+    glued = seg.kinds[rows] == BAR_DICT
+    if not glued.any():
+        return text_bytes(kept)
+    data = text_bytes(kept).to_pybytes()  # (a few glued, one a stdout lump: bars off)
+    at = offsets_of(kept)
+    which = np.flatnonzero(glued)
+    starts = at[which] - at[0]
+    bar_ends = pc.find_substring(kept.take(pa.array(which)), "]").to_numpy() + 1
+    pieces, lo = [], 0
+    for start, n in zip(starts.tolist(), bar_ends.tolist(), strict=True):
+        pieces.append(data[lo:start])
+        lo = start + n
+    return b"".join([*pieces, data[lo:]])
+
+
+#: What no cell of a dict line read cut at its quotes may hold: an escape (JSON reads it
+#: otherwise), warning text (the line parser skips such a line).
+_NOT_QUOTED = ("\\", "Warning:", "warnings.warn(")
+#: What the dict lines are searched for (in Arrow's buffer: ``re`` reads any buffer).
+_QUOTE = re.compile(b'"')
+_PERCENT = re.compile(b"%")
+_BULLET = re.compile("\u2022".encode())
 
 
 def _date(frame: Any, dict_lines: Any, writes: Any, skipped: dict[str, int]) -> None:

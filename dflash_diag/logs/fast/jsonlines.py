@@ -117,9 +117,12 @@ def _values(arr: Any) -> tuple[np.ndarray, np.ndarray] | None:
     t = arr.type
     if pa.types.is_integer(t) or pa.types.is_floating(t):
         return pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False), np.ones(len(arr), bool)
-    if not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+    if pa.types.is_dictionary(t) and pa.types.is_string(t.value_type):
+        encoded = arr  # (already: :func:`~.quoted.quoted_columns`)
+    elif pa.types.is_string(t) or pa.types.is_large_string(t):
+        encoded = pc.dictionary_encode(arr)  # each distinct string read once
+    else:
         return None
-    encoded = pc.dictionary_encode(arr)  # each distinct string read once
     words = encoded.dictionary.to_pylist()
     read = [to_float(w) for w in words]
     read = [x if x is not None else number_with_unit(w) for x, w in zip(read, words, strict=True)]
@@ -234,18 +237,24 @@ def json_records(data: Any, dicts: bool = False) -> tuple[Any, dict[str, int]] |
         return None
     import pyarrow as pa
 
+    if dicts and any(pa.types.is_struct(t) for t in table.schema.types):
+        return None  # a nested dict (the regex reads it otherwise)
+    return column_records(_columns(table), table.num_rows, dicts)
+
+
+def column_records(
+    cols: list[tuple[str, Any, Any]], n_lines: int, dicts: bool = False
+) -> tuple[Any, dict[str, int]] | None:
+    """:func:`json_records` from the columns of the lines (``(key path, array,
+    present)``, as :func:`_columns` makes them), or None.  ``dicts``: the lines were
+    dict lines, whose keys the line parser's regex takes only when 1-80 characters."""
     from ..fields import mapping_shape
 
-    n_lines = table.num_rows
-    cols = _columns(table)
     if not cols:
         return None
     keys = tuple(name for name, _, _ in cols)
-    if dicts and (
-        any(pa.types.is_struct(t) for t in table.schema.types)
-        or not all(0 < len(k) <= 80 for k in keys)
-    ):
-        return None  # a nested dict (the regex reads it otherwise), a key it would not take
+    if dicts and not all(0 < len(k) <= 80 for k in keys):
+        return None  # a key the dict regex would not take
     names = mapping_shape(keys)[0]
     summary, is_eval = _line_kinds(cols, keys)
     try:
@@ -371,7 +380,8 @@ def _records(
         skipped["text"] = int((~row_summary & (metrics == 0)).sum())
     if not keep.any():
         return None  # (the line parser says why there is nothing)
-    out = pd.DataFrame({k: v[keep] for k, v in frame.items()}, copy=False)
+    every = bool(keep.all())  # (then the columns as they are, not copied)
+    out = pd.DataFrame({k: v if every else v[keep] for k, v in frame.items()}, copy=False)
     out["is_eval"] = row_eval[keep]
     rank_col = out["rank"].to_numpy() if "rank" in out else np.zeros(len(out))
     with np.errstate(invalid="ignore"):

@@ -1,0 +1,298 @@
+"""The Hugging Face Trainer's console output cut into segments at every ``\\r`` and
+``\\n``, each told by its bytes (see :func:`cut_segments`), for
+:mod:`~dflash_diag.logs.fast.console`.
+
+What a segment is, as the regexes say it: :data:`SEGMENT` (blank, a bare tqdm bar, a
+dict line, a bar with a dict line glued to it) and :data:`ESCAPED_BLANK` (spaces and
+cursor moves).  Most segments are told without them (a byte test over all at once);
+the regexes read the bars, and the few segments the byte tests cannot tell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+_NOT = "\r\n\u2022"  # (no segment the console path reads holds a rich bar's bullet)
+#: tqdm's bar with no postfix, spaces before it.
+BARE_BAR = (
+    rf"^ *\d{{1,3}}%\|[^|{_NOT}]*\| *(?P<n>\d{{1,15}})/(?P<total>\d{{1,15}}) *"
+    rf"\[[^\],{_NOT}]*(?:,[^\],{_NOT}]*)?\]"
+)
+#: A segment the console path reads, with its ``\\r`` or ``\\n``: spaces only, a bare bar,
+#: a dict line (``{'``, no ``%|``, ``}``; its ``\\n`` is checked apart), or a bare bar
+#: with a dict line glued to it (a stdout lump written right after a redraw).
+DICT_LINE = rf"\{{'(?:[^%{_NOT}]|%[^|{_NOT}])*\}}"
+SEGMENT = rf"^(?: *|{BARE_BAR[1:]}(?:{DICT_LINE})?|{DICT_LINE})[\r\n]?$"
+
+#: Spaces and cursor moves (``\\x1b[A``: tqdm's nested bars): blank once the line
+#: parser has taken the codes off, but no clear (the raw text has no ``\\r`` after the
+#: spaces).
+ESCAPED_BLANK = "^(?: |\x1b\\[[0-9;]*[A-Za-z])*[\r\n]?$"
+
+OTHER, BLANK, BAR, DICT, BAR_DICT, ESCAPED = 0, 1, 2, 3, 4, 5
+
+
+@contextmanager
+def heap_memory() -> Iterator[None]:
+    """Arrow's allocations made from the C heap (``malloc``, where numpy's are) and
+    Python's garbage collector paused while the log is read, then both as they were.
+    Memory a process touches for the first time is what costs (the kernel, or a
+    virtual machine's host, maps in and clears each page): Arrow's default pool
+    (mimalloc) takes fresh memory from the system for its many large short-lived
+    buffers, where the heap serves them from what the process already holds (a third
+    less system time on the benchmark's log: docs/logs.md)."""
+    import gc
+
+    import pyarrow as pa
+
+    before = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
+    collecting = gc.isenabled()
+    gc.disable()  # (no cycles made here; a collection walks every object of pandas)
+    try:
+        yield
+    finally:
+        pa.set_memory_pool(before)
+        if collecting:
+            gc.enable()
+
+
+@dataclass
+class Segments:
+    """The log cut into segments (see :func:`cut_segments`), one entry per segment but
+    where said.  Positions are int32 for a log under 2 GiB, else int64.
+
+    :param kinds: int8, ``OTHER``, ``BLANK``, ``BAR``, ``DICT``, ``BAR_DICT`` or
+        ``ESCAPED``.
+    :param term: uint8, the terminator byte (13, 10, or 0 at the end of the log).
+    :param line_of: the segment's line (from 0).
+    :param offsets: where each segment starts (and the last ends), ``n + 1``.
+    :param strings: the segments as one Arrow string array over the log's bytes, each
+        with its terminator.
+    :param bars: the segments that are bars (``BAR``, ``BAR_DICT``), ascending, and
+        per bar its ``n`` and ``total`` of ``n/total`` (int64).
+    :param newlines: the byte positions of the log's ``\\n``.
+    :param odd: the segments holding a control byte (a tab, an escape), ascending.
+    :param first: uint8, the segment's first byte.
+    :param end_byte: uint8, its last byte before the terminator (0 when it has none).
+    :param by_bytes: whether the ``DICT`` segments were told by their bytes only (see
+        :func:`cut_segments`), not yet by :data:`SEGMENT`.
+    """
+
+    kinds: Any
+    term: Any
+    line_of: Any
+    offsets: Any
+    strings: Any
+    bars: tuple[Any, Any, Any]
+    newlines: Any
+    odd: Any
+    first: Any
+    end_byte: Any
+    by_bytes: bool = True
+
+    def retell_dicts(self) -> None:
+        """Tell the ``DICT`` segments by :data:`SEGMENT` (one holds a ``%``)."""
+        import numpy as np
+
+        rows = np.flatnonzero(self.kinds == DICT)
+        tell_by_regex(self.strings, rows, self.first, self.end_byte, self.kinds)
+        self.by_bytes = False
+
+
+#: Bytes scanned at once for control bytes (bounds the temporaries, which then stay in
+#: the allocator's cache instead of being mapped and faulted in afresh).
+SCAN_CHUNK = 1 << 20
+#: Bars read by RE2 at once (their copy bounded likewise).
+BAR_CHUNK = 1 << 16
+
+
+def _controls(buf: Any, dtype: Any) -> Any:
+    """The positions of the bytes below 32 (``\\r``, ``\\n``, tabs, escapes), chunk by
+    chunk, as ``dtype``."""
+    import numpy as np
+
+    out = np.empty(min(len(buf), SCAN_CHUNK), dtype=bool)
+    found = [np.zeros(0, dtype)]
+    for lo in range(0, len(buf), SCAN_CHUNK):
+        part = buf[lo : lo + SCAN_CHUNK]
+        below = out[: len(part)]
+        np.less(part, 32, out=below)
+        at = np.flatnonzero(below).astype(dtype)
+        at += lo
+        found.append(at)
+    return np.concatenate(found)
+
+
+def cut_segments(data: Any) -> Segments | None:
+    """The log cut at every ``\\r`` and ``\\n`` (a last piece without one counts),
+    each segment's kind told as :data:`SEGMENT` and :data:`ESCAPED_BLANK` tell it, and
+    the bars' counts; None when the bytes are not UTF-8.
+
+    Most segments are told by their bytes, without a regex: blank when Arrow's
+    ``ascii_is_space`` holds (spaces only: no control byte but the terminator), a dict
+    line when it starts with ``{'`` and ends with ``}`` (and no ``%`` nor bullet is in
+    any: else :data:`SEGMENT` tells each); only the segments ending in ``]`` go through
+    RE2 (:data:`BARE_BAR`, which also gives the counts).  A segment holding a control
+    byte (a tab, an escape) or a dict glued to a bar is told by the regexes."""
+    import numpy as np
+    import pyarrow as pa
+
+    buf = np.frombuffer(data, np.uint8)
+    small = len(buf) < 2**31 - 1
+    ix = np.int32 if small else np.int64
+    low = _controls(buf, ix)
+    low_byte = buf[low]
+    is_sep = (low_byte == 13) | (low_byte == 10)
+    sep = low[is_sep]
+    offsets: Any = np.empty(len(sep) + 2, dtype=ix)
+    offsets[0], offsets[1:-1], offsets[-1] = 0, sep, len(buf)
+    offsets[1:-1] += 1
+    if offsets[-1] == offsets[-2]:
+        offsets = offsets[:-1]  # (the log ends in a separator: no empty last segment)
+    n = len(offsets) - 1
+    strings = pa.Array.from_buffers(
+        pa.utf8() if small else pa.large_utf8(),
+        n,
+        [None, pa.py_buffer(offsets), pa.py_buffer(buf)],
+    )
+    try:
+        strings.validate(full=True)
+    except pa.ArrowInvalid:
+        return None
+    starts, ends = offsets[:-1], offsets[1:]
+    last = buf[ends - 1]
+    term = np.where((last == 13) | (last == 10), last, 0).astype(np.uint8)
+    line_of = np.zeros(n, dtype=ix)
+    np.cumsum(term[:-1] == 10, out=line_of[1:])
+    kinds, first, end_byte = _kinds_by_bytes(buf, strings, starts, ends, term)
+    bars = _BarCounts()
+    digit_or_space = ((first >= ord("0")) & (first <= ord("9"))) | (first == ord(" "))
+    rows = np.flatnonzero(digit_or_space & (end_byte == ord("]")))
+    bars.read(strings, rows, BARE_BAR + "[\r\n]?$", BAR, kinds)
+    rows = np.flatnonzero(digit_or_space & (end_byte == ord("}")))
+    bars.read(strings, rows, BARE_BAR + DICT_LINE + "[\r\n]?$", BAR_DICT, kinds)
+    odd = np.unique(np.searchsorted(offsets, low[~is_sep], side="right") - 1)
+    if len(odd):
+        bars.drop(odd)
+        tell_by_regex(strings, odd, first, end_byte, kinds)
+        bars.read(strings, odd[kinds[odd] == BAR], BARE_BAR, BAR, kinds)
+        bars.read(strings, odd[kinds[odd] == BAR_DICT], BARE_BAR, BAR_DICT, kinds)
+    newlines = sep[buf[sep] == 10]
+    return Segments(
+        kinds, term, line_of, offsets, strings, bars.done(), newlines, odd, first, end_byte
+    )
+
+
+def _kinds_by_bytes(buf: Any, strings: Any, starts: Any, ends: Any, term: Any) -> Any:
+    """Per segment its kind as far as its bytes tell it (``BLANK``: only spaces before
+    its terminator; ``DICT``: ``{'`` first, ``}`` last; else ``OTHER``), its first
+    byte and its last before the terminator (0 when it has none)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    first = buf[starts]
+    content_end = ends - 1
+    content_end -= term > 0  # (the last byte before the terminator)
+    has_content = content_end >= starts
+    np.maximum(content_end, 0, out=content_end)
+    end_byte = buf[content_end]
+    end_byte[~has_content] = 0
+    del content_end
+    second_at = starts + 1
+    np.minimum(second_at, len(buf) - 1, out=second_at)
+    second = buf[second_at]
+    del second_at
+    kinds = np.full(len(starts), OTHER, dtype=np.int8)
+    kinds[pc.ascii_is_space(strings).to_numpy(zero_copy_only=False)] = BLANK
+    kinds[(first == ord("{")) & (second == ord("'")) & (end_byte == ord("}"))] = DICT
+    return kinds, first, end_byte
+
+
+class _BarCounts:
+    """The bars found, segment by segment: their rows, counts and totals, gathered in
+    pieces and put in row order at the end."""
+
+    def __init__(self) -> None:
+        self.rows: list[Any] = []
+        self.counts: list[Any] = []
+        self.totals: list[Any] = []
+
+    def read(self, strings: Any, rows: Any, pattern: str, kind: int, kinds: Any) -> None:
+        """Segments ``rows`` that match ``pattern`` (which captures ``n`` and ``total``)
+        made ``kind``, their counts and totals kept; the others made ``OTHER``."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        for lo in range(0, len(rows), BAR_CHUNK):  # (small copies, reused memory)
+            part = rows[lo : lo + BAR_CHUNK]
+            got = pc.extract_regex(strings.take(pa.array(part)), pattern)
+            ok = got.is_valid().to_numpy(zero_copy_only=False)
+            kinds[part] = np.where(ok, kind, OTHER)
+            got = got.filter(pa.array(ok))
+            self.rows.append(part[ok])
+            for into, field in ((self.counts, "n"), (self.totals, "total")):
+                into.append(pc.cast(got.field(field), pa.int64()).to_numpy(zero_copy_only=False))
+
+    def drop(self, rows: Any) -> None:
+        """Forget what was read of segments ``rows`` (to be read again)."""
+        import numpy as np
+
+        for k, have in enumerate(self.rows):
+            keep = ~np.isin(have, rows)
+            self.rows[k], self.counts[k] = have[keep], self.counts[k][keep]
+            self.totals[k] = self.totals[k][keep]
+
+    def done(self) -> tuple[Any, Any, Any]:
+        """Rows (ascending), counts and totals of every bar read."""
+        import numpy as np
+
+        rows = np.concatenate([np.zeros(0, np.int64), *self.rows])
+        order = np.argsort(rows, kind="stable")
+        counts = np.concatenate([np.zeros(0, np.int64), *self.counts])
+        totals = np.concatenate([np.zeros(0, np.int64), *self.totals])
+        return rows[order], counts[order], totals[order]
+
+
+def offsets_of(text: Any) -> Any:
+    """An Arrow string array's offsets (numpy, ``len + 1``)."""
+    import numpy as np
+    import pyarrow as pa
+
+    wide = pa.types.is_large_string(text.type) or pa.types.is_large_binary(text.type)
+    dtype = np.int64 if wide else np.int32
+    return np.frombuffer(text.buffers()[1], dtype, len(text) + 1, text.offset * (8 if wide else 4))
+
+
+def text_bytes(text: Any) -> Any:
+    """The bytes of an Arrow string array's elements, one after another (an Arrow
+    buffer, not copied)."""
+    at = offsets_of(text)
+    return text.buffers()[2].slice(int(at[0]), int(at[-1] - at[0]))
+
+
+def tell_by_regex(strings: Any, rows: Any, first: Any, end_byte: Any, kinds: Any) -> None:
+    """The kinds of segments ``rows`` as the regexes tell them: one holding an escape is
+    ``ESCAPED`` when :data:`ESCAPED_BLANK` matches it, else ``OTHER``; the others by
+    :data:`SEGMENT`, then their first and last bytes."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not len(rows):
+        return
+    some = strings.take(pa.array(rows))
+    ok = pc.match_substring_regex(some, SEGMENT).to_numpy(zero_copy_only=False)
+    escaped = pc.match_substring(some, "\x1b").to_numpy(zero_copy_only=False)
+    ok &= ~escaped
+    escaped &= pc.match_substring_regex(some, ESCAPED_BLANK).to_numpy(zero_copy_only=False)
+    f, e = first[rows], end_byte[rows]
+    kinds[rows] = np.select(
+        [escaped, ~ok, f == ord("{"), e == ord("]"), e == ord("}")],
+        [ESCAPED, OTHER, DICT, BAR, BAR_DICT],
+        BLANK,
+    )
