@@ -139,11 +139,13 @@ def apply_swaps(js: np.ndarray, n: int) -> np.ndarray:
     starts = np.zeros(n, dtype=np.int64)
     np.cumsum(counts[:-1], out=starts[1:])
     first = np.where(counts > 0, order[np.minimum(starts, n - 1)], -1)  # first aiming at p
+    del order, sj, same, counts, starts  # (a big bucket's shuffle: fewer arrays at once)
     # before step s, position s holds what step feed[s] moved there (or s, untouched)
     feed = first.copy()
     own = feed == index  # (step s aims at s itself: the next one does)
     feed[own] = later[feed[own]]
     value = np.where(feed >= 0, feed, index)
+    del feed, own
     while True:  # pointer doubling: every chain to its untouched end
         nxt = value[value]
         if np.array_equal(nxt, value):

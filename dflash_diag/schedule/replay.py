@@ -23,7 +23,8 @@ strategy:
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -325,25 +326,35 @@ def replay_epochs(
     choice); ``dropped`` is updated as epochs go."""
     if progress is not None:
         progress(0, setup.n_epochs)
-    cache: tuple[Batches | None, dict[str, np.ndarray]] = (None, {})
+    # The last pool's features, kept while the pool lives (a fixed pool lives in the
+    # prepared state): only a weak reference, so an epoch's own pool is freed before
+    # the next epoch builds its own.
+    cache: tuple[Callable[[], Batches | None], dict[str, np.ndarray]] = (lambda: None, {})
     pools = -1
     step0 = params.first_step
     strategy, n_cat = setup.strategy, len(setup.cat_names)
     for e in range(setup.n_epochs):
+        if cache[0]() is None:
+            cache = (lambda: None, {})
         plan: EpochPlan = strategy.epoch(setup.prepared, e, setup.shufflers.for_epoch(e))
         plan = accelerate_shards(plan, params)
         for key, value in plan.dropped.items():
             dropped[key] = dropped.get(key, 0) + int(value)
-        if cache[0] is not plan.pool:
-            cache = (plan.pool, pool_features(plan.pool, setup.lengths, setup.codes, n_cat))
+        if cache[0]() is not plan.pool:
+            feats = pool_features(plan.pool, setup.lengths, setup.codes, n_cat)
+            cache = (weakref.ref(plan.pool), feats)
             pools += 1
         feats = cache[1]
         part, chosen, dropped_micro = _epoch_rows(plan, params, e, step0)
         dropped["incomplete_last_step_micro_batches"] += len(dropped_micro)
         dropped["incomplete_last_step_samples"] += int(feats["n"][dropped_micro].sum())
-        yield EpochRows(e, plan.pool, pools, feats, part, chosen)
-        if len(chosen):
-            step0 = int(part["step"][-1]) + 1
+        last = int(part["step"][-1]) if len(chosen) else None
+        pool = plan.pool
+        del plan, dropped_micro
+        yield EpochRows(e, pool, pools, feats, part, chosen)
+        del pool, feats, part, chosen
+        if last is not None:
+            step0 = last + 1
         if progress is not None:
             progress(e + 1, setup.n_epochs)
 
@@ -390,6 +401,7 @@ def replay(
         taken.append((ep.feats, ep.chosen))
         flat, used = _gather_into(flat, used, ep.pool, ep.chosen, ep.feats["n"][ep.chosen])
         parts.append(ep.rows)
+        del ep  # (its pool, before the next epoch makes one)
     lengths, cat_names, determined = setup.lengths, setup.cat_names, setup.determined
     del setup
 

@@ -130,6 +130,7 @@ def replay_rows(
         steps.add(cols, ep.rows["step"])
         seen.add(ep.pool_index, ep.feats["key"], ep.chosen)
         first_rows = first_rows or len(ep.chosen)
+        del ep  # (its pool, before the next epoch makes one)
     step = None if steps.consecutive else cols.done("step", np.int64)
     done = {k: cols.done(k, np.float64 if k == "sumsq" else np.int64) for k in names}
     n = done["n"]
