@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from dflash_diag.batches.stats import params_for, schedule_stats
 from dflash_diag.data import STRATEGY_NAMES, ScheduleParams
 from dflash_diag.schedule import replay
-from dflash_diag.schedule.rows import replay_rows
+from dflash_diag.schedule.rows import count_in, replay_rows
 
 RNG = np.random.default_rng(7)
 LENGTHS = np.minimum(RNG.lognormal(np.log(300), 0.9, 1500).astype(np.int64) + 1, 4000)
@@ -84,3 +84,13 @@ def test_steps_are_stored_once_they_stop_counting_up():
     rows = replay_rows(LENGTHS, params)
     assert rows.step is not None
     assert rows.step.tolist() == replay(LENGTHS, params).micro["step"].tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    values=st.lists(st.integers(0, 2**64 - 1) | st.integers(0, 20), max_size=30),
+    pool=st.lists(st.integers(0, 2**64 - 1) | st.integers(0, 20), max_size=30),
+)
+def test_count_in_is_isin(values, pool):
+    a, b = np.array(values, dtype=np.uint64), np.array(pool, dtype=np.uint64)
+    assert count_in(a, b) == int(np.isin(a, b).sum())
