@@ -29,10 +29,10 @@ from ..data import STRATEGY_NAMES, Progress, Replay, ScheduleParams
 from ..errors import InputError
 from ..schedule.base import is_sized
 from ..schedule.replay import CHUNK_SAMPLES, batch_chunks, determined_epochs
+from ..schedule.rows import ReplayRows
 
 if TYPE_CHECKING:
     import numpy as np
-    import pandas as pd
 
     from ..data import Manifest
 
@@ -284,11 +284,11 @@ def recurrence(epochs: np.ndarray, batch_ids: np.ndarray) -> float | None:
 
 
 def _category_spread(
-    micro: pd.DataFrame, names: Sequence[str], n: np.ndarray
+    shares: dict[str, np.ndarray], names: Sequence[str], n: np.ndarray
 ) -> tuple[dict[str, float] | None, float | None]:
     import numpy as np
 
-    cols = [f"cat_{name}" for name in names if f"cat_{name}" in micro.columns]
+    cols = [name for name in names if name in shares]
     keep = n > 0
     if not cols or not keep.any():  # no categories, or no batch trained on
         return None, None
@@ -297,8 +297,8 @@ def _category_spread(
     observed = 0.0
     expected = 0.0
     for col in cols:
-        share = micro[col].to_numpy(dtype=np.float64)[keep]
-        stds[col.removeprefix("cat_")] = float(np.std(share))
+        share = shares[col][keep]
+        stds[col] = float(np.std(share))
         p = float(np.sum(share * weights) / weights.sum())
         observed += float(np.mean((share - p) ** 2))
         expected += float(np.mean(p * (1 - p) / weights))
@@ -306,10 +306,12 @@ def _category_spread(
     return stds, dispersion
 
 
-def schedule_stats(replay: Replay) -> ScheduleStats:
+def schedule_stats(replay: Replay | ReplayRows) -> ScheduleStats:
     """Padding and composition statistics of a replayed schedule.
 
-    :param replay: the output of :func:`dflash_diag.schedule.replay`.
+    :param replay: the output of :func:`dflash_diag.schedule.replay`, or of
+        :func:`~dflash_diag.schedule.rows.replay_rows` (the same schedule without its
+        sample ids: the same statistics, in a fraction of the memory).
     :returns: a :class:`ScheduleStats`; the module docstring gives every formula.
 
     >>> from dflash_diag.schedule import replay
@@ -320,13 +322,43 @@ def schedule_stats(replay: Replay) -> ScheduleStats:
     >>> s.padding_efficiency, s.length_icc, s.recurrence
     (1.0, 1.0, 1.0)
     """
+    rows = replay if isinstance(replay, ReplayRows) else replay_as_rows(replay)
+    del replay
+    return _rows_stats(rows)
+
+
+def replay_as_rows(replay: Replay) -> ReplayRows:
+    """What :func:`schedule_stats` reads of a :class:`Replay`: its micro-batches' sums
+    from its sample ids (:func:`batch_moments`), steps, epochs and ``batch_id``."""
     import numpy as np
 
     micro = replay.micro
     m = batch_moments(replay)
     epochs = micro["epoch"].to_numpy()
-    steps = micro["step"].to_numpy()
     first = epochs == epochs[0] if epochs.shape[0] else np.zeros(0, dtype=bool)
+    names = [x for x in replay.category_names if f"cat_{x}" in micro.columns]
+    return ReplayRows(
+        params=replay.params,
+        n_samples=int(replay.lengths.shape[0]),
+        n=m.n,
+        total=m.total,
+        sumsq=m.sumsq,
+        longest=m.longest,
+        step=micro["step"].to_numpy(),
+        first=first,
+        epochs=_count_distinct(epochs),
+        recurrence=recurrence(epochs, micro["batch_id"].to_numpy()),
+        shares={x: micro[f"cat_{x}"].to_numpy(dtype=np.float64) for x in names},
+        category_names=tuple(replay.category_names),
+        dropped=dict(replay.dropped),
+    )
+
+
+def _rows_stats(rows: ReplayRows) -> ScheduleStats:
+    import numpy as np
+
+    m = BatchMoments(rows.n, rows.total, rows.sumsq, rows.longest)
+    steps, first = rows.step, rows.first
     # Phases in an order that frees each one's arrays before the next makes its own.
     icc, icc_ci, icc_p = length_icc(m)
     padded = float(np.sum(m.n * m.longest))
@@ -335,8 +367,12 @@ def schedule_stats(replay: Replay) -> ScheduleStats:
     grand = real / big_n if big_n else math.nan
     length_var = float(np.sum(m.sumsq)) / big_n - grand**2 if big_n else math.nan
     tokens_per_epoch = int(m.total[first].sum())
+    batches_per_epoch = int(m.n[first].shape[0])
 
-    step_tokens, step_n = _step_sums(steps, m)
+    if steps is None:  # (one micro-batch a step, counting up: as sorted distinct steps)
+        step_tokens, step_n = m.total.astype(np.float64), m.n.astype(np.float64)
+    else:
+        step_tokens, step_n = _step_sums(steps, m)
     n_steps = step_tokens.shape[0]
     micro_per_step = int(round(m.n.shape[0] / n_steps)) if n_steps else 0
     per_step = [_stat(fn, step_tokens) for fn in (np.min, np.median, np.max)]
@@ -351,13 +387,13 @@ def schedule_stats(replay: Replay) -> ScheduleStats:
     del std_b
     corr, corr_p = lag1_corr(step_means if step_means is not None else means)
     del step_means, means
-    cat_std, cat_disp = _category_spread(micro, replay.category_names, sizes)
+    cat_std, cat_disp = _category_spread(rows.shares, rows.category_names, sizes)
     return ScheduleStats(
-        strategy=replay.params.strategy,
-        n_samples=int(replay.lengths.shape[0]),
-        epochs=_count_distinct(epochs),
-        batches_per_epoch=int(first.sum()),
-        steps_per_epoch=_count_distinct(steps[first]),
+        strategy=rows.params.strategy,
+        n_samples=rows.n_samples,
+        epochs=rows.epochs,
+        batches_per_epoch=batches_per_epoch,
+        steps_per_epoch=batches_per_epoch if steps is None else _count_distinct(steps[first]),
         micro_per_step=micro_per_step,
         tokens_per_epoch=tokens_per_epoch,
         padding_efficiency=real / padded if padded else math.nan,
@@ -372,11 +408,11 @@ def schedule_stats(replay: Replay) -> ScheduleStats:
         length_icc_p=icc_p,
         adjacent_length_corr=corr,
         adjacent_length_corr_p=corr_p,
-        recurrence=recurrence(epochs, micro["batch_id"].to_numpy()),
+        recurrence=rows.recurrence,
         category_share_std=cat_std,
         category_dispersion=cat_disp,
-        dropped=dict(replay.dropped),
-        batch_size=replay.params.batch_size,
+        dropped=dict(rows.dropped),
+        batch_size=rows.params.batch_size,
     )
 
 

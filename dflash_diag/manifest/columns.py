@@ -106,6 +106,10 @@ def read_lengths(
         if padded is not None and kind_of(source, MASK_COLUMN) == "list":
             lengths = _mask_sums(source, lengths)
             how = f"row sums of {MASK_COLUMN!r} (the rows of {column!r} are all padded to {padded})"
+    if not others:  # (setting a column on an empty frame reindexes it: seconds at 10M rows)
+        import pandas as pd
+
+        return Lengths(pd.DataFrame({column: numbers_of(lengths)}, copy=False), f"lengths: {how}")
     table = pa.concat_tables(rest) if rest else pa.table({})
     df = table.to_pandas(ignore_metadata=True)
     df[column] = numbers_of(lengths)

@@ -311,13 +311,15 @@ def _compare(
     out, drawn = [], []
     with stage("comparing strategies") as tick:
         for i, name in enumerate(names):
-            if name == params.strategy == stats.strategy:
+            if name == params.strategy == stats.strategy and (schedule is not None or not plots):
                 st, rep = stats, schedule
-            else:
+            elif plots:
                 rep = replay(manifest, params_for(name, params, manifest.lengths), None)
                 st = schedule_stats(rep)
+            else:  # (the statistics only: no sample ids held)
+                st = schedule_stats(_rows(manifest, params_for(name, params, manifest.lengths)))
             out.append(st)
-            if plots:
+            if plots and rep is not None:
                 drawn.append(micro_lengths(rep, st.padding_efficiency))
             if tick is not None:
                 tick(i + 1, len(names))
@@ -334,6 +336,7 @@ def _batches(
     from ..schedule.export import export_schedule
 
     source.load(stage)
+    _release_read_buffers()
     manifest, params = source.manifest, source.params
     if manifest is None or resolved.manifest is None:
         raise TypeError("a replayed source with no manifest")
@@ -342,9 +345,12 @@ def _batches(
     if log is not None:
         params, run, search = _check_log(manifest, params, log, o.search_seed, stage)
         source.params = params
+    # Only --log, --export and the plots read the schedule itself; the statistics need
+    # per-micro-batch sums, replayed without the sample ids (a fraction of the memory).
+    whole = log is not None or o.export is not None or o.plots
     with stage("replaying") as tick:
-        schedule = source.replay_for(None, tick)
-    stats = schedule_stats(schedule)
+        schedule = source.replay_for(None, tick) if whole else None
+        stats = schedule_stats(schedule if schedule is not None else _rows(manifest, params, tick))
     names = list(o.compare) if o.compare else None
     compared: tuple[Any, ...] = ()
     drawn: tuple[MicroLengths, ...] = ()
@@ -359,16 +365,16 @@ def _batches(
     from ..schedule import verify_tokens
 
     # the schedule the tables describe (the given one unless a seed was found), checked
-    check = verify_tokens(schedule, run.table) if run is not None else None
+    check = verify_tokens(schedule, run.table) if run is not None and schedule is not None else None
     verification = search.best if search is not None else check
     unfound = search is not None and not search.seed_found
     seconds = _training_seconds((stats, *compared), o.throughput)
     written = None
-    if o.export is not None:
+    if o.export is not None and schedule is not None:  # (an export replays it whole)
         inputs = [resolved.manifest, *(x for x in (log, resolved.config_path) if x is not None)]
         export_schedule(schedule, Path(o.export), manifest.ids, protect=inputs)
         written = display_path(o.export)
-    if o.plots and not drawn:
+    if o.plots and not drawn and schedule is not None:  # (plots replay it whole)
         drawn = (micro_lengths(schedule, stats.padding_efficiency),)
     return BatchesReport(
         manifest=display_path(resolved.manifest),
@@ -411,3 +417,20 @@ def _training_seconds(stats: Sequence[Any], rate: float | None) -> dict[str, flo
         st.strategy: training_time(st.tokens_per_epoch, st.epochs, st.padding_efficiency, rate)
         for st in stats
     }
+
+
+def _rows(manifest: Any, params: Any, progress: Any = None) -> Any:
+    """The schedule's per-micro-batch sums (:func:`~dflash_diag.schedule.rows.
+    replay_rows`): what :func:`~dflash_diag.batches.stats.schedule_stats` reads."""
+    from ..schedule.rows import replay_rows
+
+    return replay_rows(manifest, params, None, progress=progress)
+
+
+def _release_read_buffers() -> None:
+    """Hand back to the system what pyarrow's pool kept after reading the manifest
+    (~20 bytes a sample); nothing when pyarrow was not needed."""
+    import sys
+
+    if "pyarrow" in sys.modules:
+        sys.modules["pyarrow"].default_memory_pool().release_unused()

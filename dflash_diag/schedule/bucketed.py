@@ -60,16 +60,14 @@ class Bucketed:
 
     def epoch(self, prepared: tuple, epoch: int, shuffler: Shuffler) -> EpochPlan:
         lengths, members, budget = prepared
-        ids: list[np.ndarray] = []
+        # each bucket's shuffled ids written in place: one array, not pieces joined
+        ids = np.empty(sum(len(m) for m in members), dtype=np.int64)
         starts: list[np.ndarray] = []
         done = 0
         for m in members:
-            shuffled = m[shuffler.permutation(len(m))]
-            ids.append(shuffled)
+            shuffled = ids[done : done + len(m)]
+            np.take(m, shuffler.permutation(len(m)), out=shuffled)
             starts.append(pack_in_order(lengths[shuffled], budget) + done)
-            done += len(shuffled)
-        pool = Batches.from_bounds(
-            np.concatenate(ids) if ids else np.zeros(0, np.int64),
-            np.concatenate(starts) if starts else np.zeros(0, np.int64),
-        )
+            done += len(m)
+        pool = Batches.from_bounds(ids, np.concatenate(starts) if starts else np.zeros(0, np.int64))
         return EpochPlan(pool, shuffler.permutation(len(pool)))

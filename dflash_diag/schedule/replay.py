@@ -23,7 +23,9 @@ strategy:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..data import BATCH_FEATURES, Manifest, Progress, Replay, ScheduleParams, value_problem
@@ -138,7 +140,7 @@ def batch_chunks(offsets: np.ndarray, chunk: int = CHUNK) -> list[tuple[int, int
     return out
 
 
-def _pool_features(
+def pool_features(
     pool: Batches, lengths: np.ndarray, codes: np.ndarray | None, n_cat: int
 ) -> dict[str, np.ndarray]:
     """Per-batch sums of a pool: n, tokens, sum of squares, min, max, composition key
@@ -202,7 +204,7 @@ def _frame(
 
 
 def _epoch_rows(
-    plan: EpochPlan, feats: dict[str, np.ndarray], params: ScheduleParams, epoch: int, step0: int
+    plan: EpochPlan, params: ScheduleParams, epoch: int, step0: int
 ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """One epoch's micro rows (epoch, step, rank, micro; the features are gathered
     later, :func:`_gather_rows`), the pool batches they use, and the pool batches
@@ -237,6 +239,126 @@ def _gather_into(
     return flat, used + total
 
 
+@dataclass(frozen=True, eq=False)
+class ReplaySetup:
+    """What every epoch of a replay shares (:func:`replay_setup`).
+
+    :param lengths: int64 capped lengths by dataset index.
+    :param codes: int64 category code per sample, or None.
+    :param cat_names: the categories' names.
+    :param n_epochs: epochs to replay (fewer than asked when the seed decides fewer).
+    :param determined: :attr:`Replay.determined_epochs`.
+    :param strategy: the strategy; ``prepared``: its :meth:`Strategy.prepare` result.
+    :param shufflers: each epoch's shuffler.
+    """
+
+    lengths: np.ndarray
+    codes: np.ndarray | None
+    cat_names: tuple[str, ...]
+    n_epochs: int
+    determined: int | None
+    strategy: Strategy
+    prepared: Any
+    shufflers: EpochShufflers
+
+
+def replay_setup(
+    source: Manifest | np.ndarray | Sequence[int],
+    params: ScheduleParams,
+    epochs: int | None = None,
+    categories: Sequence[Any] | np.ndarray | None = None,
+) -> ReplaySetup:
+    """Check the epochs, cap the lengths and prepare the strategy, as :func:`replay`
+    does before its first epoch."""
+    n_epochs = params.epochs if epochs is None else epochs
+    problem = value_problem("epochs", n_epochs)
+    if problem is not None:  # (before the buffer of n x epochs sample ids is asked for)
+        raise InputError("--epochs", problem, "")
+    n_epochs = int(n_epochs)
+    determined = determined_epochs(params)
+    if determined is not None and determined < n_epochs:
+        n_epochs = determined
+    else:
+        determined = None
+    lengths = capped(as_lengths(source), params.max_seq_len)
+    codes, cat_names = _categories(source, categories, len(lengths))
+    strategy = get_strategy(params.strategy)
+    prepared = strategy.prepare(lengths, params)
+    shufflers = EpochShufflers(params.rng, params.seed, params.seeding)
+    return ReplaySetup(
+        lengths, codes, cat_names, n_epochs, determined, strategy, prepared, shufflers
+    )
+
+
+def new_dropped() -> dict[str, int]:
+    """The counts of :attr:`Replay.dropped` before the first epoch."""
+    return {"incomplete_last_step_micro_batches": 0, "incomplete_last_step_samples": 0}
+
+
+@dataclass(frozen=True, eq=False)
+class EpochRows:
+    """One replayed epoch, as :func:`replay_epochs` yields it.
+
+    :param epoch: the epoch (from 0).
+    :param pool: the batches it draws from; ``pool_index`` counts the distinct pools
+        drawn so far (the same index: the same pool as the epoch before).
+    :param feats: the pool's per-batch features (``n, tokens, sumsq, min, max, key``,
+        ``cat<k>``: :func:`pool_features`).
+    :param rows: int64 ``epoch, step, rank, micro`` of each micro-batch used.
+    :param chosen: the pool batch of each row.
+    """
+
+    epoch: int
+    pool: Batches
+    pool_index: int
+    feats: dict[str, np.ndarray]
+    rows: dict[str, np.ndarray]
+    chosen: np.ndarray
+
+
+def replay_epochs(
+    setup: ReplaySetup,
+    params: ScheduleParams,
+    dropped: dict[str, int],
+    progress: Progress | None = None,
+) -> Iterator[EpochRows]:
+    """Each epoch of the replay in turn (what :func:`replay` keeps of it is its own
+    choice); ``dropped`` is updated as epochs go."""
+    if progress is not None:
+        progress(0, setup.n_epochs)
+    # The last pool's features, kept while the pool lives (a fixed pool lives in the
+    # prepared state): only a weak reference, so an epoch's own pool is freed before
+    # the next epoch builds its own.
+    cache: tuple[Callable[[], Batches | None], dict[str, np.ndarray]] = (lambda: None, {})
+    pools = -1
+    step0 = params.first_step
+    strategy, n_cat = setup.strategy, len(setup.cat_names)
+    for e in range(setup.n_epochs):
+        if cache[0]() is None:
+            cache = (lambda: None, {})
+        plan: EpochPlan = strategy.epoch(setup.prepared, e, setup.shufflers.for_epoch(e))
+        plan = accelerate_shards(plan, params)
+        for key, value in plan.dropped.items():
+            dropped[key] = dropped.get(key, 0) + int(value)
+        if cache[0]() is not plan.pool:
+            feats = pool_features(plan.pool, setup.lengths, setup.codes, n_cat)
+            cache = (weakref.ref(plan.pool), feats)
+            pools += 1
+        feats = cache[1]
+        part, chosen, dropped_micro = _epoch_rows(plan, params, e, step0)
+        dropped["incomplete_last_step_micro_batches"] += len(dropped_micro)
+        dropped["incomplete_last_step_samples"] += int(feats["n"][dropped_micro].sum())
+        last = int(part["step"][-1]) if len(chosen) else None
+        pool = plan.pool
+        del plan, dropped_micro
+        yield EpochRows(e, pool, pools, feats, part, chosen)
+        del pool, feats, part, chosen
+        if last is not None:
+            step0 = last + 1
+        if progress is not None:
+            progress(e + 1, setup.n_epochs)
+
+
 def replay(
     source: Manifest | np.ndarray | Sequence[int],
     params: ScheduleParams,
@@ -267,63 +389,27 @@ def replay(
     """
     import numpy as np
 
-    n_epochs = params.epochs if epochs is None else epochs
-    problem = value_problem("epochs", n_epochs)
-    if problem is not None:  # (before the buffer of n x epochs sample ids is asked for)
-        raise InputError("--epochs", problem, "")
-    n_epochs = int(n_epochs)
-    determined = determined_epochs(params)
-    if determined is not None and determined < n_epochs:
-        n_epochs = determined
-    else:
-        determined = None
-    raw = as_lengths(source)
-    lengths = capped(raw, params.max_seq_len)
-    n = len(lengths)
-    codes, cat_names = _categories(source, categories, n)
-    strategy = get_strategy(params.strategy)
-    prepared = strategy.prepare(lengths, params)
-    shufflers = EpochShufflers(params.rng, params.seed, params.seeding)
-
+    setup = replay_setup(source, params, epochs, categories)
     # Sample ids go straight into one buffer: built-in strategies use each sample at
     # most once per epoch, so n * epochs bounds it and untouched pages cost nothing.
-    capacity = max(n * n_epochs, 1)
-    flat = np.empty(capacity, dtype=np.int64)
+    flat = np.empty(max(len(setup.lengths) * setup.n_epochs, 1), dtype=np.int64)
     used = 0
     parts: list[dict[str, np.ndarray]] = []
     taken: list[tuple[dict[str, np.ndarray], np.ndarray]] = []  # (pool features, rows used)
-    dropped: dict[str, int] = {
-        "incomplete_last_step_micro_batches": 0,
-        "incomplete_last_step_samples": 0,
-    }
-    cache: tuple[Batches | None, dict[str, np.ndarray]] = (None, {})
-    step0 = params.first_step
-    if progress is not None:
-        progress(0, n_epochs)
-    for e in range(n_epochs):
-        plan: EpochPlan = strategy.epoch(prepared, e, shufflers.for_epoch(e))
-        plan = accelerate_shards(plan, params)
-        for key, value in plan.dropped.items():
-            dropped[key] = dropped.get(key, 0) + int(value)
-        if cache[0] is not plan.pool:
-            cache = (plan.pool, _pool_features(plan.pool, lengths, codes, len(cat_names)))
-        feats = cache[1]
-        part, chosen, dropped_micro = _epoch_rows(plan, feats, params, e, step0)
-        taken.append((feats, chosen))
-        dropped["incomplete_last_step_micro_batches"] += len(dropped_micro)
-        dropped["incomplete_last_step_samples"] += int(feats["n"][dropped_micro].sum())
-        flat, used = _gather_into(flat, used, plan.pool, chosen, feats["n"][chosen])
-        parts.append(part)
-        if len(chosen):
-            step0 = int(part["step"][-1]) + 1
-        if progress is not None:
-            progress(e + 1, n_epochs)
+    dropped = new_dropped()
+    for ep in replay_epochs(setup, params, dropped, progress):
+        taken.append((ep.feats, ep.chosen))
+        flat, used = _gather_into(flat, used, ep.pool, ep.chosen, ep.feats["n"][ep.chosen])
+        parts.append(ep.rows)
+        del ep  # (its pool, before the next epoch makes one)
+    lengths, cat_names, determined = setup.lengths, setup.cat_names, setup.determined
+    del setup
 
     # concatenate column by column, releasing each epoch's piece as it goes
     cols = {k: np.concatenate([p.pop(k) for p in parts]) for k in list(parts[0])}
     del parts
     cols |= _gather_rows(taken)
-    del taken, cache
+    del taken
     for name in ("rank", "micro"):  # one rank, or no grad-accum: one value, stored once
         cols[name] = constant_view(cols[name])
     offsets = np.zeros(len(cols["n"]) + 1, dtype=np.int64)
@@ -377,7 +463,7 @@ def replay_from_batches(
         raise InputError("sample_ids", f"ids outside 0..{len(lengths) - 1}", "")
     codes, cat_names = _categories(source, categories, len(lengths))
     pool = Batches(ids, np.asarray(offsets, dtype=np.int64))
-    cols = _pool_features(pool, lengths, codes, len(cat_names))
+    cols = pool_features(pool, lengths, codes, len(cat_names))
     for name in ("epoch", "step", "rank", "micro"):
         cols[name] = np.asarray(rows[name], dtype=np.int64)
     cols["padded_tokens"] = cols["n"] * cols["max"]

@@ -333,3 +333,16 @@ def test_export_refusal_leaves_the_manifest_untouched(work):
     before = Path("manifest.csv").read_bytes()
     runner.invoke(app, ["batches", "manifest.csv", "--export", "./manifest.csv"])
     assert Path("manifest.csv").read_bytes() == before
+
+
+@pytest.mark.parametrize("extra", [[], ["--compare", "sorted-greedy,bucketed,random"]])
+def test_statistics_without_the_sample_ids_are_the_same(work, extra):
+    # without --export/--log/plots the schedule is measured from its per-batch sums
+    # only (replay_rows); with --export it is replayed whole: the same document
+    args = ["manifest.csv", "--token-budget", "8192", "--epochs", "3", *extra]
+    lean = run_json(args)
+    whole = run_json([*args, "--export", "schedule.parquet"])
+    assert Path("schedule.parquet").exists()
+    whole.pop("export", None)
+    lean.pop("export", None)
+    assert lean == whole
