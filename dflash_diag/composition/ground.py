@@ -201,10 +201,10 @@ def epochs_to_cover(
 ) -> int:
     """Epochs the replay needs so its steps reach ``last_step`` (from epoch 0's batches;
     one epoch of margin when the epoch length can vary)."""
-    from ..schedule import epoch_batches
+    from ..schedule.replay import micro_batches_per_epoch
 
     per_step = params.world_size * params.grad_accum
-    steps_per_epoch = len(epoch_batches(source, params, 0)) // per_step
+    steps_per_epoch = micro_batches_per_epoch(source, params) // per_step
     if steps_per_epoch < 1:
         raise InputError(
             path,

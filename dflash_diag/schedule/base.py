@@ -152,6 +152,13 @@ class Strategy(Protocol):
     def epoch(self, prepared: Any, epoch: int, shuffler: Shuffler) -> EpochPlan: ...
 
 
+class FixedStrategy(Strategy, Protocol):
+    """A strategy whose batches are built once for the run (its ``fixed_batches`` trait):
+    every epoch visits all of ``pool(prepared)``, only in another order."""
+
+    def pool(self, prepared: Any) -> Batches: ...
+
+
 def need_batch_size(params: ScheduleParams) -> int:
     """``params.batch_size``, or an InputError saying the strategy needs it."""
     if params.batch_size is None:

@@ -114,3 +114,7 @@ class Fairseq:
         # fairseq's own convention, whatever --rng says: its epochs count from 1
         order = LegacyNumpyShuffler(prepared.seed + epoch + 1).permutation(len(prepared.pool))
         return EpochPlan(prepared.pool, order, dict(prepared.dropped))
+
+    def pool(self, prepared: _Prepared) -> Batches:
+        """The run's batches, every one of which each epoch visits."""
+        return prepared.pool

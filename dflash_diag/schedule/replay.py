@@ -725,3 +725,27 @@ def epoch_batches(
     if plan is None:
         raise InputError("--epochs", f"epoch must be 0 or more, got {epoch}", "")
     return plan.pool.take(plan.order)
+
+
+def micro_batches_per_epoch(
+    source: Manifest | np.ndarray | Sequence[int], params: ScheduleParams
+) -> int:
+    """How many micro-batches epoch 0 holds (before ranks and steps):
+    ``len(epoch_batches(source, params, 0))``, without drawing the epoch's order where
+    the strategy's batches are fixed for the run (then it is its pool's size).
+
+    >>> import numpy as np
+    >>> micro_batches_per_epoch(np.array([3, 1, 2, 2]), ScheduleParams(token_budget=4))
+    3
+    """
+    import numpy as np
+
+    from ..data import strategy_info
+
+    info = strategy_info(params.strategy)
+    strategy = get_strategy(params.strategy)
+    if info is None or not info.fixed_batches or not hasattr(strategy, "pool"):
+        return len(epoch_batches(source, params, 0))
+    raw = as_lengths(source)
+    lengths = raw if params.max_seq_len is None else np.minimum(raw, params.max_seq_len)
+    return len(strategy.pool(strategy.prepare(lengths, params)))

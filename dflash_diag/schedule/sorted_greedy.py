@@ -53,3 +53,7 @@ class SortedGreedy:
 
     def epoch(self, prepared: Batches, epoch: int, shuffler: Shuffler) -> EpochPlan:
         return EpochPlan(prepared, shuffler.permutation(len(prepared)))
+
+    def pool(self, prepared: Batches) -> Batches:
+        """The run's batches, every one of which each epoch visits."""
+        return prepared
