@@ -50,17 +50,45 @@ def group_of(
     app: Appearances, k: np.ndarray, lowest: np.ndarray, highest: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`separable_groups` from reductions already made (see the module docstring)."""
-    import pandas as pd
-
     weights = np.random.default_rng(_SEED).uniform(1.0, 2.0, max(app.n_usable, 1))
     h = np.bincount(app.sample, weights=weights[app.rank], minlength=app.n_samples)
     key = h.view(np.uint64).copy()
     for part, mult in ((k, 0x9E3779B97F4A7C15), (lowest, 0xBF58476D1CE4E5B9)):
         key = key * np.uint64(0x94D049BB133111EB) + part.astype(np.uint64) * np.uint64(mult)
     key = key * np.uint64(0x94D049BB133111EB) + highest.astype(np.uint64)
-    seen = k > 0
-    codes, _ = pd.factorize(key[seen], sort=False)
+    seen = np.flatnonzero(k > 0)
     group = np.full(app.n_samples, -1, dtype=np.int64)
-    group[seen] = codes
-    size = np.bincount(codes, minlength=int(codes.max()) + 1 if codes.size else 0)
+    group[seen] = number_by_first(key[seen])
+    size = np.bincount(group[seen], minlength=int(group.max()) + 1 if seen.size else 0)
     return group, size.astype(np.int64)
+
+
+def number_by_first(key: np.ndarray) -> np.ndarray:
+    """The code of each key, int64, codes numbered by first occurrence (what
+    ``pd.factorize(key, sort=False)`` gives).
+
+    Most keys are unique (every sample of a shuffled schedule is a group of its own):
+    a sort of the key values (no arg-sort) finds the repeated ones, and only those are
+    hashed; the codes then follow from which position first holds each key.
+    """
+    import pandas as pd
+
+    if key.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    ordered = np.sort(key)
+    repeated = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
+    if repeated.size == 0:
+        return np.arange(key.size, dtype=np.int64)
+    first = np.ones(key.size, dtype=bool)
+    at = np.minimum(np.searchsorted(repeated, key), repeated.size - 1)
+    dup = np.flatnonzero(repeated[at] == key)
+    codes, _ = pd.factorize(key[dup], sort=False)
+    # a code first appears where it exceeds every code before it
+    new = np.ones(codes.size, dtype=bool)
+    new[1:] = codes[1:] > np.maximum.accumulate(codes)[:-1]
+    first[dup] = False
+    first[dup[new]] = True
+    number = np.cumsum(first) - 1
+    out = number.astype(np.int64)
+    out[dup] = number[dup[new]][codes]
+    return out

@@ -44,9 +44,7 @@ def order_pvalue(
     # can only raise p)
     n_ge = np.maximum(np.asarray(n_ge, dtype=np.float64), k - allow_low)
     if allow_low == 0:
-        from scipy.special import gammaln
-
-        logp = gammaln(n_ge + 1) - gammaln(n_ge - k + 1) - gammaln(n + 1) + gammaln(n - k + 1)
+        logp = _log_ratio(k, n_ge, np.asarray(n, dtype=np.float64))
         return np.minimum(np.exp(np.minimum(logp, 0.0)), 1.0)
     if allow_low <= EXACT_TERMS:
         p = _tail_terms(k, n_ge, np.asarray(n, dtype=np.float64), allow_low)
@@ -55,6 +53,26 @@ def order_pvalue(
 
         p = np.asarray(hypergeom.sf(k - allow_low - 1, n, n_ge, k), dtype=np.float64)
     return np.clip(p, np.finfo(np.float64).tiny, 1.0)
+
+
+def _log_ratio(k: np.ndarray, n_ge: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """``log C(n_ge, k) - log C(n, k)`` as ``lg(n_ge) - lg(n_ge - k) - lg(n) + lg(n - k)``,
+    ``lg(x) = gammaln(x + 1)``; the counts are integers, so ``lg`` is one table over
+    ``0 .. max(n)`` (``gammaln`` of the same floats, the same sums: the same bits as
+    calling it per sample) when that is smaller than the samples, else called per sample.
+    """
+    from scipy.special import gammaln
+
+    top = int(max(n.max(initial=0.0), n_ge.max(initial=0.0))) if k.size else 0
+    if top + 1 > 2 * k.size or not np.isfinite(top):
+        return gammaln(n_ge + 1) - gammaln(n_ge - k + 1) - gammaln(n + 1) + gammaln(n - k + 1)
+    ge, kk = n_ge.astype(np.int64), k.astype(np.int64)
+    nn = n.astype(np.int64)
+    if (nn - kk).min(initial=0) < 0:  # k > n breaks the contract: gammaln says what
+        return gammaln(n_ge + 1) - gammaln(n_ge - k + 1) - gammaln(n + 1) + gammaln(n - k + 1)
+    table = gammaln(np.arange(top + 1, dtype=np.float64) + 1)
+    # n_ge - k >= 0 (floored above) and n - k >= 0: every index is in the table
+    return table[ge] - table[ge - kk] - table[nn] + table[nn - kk]
 
 
 #: ``allow_low`` up to this is summed term by term (:func:`_tail_terms`); above it
@@ -96,7 +114,9 @@ def bh_qvalues(p: np.ndarray) -> np.ndarray:
     m = tested.size
     if m == 0:
         return q
-    order = np.argsort(p[tested], kind="stable")
+    # any sort will do: tied p's get the same q whatever their order (q_(i) for a tie
+    # is min over j >= the tie's last position)
+    order = np.argsort(p[tested])
     ranked = p[tested][order] * m / np.arange(1, m + 1)
     ranked = np.minimum.accumulate(ranked[::-1])[::-1]
     q[tested[order]] = np.minimum(ranked, 1.0)
@@ -119,7 +139,7 @@ def bh_below(p: np.ndarray, level: float) -> np.ndarray:
     out = np.zeros(p.shape, dtype=bool)
     if small.size == 0:
         return out
-    order = np.argsort(p[small], kind="stable")
+    order = np.argsort(p[small])  # any order of ties: see bh_qvalues
     ranked = p[small][order] * m / np.arange(1, small.size + 1)
     ranked = np.minimum.accumulate(ranked[::-1])[::-1]
     out[small[order]] = ranked <= level
