@@ -5,12 +5,14 @@ metric does: nothing in the log tells them apart, so the group, not a member, is
 of a verdict.  Under sorted-greedy batching with a shuffled batch order every batch is a
 group; under a shuffling sampler the groups are the batches of samples seen once.
 
-The set of points of each sample is hashed in one pass: ``h = sum_p w_p`` over its
-points, ``w_p`` uniform on [1, 2) from a fixed seed, summed by ``np.bincount`` in the
-entries' order (by point), so two samples with the same set add the same numbers in the
-same order and get bit-identical sums.  The key ``(h, appearances, lowest point,
-highest point)`` then names the set; two different sets share it with probability about
-``k * 2**-52`` per pair of samples agreeing on the other three.
+The set of points of each sample is named by a key: ``(appearances, lowest point,
+highest point)``, and, for the samples whose triple another sample shares (only those
+can have a twin), also ``h = sum_p w_p`` over its points, ``w_p`` uniform on [1, 2) from
+a fixed seed, summed by ``np.bincount`` in the entries' order (by point), so two samples
+with the same set add the same numbers in the same order and get bit-identical sums.
+Two different sets share the key with probability about ``k * 2**-52`` per pair of
+samples agreeing on the triple.  Under a shuffling sampler few samples share a triple,
+so ``h`` costs a pass over their entries only.
 """
 
 from __future__ import annotations
@@ -50,45 +52,73 @@ def group_of(
     app: Appearances, k: np.ndarray, lowest: np.ndarray, highest: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`separable_groups` from reductions already made (see the module docstring)."""
-    weights = np.random.default_rng(_SEED).uniform(1.0, 2.0, max(app.n_usable, 1))
-    h = np.bincount(app.sample, weights=weights[app.rank], minlength=app.n_samples)
-    key = h.view(np.uint64).copy()
-    for part, mult in ((k, 0x9E3779B97F4A7C15), (lowest, 0xBF58476D1CE4E5B9)):
-        key = key * np.uint64(0x94D049BB133111EB) + part.astype(np.uint64) * np.uint64(mult)
-    key = key * np.uint64(0x94D049BB133111EB) + highest.astype(np.uint64)
+    import pandas as pd
+
     seen = np.flatnonzero(k > 0)
+    key = np.uint64(0x9E3779B97F4A7C15) * k[seen].astype(np.uint64)
+    for part in (lowest, highest):
+        key = key * np.uint64(0x94D049BB133111EB) + part[seen].astype(np.uint64)
+    # only the samples sharing their triple with another can have a twin: they alone
+    # need h, and their codes are those of the pair (triple, h)
+    shared = np.flatnonzero(_repeated(key))
+    codes = np.zeros(0, dtype=np.int64)
+    if shared.size:
+        h = _point_sums(app, seen[shared])
+        pair = pd.DataFrame({"key": key[shared], "h": h.view(np.uint64)}, copy=False)
+        codes = pair.groupby(["key", "h"], sort=False).ngroup().to_numpy().astype(np.int64)
     group = np.full(app.n_samples, -1, dtype=np.int64)
-    group[seen] = number_by_first(key[seen])
+    group[seen] = _renumber(seen.size, shared, codes)
     size = np.bincount(group[seen], minlength=int(group.max()) + 1 if seen.size else 0)
     return group, size.astype(np.int64)
 
 
-def number_by_first(key: np.ndarray) -> np.ndarray:
-    """The code of each key, int64, codes numbered by first occurrence (what
-    ``pd.factorize(key, sort=False)`` gives).
+def _point_sums(app: Appearances, ids: np.ndarray) -> np.ndarray:
+    """``h`` of the given samples (float64 aligned with ``ids``): a pass over their
+    entries, in the entries' order."""
+    mask = np.zeros(app.n_samples, dtype=bool)
+    mask[ids] = True
+    entries = np.flatnonzero(mask[app.sample])
+    weights = np.random.default_rng(_SEED).uniform(1.0, 2.0, max(app.n_usable, 1))
+    sample = app.sample[entries]
+    h = np.bincount(sample, weights=weights[app.rank[entries]], minlength=app.n_samples)
+    return h[ids]
 
-    Most keys are unique (every sample of a shuffled schedule is a group of its own):
-    a sort of the key values (no arg-sort) finds the repeated ones, and only those are
-    hashed; the codes then follow from which position first holds each key.
-    """
-    import pandas as pd
 
-    if key.size == 0:
-        return np.zeros(0, dtype=np.int64)
+def _repeated(key: np.ndarray) -> np.ndarray:
+    """bool ``[n]``: the keys another position holds too (a sort of the values, then a
+    search of the few repeated ones)."""
+    out = np.zeros(key.size, dtype=bool)
+    if key.size < 2:
+        return out
     ordered = np.sort(key)
     repeated = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
-    if repeated.size == 0:
-        return np.arange(key.size, dtype=np.int64)
-    first = np.ones(key.size, dtype=bool)
-    at = np.minimum(np.searchsorted(repeated, key), repeated.size - 1)
-    dup = np.flatnonzero(repeated[at] == key)
-    codes, _ = pd.factorize(key[dup], sort=False)
-    # a code first appears where it exceeds every code before it
+    if repeated.size:
+        at = np.minimum(np.searchsorted(repeated, key), repeated.size - 1)
+        out = repeated[at] == key
+    return out
+
+
+def _renumber(n: int, dup: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Codes numbered by first position, int64 ``[n]``: every position not in ``dup`` a
+    code of its own, those in ``dup`` (ascending) sharing ``codes`` (numbered by first
+    occurrence among them)."""
+    first = np.ones(n, dtype=bool)
     new = np.ones(codes.size, dtype=bool)
+    # a code first appears where it exceeds every code before it
     new[1:] = codes[1:] > np.maximum.accumulate(codes)[:-1]
     first[dup] = False
     first[dup[new]] = True
     number = np.cumsum(first) - 1
-    out = number.astype(np.int64)
-    out[dup] = number[dup[new]][codes]
-    return out
+    number[dup] = number[dup[new]][codes]
+    return number.astype(np.int64, copy=False)
+
+
+def number_by_first(key: np.ndarray) -> np.ndarray:
+    """The code of each key, int64, numbered by first occurrence (what
+    ``pd.factorize(key, sort=False)`` gives): a sort of the key values finds the
+    repeated ones, and only those are hashed."""
+    import pandas as pd
+
+    dup = np.flatnonzero(_repeated(key))
+    codes = pd.factorize(key[dup], sort=False)[0].astype(np.int64) if dup.size else dup
+    return _renumber(key.size, dup, codes)
