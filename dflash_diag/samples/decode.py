@@ -135,9 +135,8 @@ def group_q_below(p: np.ndarray, group: np.ndarray, level: float) -> np.ndarray:
     return out
 
 
-def held_points(membership: Membership, named: np.ndarray, group: np.ndarray) -> np.ndarray:
-    """Named groups per point, int64 ``[n_points]``."""
-    entries = np.flatnonzero(named[membership.samples])
+def held_points(membership: Membership, entries: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Named groups per point, int64 ``[n_points]``, from the named samples' entries."""
     point = np.searchsorted(membership.offsets, entries, side="right") - 1
     width = int(group.max()) + 1
     pairs = np.unique(point * width + group[membership.samples[entries]])
@@ -157,12 +156,14 @@ def explain_away(
     app: Appearances,
     first: Tested,
     named: np.ndarray,
+    named_entries: np.ndarray,
     group: np.ndarray,
     allow_low: int,
     need: int,
 ) -> Tested:
-    """Every sample tested again given the named set (see the module docstring)."""
-    n_held = held_points(membership, named, group)
+    """Every sample tested again given the named set (see the module docstring);
+    ``named_entries``: the entries of the named samples."""
+    n_held = held_points(membership, named_entries, group)
     held = np.flatnonzero(n_held > 0)
     held_rank = app.rank_of_point[held]
     held_rank = held_rank[held_rank >= 0]
@@ -227,14 +228,20 @@ def decode(
     first = first_pass(membership, app, k, score_rank, opts.allow_low, opts.need)
     tested = first
     named = np.zeros(membership.n_samples, dtype=bool)
+    named_entries = np.zeros(0, dtype=np.int64)
     rounds = 0
     while rounds < opts.explain_rounds:
         candidates = group_q_below(tested.p, group, opts.explain_q) & ~named
         candidates &= tested.reason == 0
         if not candidates.any():
             break
-        named |= strongest(membership, app, candidates, tested)
-        tested = explain_away(membership, app, first, named, group, opts.allow_low, opts.need)
+        new, entries = strongest(membership, app, candidates, tested)
+        named |= new
+        # the entries of the newly named are among the candidates': no pass over all
+        named_entries = np.union1d(named_entries, entries[new[membership.samples[entries]]])
+        tested = explain_away(
+            membership, app, first, named, named_entries, group, opts.allow_low, opts.need
+        )
         rounds += 1
     q, m = group_q(tested.p, group)
     return tested, q, m, rounds
@@ -242,8 +249,9 @@ def decode(
 
 def strongest(
     membership: Membership, app: Appearances, candidates: np.ndarray, tested: Tested
-) -> np.ndarray:
-    """The candidates that are the strongest candidate in every usable point they are in.
+) -> tuple[np.ndarray, np.ndarray]:
+    """The candidates that are the strongest candidate in every usable point they are in
+    (bool ``[n_samples]``), and the entries of all candidates (int64, ascending).
 
     Strength: smaller p, then higher score; equally strong candidates (the members of a
     group, or ties) do not beat each other, so the choice never depends on the labels.
@@ -256,16 +264,16 @@ def strongest(
     new_value = np.concatenate([[True], (p[1:] != p[:-1]) | (score[1:] != score[:-1])])
     strength = np.full(membership.n_samples, ids.size, dtype=np.int64)
     strength[ids[order]] = np.cumsum(new_value) - 1
-    entries = np.flatnonzero(candidates[membership.samples])
-    point = np.searchsorted(membership.offsets, entries, side="right") - 1
+    every = np.flatnonzero(candidates[membership.samples])
+    point = np.searchsorted(membership.offsets, every, side="right") - 1
     usable = app.rank_of_point[point] >= 0
-    entries, point = entries[usable], point[usable]
+    entries, point = every[usable], point[usable]
     mine = strength[membership.samples[entries]]
     best = np.full(membership.n_points, ids.size, dtype=np.int64)
     np.minimum.at(best, point, mine)
     beaten = np.zeros(membership.n_samples, dtype=bool)
     beaten[membership.samples[entries[best[point] < mine]]] = True
-    return candidates & ~beaten
+    return candidates & ~beaten, every
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..errors import InputError
 from .appearances import Appearances, appearances, point_array
-from .decode import REASONS, DecodeOptions, decode
+from .decode import REASONS, DecodeOptions, decode, entries_of
 from .groups import group_of
 from .membership import Membership
 from .nulls import median_interval_ranks
@@ -213,7 +213,7 @@ def evidence_with_ground(
         "appearances": k,
         "explained": tested.explained,
         "tested": tested.k,
-        "high": _high(app, opts.high_z),
+        "high": _high(membership, app, opts.high_z),
         "min_z": _z_at(app, lowest),
         "score": tested.score,
         "n_ge": tested.n_ge,
@@ -233,9 +233,11 @@ def evidence_with_ground(
     return SampleEvidence(table, ground, opts, n_points, app.n_usable, n_tested, n_null, rounds)
 
 
-def _high(app: Appearances, high_z: float) -> np.ndarray:
+def _high(membership: Membership, app: Appearances, high_z: float) -> np.ndarray:
+    """Appearances with ``z >= high_z`` per sample: over the entries of the high points
+    only (a few percent of them)."""
     cut = np.searchsorted(app.z_sorted, high_z, side="left")
-    high = app.sample[app.rank >= cut]
+    high = membership.samples[entries_of(membership, app.point_of_rank[cut:])]
     return np.bincount(high, minlength=app.n_samples).astype(np.int64)
 
 
