@@ -57,15 +57,13 @@ def bench_cases() -> dict[str, Callable[[], pd.DataFrame]]:
         low = SampleOptions(allow_low=1, explain_rounds=rounds)
         three = SampleOptions(min_appearances=3, explain_rounds=rounds)
         plain = SampleOptions(explain_rounds=rounds)
-        cases[f"nan_low1_r{rounds}"] = lambda o=low: sample_evidence(
-            small, znan, excess=0.03 * znan, baseline=base, options=o
-        ).table
-        cases[f"notokens_r{rounds}"] = lambda o=three: sample_evidence(
-            bare, zs, options=o
-        ).table
-        cases[f"greedy_r{rounds}"] = lambda o=plain: sample_evidence(
-            greedy, zg, excess=0.02 * zg, options=o
-        ).table
+        cases[f"nan_low1_r{rounds}"] = lambda o=low: (
+            sample_evidence(small, znan, excess=0.03 * znan, baseline=base, options=o).table
+        )
+        cases[f"notokens_r{rounds}"] = lambda o=three: sample_evidence(bare, zs, options=o).table
+        cases[f"greedy_r{rounds}"] = lambda o=plain: (
+            sample_evidence(greedy, zg, excess=0.02 * zg, options=o).table
+        )
     return cases
 
 
@@ -135,7 +133,7 @@ def run_tests(out: Path) -> int:
 
 
 def compare(ref: pd.DataFrame, new: pd.DataFrame, rtol: float) -> str:
-    """"" when the tables agree, else what differs."""
+    """ "" when the tables agree, else what differs."""
     if list(ref.columns) != list(new.columns) or len(ref) != len(new):
         return f"columns or rows differ: {list(ref.columns)} {len(ref)} / {len(new)}"
     if not ref.index.equals(new.index):

@@ -98,15 +98,17 @@ def pvalues(
         kept[held_rank] = 0
     at_or_above = np.append(np.cumsum(kept[::-1])[::-1], 0)
     tie_start = np.append(np.searchsorted(app.z_sorted, app.z_sorted, side="left"), n)
-    score = np.full(k.shape, np.nan)
-    has = score_rank < n
-    score[has] = app.z_sorted[score_rank[has]]
-    n_ge = np.zeros(k.shape, dtype=np.int64)
-    p = np.full(k.shape, np.nan)
-    idx = np.flatnonzero(reason == 0)
-    n_ge[idx] = at_or_above[tie_start[score_rank[idx]]]
+    # per rank (n: none) the score and the null points reaching it: one look-up a sample
+    score = np.append(app.z_sorted, np.nan)[score_rank]
+    test = reason == 0
+    n_ge = np.where(test, at_or_above[tie_start][score_rank], 0)
     n_null = int(at_or_above[0])
-    p[idx] = order_pvalue(k[idx], n_ge[idx], n_null, allow_low)
+    if test.all():
+        p = order_pvalue(k, n_ge, n_null, allow_low)
+    else:
+        idx = np.flatnonzero(test)
+        p = np.full(k.shape, np.nan)
+        p[idx] = order_pvalue(k[idx], n_ge[idx], n_null, allow_low)
     return Tested(k, explained, score_rank, score, n_ge, p, reason, n_null)
 
 

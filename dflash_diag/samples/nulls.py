@@ -38,14 +38,14 @@ def order_pvalue(
     >>> order_pvalue(np.array([2]), np.array([3]), 10).round(6).tolist()  # 3*2 / (10*9)
     [0.066667]
     """
-    k = np.asarray(k, dtype=np.float64)
     # (n_ge >= k - a always holds for a sample's own points; the floor keeps a count
     # that lost some to explaining away from a log-gamma of a negative integer, and
     # can only raise p)
-    n_ge = np.maximum(np.asarray(n_ge, dtype=np.float64), k - allow_low)
     if allow_low == 0:
-        logp = _log_ratio(k, n_ge, np.asarray(n, dtype=np.float64))
+        logp = _log_ratio(np.asarray(k), np.asarray(n_ge), np.asarray(n))
         return np.minimum(np.exp(np.minimum(logp, 0.0)), 1.0)
+    k = np.asarray(k, dtype=np.float64)
+    n_ge = np.maximum(np.asarray(n_ge, dtype=np.float64), k - allow_low)
     if allow_low <= EXACT_TERMS:
         p = _tail_terms(k, n_ge, np.asarray(n, dtype=np.float64), allow_low)
     else:
@@ -56,23 +56,24 @@ def order_pvalue(
 
 
 def _log_ratio(k: np.ndarray, n_ge: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """``log C(n_ge, k) - log C(n, k)`` as ``lg(n_ge) - lg(n_ge - k) - lg(n) + lg(n - k)``,
-    ``lg(x) = gammaln(x + 1)``; the counts are integers, so ``lg`` is one table over
-    ``0 .. max(n)`` (``gammaln`` of the same floats, the same sums: the same bits as
-    calling it per sample) when that is smaller than the samples, else called per sample.
-    """
+    """``log C(n_ge, k) - log C(n, k)``, ``n_ge`` floored at ``k``, as ``lg(n_ge) -
+    lg(n_ge - k) - lg(n) + lg(n - k)``, ``lg(x) = gammaln(x + 1)``.  The counts are
+    integers, so ``lg`` is one table over ``0 .. max(n)`` (``gammaln`` of the same
+    floats, the same sums: the same bits as calling it per sample) when that is smaller
+    than the samples and every count is an integer in range, else called per sample."""
     from scipy.special import gammaln
 
-    top = int(max(n.max(initial=0.0), n_ge.max(initial=0.0))) if k.size else 0
-    if top + 1 > 2 * k.size or not np.isfinite(top):
-        return gammaln(n_ge + 1) - gammaln(n_ge - k + 1) - gammaln(n + 1) + gammaln(n - k + 1)
-    ge, kk = n_ge.astype(np.int64), k.astype(np.int64)
-    nn = n.astype(np.int64)
-    if (nn - kk).min(initial=0) < 0:  # k > n breaks the contract: gammaln says what
-        return gammaln(n_ge + 1) - gammaln(n_ge - k + 1) - gammaln(n + 1) + gammaln(n - k + 1)
-    table = gammaln(np.arange(top + 1, dtype=np.float64) + 1)
-    # n_ge - k >= 0 (floored above) and n - k >= 0: every index is in the table
-    return table[ge] - table[ge - kk] - table[nn] + table[nn - kk]
+    ints = all(a.dtype.kind in "iu" for a in (k, n_ge, n))
+    top = int(max(n.max(initial=0), n_ge.max(initial=0))) if ints and k.size else 0
+    if ints and 0 < top + 1 <= 2 * k.size and min((n - k).min(initial=0), k.min(initial=0)) >= 0:
+        kk = k.astype(np.int64, copy=False)
+        ge = np.maximum(n_ge, kk)
+        table = gammaln(np.arange(top + 1, dtype=np.float64) + 1)
+        return table[ge] - table[ge - kk] - table[n] + table[n - kk]
+    kf = k.astype(np.float64)
+    ge = np.maximum(n_ge.astype(np.float64), kf)
+    nf = n.astype(np.float64)
+    return gammaln(ge + 1) - gammaln(ge - kf + 1) - gammaln(nf + 1) + gammaln(nf - kf + 1)
 
 
 #: ``allow_low`` up to this is summed term by term (:func:`_tail_terms`); above it
