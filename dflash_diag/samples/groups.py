@@ -5,14 +5,15 @@ metric does: nothing in the log tells them apart, so the group, not a member, is
 of a verdict.  Under sorted-greedy batching with a shuffled batch order every batch is a
 group; under a shuffling sampler the groups are the batches of samples seen once.
 
-The set of points of each sample is named by a key: ``(appearances, lowest point,
-highest point)``, and, for the samples whose triple another sample shares (only those
-can have a twin), also ``h = sum_p w_p`` over its points, ``w_p`` uniform on [1, 2) from
-a fixed seed, summed by ``np.bincount`` in the entries' order (by point), so two samples
-with the same set add the same numbers in the same order and get bit-identical sums.
-Two different sets share the key with probability about ``k * 2**-52`` per pair of
-samples agreeing on the triple.  Under a shuffling sampler few samples share a triple,
-so ``h`` costs a pass over their entries only.
+The set of points of each sample is named by a key: ``(appearances, lowest rank, sum
+of ranks)`` (the ranks of :mod:`.appearances`), and, for the samples whose triple
+another sample shares (only those can have a twin), also ``h = sum_p w_p`` over its
+points, ``w_p`` uniform on [1, 2) from a fixed seed, summed by ``np.bincount`` in the
+entries' order (by point), so two samples with the same set add the same numbers in the
+same order and get bit-identical sums.  Two different sets share the key with
+probability about ``k * 2**-52`` per pair of samples agreeing on the triple.  Under a
+shuffling sampler few samples share a triple, so ``h`` costs a pass over their entries
+only.
 """
 
 from __future__ import annotations
@@ -45,18 +46,21 @@ def separable_groups(
     """
     app = appearances(membership, z)
     lowest, _ = app.lowest()
-    return group_of(app, app.counts(), lowest, app.highest())
+    k, rank_sum = app.counts_and_rank_sums()
+    return group_of(app, k, lowest, rank_sum)
 
 
 def group_of(
-    app: Appearances, k: np.ndarray, lowest: np.ndarray, highest: np.ndarray
+    app: Appearances, k: np.ndarray, lowest: np.ndarray, spread: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`separable_groups` from reductions already made (see the module docstring)."""
+    """:func:`separable_groups` from reductions already made (see the module docstring):
+    ``k`` appearances, ``lowest`` rank and ``spread`` any integer function of the
+    sample's set of ranks (the highest, the sum), int ``[n_samples]`` each."""
     import pandas as pd
 
     seen = np.flatnonzero(k > 0)
     key = np.uint64(0x9E3779B97F4A7C15) * k[seen].astype(np.uint64)
-    for part in (lowest, highest):
+    for part in (lowest, spread):
         key = key * np.uint64(0x94D049BB133111EB) + part[seen].astype(np.uint64)
     # only the samples sharing their triple with another can have a twin: they alone
     # need h, and their codes are those of the pair (triple, h)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from scipy.special import gammaln
 
 from dflash_diag.samples import Membership, bh_qvalues, order_pvalue, separable_groups
+from dflash_diag.samples.appearances import appearances
 from dflash_diag.samples.groups import number_by_first
 from dflash_diag.samples.nulls import bh_below
 
@@ -102,3 +103,14 @@ def test_groups_of_a_greedy_schedule_are_its_batches() -> None:
     for number, low in enumerate(sorted(first)):
         assert (group[first[low]] == number).all()
     assert size.tolist() == [3, 3, 3, 3]
+
+
+@settings(max_examples=80, deadline=None)
+@given(runs())
+def test_one_pass_counts_and_rank_sums_equal_two_passes(run) -> None:
+    m, z = run
+    app = appearances(m, z)
+    k, rank_sum = app.counts_and_rank_sums()
+    assert k.tolist() == np.bincount(app.sample, minlength=m.n_samples).tolist()
+    want = [int(app.rank[app.sample == s].sum()) for s in range(m.n_samples)]
+    assert rank_sum.tolist() == want
