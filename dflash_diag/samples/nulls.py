@@ -136,15 +136,14 @@ def bh_below(p: np.ndarray, level: float) -> np.ndarray:
     p = np.asarray(p, dtype=np.float64)
     finite = np.isfinite(p)
     m = int(finite.sum())
-    small = np.flatnonzero(finite & (p <= level))
-    out = np.zeros(p.shape, dtype=bool)
-    if small.size == 0:
-        return out
-    order = np.argsort(p[small])  # any order of ties: see bh_qvalues
-    ranked = p[small][order] * m / np.arange(1, small.size + 1)
-    ranked = np.minimum.accumulate(ranked[::-1])[::-1]
-    out[small[order]] = ranked <= level
-    return out
+    small = np.sort(p[finite & (p <= level)])  # the values only: no arg-sort
+    # q_(i) <= level exactly for the positions i up to the last j with p_(j) m / j <=
+    # level; a tie never straddles it (p m / (j + 1) <= p m / j), so those are the
+    # p's at most p_(j)
+    hits = np.flatnonzero(small * m / np.arange(1, small.size + 1) <= level)
+    if hits.size == 0:
+        return np.zeros(p.shape, dtype=bool)
+    return finite & (p <= small[hits[-1]])
 
 
 def median_interval_ranks(k: np.ndarray, level: float = 0.9) -> tuple[np.ndarray, np.ndarray]:
