@@ -33,7 +33,7 @@ import numpy as np
 
 from .appearances import Appearances
 from .membership import Membership
-from .nulls import bh_below, bh_qvalues, order_pvalue
+from .nulls import bh_below, bh_qvalues_keyed, order_pvalue
 
 #: Why a sample is not tested (``reason``; "" when it is).
 REASONS = ("", "not seen", "no usable point", "too few appearances", "explained")
@@ -49,6 +49,8 @@ class Tested:
     :param n_ge: points of the null population with z at least the score; ``p``: the
         p-value (NaN: untested).
     :param reason: int8 index into :data:`REASONS`; ``n_null``: the null population.
+    :param own: bool, the samples tested against a null of their own (not ``n_null``
+        points: named members, :func:`explain_away`); None: none.
     """
 
     k: np.ndarray
@@ -59,6 +61,7 @@ class Tested:
     p: np.ndarray
     reason: np.ndarray
     n_null: int
+    own: np.ndarray | None = None
 
 
 def first_pass(
@@ -120,10 +123,22 @@ def _group_p(p: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return p_group, idx
 
 
-def group_q(p: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, int]:
-    """BH q-values with each group counted once (members share their p), and ``m``."""
+def group_q(tested: Tested, group: np.ndarray, n_usable: int) -> tuple[np.ndarray, int]:
+    """BH q-values with each group counted once (members share their p), and ``m``.
+
+    A p is a function of ``(k, n_ge)`` over the ``n_null`` points (but for the ``own``
+    samples), so BH sorts the distinct pairs only (:func:`.bh_qvalues_keyed`).
+    """
+    p = tested.p
     p_group, idx = _group_p(p, group)
-    q_group = bh_qvalues(p_group)
+    width = n_usable + 1
+    key = tested.k.astype(np.int64) * width + tested.n_ge
+    if tested.own is not None:
+        key[tested.own] = -1
+    key_group = np.full(p_group.shape, -1, dtype=np.int64)
+    key_group[group[idx]] = key[idx]  # the same member as p_group's
+    n_keys = (int(tested.k.max(initial=0)) + 1) * width
+    q_group = bh_qvalues_keyed(p_group, key_group, n_keys)
     q = np.full(p.shape, np.nan)
     q[idx] = q_group[group[idx]]
     return q, int(np.isfinite(p_group).sum())
@@ -190,7 +205,7 @@ def explain_away(
         n_own = again.n_null + k[own]
         n_ge = again.n_ge[own] + at_least[own]
         again.n_ge[own], again.p[own] = n_ge, order_pvalue(k[own], n_ge, n_own, allow_low)
-    return again
+    return replace(again, own=own)
 
 
 def _retest(
@@ -245,7 +260,7 @@ def decode(
             membership, app, first, named, named_entries, group, opts.allow_low, opts.need
         )
         rounds += 1
-    q, m = group_q(tested.p, group)
+    q, m = group_q(tested, group, app.n_usable)
     return tested, q, m, rounds
 
 

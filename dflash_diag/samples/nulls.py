@@ -124,6 +124,51 @@ def bh_qvalues(p: np.ndarray) -> np.ndarray:
     return q
 
 
+def bh_qvalues_keyed(p: np.ndarray, key: np.ndarray, n_keys: int) -> np.ndarray:
+    """:func:`bh_qvalues` of ``p`` (the same bits) when ``p`` is a function of an integer
+    ``key`` in ``0 .. n_keys - 1`` (equal keys, equal p; ``key < 0``: not, taken one by
+    one), sorting the distinct values only.
+
+    Under BH every p of a tie gets the q of the tie's last position ``e``, ``min(p m /
+    e, the q of the next tie)``; so the distinct values, each with its count, give
+    every q.  Falls back to :func:`bh_qvalues` when ``n_keys`` is large.
+
+    >>> p = np.array([0.01, 0.04, np.nan, 0.04, 0.5])
+    >>> bh_qvalues_keyed(p, np.array([0, 1, 1, 1, -1]), 2).tolist()
+    [0.04, 0.05333333333333334, nan, 0.05333333333333334, 0.5]
+    """
+    p = np.asarray(p, dtype=np.float64)
+    if n_keys > 4 * p.size + 1024:
+        return bh_qvalues(p)
+    q = np.full(p.shape, np.nan)
+    tested = np.flatnonzero(np.isfinite(p))
+    m = tested.size
+    if m == 0:
+        return q
+    kt, pt = key[tested], p[tested]
+    plain = kt >= 0
+    counts = np.bincount(kt[plain], minlength=n_keys)
+    present = np.flatnonzero(counts)
+    value_of_key = np.zeros(n_keys)
+    value_of_key[kt[plain]] = pt[plain]
+    odd = ~plain
+    values = np.concatenate([value_of_key[present], pt[odd]])
+    order = np.argsort(values)
+    v = values[order]
+    end = np.cumsum(np.concatenate([counts[present], np.ones(int(odd.sum()), np.int64)])[order])
+    last = np.ones(v.size, dtype=bool)
+    last[:-1] = v[1:] != v[:-1]
+    ranked = v[last] * m / end[last]
+    ranked = np.minimum(np.minimum.accumulate(ranked[::-1])[::-1], 1.0)
+    q_distinct = np.empty(v.size)
+    q_distinct[order] = ranked[np.cumsum(last) - last]
+    q_of_key = np.zeros(n_keys)
+    q_of_key[present] = q_distinct[: present.size]
+    q[tested[plain]] = q_of_key[kt[plain]]
+    q[tested[odd]] = q_distinct[present.size :]
+    return q
+
+
 def bh_below(p: np.ndarray, level: float) -> np.ndarray:
     """``bh_qvalues(p) <= level``, sorting only the p-values at most ``level``.
 

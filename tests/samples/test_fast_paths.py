@@ -12,7 +12,7 @@ from scipy.special import gammaln
 from dflash_diag.samples import Membership, bh_qvalues, order_pvalue, separable_groups
 from dflash_diag.samples.appearances import appearances
 from dflash_diag.samples.groups import number_by_first
-from dflash_diag.samples.nulls import bh_below
+from dflash_diag.samples.nulls import bh_below, bh_qvalues_keyed
 
 from .test_invariants import runs
 
@@ -114,3 +114,18 @@ def test_one_pass_counts_and_rank_sums_equal_two_passes(run) -> None:
     assert k.tolist() == np.bincount(app.sample, minlength=m.n_samples).tolist()
     want = [int(app.rank[app.sample == s].sum()) for s in range(m.n_samples)]
     assert rank_sum.tolist() == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.one_of(P_VALUES, st.floats(0.0, 1.0)), min_size=1, max_size=12),
+    st.lists(st.tuples(st.integers(-1, 11), st.booleans(), P_VALUES), max_size=80),
+)
+def test_keyed_bh_equals_bh(table: list[float], rows: list[tuple[int, bool, float]]) -> None:
+    # p is the key's value (or its own where key is -1; NaN rows untested); the keyed
+    # version must give bh_qvalues' bits
+    keys = np.array([k % len(table) if k >= 0 else -1 for k, _, _ in rows], dtype=np.int64)
+    p = np.array([table[k] if k >= 0 else own for k, (_, _, own) in zip(keys, rows, strict=True)])
+    p[np.array([untested for _, untested, _ in rows], dtype=bool)] = np.nan
+    want = bh_qvalues(p)
+    assert np.array_equal(bh_qvalues_keyed(p, keys, len(table)), want, equal_nan=True)
