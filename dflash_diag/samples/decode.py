@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .appearances import Appearances
-from .membership import Membership
+from .membership import Membership, entries_with
 from .nulls import bh_below, bh_qvalues_keyed, order_pvalue
 
 #: Why a sample is not tested (``reason``; "" when it is).
@@ -217,7 +217,7 @@ def _retest(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``k``, the score's rank and how many kept points reach the score, of the touched
     samples over their usable points not ``lost`` (entry indices); int64 each."""
-    idx = np.flatnonzero(touched[membership.samples])
+    idx = entries_with(membership.samples, np.flatnonzero(touched), membership.n_samples)
     idx = idx[~np.isin(idx, lost)]
     rank = app.rank_of_point[np.searchsorted(membership.offsets, idx, side="right") - 1]
     idx, rank = idx[rank >= 0], rank[rank >= 0]
@@ -281,7 +281,7 @@ def strongest(
     new_value = np.concatenate([[True], (p[1:] != p[:-1]) | (score[1:] != score[:-1])])
     strength = np.full(membership.n_samples, ids.size, dtype=np.int64)
     strength[ids[order]] = np.cumsum(new_value) - 1
-    every = np.flatnonzero(candidates[membership.samples])
+    every = entries_with(membership.samples, ids, membership.n_samples)
     point = np.searchsorted(membership.offsets, every, side="right") - 1
     usable = app.rank_of_point[point] >= 0
     entries, point = every[usable], point[usable]

@@ -36,7 +36,7 @@ from ..errors import InputError
 from .appearances import Appearances, appearances, point_array
 from .decode import REASONS, DecodeOptions, decode, entries_of
 from .groups import group_of
-from .membership import Membership
+from .membership import Membership, entries_with
 from .nulls import median_interval_ranks
 
 if TYPE_CHECKING:
@@ -266,10 +266,9 @@ def _details(
     names = ["median_z", "median_z_lo", "median_z_hi", "median_coverage", "share"]
     names += ["excess", "own_excess", "own_excess_se", "own_excess_nats"]
     cols = {name: np.full(n, np.nan) for name in names}
-    sel = cand[membership.samples]
+    entries = entries_with(membership.samples, np.flatnonzero(cand), n)
     if app.kept is not None:
-        sel &= app.kept
-    entries = np.flatnonzero(sel)
+        entries = entries[app.kept[entries]]
     if entries.size == 0:
         return cols
     point = np.searchsorted(membership.offsets, entries, side="right") - 1

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from .appearances import Appearances, appearances
-from .membership import Membership
+from .membership import Membership, entries_with
 
 _SEED = 20261201
 
@@ -79,9 +79,7 @@ def group_of(
 def _point_sums(app: Appearances, ids: np.ndarray) -> np.ndarray:
     """``h`` of the given samples (float64 aligned with ``ids``): a pass over their
     entries, in the entries' order."""
-    mask = np.zeros(app.n_samples, dtype=bool)
-    mask[ids] = True
-    entries = np.flatnonzero(mask[app.sample])
+    entries = entries_with(app.sample, ids, app.n_samples)
     weights = np.random.default_rng(_SEED).uniform(1.0, 2.0, max(app.n_usable, 1))
     sample = app.sample[entries]
     h = np.bincount(sample, weights=weights[app.rank[entries]], minlength=app.n_samples)

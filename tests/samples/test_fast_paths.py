@@ -12,6 +12,7 @@ from scipy.special import gammaln
 from dflash_diag.samples import Membership, bh_qvalues, order_pvalue, separable_groups
 from dflash_diag.samples.appearances import appearances
 from dflash_diag.samples.groups import number_by_first
+from dflash_diag.samples.membership import entries_with
 from dflash_diag.samples.nulls import bh_below, bh_qvalues_keyed
 
 from .test_invariants import runs
@@ -129,3 +130,19 @@ def test_keyed_bh_equals_bh(table: list[float], rows: list[tuple[int, bool, floa
     p[np.array([untested for _, untested, _ in rows], dtype=bool)] = np.nan
     want = bh_qvalues(p)
     assert np.array_equal(bh_qvalues_keyed(p, keys, len(table)), want, equal_nan=True)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.sampled_from([50, 2**16, 2**16 + 1, 3 * 2**16 + 7]),
+    st.lists(st.integers(0, 2**20), max_size=200),
+    st.lists(st.integers(0, 2**20), max_size=40),
+)
+def test_entries_with_equals_a_mask_look_up(n: int, entries: list[int], ids: list[int]) -> None:
+    # ids that agree in their low 16 bits with other samples must not slip through
+    samples = np.array([e % n for e in entries], dtype=np.int32)
+    wanted = np.unique(np.array([i % n for i in ids], dtype=np.int64))
+    mask = np.zeros(n, dtype=bool)
+    mask[wanted] = True
+    got = entries_with(samples, wanted, n)
+    assert got.tolist() == np.flatnonzero(mask[samples]).tolist()
