@@ -10,10 +10,15 @@ samples cut into points of 64 (a step of 8 ranks x 8 samples), long-tailed token
 lengths, a normal z per point with 20 poison samples adding +4 to their points.  Then
 times, best of ``--repeat`` alternating rounds, ``sample_evidence`` (tokens and excess
 given) and the reference, and prints the ratio at each size, and the poison's ranks as a
-check that the timed call did its work.
+check that the timed call did its work.  Then times once (slower: a robust median per
+cell over every entry) the measured ground, ``measured_evidence`` over per-sample losses
+(each sample a difficulty, noise per entry, the poison +3 nats), against the same
+``read_recording``: at 1M only unless ``--measured-big`` (minutes at 10M).
 
     python benchmarks/bench_samples.py            # 1M x 6 and 10M x 6
     python benchmarks/bench_samples.py --quick    # 1M x 6 only
+    python benchmarks/bench_samples.py --no-measured   # inferred ground only
+    python benchmarks/bench_samples.py --measured-big  # measured ground at 10M too
 """
 
 from __future__ import annotations
@@ -23,10 +28,10 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-from common import alternating, long_tailed_lengths
+from common import alternating, long_tailed_lengths, timed
 
 from dflash_diag.record import BatchRecorder, read_recording
-from dflash_diag.samples import Membership, SampleEvidence, sample_evidence
+from dflash_diag.samples import Membership, SampleEvidence, measured_evidence, sample_evidence
 
 EPOCHS = 6
 PER_POINT = 64
@@ -67,7 +72,16 @@ def write_recording(membership: Membership, path: Path) -> None:
             rec.log(p + 1, smp[a:b], tok[a:b] if tok is not None else np.ones(b - a, int))
 
 
-def run(n_samples: int, repeat: int) -> None:
+def sample_losses(membership: Membership, poison: np.ndarray, seed: int = 1) -> np.ndarray:
+    """A loss per entry: a per-sample difficulty, noise, and +3 nats for the poison."""
+    rng = np.random.default_rng(seed)
+    hard = rng.normal(2.0, 0.3, membership.n_samples)
+    loss = hard[membership.samples] + rng.normal(0.0, 0.2, membership.n_entries)
+    loss[np.isin(membership.samples, poison)] += 3.0
+    return loss
+
+
+def run(n_samples: int, repeat: int, measured: bool) -> None:
     membership, z, poison = build(n_samples)
     excess = 0.02 * z
     with tempfile.TemporaryDirectory() as tmp:
@@ -86,15 +100,25 @@ def run(n_samples: int, repeat: int) -> None:
         f"argsort {t_ref:.2f} s (ratio {t_ev / t_ref:.2f}), read_recording {t_read:.2f} s "
         f"(ratio {t_ev / t_read:.2f}); named {named}, poison ranks {poison_ranks(ev, poison)}"
     )
+    if measured:
+        loss = sample_losses(membership, poison)
+        mev, t_m = timed(measured_evidence, membership, loss)
+        print(
+            f"{'':>11} measured ground: measured_evidence {t_m:.2f} s (ratio to "
+            f"read_recording {t_m / t_read:.2f}); poison ranks {poison_ranks(mev, poison)}"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="1M samples only")
     parser.add_argument("--repeat", type=int, default=2, help="timed rounds (best kept)")
+    parser.add_argument("--no-measured", action="store_true", help="inferred ground only")
+    parser.add_argument("--measured-big", action="store_true", help="measured ground at 10M")
     args = parser.parse_args()
     for n in (1_000_000,) if args.quick else (1_000_000, 10_000_000):
-        run(n, args.repeat)
+        big = n > 1_000_000 and not args.measured_big
+        run(n, args.repeat, not (args.no_measured or big))
 
 
 if __name__ == "__main__":

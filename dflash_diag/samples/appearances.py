@@ -48,6 +48,24 @@ class Appearances:
         """Appearances per sample (distinct usable points), int64 ``[n_samples]``."""
         return np.bincount(self.sample, minlength=self.n_samples).astype(np.int64)
 
+    def counts_and_rank_sums(self) -> tuple[np.ndarray, np.ndarray]:
+        """Appearances and the sum of the ranks per sample, int64 ``[n_samples]`` each.
+
+        One pass: ``np.bincount`` weighted by ``2**32 + rank`` sums integers, exact in
+        float64 in any order below ``2**53``; ``k = sum // 2**32`` and the rest is the
+        rank sum while that stays below ``2**32``.  Both hold when the ``k`` so read
+        has ``max k < 2**20`` and ``max k * n_usable < 2**32`` (a larger true ``k`` or
+        rank sum would make the ``k`` read larger); otherwise two passes.
+        """
+        shift = float(2**32)
+        both = np.bincount(self.sample, weights=self.rank + shift, minlength=self.n_samples)
+        k = (both // shift).astype(np.int64)
+        top = int(k.max(initial=0))
+        if top < 2**20 and top * max(self.n_usable, 1) < 2**32:
+            return k, (both - k * shift).astype(np.int64)
+        ranks = np.bincount(self.sample, weights=self.rank, minlength=self.n_samples)
+        return self.counts(), ranks.astype(np.int64)
+
     def lowest(self, allow_low: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """The lowest and the ``(allow_low + 1)``-th lowest rank of each sample.
 
@@ -66,12 +84,6 @@ class Appearances:
             current = np.full(self.n_samples, n, dtype=self.rank.dtype)
             np.minimum.at(current, s, r)
         return lowest.astype(np.int64), current.astype(np.int64)
-
-    def highest(self) -> np.ndarray:
-        """The highest rank of each sample, int64 ``[n_samples]`` (-1: no appearance)."""
-        out = np.full(self.n_samples, -1, dtype=self.rank.dtype)
-        np.maximum.at(out, self.sample, self.rank)
-        return out.astype(np.int64)
 
 
 def appearances(membership: Membership, z: np.ndarray | None = None) -> Appearances:

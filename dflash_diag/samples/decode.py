@@ -32,8 +32,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .appearances import Appearances
-from .membership import Membership
-from .nulls import bh_below, bh_qvalues, order_pvalue
+from .membership import Membership, entries_with
+from .nulls import bh_below, bh_qvalues_keyed, order_pvalue
 
 #: Why a sample is not tested (``reason``; "" when it is).
 REASONS = ("", "not seen", "no usable point", "too few appearances", "explained")
@@ -49,6 +49,8 @@ class Tested:
     :param n_ge: points of the null population with z at least the score; ``p``: the
         p-value (NaN: untested).
     :param reason: int8 index into :data:`REASONS`; ``n_null``: the null population.
+    :param own: bool, the samples tested against a null of their own (not ``n_null``
+        points: named members, :func:`explain_away`); None: none.
     """
 
     k: np.ndarray
@@ -59,6 +61,7 @@ class Tested:
     p: np.ndarray
     reason: np.ndarray
     n_null: int
+    own: np.ndarray | None = None
 
 
 def first_pass(
@@ -98,15 +101,17 @@ def pvalues(
         kept[held_rank] = 0
     at_or_above = np.append(np.cumsum(kept[::-1])[::-1], 0)
     tie_start = np.append(np.searchsorted(app.z_sorted, app.z_sorted, side="left"), n)
-    score = np.full(k.shape, np.nan)
-    has = score_rank < n
-    score[has] = app.z_sorted[score_rank[has]]
-    n_ge = np.zeros(k.shape, dtype=np.int64)
-    p = np.full(k.shape, np.nan)
-    idx = np.flatnonzero(reason == 0)
-    n_ge[idx] = at_or_above[tie_start[score_rank[idx]]]
+    # per rank (n: none) the score and the null points reaching it: one look-up a sample
+    score = np.append(app.z_sorted, np.nan)[score_rank]
+    test = reason == 0
+    n_ge = np.where(test, at_or_above[tie_start][score_rank], 0)
     n_null = int(at_or_above[0])
-    p[idx] = order_pvalue(k[idx], n_ge[idx], n_null, allow_low)
+    if test.all():
+        p = order_pvalue(k, n_ge, n_null, allow_low)
+    else:
+        idx = np.flatnonzero(test)
+        p = np.full(k.shape, np.nan)
+        p[idx] = order_pvalue(k[idx], n_ge[idx], n_null, allow_low)
     return Tested(k, explained, score_rank, score, n_ge, p, reason, n_null)
 
 
@@ -118,10 +123,22 @@ def _group_p(p: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return p_group, idx
 
 
-def group_q(p: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, int]:
-    """BH q-values with each group counted once (members share their p), and ``m``."""
+def group_q(tested: Tested, group: np.ndarray, n_usable: int) -> tuple[np.ndarray, int]:
+    """BH q-values with each group counted once (members share their p), and ``m``.
+
+    A p is a function of ``(k, n_ge)`` over the ``n_null`` points (but for the ``own``
+    samples), so BH sorts the distinct pairs only (:func:`.bh_qvalues_keyed`).
+    """
+    p = tested.p
     p_group, idx = _group_p(p, group)
-    q_group = bh_qvalues(p_group)
+    width = n_usable + 1
+    key = tested.k.astype(np.int64) * width + tested.n_ge
+    if tested.own is not None:
+        key[tested.own] = -1
+    key_group = np.full(p_group.shape, -1, dtype=np.int64)
+    key_group[group[idx]] = key[idx]  # the same member as p_group's
+    n_keys = (int(tested.k.max(initial=0)) + 1) * width
+    q_group = bh_qvalues_keyed(p_group, key_group, n_keys)
     q = np.full(p.shape, np.nan)
     q[idx] = q_group[group[idx]]
     return q, int(np.isfinite(p_group).sum())
@@ -135,9 +152,8 @@ def group_q_below(p: np.ndarray, group: np.ndarray, level: float) -> np.ndarray:
     return out
 
 
-def held_points(membership: Membership, named: np.ndarray, group: np.ndarray) -> np.ndarray:
-    """Named groups per point, int64 ``[n_points]``."""
-    entries = np.flatnonzero(named[membership.samples])
+def held_points(membership: Membership, entries: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Named groups per point, int64 ``[n_points]``, from the named samples' entries."""
     point = np.searchsorted(membership.offsets, entries, side="right") - 1
     width = int(group.max()) + 1
     pairs = np.unique(point * width + group[membership.samples[entries]])
@@ -157,12 +173,14 @@ def explain_away(
     app: Appearances,
     first: Tested,
     named: np.ndarray,
+    named_entries: np.ndarray,
     group: np.ndarray,
     allow_low: int,
     need: int,
 ) -> Tested:
-    """Every sample tested again given the named set (see the module docstring)."""
-    n_held = held_points(membership, named, group)
+    """Every sample tested again given the named set (see the module docstring);
+    ``named_entries``: the entries of the named samples."""
+    n_held = held_points(membership, named_entries, group)
     held = np.flatnonzero(n_held > 0)
     held_rank = app.rank_of_point[held]
     held_rank = held_rank[held_rank >= 0]
@@ -187,7 +205,7 @@ def explain_away(
         n_own = again.n_null + k[own]
         n_ge = again.n_ge[own] + at_least[own]
         again.n_ge[own], again.p[own] = n_ge, order_pvalue(k[own], n_ge, n_own, allow_low)
-    return again
+    return replace(again, own=own)
 
 
 def _retest(
@@ -199,7 +217,7 @@ def _retest(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``k``, the score's rank and how many kept points reach the score, of the touched
     samples over their usable points not ``lost`` (entry indices); int64 each."""
-    idx = np.flatnonzero(touched[membership.samples])
+    idx = entries_with(membership.samples, np.flatnonzero(touched), membership.n_samples)
     idx = idx[~np.isin(idx, lost)]
     rank = app.rank_of_point[np.searchsorted(membership.offsets, idx, side="right") - 1]
     idx, rank = idx[rank >= 0], rank[rank >= 0]
@@ -227,23 +245,30 @@ def decode(
     first = first_pass(membership, app, k, score_rank, opts.allow_low, opts.need)
     tested = first
     named = np.zeros(membership.n_samples, dtype=bool)
+    named_entries = np.zeros(0, dtype=np.int64)
     rounds = 0
     while rounds < opts.explain_rounds:
         candidates = group_q_below(tested.p, group, opts.explain_q) & ~named
         candidates &= tested.reason == 0
         if not candidates.any():
             break
-        named |= strongest(membership, app, candidates, tested)
-        tested = explain_away(membership, app, first, named, group, opts.allow_low, opts.need)
+        new, entries = strongest(membership, app, candidates, tested)
+        named |= new
+        # the entries of the newly named are among the candidates': no pass over all
+        named_entries = np.union1d(named_entries, entries[new[membership.samples[entries]]])
+        tested = explain_away(
+            membership, app, first, named, named_entries, group, opts.allow_low, opts.need
+        )
         rounds += 1
-    q, m = group_q(tested.p, group)
+    q, m = group_q(tested, group, app.n_usable)
     return tested, q, m, rounds
 
 
 def strongest(
     membership: Membership, app: Appearances, candidates: np.ndarray, tested: Tested
-) -> np.ndarray:
-    """The candidates that are the strongest candidate in every usable point they are in.
+) -> tuple[np.ndarray, np.ndarray]:
+    """The candidates that are the strongest candidate in every usable point they are in
+    (bool ``[n_samples]``), and the entries of all candidates (int64, ascending).
 
     Strength: smaller p, then higher score; equally strong candidates (the members of a
     group, or ties) do not beat each other, so the choice never depends on the labels.
@@ -256,16 +281,16 @@ def strongest(
     new_value = np.concatenate([[True], (p[1:] != p[:-1]) | (score[1:] != score[:-1])])
     strength = np.full(membership.n_samples, ids.size, dtype=np.int64)
     strength[ids[order]] = np.cumsum(new_value) - 1
-    entries = np.flatnonzero(candidates[membership.samples])
-    point = np.searchsorted(membership.offsets, entries, side="right") - 1
+    every = entries_with(membership.samples, ids, membership.n_samples)
+    point = np.searchsorted(membership.offsets, every, side="right") - 1
     usable = app.rank_of_point[point] >= 0
-    entries, point = entries[usable], point[usable]
+    entries, point = every[usable], point[usable]
     mine = strength[membership.samples[entries]]
     best = np.full(membership.n_points, ids.size, dtype=np.int64)
     np.minimum.at(best, point, mine)
     beaten = np.zeros(membership.n_samples, dtype=bool)
     beaten[membership.samples[entries[best[point] < mine]]] = True
-    return candidates & ~beaten
+    return candidates & ~beaten, every
 
 
 @dataclass(frozen=True)

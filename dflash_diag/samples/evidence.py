@@ -34,9 +34,9 @@ import numpy as np
 
 from ..errors import InputError
 from .appearances import Appearances, appearances, point_array
-from .decode import REASONS, DecodeOptions, decode
+from .decode import REASONS, DecodeOptions, decode, entries_of
 from .groups import group_of
-from .membership import Membership
+from .membership import Membership, entries_with
 from .nulls import median_interval_ranks
 
 if TYPE_CHECKING:
@@ -200,9 +200,9 @@ def evidence_with_ground(
     n_points = membership.n_points
     zp = point_array(z, n_points, "z")
     app = appearances(membership, zp)
-    k = app.counts()
+    k, rank_sum = app.counts_and_rank_sums()
     lowest, score_rank = app.lowest(opts.allow_low)
-    group, size = group_of(app, k, lowest, app.highest())
+    group, size = group_of(app, k, lowest, rank_sum)
     need = max(opts.min_appearances, opts.allow_low + 1)
     dec = DecodeOptions(opts.allow_low, need, opts.explain_q, opts.explain_rounds)
     tested, q, n_tested, rounds = decode(membership, app, k, group, score_rank, dec)
@@ -213,7 +213,7 @@ def evidence_with_ground(
         "appearances": k,
         "explained": tested.explained,
         "tested": tested.k,
-        "high": _high(app, opts.high_z),
+        "high": _high(membership, app, opts.high_z),
         "min_z": _z_at(app, lowest),
         "score": tested.score,
         "n_ge": tested.n_ge,
@@ -233,9 +233,11 @@ def evidence_with_ground(
     return SampleEvidence(table, ground, opts, n_points, app.n_usable, n_tested, n_null, rounds)
 
 
-def _high(app: Appearances, high_z: float) -> np.ndarray:
+def _high(membership: Membership, app: Appearances, high_z: float) -> np.ndarray:
+    """Appearances with ``z >= high_z`` per sample: over the entries of the high points
+    only (a few percent of them)."""
     cut = np.searchsorted(app.z_sorted, high_z, side="left")
-    high = app.sample[app.rank >= cut]
+    high = membership.samples[entries_of(membership, app.point_of_rank[cut:])]
     return np.bincount(high, minlength=app.n_samples).astype(np.int64)
 
 
@@ -264,10 +266,9 @@ def _details(
     names = ["median_z", "median_z_lo", "median_z_hi", "median_coverage", "share"]
     names += ["excess", "own_excess", "own_excess_se", "own_excess_nats"]
     cols = {name: np.full(n, np.nan) for name in names}
-    sel = cand[membership.samples]
+    entries = entries_with(membership.samples, np.flatnonzero(cand), n)
     if app.kept is not None:
-        sel &= app.kept
-    entries = np.flatnonzero(sel)
+        entries = entries[app.kept[entries]]
     if entries.size == 0:
         return cols
     point = np.searchsorted(membership.offsets, entries, side="right") - 1

@@ -5,12 +5,15 @@ metric does: nothing in the log tells them apart, so the group, not a member, is
 of a verdict.  Under sorted-greedy batching with a shuffled batch order every batch is a
 group; under a shuffling sampler the groups are the batches of samples seen once.
 
-The set of points of each sample is hashed in one pass: ``h = sum_p w_p`` over its
+The set of points of each sample is named by a key: ``(appearances, lowest rank, sum
+of ranks)`` (the ranks of :mod:`.appearances`), and, for the samples whose triple
+another sample shares (only those can have a twin), also ``h = sum_p w_p`` over its
 points, ``w_p`` uniform on [1, 2) from a fixed seed, summed by ``np.bincount`` in the
 entries' order (by point), so two samples with the same set add the same numbers in the
-same order and get bit-identical sums.  The key ``(h, appearances, lowest point,
-highest point)`` then names the set; two different sets share it with probability about
-``k * 2**-52`` per pair of samples agreeing on the other three.
+same order and get bit-identical sums.  Two different sets share the key with
+probability about ``k * 2**-52`` per pair of samples agreeing on the triple.  Under a
+shuffling sampler few samples share a triple, so ``h`` costs a pass over their entries
+only.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from .appearances import Appearances, appearances
-from .membership import Membership
+from .membership import Membership, entries_with
 
 _SEED = 20261201
 
@@ -43,24 +46,81 @@ def separable_groups(
     """
     app = appearances(membership, z)
     lowest, _ = app.lowest()
-    return group_of(app, app.counts(), lowest, app.highest())
+    k, rank_sum = app.counts_and_rank_sums()
+    return group_of(app, k, lowest, rank_sum)
 
 
 def group_of(
-    app: Appearances, k: np.ndarray, lowest: np.ndarray, highest: np.ndarray
+    app: Appearances, k: np.ndarray, lowest: np.ndarray, spread: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`separable_groups` from reductions already made (see the module docstring)."""
+    """:func:`separable_groups` from reductions already made (see the module docstring):
+    ``k`` appearances, ``lowest`` rank and ``spread`` any integer function of the
+    sample's set of ranks (the highest, the sum), int ``[n_samples]`` each."""
     import pandas as pd
 
-    weights = np.random.default_rng(_SEED).uniform(1.0, 2.0, max(app.n_usable, 1))
-    h = np.bincount(app.sample, weights=weights[app.rank], minlength=app.n_samples)
-    key = h.view(np.uint64).copy()
-    for part, mult in ((k, 0x9E3779B97F4A7C15), (lowest, 0xBF58476D1CE4E5B9)):
-        key = key * np.uint64(0x94D049BB133111EB) + part.astype(np.uint64) * np.uint64(mult)
-    key = key * np.uint64(0x94D049BB133111EB) + highest.astype(np.uint64)
-    seen = k > 0
-    codes, _ = pd.factorize(key[seen], sort=False)
+    seen = np.flatnonzero(k > 0)
+    key = np.uint64(0x9E3779B97F4A7C15) * k[seen].astype(np.uint64)
+    for part in (lowest, spread):
+        key = key * np.uint64(0x94D049BB133111EB) + part[seen].astype(np.uint64)
+    # only the samples sharing their triple with another can have a twin: they alone
+    # need h, and their codes are those of the pair (triple, h)
+    shared = np.flatnonzero(_repeated(key))
+    codes = np.zeros(0, dtype=np.int64)
+    if shared.size:
+        h = _point_sums(app, seen[shared])
+        pair = pd.DataFrame({"key": key[shared], "h": h.view(np.uint64)}, copy=False)
+        codes = pair.groupby(["key", "h"], sort=False).ngroup().to_numpy().astype(np.int64)
     group = np.full(app.n_samples, -1, dtype=np.int64)
-    group[seen] = codes
-    size = np.bincount(codes, minlength=int(codes.max()) + 1 if codes.size else 0)
+    group[seen] = _renumber(seen.size, shared, codes)
+    size = np.bincount(group[seen], minlength=int(group.max()) + 1 if seen.size else 0)
     return group, size.astype(np.int64)
+
+
+def _point_sums(app: Appearances, ids: np.ndarray) -> np.ndarray:
+    """``h`` of the given samples (float64 aligned with ``ids``): a pass over their
+    entries, in the entries' order."""
+    entries = entries_with(app.sample, ids, app.n_samples)
+    weights = np.random.default_rng(_SEED).uniform(1.0, 2.0, max(app.n_usable, 1))
+    sample = app.sample[entries]
+    h = np.bincount(sample, weights=weights[app.rank[entries]], minlength=app.n_samples)
+    return h[ids]
+
+
+def _repeated(key: np.ndarray) -> np.ndarray:
+    """bool ``[n]``: the keys another position holds too (a sort of the values, then a
+    search of the few repeated ones)."""
+    out = np.zeros(key.size, dtype=bool)
+    if key.size < 2:
+        return out
+    ordered = np.sort(key)
+    repeated = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
+    if repeated.size:
+        at = np.minimum(np.searchsorted(repeated, key), repeated.size - 1)
+        out = repeated[at] == key
+    return out
+
+
+def _renumber(n: int, dup: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Codes numbered by first position, int64 ``[n]``: every position not in ``dup`` a
+    code of its own, those in ``dup`` (ascending) sharing ``codes`` (numbered by first
+    occurrence among them)."""
+    first = np.ones(n, dtype=bool)
+    new = np.ones(codes.size, dtype=bool)
+    # a code first appears where it exceeds every code before it
+    new[1:] = codes[1:] > np.maximum.accumulate(codes)[:-1]
+    first[dup] = False
+    first[dup[new]] = True
+    number = np.cumsum(first) - 1
+    number[dup] = number[dup[new]][codes]
+    return number.astype(np.int64, copy=False)
+
+
+def number_by_first(key: np.ndarray) -> np.ndarray:
+    """The code of each key, int64, numbered by first occurrence (what
+    ``pd.factorize(key, sort=False)`` gives): a sort of the key values finds the
+    repeated ones, and only those are hashed."""
+    import pandas as pd
+
+    dup = np.flatnonzero(_repeated(key))
+    codes = pd.factorize(key[dup], sort=False)[0].astype(np.int64) if dup.size else dup
+    return _renumber(key.size, dup, codes)

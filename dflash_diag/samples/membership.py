@@ -195,6 +195,23 @@ class Membership:
         return cls(offsets.astype(np.int64), sm.astype(dtype), n_s, tok)
 
 
+def entries_with(samples: np.ndarray, ids: np.ndarray, n_samples: int) -> np.ndarray:
+    """The positions in ``samples`` holding one of ``ids``, int64, ascending.
+
+    A look-up of a ``[n_samples]`` mask per entry is random access over it; for a few
+    ids the entries are first screened by a 64 KiB mask of the ids' low 16 bits (it
+    stays in cache), and only the survivors looked up in the full one.
+    """
+    mask = np.zeros(n_samples, dtype=bool)
+    mask[ids] = True
+    if n_samples <= 2**16 or ids.size * 32 > 2**16:
+        return np.flatnonzero(mask[samples])
+    low = np.zeros(2**16, dtype=bool)
+    low[ids & 0xFFFF] = True
+    maybe = np.flatnonzero(low[samples & 0xFFFF])
+    return maybe[mask[samples[maybe]]]
+
+
 def _int_array(values: object, name: str) -> np.ndarray:
     arr = np.asarray(values)
     if arr.ndim != 1:

@@ -38,16 +38,14 @@ def order_pvalue(
     >>> order_pvalue(np.array([2]), np.array([3]), 10).round(6).tolist()  # 3*2 / (10*9)
     [0.066667]
     """
-    k = np.asarray(k, dtype=np.float64)
     # (n_ge >= k - a always holds for a sample's own points; the floor keeps a count
     # that lost some to explaining away from a log-gamma of a negative integer, and
     # can only raise p)
-    n_ge = np.maximum(np.asarray(n_ge, dtype=np.float64), k - allow_low)
     if allow_low == 0:
-        from scipy.special import gammaln
-
-        logp = gammaln(n_ge + 1) - gammaln(n_ge - k + 1) - gammaln(n + 1) + gammaln(n - k + 1)
+        logp = _log_ratio(np.asarray(k), np.asarray(n_ge), np.asarray(n))
         return np.minimum(np.exp(np.minimum(logp, 0.0)), 1.0)
+    k = np.asarray(k, dtype=np.float64)
+    n_ge = np.maximum(np.asarray(n_ge, dtype=np.float64), k - allow_low)
     if allow_low <= EXACT_TERMS:
         p = _tail_terms(k, n_ge, np.asarray(n, dtype=np.float64), allow_low)
     else:
@@ -55,6 +53,27 @@ def order_pvalue(
 
         p = np.asarray(hypergeom.sf(k - allow_low - 1, n, n_ge, k), dtype=np.float64)
     return np.clip(p, np.finfo(np.float64).tiny, 1.0)
+
+
+def _log_ratio(k: np.ndarray, n_ge: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """``log C(n_ge, k) - log C(n, k)``, ``n_ge`` floored at ``k``, as ``lg(n_ge) -
+    lg(n_ge - k) - lg(n) + lg(n - k)``, ``lg(x) = gammaln(x + 1)``.  The counts are
+    integers, so ``lg`` is one table over ``0 .. max(n)`` (``gammaln`` of the same
+    floats, the same sums: the same bits as calling it per sample) when that is smaller
+    than the samples and every count is an integer in range, else called per sample."""
+    from scipy.special import gammaln
+
+    ints = all(a.dtype.kind in "iu" for a in (k, n_ge, n))
+    top = int(max(n.max(initial=0), n_ge.max(initial=0))) if ints and k.size else 0
+    if ints and 0 < top + 1 <= 2 * k.size and min((n - k).min(initial=0), k.min(initial=0)) >= 0:
+        kk = k.astype(np.int64, copy=False)
+        ge = np.maximum(n_ge, kk)
+        table = gammaln(np.arange(top + 1, dtype=np.float64) + 1)
+        return table[ge] - table[ge - kk] - table[n] + table[n - kk]
+    kf = k.astype(np.float64)
+    ge = np.maximum(n_ge.astype(np.float64), kf)
+    nf = n.astype(np.float64)
+    return gammaln(ge + 1) - gammaln(ge - kf + 1) - gammaln(nf + 1) + gammaln(nf - kf + 1)
 
 
 #: ``allow_low`` up to this is summed term by term (:func:`_tail_terms`); above it
@@ -96,10 +115,57 @@ def bh_qvalues(p: np.ndarray) -> np.ndarray:
     m = tested.size
     if m == 0:
         return q
-    order = np.argsort(p[tested], kind="stable")
+    # any sort will do: tied p's get the same q whatever their order (q_(i) for a tie
+    # is min over j >= the tie's last position)
+    order = np.argsort(p[tested])
     ranked = p[tested][order] * m / np.arange(1, m + 1)
     ranked = np.minimum.accumulate(ranked[::-1])[::-1]
     q[tested[order]] = np.minimum(ranked, 1.0)
+    return q
+
+
+def bh_qvalues_keyed(p: np.ndarray, key: np.ndarray, n_keys: int) -> np.ndarray:
+    """:func:`bh_qvalues` of ``p`` (the same bits) when ``p`` is a function of an integer
+    ``key`` in ``0 .. n_keys - 1`` (equal keys, equal p; ``key < 0``: not, taken one by
+    one), sorting the distinct values only.
+
+    Under BH every p of a tie gets the q of the tie's last position ``e``, ``min(p m /
+    e, the q of the next tie)``; so the distinct values, each with its count, give
+    every q.  Falls back to :func:`bh_qvalues` when ``n_keys`` is large.
+
+    >>> p = np.array([0.01, 0.04, np.nan, 0.04, 0.5])
+    >>> bh_qvalues_keyed(p, np.array([0, 1, 1, 1, -1]), 2).tolist()
+    [0.04, 0.05333333333333334, nan, 0.05333333333333334, 0.5]
+    """
+    p = np.asarray(p, dtype=np.float64)
+    if n_keys > 4 * p.size + 1024:
+        return bh_qvalues(p)
+    q = np.full(p.shape, np.nan)
+    tested = np.flatnonzero(np.isfinite(p))
+    m = tested.size
+    if m == 0:
+        return q
+    kt, pt = key[tested], p[tested]
+    plain = kt >= 0
+    counts = np.bincount(kt[plain], minlength=n_keys)
+    present = np.flatnonzero(counts)
+    value_of_key = np.zeros(n_keys)
+    value_of_key[kt[plain]] = pt[plain]
+    odd = ~plain
+    values = np.concatenate([value_of_key[present], pt[odd]])
+    order = np.argsort(values)
+    v = values[order]
+    end = np.cumsum(np.concatenate([counts[present], np.ones(int(odd.sum()), np.int64)])[order])
+    last = np.ones(v.size, dtype=bool)
+    last[:-1] = v[1:] != v[:-1]
+    ranked = v[last] * m / end[last]
+    ranked = np.minimum(np.minimum.accumulate(ranked[::-1])[::-1], 1.0)
+    q_distinct = np.empty(v.size)
+    q_distinct[order] = ranked[np.cumsum(last) - last]
+    q_of_key = np.zeros(n_keys)
+    q_of_key[present] = q_distinct[: present.size]
+    q[tested[plain]] = q_of_key[kt[plain]]
+    q[tested[odd]] = q_distinct[present.size :]
     return q
 
 
@@ -115,15 +181,14 @@ def bh_below(p: np.ndarray, level: float) -> np.ndarray:
     p = np.asarray(p, dtype=np.float64)
     finite = np.isfinite(p)
     m = int(finite.sum())
-    small = np.flatnonzero(finite & (p <= level))
-    out = np.zeros(p.shape, dtype=bool)
-    if small.size == 0:
-        return out
-    order = np.argsort(p[small], kind="stable")
-    ranked = p[small][order] * m / np.arange(1, small.size + 1)
-    ranked = np.minimum.accumulate(ranked[::-1])[::-1]
-    out[small[order]] = ranked <= level
-    return out
+    small = np.sort(p[finite & (p <= level)])  # the values only: no arg-sort
+    # q_(i) <= level exactly for the positions i up to the last j with p_(j) m / j <=
+    # level; a tie never straddles it (p m / (j + 1) <= p m / j), so those are the
+    # p's at most p_(j)
+    hits = np.flatnonzero(small * m / np.arange(1, small.size + 1) <= level)
+    if hits.size == 0:
+        return np.zeros(p.shape, dtype=bool)
+    return finite & (p <= small[hits[-1]])
 
 
 def median_interval_ranks(k: np.ndarray, level: float = 0.9) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,148 @@
+"""The fast paths of the samples package against straightforward references (Hypothesis):
+what they compute must be exactly what the plain version computes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.special import gammaln
+
+from dflash_diag.samples import Membership, bh_qvalues, order_pvalue, separable_groups
+from dflash_diag.samples.appearances import appearances
+from dflash_diag.samples.groups import number_by_first
+from dflash_diag.samples.membership import entries_with
+from dflash_diag.samples.nulls import bh_below, bh_qvalues_keyed
+
+from .test_invariants import runs
+
+
+def bh_reference(p: np.ndarray) -> np.ndarray:
+    """Benjamini-Hochberg as written: q_(i) = min over j >= i of p_(j) m / j, by a loop."""
+    q = np.full(p.shape, np.nan)
+    tested = [i for i in range(p.size) if np.isfinite(p[i])]
+    order = sorted(tested, key=lambda i: (p[i], i))
+    m = len(order)
+    best = np.inf
+    for j in range(m, 0, -1):
+        best = min(best, p[order[j - 1]] * m / j)
+        q[order[j - 1]] = min(best, 1.0)
+    return q
+
+
+# p's drawn from a few values, so ties are common (their order must not matter)
+P_VALUES = st.sampled_from([np.nan, 1e-9, 0.001, 0.01, 0.04, 0.2, 0.5, 1.0])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(P_VALUES, st.floats(0.0, 1.0)), max_size=80))
+def test_bh_equals_the_loop(p: list[float]) -> None:
+    arr = np.array(p, dtype=np.float64)
+    want = bh_reference(arr)
+    got = bh_qvalues(arr)
+    # the same products and minima: the same bits, NaN where untested
+    assert np.array_equal(got, want, equal_nan=True)
+    for level in (0.01, 0.05, 0.25):
+        assert np.array_equal(bh_below(arr, level), np.nan_to_num(want, nan=2.0) <= level)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 12), max_size=120))
+def test_number_by_first_equals_factorize(values: list[int]) -> None:
+    key = np.array(values, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    want = pd.factorize(key, sort=False)[0] if key.size else np.zeros(0, dtype=np.int64)
+    got = number_by_first(key)
+    assert got.dtype == np.int64 and np.array_equal(got, want)
+
+
+@settings(max_examples=60, deadline=None)
+@given(runs())
+def test_groups_are_numbered_like_a_dict_of_point_sets(run) -> None:
+    # reference: each sample's frozenset of usable points; groups numbered in the order
+    # of their lowest member, samples in no usable point -1
+    m, z = run
+    numbers: dict[frozenset[int], int] = {}
+    want = []
+    for s in range(m.n_samples):
+        pts = frozenset(
+            int(p)
+            for p in range(m.n_points)
+            if np.isfinite(z[p]) and s in m.samples[m.offsets[p] : m.offsets[p + 1]]
+        )
+        want.append(numbers.setdefault(pts, len(numbers)) if pts else -1)
+    group, size = separable_groups(m, z)
+    assert group.tolist() == want
+    assert size.tolist() == [want.count(g) for g in range(len(numbers))]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 3000), st.integers(1, 12), st.integers(0, 2**32 - 1))
+def test_the_log_gamma_table_gives_the_same_bits(n: int, k_max: int, seed: int) -> None:
+    # enough samples for the table path (more samples than half the table)
+    rng = np.random.default_rng(seed)
+    size = 2 * n + 8
+    k = rng.integers(1, min(k_max, n) + 1, size)
+    n_ge = rng.integers(0, n + 1, size)
+    got = order_pvalue(k, n_ge, n)
+    kf = k.astype(np.float64)
+    ge = np.maximum(n_ge.astype(np.float64), kf)
+    logp = gammaln(ge + 1) - gammaln(ge - kf + 1) - gammaln(n + 1) + gammaln(n - kf + 1)
+    want = np.minimum(np.exp(np.minimum(logp, 0.0)), 1.0)
+    assert np.array_equal(got, want)
+
+
+def test_groups_of_a_greedy_schedule_are_its_batches() -> None:
+    # the same 4 batches of 3 every epoch, in another order: 4 groups of 3, numbered by
+    # their lowest member, whatever the hash does with 12 repeated keys
+    rng = np.random.default_rng(0)
+    batches = rng.permutation(12).reshape(4, 3)
+    samples = np.concatenate([batches[rng.permutation(4)].ravel() for _ in range(3)])
+    m = Membership.from_entries(np.arange(samples.size) // 3, samples)
+    group, size = separable_groups(m)
+    first = {int(b.min()): b for b in batches}
+    for number, low in enumerate(sorted(first)):
+        assert (group[first[low]] == number).all()
+    assert size.tolist() == [3, 3, 3, 3]
+
+
+@settings(max_examples=80, deadline=None)
+@given(runs())
+def test_one_pass_counts_and_rank_sums_equal_two_passes(run) -> None:
+    m, z = run
+    app = appearances(m, z)
+    k, rank_sum = app.counts_and_rank_sums()
+    assert k.tolist() == np.bincount(app.sample, minlength=m.n_samples).tolist()
+    want = [int(app.rank[app.sample == s].sum()) for s in range(m.n_samples)]
+    assert rank_sum.tolist() == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.one_of(P_VALUES, st.floats(0.0, 1.0)), min_size=1, max_size=12),
+    st.lists(st.tuples(st.integers(-1, 11), st.booleans(), P_VALUES), max_size=80),
+)
+def test_keyed_bh_equals_bh(table: list[float], rows: list[tuple[int, bool, float]]) -> None:
+    # p is the key's value (or its own where key is -1; NaN rows untested); the keyed
+    # version must give bh_qvalues' bits
+    keys = np.array([k % len(table) if k >= 0 else -1 for k, _, _ in rows], dtype=np.int64)
+    p = np.array([table[k] if k >= 0 else own for k, (_, _, own) in zip(keys, rows, strict=True)])
+    p[np.array([untested for _, untested, _ in rows], dtype=bool)] = np.nan
+    want = bh_qvalues(p)
+    assert np.array_equal(bh_qvalues_keyed(p, keys, len(table)), want, equal_nan=True)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.sampled_from([50, 2**16, 2**16 + 1, 3 * 2**16 + 7]),
+    st.lists(st.integers(0, 2**20), max_size=200),
+    st.lists(st.integers(0, 2**20), max_size=40),
+)
+def test_entries_with_equals_a_mask_look_up(n: int, entries: list[int], ids: list[int]) -> None:
+    # ids that agree in their low 16 bits with other samples must not slip through
+    samples = np.array([e % n for e in entries], dtype=np.int32)
+    wanted = np.unique(np.array([i % n for i in ids], dtype=np.int64))
+    mask = np.zeros(n, dtype=bool)
+    mask[wanted] = True
+    got = entries_with(samples, wanted, n)
+    assert got.tolist() == np.flatnonzero(mask[samples]).tolist()
