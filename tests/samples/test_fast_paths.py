@@ -11,7 +11,9 @@ from scipy.special import gammaln
 
 from dflash_diag.samples import Membership, bh_qvalues, order_pvalue, separable_groups
 from dflash_diag.samples.appearances import appearances
+from dflash_diag.samples.evidence import SampleOptions
 from dflash_diag.samples.groups import number_by_first
+from dflash_diag.samples.measured import _per_sample, order_within
 from dflash_diag.samples.membership import entries_with
 from dflash_diag.samples.nulls import bh_below, bh_qvalues_keyed
 
@@ -146,3 +148,48 @@ def test_entries_with_equals_a_mask_look_up(n: int, entries: list[int], ids: lis
     mask[wanted] = True
     got = entries_with(samples, wanted, n)
     assert got.tolist() == np.flatnonzero(mask[samples]).tolist()
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    pairs=st.lists(
+        st.tuples(
+            st.integers(0, 6),
+            st.sampled_from([np.nan, -0.0, 0.0, 1.0, -2.5]) | st.floats(-1e9, 1e9),
+        ),
+        max_size=80,
+    )
+)
+def test_order_within_is_lexsort(pairs):
+    # by group, then value, NaN last, ties (-0.0 and 0.0 too) in entry order
+    group = np.array([g for g, _ in pairs], dtype=np.int64)
+    values = np.array([v for _, v in pairs], dtype=np.float64)
+    assert order_within(group, values).tolist() == np.lexsort((values, group)).tolist()
+
+
+def test_per_sample_statistics_are_pandas_group_by():
+    # the measured ground's per-sample table against pandas' group-by of the same entries
+    rng = np.random.default_rng(3)
+    n = 40
+    frame = pd.DataFrame(
+        {
+            "s": rng.integers(0, n - 5, 400),
+            "u": rng.normal(size=400).round(1),
+            "r": rng.normal(size=400),
+            "share": np.where(rng.random(400) < 0.1, np.nan, rng.random(400)),
+        }
+    )
+    opts = SampleOptions(allow_low=1)
+    got = _per_sample(frame, n, opts)
+    g = frame.sort_values(["s", "u"], kind="stable").groupby("s")
+    want = pd.DataFrame(index=pd.RangeIndex(n))
+    want["appearances"] = g.size().reindex(want.index, fill_value=0)
+    want["high"] = (
+        (frame["u"] >= opts.high_z).groupby(frame["s"]).sum().reindex(want.index, fill_value=0)
+    )
+    want["min_z"] = g["u"].min().reindex(want.index)
+    want["t"] = g["u"].nth(1).set_axis(g["s"].nth(1)).reindex(want.index)
+    want["median_r"] = g["r"].median().reindex(want.index)
+    want["share"] = g["share"].mean().reindex(want.index)
+    want["median_z"] = g["u"].median().reindex(want.index)
+    pd.testing.assert_frame_equal(got, want, check_dtype=False, rtol=1e-12)
