@@ -54,8 +54,9 @@ def group_of(
     app: Appearances, k: np.ndarray, lowest: np.ndarray, spread: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`separable_groups` from reductions already made (see the module docstring):
-    ``k`` appearances, ``lowest`` rank and ``spread`` any integer function of the
-    sample's set of ranks (the highest, the sum), int ``[n_samples]`` each."""
+    ``k`` appearances, ``lowest`` rank and ``spread`` the highest rank or the sum of
+    the ranks (with ``lowest`` either fixes a set of one or two points), int
+    ``[n_samples]`` each."""
     import pandas as pd
 
     seen = np.flatnonzero(k > 0)
@@ -67,9 +68,16 @@ def group_of(
     shared = np.flatnonzero(_repeated(key))
     codes = np.zeros(0, dtype=np.int64)
     if shared.size:
-        h = _point_sums(app, seen[shared])
-        pair = pd.DataFrame({"key": key[shared], "h": h.view(np.uint64)}, copy=False)
-        codes = pair.groupby(["key", "h"], sort=False).ngroup().to_numpy().astype(np.int64)
+        # a set of one or two points is its triple (lowest and highest, or the sum less
+        # the lowest): h is needed only for the samples seen three times or more
+        big = k[seen[shared]] > 2
+        if not big.any():  # (every sample seen once or twice: sorted-greedy's one epoch)
+            codes = pd.factorize(key[shared], sort=False)[0].astype(np.int64)
+        else:
+            h = np.zeros(shared.size)
+            h[big] = _point_sums(app, seen[shared[big]])
+            pair = pd.DataFrame({"key": key[shared], "h": h.view(np.uint64)}, copy=False)
+            codes = pair.groupby(["key", "h"], sort=False).ngroup().to_numpy().astype(np.int64)
     group = np.full(app.n_samples, -1, dtype=np.int64)
     group[seen] = _renumber(seen.size, shared, codes)
     size = np.bincount(group[seen], minlength=int(group.max()) + 1 if seen.size else 0)

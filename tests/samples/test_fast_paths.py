@@ -193,3 +193,15 @@ def test_per_sample_statistics_are_pandas_group_by():
     want["share"] = g["share"].mean().reindex(want.index)
     want["median_z"] = g["u"].median().reindex(want.index)
     pd.testing.assert_frame_equal(got, want, check_dtype=False, rtol=1e-12)
+
+
+def test_samples_seen_once_or_twice_are_grouped_by_their_points_alone():
+    # (no set hash for them: one or two points are told by the lowest and the rank sum)
+    once = Membership.from_entries([0, 0, 1, 1, 1, 2], [4, 1, 0, 2, 3, 5], n_samples=7)
+    group, size = separable_groups(once)
+    assert group.tolist() == [0, 1, 0, 0, 1, 2, -1] and size.tolist() == [3, 2, 1]
+    # seen twice: samples 0 and 1 in points {0, 2}, together; 2 in {0, 1} and 3 in
+    # {1, 2}, each apart
+    twice = Membership.from_entries([0, 0, 0, 1, 1, 2, 2, 2], [0, 1, 2, 2, 3, 0, 1, 3], n_samples=4)
+    group, size = separable_groups(twice)
+    assert group.tolist() == [0, 0, 1, 2] and size.tolist() == [2, 1, 1]
