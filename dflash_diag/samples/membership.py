@@ -174,8 +174,9 @@ class Membership:
         if pt.size and pt.min() < -1:
             raise InputError(_WHERE, f"a point index is {pt.min()}", "use -1 for none")
         keep = pt >= 0
-        pt, sm = pt[keep], sm[keep]
-        tok = None if tok is None else tok[keep]
+        if not keep.all():
+            pt, sm = pt[keep], sm[keep]
+            tok = None if tok is None else tok[keep]
         n_s = int(sm.max()) + 1 if n_samples is None and sm.size else int(n_samples or 0)
         n_p = int(pt.max()) + 1 if n_points is None and pt.size else int(n_points or 0)
         if pt.size and pt.max() >= n_p:
@@ -183,13 +184,16 @@ class Membership:
         if sm.size and (sm.min() < 0 or sm.max() >= n_s):
             raise InputError(_WHERE, f"sample ids span {sm.min()}..{sm.max()}, n is {n_s}")
         key = pt * max(n_s, 1) + sm
-        order = np.argsort(key, kind="stable")
-        key = key[order]
-        first = np.concatenate([[True], key[1:] != key[:-1]]) if key.size else key.astype(bool)
-        starts = np.flatnonzero(first)
-        if tok is not None:
-            tok = np.add.reduceat(tok[order], starts) if starts.size else tok
-        pt, sm = pt[order][starts], sm[order][starts]
+        if key.size > 1 and not bool((key[1:] > key[:-1]).all()):
+            # (entries already by point, then sample, each once, as a replay of one
+            # micro-batch a step gives them, need no sort: the same table)
+            order = np.argsort(key, kind="stable")
+            key = key[order]
+            first = np.concatenate([[True], key[1:] != key[:-1]])
+            starts = np.flatnonzero(first)
+            if tok is not None:
+                tok = np.add.reduceat(tok[order], starts) if starts.size else tok
+            pt, sm = pt[order][starts], sm[order][starts]
         offsets = np.concatenate([[0], np.cumsum(np.bincount(pt, minlength=n_p))])
         dtype = np.int32 if n_s < 2**31 else np.int64
         return cls(offsets.astype(np.int64), sm.astype(dtype), n_s, tok)

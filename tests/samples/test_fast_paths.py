@@ -205,3 +205,27 @@ def test_samples_seen_once_or_twice_are_grouped_by_their_points_alone():
     twice = Membership.from_entries([0, 0, 0, 1, 1, 2, 2, 2], [0, 1, 2, 2, 3, 0, 1, 3], n_samples=4)
     group, size = separable_groups(twice)
     assert group.tolist() == [0, 0, 1, 2] and size.tolist() == [2, 1, 1]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    pairs=st.lists(st.tuples(st.integers(-1, 5), st.integers(0, 9)), max_size=60),
+    seed=st.integers(0, 2**16),
+)
+def test_entries_in_order_need_no_sort_and_give_the_same_table(pairs, seed):
+    # (the same entries in their (point, sample) order take the path without a sort)
+    point = np.array([p for p, _ in pairs], dtype=np.int64)
+    sample = np.array([s for _, s in pairs], dtype=np.int64)
+    tokens = np.arange(len(pairs), dtype=np.float64) + 1
+    shuffled = np.random.default_rng(seed).permutation(len(pairs))
+    a = Membership.from_entries(point[shuffled], sample[shuffled], 10, 6, tokens[shuffled])
+    key = point * 10 + sample
+    keep = np.flatnonzero(point >= 0)
+    keep = keep[np.argsort(key[keep], kind="stable")]
+    once = keep[np.r_[True, key[keep][1:] != key[keep][:-1]]] if keep.size else keep
+    b = Membership.from_entries(point[once], sample[once], 10, 6, tokens[once])
+    assert a.offsets.tolist() == b.offsets.tolist()
+    assert a.samples.tolist() == b.samples.tolist()
+    repeated = len(once) < len(keep)
+    if not repeated:  # (tokens of an entry met twice are summed in a; b keeps one)
+        assert a.tokens.tolist() == b.tokens.tolist()
