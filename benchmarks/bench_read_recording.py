@@ -20,16 +20,13 @@ beyond its output is bounded by a chunk of rows, not by the file).
 
 from __future__ import annotations
 
-import argparse
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from common import long_tailed_lengths
+from common import long_tailed_lengths, main_over_sizes, run_python
 
 from dflash_diag.record import BatchRecorder
 
@@ -37,7 +34,7 @@ EPOCHS = 6
 PER_STEP = 64
 
 _CHILD = """
-import resource, sys, time
+import sys, time
 t0, c0 = time.perf_counter(), time.process_time()
 if sys.argv[1] == "recording":
     from dflash_diag.record import read_recording
@@ -46,10 +43,7 @@ else:
     import pyarrow.parquet as pq
     t = pq.read_table(sys.argv[2])
     rows = len([t[c].to_numpy() for c in ("step", "sample_id", "length")][0])
-wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-with open("/proc/self/status") as f:
-    kb = next(int(x.split()[1]) for x in f if x.startswith("VmHWM:"))
-print(wall, cpu, kb, rows)
+print(time.perf_counter() - t0, time.process_time() - c0, rows)
 """
 
 
@@ -81,13 +75,9 @@ def build(folder: Path, n_samples: int, seed: int = 0) -> tuple[Path, Path, int]
 
 def child(kind: str, path: Path) -> tuple[float, float, float]:
     """(wall s, CPU s, peak MB) of one read in a fresh process."""
-    out = subprocess.run(
-        [sys.executable, "-c", _CHILD, kind, str(path)], capture_output=True, text=True
-    )
-    if out.returncode != 0:
-        raise SystemExit(out.stderr)
-    wall, cpu, kb, _ = out.stdout.split()
-    return float(wall), float(cpu), int(kb) / 1024
+    (line,), _, peak = run_python(_CHILD, kind, str(path))
+    wall, cpu, _ = line.split()
+    return float(wall), float(cpu), peak
 
 
 def run(n_samples: int, repeat: int) -> None:
@@ -110,12 +100,7 @@ def run(n_samples: int, repeat: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="1000000,10000000", help="samples, comma-separated")
-    parser.add_argument("--repeat", type=int, default=2, help="timed rounds (best kept)")
-    args = parser.parse_args()
-    for n in (int(x) for x in args.sizes.split(",")):
-        run(n, args.repeat)
+    main_over_sizes(__doc__, run, "1000000,10000000")
 
 
 if __name__ == "__main__":

@@ -24,17 +24,14 @@ the command named as a check that the timed run did its work.
 
 from __future__ import annotations
 
-import argparse
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from common import long_tailed_lengths, run_cli
+from common import long_tailed_lengths, main_over_sizes, run_cli, run_python
 
 from dflash_diag.record import BatchRecorder
 
@@ -47,8 +44,6 @@ import sys
 from dflash_diag.manifest import read_manifest
 from dflash_diag.record import read_recording
 read_recording(sys.argv[1]).to_replay(read_manifest(sys.argv[2]))
-with open("/proc/self/status") as f:
-    print(next(int(x.split()[1]) for x in f if x.startswith("VmHWM:")))
 """
 
 
@@ -85,14 +80,8 @@ def build(folder: Path, n_samples: int, seed: int = 0) -> tuple[Path, Path, Path
 
 def read_reference(rec: Path, manifest: Path) -> tuple[float, float]:
     """Wall seconds and peak MB of a process that reads the recording and replays it."""
-    start = time.perf_counter()
-    out = subprocess.run(
-        [sys.executable, "-c", _READ, str(rec), str(manifest)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return time.perf_counter() - start, int(out.stdout.split()[-1]) / 1024
+    _, seconds, peak = run_python(_READ, str(rec), str(manifest))
+    return seconds, peak
 
 
 def run(n_samples: int, repeat: int) -> None:
@@ -127,12 +116,7 @@ def run(n_samples: int, repeat: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", default="1000000,10000000", help="samples, comma-separated")
-    parser.add_argument("--repeat", type=int, default=2, help="timed rounds (best kept)")
-    args = parser.parse_args()
-    for n in (int(x) for x in args.sizes.split(",")):
-        run(n, args.repeat)
+    main_over_sizes(__doc__, run, "1000000,10000000")
 
 
 if __name__ == "__main__":

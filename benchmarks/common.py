@@ -67,3 +67,37 @@ def run_cli(args: list[str]) -> tuple[subprocess.CompletedProcess[str], float, f
         with open(report) as f:
             peak_mb = int(f.read()) / 1024
     return out, seconds, peak_mb
+
+
+#: appended to a child's code: it prints its own high-water mark (VmHWM, KB) last
+_PEAK = """
+with open("/proc/self/status") as _f:
+    print(next(int(x.split()[1]) for x in _f if x.startswith("VmHWM:")))
+"""
+
+
+def run_python(code: str, *args: str) -> tuple[list[str], float, float]:
+    """Run ``code`` in a fresh Python with ``args``: (its stdout lines but the last,
+    wall seconds, peak MB).  Raises SystemExit with its stderr when it fails."""
+    start = time.perf_counter()
+    out = subprocess.run(
+        [sys.executable, "-c", code + _PEAK, *args], capture_output=True, text=True
+    )
+    seconds = time.perf_counter() - start
+    if out.returncode != 0:
+        raise SystemExit(out.stderr)
+    *lines, kb = out.stdout.split("\n")[:-1]
+    return lines, seconds, int(kb) / 1024
+
+
+def main_over_sizes(doc: str, run: Callable[[int, int], None], sizes: str) -> None:
+    """The command line of a benchmark run at several sizes: ``--sizes`` (comma-separated
+    samples, default ``sizes``) and ``--repeat`` (timed rounds, best kept)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--sizes", default=sizes, help="samples, comma-separated")
+    parser.add_argument("--repeat", type=int, default=2, help="timed rounds (best kept)")
+    args = parser.parse_args()
+    for n in (int(x) for x in args.sizes.split(",")):
+        run(n, args.repeat)
