@@ -47,25 +47,25 @@ class SamplesReport:
     ``table`` has one row per sample of the dataset, most suspect first (by ``q``, then
     ``score``; untested samples last):
 
-    ============== ======= =========================================================
-    column         dtype   meaning (units)
-    ============== ======= =========================================================
-    sample_id      int64   the manifest's ``sample_id`` (else the dataset index)
-    length         int64   real tokens (capped at ``max_seq_len``)
-    category       object  the manifest's category (None: none)
-    appearances    int64   logged points whose batches held it
-    high           int64   of those, with z >= 2
-    min_z          float64 its lowest z over them
-    score          float64 the z it was tested on (second-lowest: one may be ordinary)
-    p, q           float64 exact p under shuffled points; Benjamini-Hochberg q
-    named          bool    named at the false-discovery rate (``q <= 0.05``)
-    unit           object  ``sample``, or ``group`` when it always travels with others
-    group_size     int64   samples in its group (1: it can be told apart)
-    ground         object  ``inferred`` (group testing over the logged points)
-    measured_excess float64 its own loss over its batch mates' median (nats per token),
-                           median over its appearances, where the recorder measured
-                           per-sample losses (NaN elsewhere)
-    ============== ======= =========================================================
+    =============== ======== =======================================================
+    column          dtype    meaning (units)
+    =============== ======== =======================================================
+    sample_id       int64    the manifest's ``sample_id`` (else the dataset index)
+    length          int64    real tokens (capped at ``max_seq_len``)
+    category        category the manifest's category (object None: none)
+    appearances     int64    logged points whose batches held it
+    high            int64    of those, with z >= 2
+    min_z           float64  its lowest z over them
+    score           float64  the z it was tested on (second-lowest: one may be ordinary)
+    p, q            float64  exact p under shuffled points; Benjamini-Hochberg q
+    named           bool     named at the false-discovery rate (``q <= 0.05``)
+    unit            category ``sample``, or ``group`` when it always travels with others
+    group_size      int64    samples in its group (1: it can be told apart)
+    ground          category ``inferred`` (group testing over the logged points)
+    measured_excess float64  its own loss over its batch mates' median (nats per token),
+                             median over its appearances, where the recorder measured
+                             per-sample losses (NaN elsewhere)
+    =============== ======== =======================================================
 
     :param spikes: the spikes report the samples were tested on (its detection, its
         attribution and its composition).
@@ -119,48 +119,58 @@ def _inputs(batches: Request) -> list[str | Path]:
 
 
 def sample_table(findings: SampleFindings, comp: Composition) -> pd.DataFrame:
-    """:attr:`SamplesReport.table` (its columns and order in the class docstring)."""
+    """:attr:`SamplesReport.table` (its columns and order in the class docstring).
+
+    The order is found on the score and q arrays first, and each column taken in it
+    once; the strings are categoricals (codes taken, not 10M strings made)."""
     import numpy as np
     import pandas as pd
 
     t = findings.evidence.table
     n = len(t)
+    score, q = t["score"].to_numpy(dtype=np.float64), t["q"].to_numpy(dtype=np.float64)
+    order = np.lexsort((-np.nan_to_num(score, nan=-np.inf), q))
     ids = np.arange(n) if findings.ids is None else np.asarray(findings.ids)
     named = np.zeros(n, dtype=bool)
     for members in findings.named["members"]:
         named[list(members)] = True
-    size = t["group_size"].to_numpy()
-    out = pd.DataFrame(
+    size = t["group_size"].to_numpy()[order]
+
+    def col(values: np.ndarray, dtype: type) -> np.ndarray:
+        return np.asarray(values)[order].astype(dtype, copy=False)
+
+    return pd.DataFrame(
         {
-            "sample_id": ids.astype(np.int64),
-            "length": comp.replay.lengths[:n].astype(np.int64),
-            "category": _categories(comp, n),
-            "appearances": t["appearances"].to_numpy(dtype=np.int64),
-            "high": t["high"].to_numpy(dtype=np.int64),
-            "min_z": t["min_z"].to_numpy(dtype=np.float64),
-            "score": t["score"].to_numpy(dtype=np.float64),
-            "p": t["p"].to_numpy(dtype=np.float64),
-            "q": t["q"].to_numpy(dtype=np.float64),
-            "named": named,
-            "unit": np.where(size > 1, "group", "sample"),
-            "group_size": size.astype(np.int64),
-            "ground": findings.evidence.ground,
-            "measured_excess": _measured_excess(comp, n),
+            "sample_id": col(ids, np.int64),
+            "length": col(comp.replay.lengths[:n], np.int64),
+            "category": _categories(comp, n, order),
+            "appearances": col(t["appearances"].to_numpy(), np.int64),
+            "high": col(t["high"].to_numpy(), np.int64),
+            "min_z": col(t["min_z"].to_numpy(), np.float64),
+            "score": score[order],
+            "p": col(t["p"].to_numpy(), np.float64),
+            "q": q[order],
+            "named": named[order],
+            "unit": pd.Categorical.from_codes((size > 1).astype(np.int8), ["sample", "group"]),
+            "group_size": size.astype(np.int64, copy=False),
+            "ground": pd.Categorical.from_codes(np.zeros(n, np.int8), [findings.evidence.ground]),
+            "measured_excess": _measured_excess(comp, n)[order],
         },
-        copy=False,  # (the columns are views; the reordering below copies once)
+        copy=False,  # (each column is a new array already)
     )
-    order = np.lexsort((-np.nan_to_num(out["score"].to_numpy(), nan=-np.inf), out["q"]))
-    return out.iloc[order].reset_index(drop=True)
 
 
-def _categories(comp: Composition, n: int) -> np.ndarray:
+def _categories(comp: Composition, n: int, order: np.ndarray) -> object:
+    """The manifest's category of each sample, in ``order``: a categorical of its
+    names, or None throughout without categories."""
     import numpy as np
+    import pandas as pd
 
     m = comp.manifest
     if m is None or m.categories is None or not m.category_names:
         return np.full(n, None, dtype=object)
-    names = np.asarray(m.category_names, dtype=object)
-    return names[np.asarray(m.categories)[:n]]
+    codes = np.asarray(m.categories)[:n][order]
+    return pd.Categorical.from_codes(codes, list(m.category_names))
 
 
 def _measured_excess(comp: Composition, n: int) -> np.ndarray:

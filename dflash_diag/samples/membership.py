@@ -154,6 +154,7 @@ class Membership:
         n_samples: int | None = None,
         n_points: int | None = None,
         tokens: object | None = None,
+        sample_tokens: object | None = None,
     ) -> Membership:
         """Build the table from one (point, sample) pair per entry, in any order.
 
@@ -165,9 +166,16 @@ class Membership:
         :param n_samples: default ``max(sample) + 1``.
         :param n_points: default ``max(point) + 1``.
         :param tokens: optional ``[n]`` real tokens of each entry.
+        :param sample_tokens: instead of ``tokens``, ``[n_samples]`` real tokens of each
+            sample (an entry's tokens are its sample's, times its repeats in the point):
+            the entries are then sorted by their keys' values alone.
         """
-        pt = _int_array(point, "point")
+        if sample_tokens is not None and tokens is not None:
+            raise InputError(_WHERE, "give tokens or sample_tokens, not both")
+        pt = _int_array(point, "point").astype(np.int64, copy=False)
         sm = _int_array(sample, "sample")
+        if sm.dtype.itemsize == 8:  # (uint64 with int64 would promote to float)
+            sm = sm.astype(np.int64, copy=False)
         tok = None if tokens is None else np.asarray(tokens, dtype=np.float64)
         if sm.shape != pt.shape or (tok is not None and tok.shape != pt.shape):
             raise InputError(_WHERE, "point, sample (and tokens) must be equally long")
@@ -183,20 +191,47 @@ class Membership:
             raise InputError(_WHERE, f"a point index is {pt.max()}, n_points is {n_p}")
         if sm.size and (sm.min() < 0 or sm.max() >= n_s):
             raise InputError(_WHERE, f"sample ids span {sm.min()}..{sm.max()}, n is {n_s}")
-        key = pt * max(n_s, 1) + sm
-        if key.size > 1 and not bool((key[1:] > key[:-1]).all()):
-            # (entries already by point, then sample, each once, as a replay of one
-            # micro-batch a step gives them, need no sort: the same table)
-            order = np.argsort(key, kind="stable")
-            key = key[order]
-            first = np.concatenate([[True], key[1:] != key[:-1]])
-            starts = np.flatnonzero(first)
-            if tok is not None:
-                tok = np.add.reduceat(tok[order], starts) if starts.size else tok
-            pt, sm = pt[order][starts], sm[order][starts]
+        pt, sm, tok, repeats = _by_point_then_sample(pt, sm, tok, max(n_s, 1))
+        if sample_tokens is not None:
+            per = np.asarray(sample_tokens, dtype=np.float64)
+            if per.shape != (n_s,):
+                raise InputError(_WHERE, f"sample_tokens has shape {per.shape}, not ({n_s},)")
+            tok = per[sm] if repeats is None else per[sm] * repeats
         offsets = np.concatenate([[0], np.cumsum(np.bincount(pt, minlength=n_p))])
         dtype = np.int32 if n_s < 2**31 else np.int64
-        return cls(offsets.astype(np.int64), sm.astype(dtype), n_s, tok)
+        return cls(offsets.astype(np.int64), sm.astype(dtype, copy=False), n_s, tok)
+
+
+def _by_point_then_sample(
+    pt: np.ndarray, sm: np.ndarray, tok: np.ndarray | None, width: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """The entries ordered by ``key = point * width + sample``, each key once (its
+    tokens summed, in entry order), and how many entries each one merged (None: one
+    each).
+
+    Entries already in that order (a replay of one micro-batch a step, its samples
+    sorted) need no sort.  Without tokens only the keys are sorted (their values, no
+    arg-sort), and point and sample read back from them; entries already grouped by
+    point keep their points, as a sort by key leaves them."""
+    key = pt * width + sm
+    if key.size < 2 or bool((key[1:] > key[:-1]).all()):
+        return pt, sm, tok, None
+    grouped = bool((pt[1:] >= pt[:-1]).all())
+    if tok is None:
+        key.sort()
+    else:
+        order = np.argsort(key, kind="stable")
+        key, tok = key[order], tok[order]
+    repeats = None
+    if bool((key[1:] == key[:-1]).any()):
+        starts = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1]]))
+        tok = None if tok is None else np.add.reduceat(tok, starts)
+        repeats = np.diff(np.append(starts, key.size))
+        key, grouped = key[starts], False
+    if not grouped:
+        pt = key // width
+    key -= pt * width
+    return pt, key, tok, repeats
 
 
 def entries_with(samples: np.ndarray, ids: np.ndarray, n_samples: int) -> np.ndarray:
@@ -222,4 +257,4 @@ def _int_array(values: object, name: str) -> np.ndarray:
         raise InputError(_WHERE, f"{name} must be 1-D, not of shape {arr.shape}")
     if arr.size and arr.dtype.kind not in "iu":
         raise InputError(_WHERE, f"{name} must hold integers, not {arr.dtype}")
-    return arr.astype(np.int64)
+    return arr if arr.size else arr.astype(np.int64)

@@ -22,6 +22,8 @@ dependent (a high point raises them all).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 
@@ -35,24 +37,81 @@ def order_pvalue(
     :param n: usable points (or one count per sample).
     :param allow_low: appearances allowed below the statistic (0: the minimum).
 
+    A p is a function of ``(k, n_ge)`` for one ``n``: with many samples and few distinct
+    pairs (:func:`_distinct_pairs`) each pair is computed once, the same bits.
+
     >>> order_pvalue(np.array([2]), np.array([3]), 10).round(6).tolist()  # 3*2 / (10*9)
     [0.066667]
     """
+    k, n_ge = np.asarray(k), np.asarray(n_ge)
+    pairs = _distinct_pairs(k, n_ge, n)
+    if pairs is None:
+        return _order_pvalue(k, n_ge, n, allow_low)
+    uk, ug, inverse = pairs
+    return _order_pvalue(uk, ug, n, allow_low)[inverse]
+
+
+def _distinct_pairs(
+    k: np.ndarray, n_ge: np.ndarray, n: int | np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The distinct ``(k, n_ge)`` pairs and each sample's pair (``uk[inverse] == k``),
+    found with a presence table over ``key = k (max n_ge + 1) + n_ge``, not a sort;
+    None when that table would be large against the samples, or ``n`` varies."""
+    if np.ndim(n) != 0 or k.size < 1024 or k.shape != n_ge.shape:
+        return None
+    if k.dtype.kind not in "iu" or n_ge.dtype.kind not in "iu":
+        return None
+    if min(int(k.min()), int(n_ge.min())) < 0:
+        return None
+    width = int(n_ge.max()) + 1
+    n_keys = (int(k.max()) + 1) * width
+    if n_keys > 4 * k.size:
+        return None
+    key = k.astype(np.int64) * width + n_ge
+    present = np.zeros(n_keys, dtype=bool)
+    present[key] = True
+    keys = np.flatnonzero(present)
+    slot = np.zeros(n_keys, dtype=np.int64)
+    slot[keys] = np.arange(keys.size)
+    return keys // width, keys % width, slot[key]
+
+
+def _order_pvalue(
+    k: np.ndarray, n_ge: np.ndarray, n: int | np.ndarray, allow_low: int
+) -> np.ndarray:
+    """:func:`order_pvalue`, sample by sample."""
     # (n_ge >= k - a always holds for a sample's own points; the floor keeps a count
     # that lost some to explaining away from a log-gamma of a negative integer, and
     # can only raise p)
     if allow_low == 0:
         logp = _log_ratio(np.asarray(k), np.asarray(n_ge), np.asarray(n))
         return np.minimum(np.exp(np.minimum(logp, 0.0)), 1.0)
+    ints = all(np.asarray(a).dtype.kind in "iu" for a in (k, n_ge, n))
     k = np.asarray(k, dtype=np.float64)
     n_ge = np.maximum(np.asarray(n_ge, dtype=np.float64), k - allow_low)
     if allow_low <= EXACT_TERMS:
-        p = _tail_terms(k, n_ge, np.asarray(n, dtype=np.float64), allow_low)
+        nf = np.asarray(n, dtype=np.float64)
+        top = max(nf.max(initial=0), n_ge.max(initial=0), k.max(initial=0))
+        lg = _log_factorial(int(top) if ints and k.size else -1, k.size)
+        p = _tail_terms(k, n_ge, nf, allow_low, lg)
     else:
         from scipy.stats import hypergeom
 
         p = np.asarray(hypergeom.sf(k - allow_low - 1, n, n_ge, k), dtype=np.float64)
     return np.clip(p, np.finfo(np.float64).tiny, 1.0)
+
+
+def _log_factorial(top: int, size: int) -> Callable[[np.ndarray], np.ndarray]:
+    """``lg(x) = gammaln(x + 1)``: for whole numbers ``0 .. top`` (``top >= 0``) a look-up
+    in one table of ``gammaln`` of the same floats (the same bits), when the table is
+    smaller than the calls it saves (a value out of range reads a wrong number: the
+    caller masks those); else ``gammaln`` itself."""
+    from scipy.special import gammaln
+
+    if top < 0 or top + 1 > 8 * size:
+        return lambda x: gammaln(x + 1)
+    table = gammaln(np.arange(top + 1, dtype=np.float64) + 1)
+    return lambda x: table[np.clip(x, 0, top).astype(np.intp)]
 
 
 def _log_ratio(k: np.ndarray, n_ge: np.ndarray, n: np.ndarray) -> np.ndarray:
@@ -81,15 +140,21 @@ def _log_ratio(k: np.ndarray, n_ge: np.ndarray, n: np.ndarray) -> np.ndarray:
 EXACT_TERMS = 8
 
 
-def _tail_terms(k: np.ndarray, n_ge: np.ndarray, n: np.ndarray, a: int) -> np.ndarray:
+def _tail_terms(
+    k: np.ndarray,
+    n_ge: np.ndarray,
+    n: np.ndarray,
+    a: int,
+    lg: Callable[[np.ndarray], np.ndarray],
+) -> np.ndarray:
     """``P(X >= k - a)`` as the sum of its ``a + 1`` terms,
     ``C(n_ge, j) C(n - n_ge, k - j) / C(n, k)`` for ``j = k - a .. k`` (a term whose
     binomials are out of range is 0), each from log-gamma values: one vectorised pass
-    per term instead of a scipy call over every sample."""
-    from scipy.special import gammaln
+    per term instead of a scipy call over every sample; ``lg`` is
+    :func:`_log_factorial`'s."""
 
     def log_choose(big: np.ndarray, r: np.ndarray) -> np.ndarray:
-        return gammaln(big + 1) - gammaln(r + 1) - gammaln(big - r + 1)
+        return lg(big) - lg(r) - lg(big - r)
 
     total = np.zeros(k.shape)
     rest = n - n_ge

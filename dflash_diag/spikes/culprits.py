@@ -188,9 +188,8 @@ def sample_findings(
     pidx = np.asarray(point_index, dtype=np.int64)
     point = np.repeat(pidx, counts)
     sample = replay.sample_ids
-    membership = Membership.from_entries(
-        point, sample, len(replay.lengths), n_points, replay.lengths[sample]
-    )
+    n = len(replay.lengths)
+    membership = Membership.from_entries(point, sample, n, n_points, sample_tokens=replay.lengths)
     options = SampleOptions(allow_low=ALLOW_LOW)
     added: dict[tuple[int, int], float] = {}
     if measured is not None:

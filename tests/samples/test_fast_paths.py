@@ -229,3 +229,59 @@ def test_entries_in_order_need_no_sort_and_give_the_same_table(pairs, seed):
     repeated = len(once) < len(keep)
     if not repeated:  # (tokens of an entry met twice are summed in a; b keeps one)
         assert a.tokens.tolist() == b.tokens.tolist()
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    pairs=st.lists(st.tuples(st.integers(-1, 5), st.integers(0, 9)), max_size=60),
+    grouped=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_a_table_without_tokens_or_with_sample_tokens_is_the_plain_one(pairs, grouped, seed):
+    # (keys sorted by value, point and sample read back from them; tokens of a sample
+    # repeated in a point are its tokens times the repeats, as summing them would give)
+    point = np.array([p for p, _ in pairs], dtype=np.int64)
+    sample = np.array([s for _, s in pairs], dtype=np.int32)
+    order = np.random.default_rng(seed).permutation(len(pairs))
+    if grouped:  # by point, samples in any order within it (a shuffled replay)
+        order = order[np.argsort(point[order], kind="stable")]
+    point, sample = point[order], sample[order]
+    per_sample = np.arange(10, dtype=np.float64) * 7 + 3
+    plain = Membership.from_entries(point, sample, 10, 6, per_sample[sample])
+    bare = Membership.from_entries(point, sample, 10, 6)
+    fed = Membership.from_entries(point, sample, 10, 6, sample_tokens=per_sample)
+    for m in (bare, fed):
+        assert m.offsets.tolist() == plain.offsets.tolist()
+        assert m.samples.tolist() == plain.samples.tolist()
+    assert bare.tokens is None
+    assert fed.tokens.tolist() == plain.tokens.tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(1, 3000),
+    k_max=st.integers(2, 12),
+    allow_low=st.integers(0, 3),
+    size=st.integers(1, 5000),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_p_values_by_distinct_pair_and_table_give_the_same_bits(n, k_max, allow_low, size, seed):
+    # (each distinct (k, n_ge) computed once, log-gamma looked up in a table: the same
+    # bits as every sample on its own with scipy's gammaln)
+    from dflash_diag.samples.nulls import _tail_terms
+
+    rng = np.random.default_rng(seed)
+    k = rng.integers(allow_low + 1, max(min(k_max, n), allow_low + 1) + 1, size)
+    n_ge = rng.integers(0, n + 1, size)
+    got = order_pvalue(k, n_ge, n, allow_low)
+    kf = k.astype(np.float64)
+    if allow_low == 0:
+        ge = np.maximum(n_ge.astype(np.float64), kf)
+        logp = gammaln(ge + 1) - gammaln(ge - kf + 1) - gammaln(n + 1) + gammaln(n - kf + 1)
+        want = np.minimum(np.exp(np.minimum(logp, 0.0)), 1.0)
+    else:
+        ge = np.maximum(n_ge.astype(np.float64), kf - allow_low)
+        nf = np.asarray(float(n))
+        want = _tail_terms(kf, ge, nf, allow_low, lambda x: gammaln(x + 1))
+        want = np.clip(want, np.finfo(np.float64).tiny, 1.0)
+    assert np.array_equal(got, want, equal_nan=True)
