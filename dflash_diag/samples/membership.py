@@ -172,10 +172,7 @@ class Membership:
         """
         if sample_tokens is not None and tokens is not None:
             raise InputError(_WHERE, "give tokens or sample_tokens, not both")
-        pt = _int_array(point, "point").astype(np.int64, copy=False)
-        sm = _int_array(sample, "sample")
-        if sm.dtype.itemsize == 8:  # (uint64 with int64 would promote to float)
-            sm = sm.astype(np.int64, copy=False)
+        pt, sm = _int_array(point, "point"), _int_array(sample, "sample")
         tok = None if tokens is None else np.asarray(tokens, dtype=np.float64)
         if sm.shape != pt.shape or (tok is not None and tok.shape != pt.shape):
             raise InputError(_WHERE, "point, sample (and tokens) must be equally long")
@@ -193,7 +190,8 @@ class Membership:
             raise InputError(_WHERE, f"sample ids span {sm.min()}..{sm.max()}, n is {n_s}")
         pt, sm, tok, repeats = _by_point_then_sample(pt, sm, tok, max(n_s, 1))
         if sample_tokens is not None:
-            per = np.asarray(sample_tokens, dtype=np.float64)
+            per = np.asarray(sample_tokens)
+            per = per if per.dtype.kind in "iu" else per.astype(np.float64)
             if per.shape != (n_s,):
                 raise InputError(_WHERE, f"sample_tokens has shape {per.shape}, not ({n_s},)")
             tok = per[sm] if repeats is None else per[sm] * repeats
@@ -213,10 +211,10 @@ def _by_point_then_sample(
     sorted) need no sort.  Without tokens only the keys are sorted (their values, no
     arg-sort), and point and sample read back from them; entries already grouped by
     point keep their points, as a sort by key leaves them."""
-    key = pt * width + sm
-    if key.size < 2 or bool((key[1:] > key[:-1]).all()):
+    if _keys_rise(pt, sm, width):
         return pt, sm, tok, None
     grouped = bool((pt[1:] >= pt[:-1]).all())
+    key = pt.astype(np.int64) * width + sm
     if tok is None:
         key.sort()
     else:
@@ -230,8 +228,21 @@ def _by_point_then_sample(
         key, grouped = key[starts], False
     if not grouped:
         pt = key // width
-    key -= pt * width
+    key -= pt.astype(np.int64) * width
     return pt, key, tok, repeats
+
+
+def _keys_rise(pt: np.ndarray, sm: np.ndarray, width: int, chunk: int = 2**20) -> bool:
+    """Whether ``point * width + sample`` rises strictly from entry to entry, checked a
+    chunk at a time (no array of keys as long as the entries)."""
+    last = -1
+    for start in range(0, pt.size, chunk):
+        key = pt[start : start + chunk].astype(np.int64) * width
+        key += sm[start : start + chunk]
+        if key[0] <= last or not bool((key[1:] > key[:-1]).all()):
+            return False
+        last = int(key[-1])
+    return True
 
 
 def entries_with(samples: np.ndarray, ids: np.ndarray, n_samples: int) -> np.ndarray:
@@ -257,4 +268,6 @@ def _int_array(values: object, name: str) -> np.ndarray:
         raise InputError(_WHERE, f"{name} must be 1-D, not of shape {arr.shape}")
     if arr.size and arr.dtype.kind not in "iu":
         raise InputError(_WHERE, f"{name} must hold integers, not {arr.dtype}")
+    if arr.dtype.kind == "u" and arr.dtype.itemsize == 8:  # (with int64: float)
+        return arr.astype(np.int64)
     return arr if arr.size else arr.astype(np.int64)

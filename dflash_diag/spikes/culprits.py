@@ -185,7 +185,7 @@ def sample_findings(
     from ..samples import Membership, SampleOptions, name_culprits, sample_evidence
 
     counts = np.diff(replay.offsets)
-    pidx = np.asarray(point_index, dtype=np.int64)
+    pidx = np.asarray(point_index, dtype=np.int32 if n_points < 2**31 else np.int64)
     point = np.repeat(pidx, counts)
     sample = replay.sample_ids
     n = len(replay.lengths)

@@ -285,3 +285,25 @@ def test_p_values_by_distinct_pair_and_table_give_the_same_bits(n, k_max, allow_
         want = _tail_terms(kf, ge, nf, allow_low, lambda x: gammaln(x + 1))
         want = np.clip(want, np.finfo(np.float64).tiny, 1.0)
     assert np.array_equal(got, want, equal_nan=True)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    pairs=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 2**31 - 2)), max_size=80),
+    chunk=st.integers(1, 9),
+    sort=st.booleans(),
+)
+def test_keys_rise_a_chunk_at_a_time_as_over_the_whole(pairs, chunk, sort):
+    # (int32 points times a width past 2**31: the keys must not wrap)
+    from dflash_diag.samples.membership import _keys_rise
+
+    if sort:
+        pairs = sorted(set(pairs))
+    point = np.array([p for p, _ in pairs], dtype=np.int32)
+    sample = np.array([s for _, s in pairs], dtype=np.int32)
+    key = point.astype(np.int64) * 2**31 + sample
+    assert _keys_rise(point, sample, 2**31, chunk) == bool(np.all(key[1:] > key[:-1]))
+    if pairs:
+        m = Membership.from_entries(point, sample, 2**31 - 1)
+        want = np.unique(key)
+        assert (m.samples.astype(np.int64) + 2**31 * m.point_of_entry()).tolist() == want.tolist()
