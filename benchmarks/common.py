@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -74,6 +75,13 @@ _PEAK = """
 with open("/proc/self/status") as _f:
     print(next(int(x.split()[1]) for x in _f if x.startswith("VmHWM:")))
 """
+
+
+def children_cpu() -> tuple[float, float]:
+    """User and system CPU seconds of this process's finished children so far: the
+    difference across one child is that child's (system time is mostly page faults)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime, usage.ru_stime
 
 
 def run_python(code: str, *args: str) -> tuple[list[str], float, float]:
