@@ -49,41 +49,44 @@ class Appearances:
         return np.bincount(self.sample, minlength=self.n_samples).astype(np.int64)
 
     def counts_and_rank_sums(self) -> tuple[np.ndarray, np.ndarray]:
-        """Appearances and the sum of the ranks per sample, int64 ``[n_samples]`` each.
-
-        One pass: ``np.bincount`` weighted by ``2**32 + rank`` sums integers, exact in
-        float64 in any order below ``2**53``; ``k = sum // 2**32`` and the rest is the
-        rank sum while that stays below ``2**32``.  Both hold when the ``k`` so read
-        has ``max k < 2**20`` and ``max k * n_usable < 2**32`` (a larger true ``k`` or
-        rank sum would make the ``k`` read larger); otherwise two passes.
-        """
-        shift = float(2**32)
-        both = np.bincount(self.sample, weights=self.rank + shift, minlength=self.n_samples)
-        k = (both // shift).astype(np.int64)
-        top = int(k.max(initial=0))
-        if top < 2**20 and top * max(self.n_usable, 1) < 2**32:
-            return k, (both - k * shift).astype(np.int64)
-        ranks = np.bincount(self.sample, weights=self.rank, minlength=self.n_samples)
-        return self.counts(), ranks.astype(np.int64)
+        """Appearances and the sum of the ranks per sample, int64 ``[n_samples]`` each:
+        a ``np.bincount`` of the samples and integer sums by ``np.add.at`` a chunk of
+        entries at a time (exact, and no float array as long as the entries)."""
+        sums = np.zeros(self.n_samples, dtype=np.int64)
+        for part in _chunks(self.sample.size):
+            np.add.at(sums, self.sample[part], self.rank[part].astype(np.int64))
+        return self.counts(), sums
 
     def lowest(self, allow_low: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """The lowest and the ``(allow_low + 1)``-th lowest rank of each sample.
 
         int64 ``[n_samples]`` each; ``n_usable`` for a sample with fewer appearances.
         Each further order costs one pass: the entries at their sample's current lowest
-        rank are dropped (a sample's ranks are distinct) and the minimum taken again.
-        (``ufunc.at`` is fast only when the output has the values' dtype.)
+        rank are left out (a sample's ranks are distinct) and the minimum taken again, a
+        chunk of entries at a time.  (``ufunc.at`` is fast only when the output has the
+        values' dtype.)
         """
         n = self.n_usable
         lowest = np.full(self.n_samples, n, dtype=self.rank.dtype)
         np.minimum.at(lowest, self.sample, self.rank)
-        current, s, r = lowest, self.sample, self.rank
+        current = lowest
         for _ in range(allow_low):
-            rest = r != current[s]
-            s, r = s[rest], r[rest]
-            current = np.full(self.n_samples, n, dtype=self.rank.dtype)
-            np.minimum.at(current, s, r)
+            below, current = current, np.full(self.n_samples, n, dtype=self.rank.dtype)
+            for part in _chunks(self.sample.size):
+                s, r = self.sample[part], self.rank[part]
+                rest = r > below[s]
+                np.minimum.at(current, s[rest], r[rest])
         return lowest.astype(np.int64), current.astype(np.int64)
+
+
+#: Entries a chunked pass takes at a time.
+CHUNK = 2**20
+
+
+def _chunks(n: int) -> list[slice]:
+    """``0 .. n`` in slices of :data:`CHUNK`: a pass a chunk at a time keeps its
+    temporaries in cache."""
+    return [slice(start, start + CHUNK) for start in range(0, n, CHUNK)]
 
 
 def appearances(membership: Membership, z: np.ndarray | None = None) -> Appearances:

@@ -109,14 +109,27 @@ def test_groups_of_a_greedy_schedule_are_its_batches() -> None:
 
 
 @settings(max_examples=80, deadline=None)
-@given(runs())
-def test_one_pass_counts_and_rank_sums_equal_two_passes(run) -> None:
+@given(runs(), st.integers(1, 7), st.integers(0, 3))
+def test_chunked_counts_rank_sums_and_order_statistics_are_the_plain_ones(
+    run, chunk, allow_low
+) -> None:
+    # (chunks of a few entries, so that the passes cross chunk boundaries)
+    import dflash_diag.samples.appearances as module
+
     m, z = run
     app = appearances(m, z)
-    k, rank_sum = app.counts_and_rank_sums()
+    saved, module.CHUNK = module.CHUNK, chunk
+    try:
+        k, rank_sum = app.counts_and_rank_sums()
+        lowest, nth = app.lowest(allow_low)
+    finally:
+        module.CHUNK = saved
     assert k.tolist() == np.bincount(app.sample, minlength=m.n_samples).tolist()
-    want = [int(app.rank[app.sample == s].sum()) for s in range(m.n_samples)]
-    assert rank_sum.tolist() == want
+    ranks = [sorted(app.rank[app.sample == s].tolist()) for s in range(m.n_samples)]
+    assert rank_sum.tolist() == [sum(r) for r in ranks]
+    none = app.n_usable
+    assert lowest.tolist() == [r[0] if r else none for r in ranks]
+    assert nth.tolist() == [r[allow_low] if len(r) > allow_low else none for r in ranks]
 
 
 @settings(max_examples=200, deadline=None)
