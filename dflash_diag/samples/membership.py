@@ -195,7 +195,8 @@ class Membership:
             if per.shape != (n_s,):
                 raise InputError(_WHERE, f"sample_tokens has shape {per.shape}, not ({n_s},)")
             tok = per[sm] if repeats is None else per[sm] * repeats
-        offsets = np.concatenate([[0], np.cumsum(np.bincount(pt, minlength=n_p))])
+        # (pt now rises: each point's first entry is a binary search, no count of them)
+        offsets = np.searchsorted(pt, np.arange(n_p + 1), side="left")
         dtype = np.int32 if n_s < 2**31 else np.int64
         return cls(offsets.astype(np.int64), sm.astype(dtype, copy=False), n_s, tok)
 

@@ -71,8 +71,8 @@ def _distinct_pairs(
     present = np.zeros(n_keys, dtype=bool)
     present[key] = True
     keys = np.flatnonzero(present)
-    slot = np.zeros(n_keys, dtype=np.int64)
-    slot[keys] = np.arange(keys.size)
+    slot = np.zeros(n_keys, dtype=np.int32 if keys.size < 2**31 else np.int64)
+    slot[keys] = np.arange(keys.size, dtype=slot.dtype)
     return keys // width, keys % width, slot[key]
 
 
