@@ -231,24 +231,36 @@ def check_fit(
             "give the manifest of the run that wrote it",
         )
 
-    outside = ids >= len(man)
-    if outside.any():
-        raise refuse(f"sample id {int(ids[outside][0])} beyond its {len(man)} samples")
-    expected = man[ids]
-    bad = recorded != expected
-    if cap is not None:
-        bad &= recorded != np.minimum(expected, cap)
-    elif bad.any():
-        top = int(recorded.max())
-        if ((recorded[bad] == top) & (expected[bad] > top)).all():
-            return top
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise refuse(
-            f"sample {int(ids[i])} has length {int(recorded[i])} recorded, "
-            f"{int(expected[i])} in the manifest"
-        )
-    return cap
+    if len(ids) and int(ids.max()) >= len(man):
+        first = int(ids[np.flatnonzero(ids >= len(man))[0]])
+        raise refuse(f"sample id {first} beyond its {len(man)} samples")
+    top = int(recorded.max()) if len(recorded) and cap is None else 0
+    first_bad: tuple[int, int, int] | None = None
+    explained = True  # (every difference so far: the longest recorded, cut from longer)
+    for start in range(0, len(ids), FIT_CHUNK):  # (no temporaries as long as the rows)
+        rec = recorded[start : start + FIT_CHUNK]
+        expected = man[ids[start : start + FIT_CHUNK]]
+        bad = rec != expected
+        if cap is not None:
+            bad &= rec != np.minimum(expected, cap)
+        if not bad.any():
+            continue
+        if first_bad is None:
+            i = int(np.flatnonzero(bad)[0])
+            first_bad = (int(ids[start + i]), int(rec[i]), int(expected[i]))
+        if cap is not None:
+            break
+        explained = explained and bool(((rec[bad] == top) & (expected[bad] > top)).all())
+    if first_bad is None:
+        return cap
+    if cap is None and explained:
+        return top
+    sample, got, want = first_bad
+    raise refuse(f"sample {sample} has length {got} recorded, {want} in the manifest")
+
+
+#: Rows :func:`check_fit` compares at a time.
+FIT_CHUNK = 2**20
 
 
 def infer_epochs(step: np.ndarray, ids: np.ndarray, bounds: np.ndarray) -> np.ndarray:
