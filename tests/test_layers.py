@@ -24,6 +24,7 @@ LAYERS: dict[str, int] = {
     "errors": 0,
     "storage": 1,
     "limits": 1,
+    "arrays": 1,
     "printable": 1,
     # the plain data passed between stages
     "data": 2,

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..arrays import unique_values
 from ..data import STRATEGY_NAMES, Progress, Replay, ScheduleParams
 from ..errors import InputError
 from ..schedule.base import is_sized
@@ -271,7 +272,7 @@ def recurrence(epochs: np.ndarray, batch_ids: np.ndarray) -> float | None:
     import numpy as np
 
     epochs = np.asarray(epochs)
-    values = np.unique(epochs)
+    values = unique_values(epochs)
     if values.shape[0] < 2:
         return None
     hits = 0
@@ -450,7 +451,7 @@ def _count_distinct(x: np.ndarray) -> int:
 
     if _is_sorted(x):
         return int(np.count_nonzero(x[1:] != x[:-1])) + 1 if x.shape[0] else 0
-    return int(np.unique(x).shape[0])
+    return int(unique_values(x).shape[0])
 
 
 def _step_sums(steps: np.ndarray, m: BatchMoments) -> tuple[np.ndarray, np.ndarray]:
@@ -706,7 +707,7 @@ def length_strip(
     steps = replay.micro["step"].to_numpy()
     order = np.argsort(steps, kind="stable")
     ordered = steps[order]
-    values = np.unique(steps)
+    values = unique_values(steps)
     if values.shape[0] > max_steps:
         values = values[:: math.ceil(values.shape[0] / max_steps)]
     q = (np.arange(rows) + 0.5) / rows

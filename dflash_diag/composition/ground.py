@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..arrays import unique_values
 from ..data import strategy_info
 from ..errors import InputError
 
@@ -274,8 +275,8 @@ def check_recording(
 
     from ..schedule import verify_tokens
 
-    have = np.unique(recorded.steps["step"].to_numpy(dtype=np.int64))
-    want = np.unique(np.asarray(logged_steps, dtype=np.int64))
+    have = unique_values(recorded.steps["step"].to_numpy(dtype=np.int64))
+    want = unique_values(np.asarray(logged_steps, dtype=np.int64))
     held = np.isin(want, have)
     share = float(held.mean()) if want.size else 0.0
     span = f"{have[0]}..{have[-1]}" if have.size else "none"

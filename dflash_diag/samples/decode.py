@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..arrays import unique_values
 from .appearances import Appearances
 from .membership import Membership, entries_with
 from .nulls import bh_below, bh_qvalues_keyed, order_pvalue
@@ -156,7 +157,7 @@ def held_points(membership: Membership, entries: np.ndarray, group: np.ndarray) 
     """Named groups per point, int64 ``[n_points]``, from the named samples' entries."""
     point = np.searchsorted(membership.offsets, entries, side="right") - 1
     width = int(group.max()) + 1
-    pairs = np.unique(point * width + group[membership.samples[entries]])
+    pairs = unique_values(point * width + group[membership.samples[entries]])
     return np.bincount(pairs // width, minlength=membership.n_points)
 
 

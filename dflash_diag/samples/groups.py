@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..arrays import unique_values
 from .appearances import Appearances, appearances
 from .membership import Membership, entries_with
 
@@ -101,7 +102,7 @@ def _repeated(key: np.ndarray) -> np.ndarray:
     if key.size < 2:
         return out
     ordered = np.sort(key)
-    repeated = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])
+    repeated = unique_values(ordered[1:][ordered[1:] == ordered[:-1]])
     if repeated.size:
         at = np.minimum(np.searchsorted(repeated, key), repeated.size - 1)
         out = repeated[at] == key

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..arrays import unique_values
 from ..errors import InputError
 from .evidence import REASONS, SampleEvidence, SampleOptions
 from .membership import Membership
@@ -255,7 +256,7 @@ def _within_kind(t: np.ndarray, kind: np.ndarray, testable: np.ndarray) -> np.nd
     """Step 3: ``z_i`` of the testable samples (NaN elsewhere), within ``kind`` (the
     kinds as :func:`_pooled` makes them)."""
     z = np.full(t.shape, np.nan)
-    for k in np.unique(kind[testable]):
+    for k in unique_values(kind[testable]):
         sel = testable & (kind == k)
         x = t[sel]
         med = float(np.median(x))
@@ -275,7 +276,7 @@ def _tail_pvalues(z: np.ndarray, kind: np.ndarray, testable: np.ndarray) -> np.n
     """Step 4: ``p_i`` against the kind's own distribution (NaN where untestable), the
     kinds as :func:`_pooled` makes them."""
     p = np.full(z.shape, np.nan)
-    for k in np.unique(kind[testable]):
+    for k in unique_values(kind[testable]):
         idx = np.flatnonzero(testable & (kind == k))
         x = z[idx]
         order = np.sort(x)

@@ -26,6 +26,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..arrays import unique_values
+
 
 def order_pvalue(
     k: np.ndarray, n_ge: np.ndarray, n: int | np.ndarray, allow_low: int = 0
@@ -273,7 +275,7 @@ def median_interval_ranks(k: np.ndarray, level: float = 0.9) -> tuple[np.ndarray
 
     k = np.asarray(k, dtype=np.int64)
     out_l = np.ones(k.shape, dtype=np.int64)
-    for kk in np.unique(k):
+    for kk in unique_values(k):
         ls = np.arange(1, (kk + 1) // 2 + 1)
         cover = 1.0 - 2.0 * bdtr(ls - 1, kk, 0.5)
         ok = ls[cover >= level]
