@@ -343,14 +343,19 @@ def neighbour_values(
     _, idx = cKDTree(x).query(x[first], k=q)
     # Neighbour by point, (q, m): each neighbour rank is a contiguous row.
     idx = np.asarray(idx).reshape(first.size, -1).T[:, inverse]
+    vals = yy[idx]
     other = gg[idx] != gg[None, :]  # not the point itself nor one of its recurrences
+    del idx
     # The first k usable neighbours of each point, packed in their order: the j-th
     # usable one goes to row j - 1, the rest to a row dropped after.
-    rank = np.cumsum(other, axis=0, dtype=np.intp)
-    row = np.where(other & (rank <= k), rank - 1, k)
-    m = idx.shape[1]
+    rank = np.cumsum(other, axis=0, dtype=np.int32)
+    dest = np.where(other & (rank <= k), rank - 1, k).astype(np.intp)
+    del rank, other
+    m = dest.shape[1]
+    dest *= m
+    dest += np.arange(m)
     packed = np.full((k + 1) * m, np.nan)
-    packed[(row * m + np.arange(m)).ravel()] = yy[idx].ravel()
+    packed[dest.ravel()] = vals.ravel()
     out[ok] = packed.reshape(k + 1, m)[:k].T
     return out
 

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from dflash_diag.spikes.calibrate import t_quantiles_of_df
+from dflash_diag.spikes.detect import log_interval
 from dflash_diag.spikes.model import _huber, neighbour_values
 from dflash_diag.spikes.windows import (
     MIN_LINE_HALF,
@@ -247,3 +248,12 @@ def test_huber_equals_the_plain_irls(n, k, iters, outliers, exact, seed):
 )
 def test_t_quantiles_of_df_equal_one_per_point(df, q):
     same(t_quantiles_of_df(q, df), np.asarray(t_quantiles(q, df), dtype=np.float64))
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(steps=arrays(np.int64, st.integers(0, 200), elements=st.integers(-5, 10**12)))
+@example(steps=np.array([50, 100, 100, 150, 260], dtype=np.int64))
+def test_log_interval_equals_the_one_from_numpy_unique(steps):
+    gaps = np.diff(np.unique(steps))
+    gaps = gaps[gaps > 0]
+    assert log_interval(steps) == (int(np.median(gaps)) if gaps.size else 1)
