@@ -243,7 +243,7 @@ def _critical(
     centre, spread, nu, nu_full = model
     n = zt.shape[0]
     # Bonferroni: a tail probability of budget / n under the model.
-    bonf = centre + spread * t_quantiles(1.0 - budget / n, nu)
+    bonf = centre + spread * t_quantiles_of_df(1.0 - budget / n, nu)
     bonf_full = centre + spread * float(t_quantiles(1.0 - budget / n, nu_full))
     if tail is None:
         return bonf, round(bonf_full, 2), "bonferroni"
@@ -255,9 +255,21 @@ def _critical(
     if cut <= budget / n:
         return bonf, round(bonf_full, 2), "bonferroni"
     tail_z = tail.isf(cut)
-    bh = np.maximum(centre + spread * t_quantiles(1.0 - cut, nu), tail_z)
+    bh = np.maximum(centre + spread * t_quantiles_of_df(1.0 - cut, nu), tail_z)
     bh_full = max(centre + spread * float(t_quantiles(1.0 - cut, nu_full)), tail_z)
     return np.minimum(bonf, bh), round(min(bonf_full, bh_full), 2), "benjamini-hochberg"
+
+
+def t_quantiles_of_df(q: float, df: np.ndarray) -> np.ndarray:
+    """``t_quantiles(q, df)`` for an array of degrees of freedom, the same numbers, each
+    distinct ``df`` computed once: a log's windows have a handful of sizes (the full
+    one and the cut ones at the ends), and a t quantile is an iterative inversion."""
+    import numpy as np
+
+    from ..stattests import t_quantiles
+
+    values, which = np.unique(df, return_inverse=True)
+    return np.asarray(t_quantiles(q, values))[which.reshape(np.shape(df))]
 
 
 def _bh_cut(pvals: np.ndarray, level: float) -> float:

@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .windows import median_of
+
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
@@ -95,7 +97,12 @@ def design_matrix(features: pd.DataFrame) -> tuple[np.ndarray, tuple[str, ...]]:
 
 
 def _huber(x: np.ndarray, y: np.ndarray, iters: int = 30) -> tuple[float, np.ndarray]:
-    """Huber IRLS on standardised ``x`` (intercept unpenalised, ridge 1e-3 x n)."""
+    """Huber IRLS on standardised ``x`` (intercept unpenalised, ridge 1e-3 x n).
+
+    Each pass: ``beta = (A'WA + P)^-1 A'Wy``, residuals ``r = y - A beta``, robust
+    sigma ``s = 1.4826 MAD(r)`` (or the std of ``r`` if 0), weights ``min(1, 1.345 s /
+    |r|)``; stops when ``beta`` no longer moves.  The work arrays are reused across
+    passes (a pass allocates nothing of length ``n`` but a partition's copy)."""
     import numpy as np
 
     n, k = x.shape
@@ -104,13 +111,18 @@ def _huber(x: np.ndarray, y: np.ndarray, iters: int = 30) -> tuple[float, np.nda
     pen[0, 0] = 0.0
     w = np.ones(n)
     beta = np.zeros(k + 1)
+    aw = np.empty_like(a)
+    r, dev = np.empty(n), np.empty(n)
     for _ in range(iters):
-        aw = a * w[:, None]
+        np.multiply(a, w[:, None], out=aw)
         beta_new = np.linalg.solve(a.T @ aw + pen, aw.T @ y)
-        r = y - a @ beta_new
-        s = 1.4826 * np.median(np.abs(r - np.median(r)))
-        s = s if s > 0 else (np.std(r) or 1.0)
-        w = np.minimum(1.0, 1.345 * s / np.maximum(np.abs(r), 1e-300))
+        np.matmul(a, beta_new, out=r)
+        np.subtract(y, r, out=r)  # y - A beta
+        np.subtract(r, median_of(r), out=dev)
+        s = 1.4826 * median_of(np.abs(dev, out=dev))
+        s = s if s > 0 else float(np.std(r) or 1.0)
+        np.maximum(np.abs(r, out=dev), 1e-300, out=dev)
+        np.minimum(1.0, np.divide(1.345 * s, dev, out=dev), out=w)
         if np.allclose(beta_new, beta, rtol=1e-8, atol=1e-12):
             beta = beta_new
             break
@@ -133,8 +145,8 @@ def r2_regular(y: np.ndarray, pred: np.ndarray) -> float:
     """``1 - SSE/SST`` over the regular points of ``y`` (within OUTLIER_SIGMAS)."""
     import numpy as np
 
-    med = np.median(y)
-    spread = 1.4826 * np.median(np.abs(y - med))
+    med = median_of(y)
+    spread = 1.4826 * median_of(np.abs(y - med))
     regular = np.abs(y - med) <= OUTLIER_SIGMAS * spread if spread > 0 else np.isfinite(y)
     return _r2(y, pred, regular)
 
@@ -163,8 +175,8 @@ def fit_model(
     iters = 30 if robust else 1
     b0, b = _huber(xs, yy, iters)
     resid = yy - (b0 + xs @ b)
-    med = np.median(yy)
-    spread = 1.4826 * np.median(np.abs(yy - med))
+    med = median_of(yy)
+    spread = 1.4826 * median_of(np.abs(yy - med))
     regular = (
         np.abs(yy - med) <= OUTLIER_SIGMAS * spread if spread > 0 else np.ones_like(yy, dtype=bool)
     )
@@ -195,7 +207,7 @@ def fit_model(
         r2_quiet=r2_q,
         r2_cv=r2_cv,
         r2_cv_folds=tuple(fold_r2),
-        resid_scale=float(1.4826 * np.median(np.abs(resid - np.median(resid)))),
+        resid_scale=float(1.4826 * median_of(np.abs(resid - median_of(resid)))),
         center=tuple(float(v) for v in center),
         scale=tuple(float(v) for v in scale),
         lo=tuple(float(v) for v in x.min(axis=0)),
@@ -325,13 +337,41 @@ def neighbour_values(
     _, counts = np.unique(gg, return_counts=True)
     extra = int(counts.max())  # room for every other point of the same group
     q = min(k + extra, int(ok.sum()))
-    _, idx = cKDTree(x).query(x, k=q)
-    same = gg[idx] == gg[:, None]  # the point itself and its recurrences
-    vals = np.where(same, np.nan, yy[idx])
-    # The first k usable neighbours of each row: mask beyond the k-th non-NaN.
-    usable = (np.cumsum(~same, axis=1) <= k) & ~same
-    # Pack each row's usable values to the left (stable), then keep k columns.
-    order = np.argsort(~usable, axis=1, kind="stable")[:, :k]
-    packed = np.take_along_axis(np.where(usable, vals, np.nan), order, axis=1)
-    out[ok, : packed.shape[1]] = packed
+    # Points at the same place (the same bytes) get the same answer from the tree: each
+    # place is asked once (a log of 1M points has some 80K distinct mean lengths).
+    first, inverse = _distinct_rows(x)
+    _, idx = cKDTree(x).query(x[first], k=q)
+    # Neighbour by point, (q, m): each neighbour rank is a contiguous row.
+    idx = np.asarray(idx).reshape(first.size, -1).T[:, inverse]
+    vals = yy[idx]
+    other = gg[idx] != gg[None, :]  # not the point itself nor one of its recurrences
+    del idx
+    # The first k usable neighbours of each point, packed in their order: the j-th
+    # usable one goes to row j - 1, the rest to a row dropped after.
+    rank = np.cumsum(other, axis=0, dtype=np.int32)
+    dest = np.where(other & (rank <= k), rank - 1, k).astype(np.intp)
+    del rank, other
+    m = dest.shape[1]
+    dest *= m
+    dest += np.arange(m)
+    packed = np.full((k + 1) * m, np.nan)
+    packed[dest.ravel()] = vals.ravel()
+    out[ok] = packed.reshape(k + 1, m)[:k].T
     return out
+
+
+def _distinct_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(first, inverse)``: the index of the first row of each distinct row of ``x``
+    (equal bytes) and, per row, which of them it is (``x[first][inverse]`` is ``x``)."""
+    import numpy as np
+
+    rows = np.ascontiguousarray(x)
+    if rows.shape[1] == 0:  # (no regressor varies: every row is the same, empty)
+        return np.zeros(min(1, rows.shape[0]), dtype=np.intp), np.zeros(rows.shape[0], np.intp)
+    keys: np.ndarray
+    if rows.shape[1] == 1 and rows.dtype.itemsize == 8:
+        keys = rows.view(np.int64)[:, 0]
+    else:
+        keys = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1])))[:, 0]
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    return first, inverse.reshape(-1)
