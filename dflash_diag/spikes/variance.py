@@ -60,6 +60,9 @@ GNS_BOOTSTRAP = 1000
 #: Share of bootstrap draws that must give |G|² > 0 and tr(Σ) > 0 (the 95% CI excludes 0).
 GNS_VALID_DRAWS = 0.975
 COUNTERFACTUAL_STRATEGIES = ("bucketed", "random")
+#: Samples summed at once into the counterfactual's token shares: bounds the temporaries
+#: (a few arrays of this many 8-byte values) whatever the manifest's size.
+SHARE_CHUNK = 1 << 19
 GNS_ASSUMPTIONS = (
     "grad_norm is the pre-clip norm of the full averaged gradient",
     "B is counted in the loss's normalisation units (here: real tokens per step)",
@@ -446,8 +449,8 @@ def _add_tokens(
 ) -> None:
     """Add to ``acc[row[i], c]`` the real tokens of the samples of cell ``c`` in the
     batch ``chosen[i]`` of ``pool``, for every ``i`` and ``c``, about
-    :data:`~dflash_diag.schedule.replay.CHUNK` samples at a time (a chunk's rows span
-    ``row``'s range over it: rows in order keep each chunk's counts small)."""
+    :data:`SHARE_CHUNK` samples at a time (a chunk's counts span ``row``'s range over
+    it: rows in order keep them small)."""
     import numpy as np
 
     from ..schedule.base import gather_segments
@@ -458,7 +461,7 @@ def _add_tokens(
     sizes = pool.offsets[chosen + 1] - pool.offsets[chosen]
     done = np.zeros(len(chosen) + 1, dtype=np.int64)
     np.cumsum(sizes, out=done[1:])
-    for a, b in batch_chunks(done):
+    for a, b in batch_chunks(done, SHARE_CHUNK):
         ids = gather_segments(pool.ids, pool.offsets, chosen[a:b])
         part = row[a:b]
         lo = int(part.min())
