@@ -67,7 +67,7 @@ from .culprits import (
 )
 from .culprits import sample_findings as find_samples
 from .detect import Detection, SpikeEvent
-from .features import micro_points, point_features, rank_features
+from .features import micro_points, point_features, points_only, rank_features
 from .model import (
     MIN_POINTS,
     NEIGHBOURS,
@@ -440,8 +440,8 @@ def attribute_spikes(
     per_rank = None
     if replay.params.world_size > 1 and d.events:
         peaks = np.array(sorted({e.peak_step for e in d.events}), dtype=np.int64)
-        per_rank = rank_features(replay, d.steps, d.log_interval, covers, pooled)
-        per_rank = per_rank[per_rank["step"].isin(peaks)]
+        only = points_only(pooled, np.isin(d.steps, peaks))  # (the peaks' rows of all)
+        per_rank = rank_features(replay, d.steps, d.log_interval, covers, only)
     fitted = _Fitted(
         d=d,
         sign=sign,

@@ -150,6 +150,21 @@ def micro_points(
     return idx
 
 
+def points_only(index: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """``index`` (each micro-batch's point, -1: none) with the points not in ``keep`` (a
+    boolean per point) set to -1: features pooled by it are those of the kept points,
+    from the same micro-batches in the same order.
+
+    >>> import numpy as np
+    >>> points_only(np.array([0, 1, -1, 2]), np.array([True, False, True])).tolist()
+    [0, -1, -1, 2]
+    """
+    import numpy as np
+
+    kept = np.append(np.asarray(keep, dtype=bool), False)  # (index -1 reads the False)
+    return np.where(kept[index], index, -1)
+
+
 def steps_per_point(steps: np.ndarray, index: np.ndarray, n_points: int) -> np.ndarray:
     """How many distinct steps of ``steps`` (each micro-batch's) each point holds, given
     each micro-batch's point ``index`` (-1: none), a function of its step.

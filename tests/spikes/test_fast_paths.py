@@ -14,6 +14,7 @@ from dflash_diag.spikes.features import (
     micro_points,
     point_features,
     point_index,
+    points_only,
     rank_features,
     steps_per_point,
 )
@@ -169,3 +170,27 @@ def test_point_features_with_the_pooled_points_given_are_the_same(
         rank_features(rep, logged, interval, covers),
         check_exact=True,
     )
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(
+    params=schedules,
+    n=st.integers(1, 200),
+    seed=st.integers(0, 1000),
+    interval=st.integers(1, 3),
+    covers=st.sampled_from(["window", "step"]),
+    pick=st.integers(0, 2**16),
+)
+def test_rank_features_of_some_points_are_those_rows_of_all(
+    params: ScheduleParams, n: int, seed: int, interval: int, covers: str, pick: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    rep = replay(rng.integers(1, 60, n), params, epochs=2)
+    logged = rep.steps["step"].to_numpy()[interval - 1 :: interval]
+    pooled = micro_points(rep, logged, interval, covers)
+    wanted = logged[np.random.default_rng(pick).random(logged.size) < 0.3]
+    only = points_only(pooled, np.isin(logged, wanted))
+    full = rank_features(rep, logged, interval, covers)
+    plain = full[full["step"].isin(wanted)].reset_index(drop=True)
+    fast = rank_features(rep, logged, interval, covers, only)
+    pd.testing.assert_frame_equal(fast, plain, check_exact=True)
