@@ -11,20 +11,34 @@ loss follows its batches, with a few injected spikes, in a temporary folder.  Th
    replays the bucketed and random strategies for the counterfactual);
 
 and prints the replay's share of the whole, the reference being the command itself.
+Stage times are CPU seconds of this process (``time.process_time``: the machine may be
+shared), the command's its own user + system time.
+
+With ``--against CHECKOUT`` the command also runs from that checkout (``PYTHONPATH``),
+``--repeat`` rounds alternating with this one (a burst of load hits both alike); the
+best CPU seconds and the peak of each, and their ratios, are printed after.
 
     python benchmarks/bench_spikes.py            # 100,000 steps, 10,000,000 samples
     python benchmarks/bench_spikes.py --quick    # 10,000 steps, 1,000,000 samples
+    python benchmarks/bench_spikes.py --quick --against ../main --repeat 3
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import resource
+import subprocess
+import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
-from common import long_tailed_lengths, run_cli, timed
+from common import _CLI, long_tailed_lengths
 
 from dflash_diag.data import ScheduleParams
 from dflash_diag.schedule import replay
@@ -62,19 +76,68 @@ def build(folder: Path, n_samples: int, n_steps: int) -> tuple[Path, Path]:
     return log, manifest
 
 
+HERE = Path(__file__).resolve().parents[1]
+
+
+def cpu_timed(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
+    """``fn(*args)`` and the CPU seconds this process spent in it."""
+    start = time.process_time()
+    out = fn(*args)
+    return out, time.process_time() - start
+
+
+def run_from(checkout: Path, args: list[str]) -> tuple[float, float]:
+    """``dflash-diag ARGS`` in a fresh process with ``checkout`` first on the path:
+    (its CPU seconds, user + system; its peak MB, ``VmHWM``)."""
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    with tempfile.TemporaryDirectory() as tmp:
+        report = os.path.join(tmp, "peak")
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        done = subprocess.run(
+            [sys.executable, "-c", _CLI, report, *args],
+            env=env,
+            cwd=tmp,  # (``-c`` puts the working folder first on the path)
+            capture_output=True,
+            text=True,
+        )
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if done.returncode != 0:
+            raise SystemExit(done.stderr[-600:])
+        with open(report) as f:
+            peak_mb = int(f.read()) / 1024
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, peak_mb
+
+
+def against(other: Path, args: list[str], repeat: int) -> None:
+    """The command from this checkout and from ``other``, alternating, ``repeat`` rounds:
+    best CPU seconds and peak of each, and this one's over the other's."""
+    best = {HERE: (float("inf"), 0.0), other: (float("inf"), 0.0)}
+    for _ in range(repeat):
+        for checkout in (other, HERE):
+            cpu, peak = run_from(checkout, args)
+            best[checkout] = (min(best[checkout][0], cpu), max(best[checkout][1], peak))
+    (cpu_o, peak_o), (cpu_h, peak_h) = best[other], best[HERE]
+    print(f"command, {repeat} alternating rounds (best CPU s, user+sys; highest VmHWM):")
+    print(f"  {other.name[:16]:<16} cpu {cpu_o:7.2f} s   peak {peak_o:6.0f} MB   1.00x")
+    print(f"  {'this checkout':<16} cpu {cpu_h:7.2f} s   peak {peak_h:6.0f} MB   "
+          f"{cpu_h / cpu_o:.2f}x cpu, {peak_h / peak_o:.2f}x peak")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10,000 steps, 1,000,000 samples")
+    parser.add_argument("--against", type=Path, help="another checkout to run as well")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds with --against")
     args = parser.parse_args()
     n_samples, n_steps = (1_000_000, 10_000) if args.quick else (10_000_000, 100_000)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         log, manifest = build(folder, n_samples, n_steps)
-        out, t_cmd, peak_mb = run_cli(
-            ["spikes", str(log), "--manifest", str(manifest), *FLAGS, "--json"]
-        )
-        if out.returncode != 0:
-            raise SystemExit(out.stderr)
+        command = ["spikes", str(log), "--manifest", str(manifest), *FLAGS, "--json"]
+        if args.against is not None:
+            against(args.against.resolve(), command, args.repeat)
+        t_cmd, peak_mb = run_from(HERE, command)
 
         from dflash_diag.composition.ground import check_schedule, epochs_to_cover
         from dflash_diag.logs import read_log
@@ -82,19 +145,19 @@ def main() -> None:
         from dflash_diag.spikes import attribute_spikes, detect_spikes
         from dflash_diag.spikes.variance import variance_proxies
 
-        run, t_log = timed(read_log, log)
-        m, t_man = timed(read_manifest, manifest)
-        d, t_det = timed(detect_spikes, run.table)
+        run, t_log = cpu_timed(read_log, log)
+        m, t_man = cpu_timed(read_manifest, manifest)
+        d, t_det = cpu_timed(detect_spikes, run.table)
         epochs = epochs_to_cover(m, PARAMS, int(d.steps[-1]))
-        rep, t_rep = timed(replay, m, PARAMS, epochs=epochs)
-        chk, t_chk = timed(check_schedule, rep, run.table)
-        att, t_att = timed(attribute_spikes, d, rep, "window", chk)
-        var, t_var = timed(variance_proxies, d, run.table, att, rep, m)
+        rep, t_rep = cpu_timed(replay, m, PARAMS, epochs)
+        chk, t_chk = cpu_timed(check_schedule, rep, run.table)
+        att, t_att = cpu_timed(attribute_spikes, d, rep, "window", chk)
+        var, t_var = cpu_timed(variance_proxies, d, run.table, att, rep, m)
 
     total = t_log + t_man + t_det + t_rep + t_chk + t_att + t_var
     print(f"log: {n_steps:,} steps; manifest: {n_samples:,} samples; world_size 8")
     print(f"spikes found: {len(d.events)}; composition r2_cv {att.model.r2_cv:.2f}")
-    print(f"reference  whole command (subprocess)       {t_cmd:7.2f} s   1.00x")
+    print(f"reference  whole command (subprocess, CPU)  {t_cmd:7.2f} s   1.00x")
     print(f"           peak memory of the command       {peak_mb:7.0f} MB")
     rows = [
         ("read_log", t_log),

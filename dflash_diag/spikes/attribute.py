@@ -67,7 +67,7 @@ from .culprits import (
 )
 from .culprits import sample_findings as find_samples
 from .detect import Detection, SpikeEvent
-from .features import micro_points, point_features, rank_features
+from .features import micro_points, point_features, points_only, rank_features
 from .model import (
     MIN_POINTS,
     NEIGHBOURS,
@@ -412,7 +412,8 @@ def attribute_spikes(
     d = detection
     sign = -1.0 if d.direction == "down" else 1.0
     trend, residual = detrend(d.values, d.window)
-    chosen, feats, scores = _choose_rank(replay, d, covers, metric_rank, residual)
+    pooled = micro_points(replay, d.steps, d.log_interval, covers)
+    chosen, feats, scores = _choose_rank(replay, d, covers, metric_rank, residual, pooled)
     points = pd.DataFrame(
         {"value": d.values, "trend": trend, "residual": residual, "flagged": d.flagged}
     )
@@ -423,7 +424,7 @@ def attribute_spikes(
     model = fit_model(design, names, residual, ~d.flagged)
     predicted = model_predict(model, feats) if model is not None else np.full(len(feats), np.nan)
     points["predicted"] = predicted
-    pidx = micro_points(replay, d.steps, d.log_interval, covers, chosen)
+    pidx = micro_points(replay, d.steps, d.log_interval, covers, chosen, pooled)
     # Similar = closest in mean length: one plain axis a reader can check, and the one
     # along which sorted batches differ most (categories and spread follow from it).
     length = design[:, [names.index("log_mean_len")]]
@@ -439,8 +440,8 @@ def attribute_spikes(
     per_rank = None
     if replay.params.world_size > 1 and d.events:
         peaks = np.array(sorted({e.peak_step for e in d.events}), dtype=np.int64)
-        per_rank = rank_features(replay, d.steps, d.log_interval, covers)
-        per_rank = per_rank[per_rank["step"].isin(peaks)]
+        only = points_only(pooled, np.isin(d.steps, peaks))  # (the peaks' rows of all)
+        per_rank = rank_features(replay, d.steps, d.log_interval, covers, only)
     fitted = _Fitted(
         d=d,
         sign=sign,
@@ -519,18 +520,24 @@ def _scores_shown(scores: dict[str, float], most: int = 2) -> str:
 
 
 def _choose_rank(
-    replay: Replay, d: Detection, covers: str, metric_rank: int | str | None, residual: Any
+    replay: Replay,
+    d: Detection,
+    covers: str,
+    metric_rank: int | str | None,
+    residual: Any,
+    pooled: np.ndarray | None = None,
 ) -> tuple[int | None, pd.DataFrame, dict[str, float]]:
     """Whose micro-batches the metric follows (:func:`_rank_candidates`, scored by
     :func:`_quick_r2`; on a tie the earlier, pooled first), that candidate's point
-    features, and every candidate's score.
+    features, and every candidate's score.  ``pooled``: the micro-batches' points
+    (:func:`~dflash_diag.spikes.features.micro_points` of all ranks), if at hand.
 
     :raises InputError: when the replay covers none of the logged steps."""
     candidates = _rank_candidates(replay, metric_rank)
     scores: dict[str, float] = {}
     scored = []
     for i, rank in enumerate(candidates):
-        cand = point_features(replay, d.steps, d.log_interval, covers, rank)
+        cand = point_features(replay, d.steps, d.log_interval, covers, rank, pooled)
         score = _quick_r2(design_matrix(cand)[0], residual) if len(candidates) > 1 else 0.0
         scores["all" if rank is None else str(rank)] = score
         scored.append((score, -i, rank, cand))

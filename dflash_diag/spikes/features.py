@@ -57,6 +57,8 @@ def point_index(
         raise InputError("covers", f"unknown value {covers!r}", f"choose from {', '.join(COVERS)}")
     s = np.asarray(logged_steps, dtype=np.int64)
     t = np.asarray(micro_steps, dtype=np.int64)
+    if not s.shape[0]:  # (no logged point covers anything)
+        return np.full(t.shape[0], -1, dtype=np.int64)
     j = np.searchsorted(s, t, side="left")
     inside = j < s.shape[0]
     jj = np.where(inside, j, 0)
@@ -73,7 +75,8 @@ def _pool(micro: pd.DataFrame, group: np.ndarray, n_groups: int, cats: list[str]
 
     keep = group >= 0
     g = group[keep]
-    col = {c: micro[c].to_numpy()[keep] for c in micro.columns}
+    names = ["n_samples", "mean_len", "len_std", "tokens", "padded_tokens", "min_len", "max_len"]
+    col = {c: micro[c].to_numpy()[keep] for c in [*names, *cats]}
     n = col["n_samples"].astype(np.float64)
     mean = col["mean_len"].astype(np.float64)
     std = col["len_std"].astype(np.float64)
@@ -130,15 +133,64 @@ def micro_points(
     interval: int = 1,
     covers: str = "window",
     rank: int | None = None,
+    pooled: np.ndarray | None = None,
 ) -> np.ndarray:
     """:func:`point_index` of every micro-batch of ``replay``; with ``rank``, the other
-    ranks' micro-batches get -1 (the logged metric is that rank's alone)."""
+    ranks' micro-batches get -1 (the logged metric is that rank's alone).
+
+    :param pooled: this function's result without ``rank``, when already at hand (it
+        is then not computed again)."""
     import numpy as np
 
-    idx = point_index(replay.micro["step"].to_numpy(), logged_steps, interval, covers)
+    idx = pooled
+    if idx is None:
+        idx = point_index(replay.micro["step"].to_numpy(), logged_steps, interval, covers)
     if rank is not None:
         idx = np.where(replay.micro["rank"].to_numpy() == rank, idx, -1)
     return idx
+
+
+def points_only(index: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """``index`` (each micro-batch's point, -1: none) with the points not in ``keep`` (a
+    boolean per point) set to -1: features pooled by it are those of the kept points,
+    from the same micro-batches in the same order.
+
+    >>> import numpy as np
+    >>> points_only(np.array([0, 1, -1, 2]), np.array([True, False, True])).tolist()
+    [0, -1, -1, 2]
+    """
+    import numpy as np
+
+    kept = np.append(np.asarray(keep, dtype=bool), False)  # (index -1 reads the False)
+    return np.where(kept[index], index, -1)
+
+
+def steps_per_point(steps: np.ndarray, index: np.ndarray, n_points: int) -> np.ndarray:
+    """How many distinct steps of ``steps`` (each micro-batch's) each point holds, given
+    each micro-batch's point ``index`` (-1: none), a function of its step.
+
+    A point's steps are counted once each: as the distinct (point, step) pairs, which
+    are the distinct steps, the point being the step's.  Rows in step order (as
+    replays hold them) are counted where the step changes; others, by ``np.unique``.
+
+    >>> import numpy as np
+    >>> steps_per_point(np.array([0, 0, 1, 2, 2, 3]), np.array([0, 0, 0, 1, 1, -1]), 2).tolist()
+    [2, 1]
+    """
+    import numpy as np
+
+    hit = index >= 0
+    t, p = steps[hit], index[hit]
+    if not t.size:
+        return np.zeros(n_points, dtype=np.int64)
+    if bool((t[1:] >= t[:-1]).all()):
+        first = np.ones(t.size, dtype=bool)
+        np.not_equal(t[1:], t[:-1], out=first[1:])
+    else:
+        _, at = np.unique(t, return_index=True)
+        first = np.zeros(t.size, dtype=bool)
+        first[at] = True
+    return np.bincount(p[first], minlength=n_points).astype(np.int64)
 
 
 def point_features(
@@ -147,6 +199,7 @@ def point_features(
     interval: int = 1,
     covers: str = "window",
     rank: int | None = None,
+    pooled: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """Batch features of each logged point (columns in the module docstring).
 
@@ -156,6 +209,7 @@ def point_features(
     :param covers: ``window`` or ``step``, see the module docstring.
     :param rank: pool only this rank's micro-batches (a trainer that logs rank 0's loss
         without an all-reduce); None: all ranks.
+    :param pooled: ``micro_points(replay, logged_steps, interval, covers)`` if at hand.
     :returns: one row per logged step, in the order given.
 
     >>> import numpy as np
@@ -171,34 +225,35 @@ def point_features(
     s = np.asarray(logged_steps, dtype=np.int64)
     micro = replay.micro
     cats = [c for c in micro.columns if c.startswith("cat_")]
-    idx = micro_points(replay, s, interval, covers, rank)
-    pooled = _pool(micro, idx, s.shape[0], cats)
-    steps_hit = micro["step"].to_numpy()[idx >= 0]
-    n_steps = np.zeros(s.shape[0], dtype=np.int64)
-    if steps_hit.size:
-        pairs = np.unique(np.stack([idx[idx >= 0], steps_hit]), axis=1)
-        n_steps = np.bincount(pairs[0], minlength=s.shape[0]).astype(np.int64)
-    cols = {"step": s, "n_steps": n_steps, **_finish(pooled, cats)}
+    idx = micro_points(replay, s, interval, covers, rank, pooled)
+    sums = _pool(micro, idx, s.shape[0], cats)
+    n_steps = steps_per_point(micro["step"].to_numpy(), idx, s.shape[0])
+    cols = {"step": s, "n_steps": n_steps, **_finish(sums, cats)}
     return pd.DataFrame(cols)
 
 
 def rank_features(
-    replay: Replay, logged_steps: np.ndarray, interval: int = 1, covers: str = "window"
+    replay: Replay,
+    logged_steps: np.ndarray,
+    interval: int = 1,
+    covers: str = "window",
+    pooled: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """Features per (logged point, rank): long format, columns ``step, rank`` then as
-    :func:`point_features` (without ``n_steps``).  Rows only where the rank had data."""
+    :func:`point_features` (without ``n_steps``).  Rows only where the rank had data.
+    ``pooled``: as :func:`point_features` takes it."""
     import numpy as np
     import pandas as pd
 
     s = np.asarray(logged_steps, dtype=np.int64)
     micro = replay.micro
     cats = [c for c in micro.columns if c.startswith("cat_")]
-    idx = point_index(micro["step"].to_numpy(), s, interval, covers)
+    idx = micro_points(replay, s, interval, covers, None, pooled)
     ranks = micro["rank"].to_numpy().astype(np.int64)
     world = int(ranks.max()) + 1 if ranks.size else 1
     group = np.where(idx >= 0, idx * world + ranks, -1)
-    pooled = _finish(_pool(micro, group, s.shape[0] * world, cats), cats)
+    feats = _finish(_pool(micro, group, s.shape[0] * world, cats), cats)
     frame = pd.DataFrame(
-        {"step": np.repeat(s, world), "rank": np.tile(np.arange(world), s.shape[0]), **pooled}
+        {"step": np.repeat(s, world), "rank": np.tile(np.arange(world), s.shape[0]), **feats}
     )
     return frame[frame["n_micro"] > 0].reset_index(drop=True)

@@ -46,7 +46,8 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
-    from ..data import Manifest, Replay
+    from ..data import Manifest, Replay, ScheduleParams
+    from ..schedule.base import Batches
     from .attribute import Attribution
     from .detect import Detection
 
@@ -59,6 +60,9 @@ GNS_BOOTSTRAP = 1000
 #: Share of bootstrap draws that must give |G|² > 0 and tr(Σ) > 0 (the 95% CI excludes 0).
 GNS_VALID_DRAWS = 0.975
 COUNTERFACTUAL_STRATEGIES = ("bucketed", "random")
+#: Samples summed at once into the counterfactual's token shares: bounds the temporaries
+#: (a few arrays of this many 8-byte values) whatever the manifest's size.
+SHARE_CHUNK = 1 << 19
 GNS_ASSUMPTIONS = (
     "grad_norm is the pre-clip norm of the full averaged gradient",
     "B is counted in the loss's normalisation units (here: real tokens per step)",
@@ -296,9 +300,8 @@ def counterfactual(
 
     from ..batches.stats import params_for
     from ..errors import InputError
-    from ..schedule import replay as run_replay
     from .features import micro_points
-    from .model import fit_model, mixture_shares, sample_cells
+    from .model import fit_model, sample_cells
 
     pts = attribution.points
     steps = pts["step"].to_numpy(dtype=np.int64)
@@ -307,12 +310,9 @@ def counterfactual(
     cells, n_cells = sample_cells(replay.lengths, cats)
     names = tuple(f"cell_{k}" for k in range(n_cells))
 
-    def shares_of(rep: Replay, logged: np.ndarray) -> np.ndarray:
-        idx = micro_points(rep, logged, interval, attribution.covers, attribution.metric_rank)
-        return mixture_shares(rep, idx, logged.shape[0], cells, n_cells)
-
     quiet = ~pts["flagged"].to_numpy()
-    shares = shares_of(replay, steps)
+    idx = micro_points(replay, steps, interval, attribution.covers, attribution.metric_rank)
+    shares = point_shares(replay, idx, steps.shape[0], cells, n_cells)
     model = fit_model(shares, names, res, quiet, robust=False)
     if model is None:
         why = "too few points for the mixture model"
@@ -332,13 +332,14 @@ def counterfactual(
             params = params_for(name, replay.params, replay.lengths)
             seeding = "once" if params.seeding == "global" else params.seeding
             params = params.replace(rng="numpy", seeding=seeding)
-            alt = run_replay(source, params, epochs=int(replay.steps["epoch"].max()) + 1)
+            epochs = int(replay.steps["epoch"].max()) + 1
+            x = replayed_shares(
+                source, params, epochs, interval, attribution.covers, attribution.metric_rank,
+                cells, n_cells,
+            )[:, keep]  # fmt: skip
         except InputError as e:
             out.append(Counterfactual(name, None, None, f"cannot replay: {e.what}"))
             continue
-        alt_steps = alt.steps["step"].to_numpy()
-        logged = alt_steps[interval - 1 :: interval] if interval > 1 else alt_steps
-        x = shares_of(alt, logged)[:, keep]
         x = x[np.isfinite(x).all(axis=1)]
         var = float(np.var(model.predict(x))) + noise if x.size else None
         share = 1 - var / current if var is not None and current > 0 else None
@@ -346,6 +347,132 @@ def counterfactual(
         if progress is not None:
             progress(i + 1, len(todo))
     return current, model.r2_cv, tuple(out)
+
+
+def point_shares(
+    replay: Replay, point_of_micro: np.ndarray, n_points: int, cells: np.ndarray, n_cells: int
+) -> np.ndarray:
+    """:func:`~dflash_diag.spikes.model.mixture_shares`, the same numbers, a chunk of
+    micro-batches at a time (no per-sample temporaries of the whole replay): each
+    point's share of real tokens from each cell.  The sums are of whole token counts,
+    exact in float64 in any order."""
+    import numpy as np
+
+    from ..schedule.base import Batches
+
+    rows = np.flatnonzero(point_of_micro >= 0)
+    tot = np.zeros((n_points, n_cells))
+    pool = Batches(replay.sample_ids, replay.offsets)
+    _add_tokens(tot, pool, point_of_micro[rows], rows, replay.lengths, cells, n_cells)
+    return _shares(tot)
+
+
+def replayed_shares(
+    source: Manifest | np.ndarray,
+    params: ScheduleParams,
+    epochs: int,
+    interval: int,
+    covers: str,
+    rank: int | None,
+    cells: np.ndarray,
+    n_cells: int,
+) -> np.ndarray:
+    """``(points, n_cells)``: the mixture shares (:func:`~dflash_diag.spikes.model.
+    mixture_shares`) of every logged point of the replay of ``params`` over ``epochs``,
+    a point every ``interval`` of its steps (``covers``, ``rank``: as
+    :func:`~dflash_diag.spikes.features.micro_points` takes them), without building the
+    replay.
+
+    The same numbers as ``mixture_shares`` of ``replay(source, params, epochs)``: the
+    epochs are those of :func:`~dflash_diag.schedule.replay.replay_epochs`, and each
+    micro-batch's real tokens by cell are added, a chunk of micro-batches at a time,
+    to its step's row, the steps' rows then to their points'.  Only the order of the
+    sums differs, and every sum is of whole token counts, exact in float64 (below
+    2**53 tokens a point).  No sample ids are kept (8 bytes a sample an epoch), nor
+    the replay's tables.
+
+    :raises InputError: as :func:`~dflash_diag.schedule.replay.replay` raises it.
+    """
+    import numpy as np
+
+    from ..schedule.replay import as_lengths, new_dropped, replay_epochs, replay_setup
+    from .features import point_index
+
+    setup = replay_setup(as_lengths(source), params, epochs)
+    first = params.first_step
+    acc = np.zeros((0, n_cells))  # real tokens by (step - first, cell)
+    present = np.zeros(0, dtype=bool)  # the steps the replay has
+    for ep in replay_epochs(setup, params, new_dropped()):
+        step = ep.rows["step"]
+        if not step.size:
+            continue
+        top = int(step.max()) - first + 1
+        if top > len(present):
+            grown = max(top, 2 * len(present))
+            acc = np.concatenate([acc, np.zeros((grown - len(acc), n_cells))])
+            present = np.concatenate([present, np.zeros(grown - len(present), dtype=bool)])
+        present[step - first] = True
+        use = slice(None) if rank is None else ep.rows["rank"] == rank
+        chosen = ep.chosen[use]
+        _add_tokens(acc, ep.pool, step[use] - first, chosen, setup.lengths, cells, n_cells)
+        del ep
+    steps = np.flatnonzero(present) + first
+    logged = steps[interval - 1 :: interval] if interval > 1 else steps
+    point = point_index(steps, logged, interval, covers)
+    by_step = acc[: len(present)][present]
+    if np.array_equal(point, np.arange(len(steps))):
+        tot = by_step
+    else:
+        tot = np.zeros((len(logged), n_cells))
+        np.add.at(tot, point[point >= 0], by_step[point >= 0])
+    return _shares(tot)
+
+
+def _shares(tot: np.ndarray) -> np.ndarray:
+    """Each row's tokens by cell over its total: the shares (NaN for a row of none), as
+    :func:`~dflash_diag.spikes.model.mixture_shares` divides them."""
+    import numpy as np
+
+    s = tot.sum(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(s > 0, tot / s, np.nan)
+
+
+def _add_tokens(
+    acc: np.ndarray,
+    pool: Batches,
+    row: np.ndarray,
+    chosen: np.ndarray,
+    lengths: np.ndarray,
+    cells: np.ndarray,
+    n_cells: int,
+) -> None:
+    """Add to ``acc[row[i], c]`` the real tokens of the samples of cell ``c`` in the
+    batch ``chosen[i]`` of ``pool``, for every ``i`` and ``c``, about
+    :data:`SHARE_CHUNK` samples at a time (a chunk's counts span ``row``'s range over
+    it: rows in order keep them small)."""
+    import numpy as np
+
+    from ..schedule.base import gather_segments
+    from ..schedule.replay import batch_chunks
+
+    if not len(chosen):
+        return
+    sizes = pool.offsets[chosen + 1] - pool.offsets[chosen]
+    done = np.zeros(len(chosen) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=done[1:])
+    for a, b in batch_chunks(done, SHARE_CHUNK):
+        ids = gather_segments(pool.ids, pool.offsets, chosen[a:b])
+        part = row[a:b]
+        lo = int(part.min())
+        span = int(part.max()) - lo + 1
+        key = np.repeat(part - lo, sizes[a:b])
+        key *= n_cells
+        key += cells[ids]
+        w = lengths[ids].astype(np.float64)
+        acc[lo : lo + span] += np.bincount(key, weights=w, minlength=span * n_cells).reshape(
+            span, n_cells
+        )
 
 
 def variance_proxies(

@@ -1,0 +1,196 @@
+"""The spikes' fast paths give exactly what the plain computations give."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from budget import examples
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from dflash_diag.data import ScheduleParams
+from dflash_diag.schedule import replay
+from dflash_diag.spikes.features import (
+    micro_points,
+    point_features,
+    point_index,
+    points_only,
+    rank_features,
+    steps_per_point,
+)
+from dflash_diag.spikes.model import mixture_shares, sample_cells
+from dflash_diag.spikes.variance import point_shares, replayed_shares
+
+schedules = st.builds(
+    ScheduleParams,
+    strategy=st.sampled_from(["sorted-greedy", "bucketed", "random", "length-grouped"]),
+    seed=st.integers(0, 50),
+    token_budget=st.sampled_from([64, 200, 1000]),
+    max_seq_len=st.sampled_from([None, 40]),
+    batch_size=st.sampled_from([2, 5]),
+    buckets=st.just((1, 10, 30, 1 << 30)),
+    rng=st.just("numpy"),
+    seeding=st.sampled_from(["once", "per-epoch"]),
+    world_size=st.integers(1, 3),
+    grad_accum=st.integers(1, 3),
+    shard=st.sampled_from(["strided", "contiguous", "accelerate"]),
+    first_step=st.integers(0, 1),
+)
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    params=schedules,
+    n=st.integers(1, 300),
+    seed=st.integers(0, 1000),
+    n_cat=st.integers(0, 3),
+    epochs=st.integers(1, 3),
+    interval=st.integers(1, 4),
+    covers=st.sampled_from(["window", "step"]),
+    rank=st.sampled_from([None, 0, 1]),
+)
+def test_replayed_shares_are_the_shares_of_the_replay(
+    params: ScheduleParams,
+    n: int,
+    seed: int,
+    n_cat: int,
+    epochs: int,
+    interval: int,
+    covers: str,
+    rank: int | None,
+) -> None:
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 60, n)
+    cats = rng.integers(0, n_cat, n) if n_cat else None
+    cells, n_cells = sample_cells(np.minimum(lengths, params.max_seq_len or 1 << 30), cats)
+    rep = replay(lengths, params, epochs=epochs)
+    steps = rep.steps["step"].to_numpy()
+    logged = steps[interval - 1 :: interval] if interval > 1 else steps
+    rank = None if rank is not None and rank >= params.world_size else rank
+    idx = micro_points(rep, logged, interval, covers, rank)
+    plain = mixture_shares(rep, idx, logged.shape[0], cells, n_cells)
+    fast = replayed_shares(lengths, params, epochs, interval, covers, rank, cells, n_cells)
+    assert fast.shape == plain.shape
+    assert np.array_equal(fast, plain, equal_nan=True)
+    assert np.array_equal(np.signbit(fast), np.signbit(plain))
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(
+    params=schedules,
+    n=st.integers(1, 300),
+    seed=st.integers(0, 1000),
+    n_cat=st.integers(0, 3),
+    epochs=st.integers(1, 3),
+    interval=st.integers(1, 4),
+    covers=st.sampled_from(["window", "step"]),
+    rank=st.sampled_from([None, 0, 1]),
+)
+def test_point_shares_are_mixture_shares(
+    params: ScheduleParams,
+    n: int,
+    seed: int,
+    n_cat: int,
+    epochs: int,
+    interval: int,
+    covers: str,
+    rank: int | None,
+) -> None:
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 60, n)
+    cats = rng.integers(0, n_cat, n) if n_cat else None
+    rep = replay(lengths, params, epochs=epochs)
+    cells, n_cells = sample_cells(rep.lengths, cats)
+    # every other step logged, as a log with gaps
+    logged = rep.steps["step"].to_numpy()[::2]
+    rank = None if rank is not None and rank >= params.world_size else rank
+    idx = micro_points(rep, logged, interval, covers, rank)
+    plain = mixture_shares(rep, idx, logged.shape[0], cells, n_cells)
+    fast = point_shares(rep, idx, logged.shape[0], cells, n_cells)
+    assert np.array_equal(fast, plain, equal_nan=True)
+
+
+def _plain_steps_per_point(steps: np.ndarray, index: np.ndarray, n_points: int) -> np.ndarray:
+    """The distinct (point, step) pairs counted by point, by ``np.unique``."""
+    hit = index >= 0
+    if not hit.any():
+        return np.zeros(n_points, dtype=np.int64)
+    pairs = np.unique(np.stack([index[hit], steps[hit]]), axis=1)
+    return np.bincount(pairs[0], minlength=n_points).astype(np.int64)
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(
+    raw=st.lists(st.integers(0, 10), max_size=60),
+    logged=st.sets(st.integers(0, 12), min_size=1, max_size=6),
+    interval=st.integers(1, 4),
+    covers=st.sampled_from(["window", "step"]),
+    in_order=st.booleans(),
+    dropped=st.integers(0, 3),
+)
+@example(raw=[0, 1, 0], logged={0, 1}, interval=2, covers="window", in_order=False, dropped=0)
+def test_steps_per_point_counts_distinct_pairs(
+    raw: list[int], logged: set[int], interval: int, covers: str, in_order: bool, dropped: int
+) -> None:
+    steps = np.array(sorted(raw) if in_order else raw, dtype=np.int64)
+    s = np.array(sorted(logged), dtype=np.int64)
+    index = point_index(steps, s, interval, covers)
+    if dropped:  # as another rank's micro-batches, -1
+        index = np.where(np.arange(steps.size) % (dropped + 1) == 0, -1, index)
+    fast = steps_per_point(steps, index, s.size)
+    assert fast.dtype == np.int64
+    assert np.array_equal(fast, _plain_steps_per_point(steps, index, s.size))
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(
+    params=schedules,
+    n=st.integers(1, 200),
+    seed=st.integers(0, 1000),
+    interval=st.integers(1, 3),
+    covers=st.sampled_from(["window", "step"]),
+)
+def test_point_features_with_the_pooled_points_given_are_the_same(
+    params: ScheduleParams, n: int, seed: int, interval: int, covers: str
+) -> None:
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 60, n)
+    cats = rng.choice(np.array(["a", "b"]), n)
+    rep = replay(lengths, params, epochs=2, categories=cats)
+    logged = rep.steps["step"].to_numpy()[interval - 1 :: interval]
+    pooled = micro_points(rep, logged, interval, covers)
+    for rank in [None, *range(params.world_size)]:
+        plain = point_features(rep, logged, interval, covers, rank)
+        fast = point_features(rep, logged, interval, covers, rank, pooled)
+        pd.testing.assert_frame_equal(fast, plain, check_exact=True)
+        plain_idx = micro_points(rep, logged, interval, covers, rank)
+        assert np.array_equal(micro_points(rep, logged, interval, covers, rank, pooled), plain_idx)
+    pd.testing.assert_frame_equal(
+        rank_features(rep, logged, interval, covers, pooled),
+        rank_features(rep, logged, interval, covers),
+        check_exact=True,
+    )
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(
+    params=schedules,
+    n=st.integers(1, 200),
+    seed=st.integers(0, 1000),
+    interval=st.integers(1, 3),
+    covers=st.sampled_from(["window", "step"]),
+    pick=st.integers(0, 2**16),
+)
+def test_rank_features_of_some_points_are_those_rows_of_all(
+    params: ScheduleParams, n: int, seed: int, interval: int, covers: str, pick: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    rep = replay(rng.integers(1, 60, n), params, epochs=2)
+    logged = rep.steps["step"].to_numpy()[interval - 1 :: interval]
+    pooled = micro_points(rep, logged, interval, covers)
+    wanted = logged[np.random.default_rng(pick).random(logged.size) < 0.3]
+    only = points_only(pooled, np.isin(logged, wanted))
+    full = rank_features(rep, logged, interval, covers)
+    plain = full[full["step"].isin(wanted)].reset_index(drop=True)
+    fast = rank_features(rep, logged, interval, covers, only)
+    pd.testing.assert_frame_equal(fast, plain, check_exact=True)
