@@ -235,7 +235,9 @@ def print_resolution(x: np.ndarray) -> float:
     a loss printed with 4 decimals), so a step of one printed digit is not a spike."""
     import numpy as np
 
-    gaps = np.diff(np.unique(x))
+    from ..arrays import unique_values
+
+    gaps = np.diff(unique_values(x))
     return float(gaps.min()) if gaps.size else 0.0
 
 
