@@ -251,16 +251,28 @@ def entries_with(samples: np.ndarray, ids: np.ndarray, n_samples: int) -> np.nda
 
     A look-up of a ``[n_samples]`` mask per entry is random access over it; for a few
     ids the entries are first screened by a 64 KiB mask of the ids' low 16 bits (it
-    stays in cache), and only the survivors looked up in the full one.
+    stays in cache), and only the survivors looked up in the full one.  Either way a
+    chunk of :data:`SCAN_CHUNK` entries at a time: no temporary as long as the entries.
     """
     mask = np.zeros(n_samples, dtype=bool)
     mask[ids] = True
-    if n_samples <= 2**16 or ids.size * 32 > 2**16:
-        return np.flatnonzero(mask[samples])
+    few = n_samples > 2**16 and ids.size * 32 <= 2**16
     low = np.zeros(2**16, dtype=bool)
     low[ids & 0xFFFF] = True
-    maybe = np.flatnonzero(low[samples & 0xFFFF])
-    return maybe[mask[samples[maybe]]]
+    found = []
+    for start in range(0, samples.size, SCAN_CHUNK):
+        part = samples[start : start + SCAN_CHUNK]
+        if few:
+            maybe = np.flatnonzero(low[part & 0xFFFF])
+            hits = maybe[mask[part[maybe]]]
+        else:
+            hits = np.flatnonzero(mask[part])
+        found.append(hits + start)
+    return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+
+
+#: Entries :func:`entries_with` scans at a time.
+SCAN_CHUNK = 2**20
 
 
 def _int_array(values: object, name: str) -> np.ndarray:

@@ -152,14 +152,23 @@ def test_keyed_bh_equals_bh(table: list[float], rows: list[tuple[int, bool, floa
     st.sampled_from([50, 2**16, 2**16 + 1, 3 * 2**16 + 7]),
     st.lists(st.integers(0, 2**20), max_size=200),
     st.lists(st.integers(0, 2**20), max_size=40),
+    st.integers(1, 9),
 )
-def test_entries_with_equals_a_mask_look_up(n: int, entries: list[int], ids: list[int]) -> None:
-    # ids that agree in their low 16 bits with other samples must not slip through
+def test_entries_with_equals_a_mask_look_up(n: int, entries: list[int], ids: list[int], chunk):
+    # ids that agree in their low 16 bits with other samples must not slip through, and
+    # none is lost at a chunk's edge
+    import dflash_diag.samples.membership as module
+
     samples = np.array([e % n for e in entries], dtype=np.int32)
     wanted = np.unique(np.array([i % n for i in ids], dtype=np.int64))
     mask = np.zeros(n, dtype=bool)
     mask[wanted] = True
-    got = entries_with(samples, wanted, n)
+    saved, module.SCAN_CHUNK = module.SCAN_CHUNK, chunk
+    try:
+        got = entries_with(samples, wanted, n)
+    finally:
+        module.SCAN_CHUNK = saved
+    assert got.dtype == np.int64
     assert got.tolist() == np.flatnonzero(mask[samples]).tolist()
 
 
