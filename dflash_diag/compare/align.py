@@ -251,8 +251,12 @@ def _bits(a: np.ndarray) -> np.ndarray:
 def _table(log: RunLog, notes: list[str]) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
     """One row per step, by step, last value of a repeated step kept; one rank only;
     with the reader's printed-NaN marks for the rows kept."""
+    several = "rank" in log.table.columns and log.table["rank"].nunique() > 1
+    if not several and _in_step_order(log.table):  # (the rows as they are)
+        marks = {c: np.array(m, dtype=bool) for c, m in log.logged_nan.items()}
+        return log.table.reset_index(drop=True), marks
     t = log.table.assign(**{_ROW: np.arange(len(log.table))})
-    if "rank" in t.columns and t["rank"].nunique() > 1:
+    if several:
         lowest = t["rank"].min()
         notes.append(f"{short_name(log.path)}: several ranks logged; rank {lowest} used")
         t = t[t["rank"] == lowest]
@@ -265,6 +269,14 @@ def _table(log: RunLog, notes: list[str]) -> tuple[pd.DataFrame, dict[str, np.nd
 
 #: A helper column that follows the rows through :func:`_table`.
 _ROW = "\0row"
+
+
+def _in_step_order(t: pd.DataFrame) -> bool:
+    """Every row has a finite step, larger than the row's before."""
+    if "step" not in t.columns:
+        return False
+    steps = column(t, "step")
+    return bool(np.isfinite(steps).all() and (steps[1:] > steps[:-1]).all())
 
 
 def _phases(table: pd.DataFrame, warmup_steps: int | None, peak_lr: float | None) -> Phases:

@@ -8,13 +8,15 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dflash_diag.compare import band, summary
+from dflash_diag.compare import align, band, summary
 from dflash_diag.compare.align import Memo, interp, interp_many
 from dflash_diag.compare.band import BandAt, band_at, first_reaching, local_fit, robust_band
 from dflash_diag.compare.results import Departure
+from dflash_diag.data import RunLog
 
 
 def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
@@ -246,3 +248,41 @@ def test_largest_departure_among_outside_points_equals_over_all(n: int, seed: in
     assert repr(got) == repr(plain_departure(steps, v, b))
     whole = summary.summarise_phase("all", steps, v, b)
     assert repr(summary.summarise_phase("all", steps, v, b, side)) == repr(whole)
+
+
+def plain_table(log: RunLog) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+    """``align._table`` done in full on every log: number the rows, lowest rank, finite
+    steps, last of a repeated step, sorted by step."""
+    t = log.table.assign(row=np.arange(len(log.table)))
+    if "rank" in t.columns and t["rank"].nunique() > 1:
+        t = t[t["rank"] == t["rank"].min()]
+    t = t[np.isfinite(t["step"].to_numpy(dtype=float))]
+    t = t.drop_duplicates("step", keep="last").sort_values("step", kind="stable")
+    rows = t.pop("row").to_numpy()
+    marks = {c: np.asarray(m, dtype=bool)[rows] for c, m in log.logged_nan.items()}
+    return t.reset_index(drop=True), marks
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.integers(0, 40), min_size=0, max_size=30),
+    st.booleans(),
+    st.booleans(),
+    st.integers(0, 2**32 - 1),
+)
+def test_a_table_in_step_order_is_kept_as_the_full_pass_leaves_it(
+    steps: list[int], in_order: bool, ranks: bool, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    step = np.unique(steps) if in_order else np.array(steps, dtype=np.int64)
+    n = step.size
+    table = pd.DataFrame({"step": step.astype(np.int64), "loss": rng.normal(size=n)})
+    if ranks:
+        table["rank"] = rng.integers(0, 2, n)
+    table.index = table.index * 3 + 7  # (not the rows' numbers)
+    log = RunLog(table, "run.log", "test", logged_nan={"loss": rng.random(n) < 0.2})
+    got, marks = align._table(log, [])
+    want, want_marks = plain_table(log)
+    pd.testing.assert_frame_equal(got, want)
+    assert marks.keys() == want_marks.keys()
+    assert all(same_bits(marks[c], want_marks[c]) for c in marks)
