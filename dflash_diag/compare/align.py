@@ -220,6 +220,10 @@ class Memo:
                 return value
         return None
 
+    def forget(self, tag: str) -> None:
+        """Let go of the results whose key starts with ``tag`` (no longer needed)."""
+        self._kept = [(k, v) for k, v in self._kept if not (k and _same(k[0], tag))]
+
     def put(self, key: tuple[object, ...], value: object) -> None:
         """Keep ``value`` under ``key`` (the oldest result goes past ``size``)."""
         self._kept.append((key, value))

@@ -140,6 +140,7 @@ def compare_runs(
             _units(align, events),
             memo,
         )
+        memo.forget("centre")  # (a metric's fits serve its own milestones only)
         results[name] = mc
         answers.extend(points)
         if progress is not None:

@@ -106,6 +106,10 @@ def test_the_memo_tells_bits_apart() -> None:
     assert memo.find(("k", np.array([-0.0, math.nan]))) is None
     assert memo.find(("k", np.array([0.0, math.nan], dtype=np.float32))) is None
     assert memo.find(("k", np.array([0.0, math.nan]), 1)) is None
+    memo.put(("other", 1), "one")
+    memo.forget("k")
+    assert memo.find(("k", np.array([0.0, math.nan]))) is None
+    assert memo.find(("other", 1)) == "one"
 
 
 @st.composite
