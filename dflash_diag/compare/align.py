@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ..data import RunLog
+
+T = TypeVar("T")
 
 ALIGN_MODES: tuple[str, ...] = ("step", "tokens", "warmup")
 #: Interpolation stops at gaps wider than this many median spacings (a missing stretch).
@@ -102,36 +104,163 @@ def interp(xp: np.ndarray, fp: np.ndarray, x: np.ndarray, max_gap: float) -> np.
     ...        np.array([0.5, 5.0, 11.0]), max_gap=2.0).tolist()
     [1.0, nan, nan]
     """
-    ok = np.isfinite(xp) & np.isfinite(fp)
-    if not ok.all():
-        xp, fp = xp[ok], fp[ok]
-    out = np.full(np.shape(x), np.nan)
-    if xp.size == 0:
+    return interp_many(xp, [fp], x, max_gap)[0]
+
+
+def interp_many(
+    xp: np.ndarray,
+    fps: Sequence[np.ndarray],
+    x: np.ndarray,
+    max_gap: float,
+    memo: Memo | None = None,
+) -> list[np.ndarray]:
+    """:func:`interp` of each of ``fps`` on the same ``xp``, at the same ``x``: where each
+    point of ``x`` falls among ``xp`` is found once (and kept in ``memo`` for a later call
+    with the same arrays), the numbers are :func:`interp`'s."""
+    fin = np.isfinite(xp)
+    fin = None if fin.all() else fin  # (no copy of the curves when every knot is finite)
+    if not all(np.isfinite(fp if fin is None else fp[fin]).all() for fp in fps):
+        # (a curve's own NaN changes the knots: each curve on its own)
+        return [_Spots.find(xp, fp, x, max_gap).values(fp) for fp in fps]
+    if memo is None:
+        spots = _Spots.find(xp, None, x, max_gap)
+    else:
+        spots = memo.get(("spots", xp, x, max_gap), lambda: _Spots.find(xp, None, x, max_gap))
+    return [spots.values(fp) for fp in fps]
+
+
+class _Spots(NamedTuple):
+    """Where the points ``x`` fall among the knots of :func:`interp`: all it needs but the
+    values.  ``keep``/``order``: the knots used (finite) and their sorting (None: as
+    they are); ``inside``: the points within the knots; ``gapped``: those of them between
+    two knots farther apart than ``max_gap``; ``same``: ``x`` is the knots themselves
+    (strictly increasing), where the interpolation is the values."""
+
+    shape: tuple[int, ...]
+    keep: np.ndarray | None
+    order: np.ndarray | None
+    xp: np.ndarray
+    inside: np.ndarray | None
+    xi: np.ndarray | None
+    gapped: np.ndarray | None
+    same: bool
+
+    @staticmethod
+    def find(xp: np.ndarray, fp: np.ndarray | None, x: np.ndarray, max_gap: float) -> _Spots:
+        """The spots of ``x`` among the knots ``xp`` where ``xp`` (and ``fp``) are finite."""
+        ok = np.isfinite(xp) if fp is None else np.isfinite(xp) & np.isfinite(fp)
+        keep = None if ok.all() else ok
+        if keep is not None:
+            xp = xp[keep]
+        order = None
+        if xp.size > 1 and not (xp[1:] >= xp[:-1]).all():  # (logs come sorted: skip the sort)
+            order = np.argsort(xp, kind="stable")
+            xp = xp[order]
+        x = np.asarray(x, dtype=float)
+        shape = np.shape(x)
+        if xp.size == 0:
+            return _Spots(shape, keep, order, xp, None, None, None, False)
+        if shape == xp.shape and bool((xp[1:] > xp[:-1]).all()) and np.array_equal(x, xp):
+            return _Spots(shape, keep, order, xp, None, None, None, True)
+        inside = np.isfinite(x) & (x >= xp[0]) & (x <= xp[-1])
+        if not inside.any():
+            return _Spots(shape, keep, order, xp, None, None, None, False)
+        xi = x[inside]
+        gapped = None
+        if xp.size > 1:
+            hi = np.clip(np.searchsorted(xp, xi, side="left"), 1, xp.size - 1)
+            # ``xi`` is a point of ``xp`` when it equals the first point not below it (or
+            # ``xp[0]``, where the clip moved ``hi`` up).
+            exact = (xp[hi] == xi) | (xp[hi - 1] == xi)
+            gapped = (xp[hi] - xp[hi - 1] > max_gap) & ~exact
+            if not gapped.any():
+                gapped = None
+        return _Spots(shape, keep, order, xp, inside, xi, gapped, False)
+
+    def values(self, fp: np.ndarray) -> np.ndarray:
+        """The interpolation of ``fp`` (on the knots :meth:`find` was given) at the points."""
+        if self.keep is not None:
+            fp = fp[self.keep]
+        if self.order is not None:
+            fp = fp[self.order]
+        if self.same:  # (np.interp returns a knot's value itself at the knot)
+            return np.array(fp, dtype=float)
+        out = np.full(self.shape, np.nan)
+        if self.inside is None or self.xi is None:
+            return out
+        vals = np.interp(self.xi, self.xp, fp)
+        if self.gapped is not None:
+            vals[self.gapped] = np.nan
+        out[self.inside] = vals
         return out
-    if xp.size > 1 and not (xp[1:] >= xp[:-1]).all():  # (logs come sorted: skip the sort)
-        order = np.argsort(xp, kind="stable")
-        xp, fp = xp[order], fp[order]
-    x = np.asarray(x, dtype=float)
-    inside = np.isfinite(x) & (x >= xp[0]) & (x <= xp[-1])
-    if not inside.any():
-        return out
-    xi = x[inside]
-    vals = np.interp(xi, xp, fp)
-    if xp.size > 1:
-        hi = np.clip(np.searchsorted(xp, xi, side="left"), 1, xp.size - 1)
-        # ``xi`` is a point of ``xp`` when it equals the first point not below it (or
-        # ``xp[0]``, where the clip moved ``hi`` up).
-        exact = (xp[hi] == xi) | (xp[hi - 1] == xi)
-        vals[(xp[hi] - xp[hi - 1] > max_gap) & ~exact] = np.nan
-    out[inside] = vals
-    return out
+
+
+class Memo:
+    """Results kept by what they were computed from: arrays (compared bit for bit) and
+    other values, so that the metrics of one comparison, which share the logs' axes, find
+    the same knots and fits once.  Keeps the last ``size`` results."""
+
+    def __init__(self, size: int = 32) -> None:
+        self._kept: list[tuple[tuple[object, ...], object]] = []
+        self._size = size
+
+    def get(self, key: tuple[object, ...], make: Callable[[], T]) -> T:
+        """The result kept under ``key``, or ``make()`` (then kept)."""
+        kept = self.find(key)
+        if kept is not None:
+            return kept  # type: ignore[return-value]
+        value = make()
+        self.put(key, value)
+        return value
+
+    def find(self, key: tuple[object, ...]) -> object | None:
+        """The result kept under ``key``, or None."""
+        for k, value in self._kept:
+            if len(k) == len(key) and all(map(_same, k, key)):
+                return value
+        return None
+
+    def forget(self, tag: str) -> None:
+        """Let go of the results whose key starts with ``tag`` (no longer needed)."""
+        self._kept = [(k, v) for k, v in self._kept if not (k and _same(k[0], tag))]
+
+    def put(self, key: tuple[object, ...], value: object) -> None:
+        """Keep ``value`` under ``key`` (the oldest result goes past ``size``)."""
+        self._kept.append((key, value))
+        del self._kept[: -self._size]
+
+
+def _same(a: object, b: object) -> bool:
+    """``a`` and ``b`` are the same key: arrays equal bit for bit (so ``-0.0`` is not
+    ``0.0`` and NaN is NaN), other values equal and of one type."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
+            return False
+        if a is b:
+            return True
+        if a.dtype != b.dtype or a.shape != b.shape:
+            return False
+        return bool(np.array_equal(_bits(a), _bits(b)))
+    return type(a) is type(b) and a == b
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    """``a``'s bytes as unsigned integers of its item size (a bitwise comparison)."""
+    a = np.ascontiguousarray(a)
+    if a.dtype.itemsize in (1, 2, 4, 8):
+        return a.view(f"u{a.dtype.itemsize}")
+    return a.reshape(-1).view(np.uint8)
 
 
 def _table(log: RunLog, notes: list[str]) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
     """One row per step, by step, last value of a repeated step kept; one rank only;
     with the reader's printed-NaN marks for the rows kept."""
+    several = "rank" in log.table.columns and log.table["rank"].nunique() > 1
+    if not several and _in_step_order(log.table):  # (the rows as they are)
+        marks = {c: np.array(m, dtype=bool) for c, m in log.logged_nan.items()}
+        return log.table.reset_index(drop=True), marks
     t = log.table.assign(**{_ROW: np.arange(len(log.table))})
-    if "rank" in t.columns and t["rank"].nunique() > 1:
+    if several:
         lowest = t["rank"].min()
         notes.append(f"{short_name(log.path)}: several ranks logged; rank {lowest} used")
         t = t[t["rank"] == lowest]
@@ -144,6 +273,14 @@ def _table(log: RunLog, notes: list[str]) -> tuple[pd.DataFrame, dict[str, np.nd
 
 #: A helper column that follows the rows through :func:`_table`.
 _ROW = "\0row"
+
+
+def _in_step_order(t: pd.DataFrame) -> bool:
+    """Every row has a finite step, larger than the row's before."""
+    if "step" not in t.columns:
+        return False
+    steps = column(t, "step")
+    return bool(np.isfinite(steps).all() and (steps[1:] > steps[:-1]).all())
 
 
 def _phases(table: pd.DataFrame, warmup_steps: int | None, peak_lr: float | None) -> Phases:

@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .align import gap_limit, interp
+from .align import Memo, gap_limit, interp_many
 
 DEFAULT_BAND_K = 3.0
 DEFAULT_WINDOW = 21
@@ -72,15 +72,32 @@ def print_step(values: np.ndarray) -> float:
     v = np.abs(values[np.isfinite(values) & (values != 0)])
     if v.size == 0:
         return 0.0
+    head = v[:_STEP_SAMPLE]
     for k in range(0, 9):
-        scaled = v * 10.0**k
-        if np.all(np.abs(scaled - np.round(scaled)) <= 1e-6 + 1e-9 * scaled):
+        # (a step the first values are not multiples of is not the step of all: the
+        # long test only for a step they pass)
+        if _multiples(head, k) and (head.size == v.size or _multiples(v, k)):
             return 10.0**-k
     return 0.0
 
 
+#: :func:`print_step` tries each step on this many values before all of them.
+_STEP_SAMPLE = 256
+
+
+def _multiples(v: np.ndarray, k: int) -> bool:
+    """Every value of ``v`` is a multiple of ``10**-k`` (to ``1e-6`` of the scaled value,
+    plus ``1e-9`` relative)."""
+    scaled = v * 10.0**k
+    return bool(np.all(np.abs(scaled - np.round(scaled)) <= 1e-6 + 1e-9 * scaled))
+
+
 def local_fit(
-    x: np.ndarray, v: np.ndarray, window: int, grid_from: int | None = None
+    x: np.ndarray,
+    v: np.ndarray,
+    window: int,
+    grid_from: int | None = None,
+    memo: Memo | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Robust local centre, noise scale and centre variance factor at each point.
 
@@ -100,16 +117,77 @@ def local_fit(
     points the centre is the cubic Hermite curve through their fits' values and slopes,
     the scale and the factor are linear in ``x``.  (docs/performance.md states how far
     that lies from fitting every point.)
+
+    What depends on ``x`` alone (the windows, their design, the factor, the curve between
+    grid points) is kept in ``memo`` for the next metric logged at the same points.
     """
-    n = x.size
-    w = min(window, n)
-    start = np.clip(np.arange(n) - w // 2, 0, n - w)
-    at = _grid(n, w, grid_from)
-    centre, slope, scale, c00 = _fit_blocks(x, v, start, at, w)
-    if at.size == n:
-        return centre, scale, c00
-    xa = x[at]
-    return _hermite(xa, centre, slope, x), np.interp(x, xa, scale), np.interp(x, xa, c00)
+    if memo is None:
+        geo = _Geometry.of(x, window, grid_from)
+    else:
+        geo = memo.get(("fit", x, window, grid_from), lambda: _Geometry.of(x, window, grid_from))
+    parts = [_fit_windows(v, block) for block in geo.blocks]
+    centre, slope, scale, _ = (np.concatenate(p) for p in zip(*parts, strict=True))
+    if geo.curve is None:
+        fit = centre, scale, geo.c00.copy()
+    else:
+        fit = geo.curve.at(centre, slope), np.interp(x, geo.xa, scale), geo.c00.copy()
+    if memo is not None:  # (for :func:`first_reaching` on the same points)
+        memo.put(("centre", x, v, window, grid_from), fit[0])
+    return fit
+
+
+class _Windows(NamedTuple):
+    """What :func:`_fit_windows` needs of ``x`` for a block of points: the window members'
+    indices ``idx``, their offsets ``u = (x_j - x_i) / span`` and ``u2 = u^2``, the
+    span, the plain fit's normal matrices and factor ``c00``."""
+
+    idx: np.ndarray
+    u: np.ndarray
+    u2: np.ndarray
+    span: np.ndarray
+    plain: np.ndarray
+    c00: np.ndarray
+
+    @staticmethod
+    def of(x: np.ndarray, start: np.ndarray, at: np.ndarray, w: int) -> _Windows:
+        """The windows of the points ``at`` (window ``i`` starts at ``start[i]``)."""
+        idx = start[at, None] + np.arange(w)[None, :]
+        wx = x[idx]
+        xi = x[at]
+        span = np.ptp(wx, axis=1)
+        span[span == 0] = 1.0
+        u = (wx - xi[:, None]) / span[:, None]
+        u2 = u * u
+        # The plain fit's normal equations give the factor; its moments are the weights'
+        # at 1.
+        plain = _normal_matrix(np.ones_like(u), u, u2)
+        return _Windows(idx, u, u2, span, plain, np.linalg.inv(plain)[:, 0, 0])
+
+
+class _Geometry(NamedTuple):
+    """What :func:`local_fit` needs of ``x`` alone: the grid points' windows in blocks,
+    the factor at every point, and (on a grid) the grid's ``x`` and the cubic between
+    grid points."""
+
+    blocks: list[_Windows]
+    c00: np.ndarray
+    xa: np.ndarray
+    curve: _Hermite | None
+
+    @staticmethod
+    def of(x: np.ndarray, window: int, grid_from: int | None) -> _Geometry:
+        """The geometry of fits of ``window`` points at ``x`` (see :func:`local_fit`)."""
+        n = x.size
+        w = min(window, n)
+        start = np.clip(np.arange(n) - w // 2, 0, n - w)
+        at = _grid(n, w, grid_from)
+        block = max(1, FIT_BLOCK // w)
+        blocks = [_Windows.of(x, start, at[lo : lo + block], w) for lo in range(0, at.size, block)]
+        c00 = np.concatenate([b.c00 for b in blocks])
+        if at.size == n:
+            return _Geometry(blocks, c00, x, None)
+        xa = x[at]
+        return _Geometry(blocks, np.interp(x, xa, c00), xa, _Hermite.of(xa, x))
 
 
 def _grid(n: int, w: int, grid_from: int | None) -> np.ndarray:
@@ -134,10 +212,15 @@ def first_reaching(
     levels: Sequence[float],
     up: bool,
     grid_from: int | None = None,
+    memo: Memo | None = None,
 ) -> list[int | None]:
     """Per level, the first index whose :func:`local_fit` centre reaches it (``>=``
     when ``up``, else ``<=``), or None; fitting from the start only as far as the last
-    level needs (``SCAN_CHUNK`` grid points at a time), with the same numbers."""
+    level needs (``SCAN_CHUNK`` grid points at a time), with the same numbers, or
+    reading the centre :func:`local_fit` left in ``memo`` for the same points."""
+    kept = None if memo is None else memo.find(("centre", x, v, window, grid_from))
+    if isinstance(kept, np.ndarray):
+        return [_first(kept >= level if up else kept <= level) for level in levels]
     n = x.size
     w = min(window, n)
     start = np.clip(np.arange(n) - w // 2, 0, n - w)
@@ -165,48 +248,71 @@ def first_reaching(
     return [found.get(i) for i in range(len(levels))]
 
 
+def _first(hit: np.ndarray) -> int | None:
+    """The first index where ``hit`` is true, or None."""
+    i = int(np.argmax(hit)) if hit.size else 0
+    return i if hit.size and hit[i] else None
+
+
 def _fit_blocks(
     x: np.ndarray, v: np.ndarray, start: np.ndarray, at: np.ndarray, w: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_fit_windows` at the points ``at``, in blocks whose ``(points, window)``
     arrays stay in cache: centre, slope (per unit of ``x``), scale, factor."""
     block = max(1, FIT_BLOCK // w)
-    parts = [_fit_windows(x, v, start, at[lo : lo + block], w) for lo in range(0, at.size, block)]
+    parts = [
+        _fit_windows(v, _Windows.of(x, start, at[lo : lo + block], w))
+        for lo in range(0, at.size, block)
+    ]
     return tuple(np.concatenate(p) for p in zip(*parts, strict=True))  # type: ignore[return-value]
+
+
+class _Hermite(NamedTuple):
+    """The piecewise cubic through points ``xa`` with given values and slopes there, at
+    points ``x`` (``xa`` increasing, ``x`` inside ``[xa[0], xa[-1]]``): per point, its
+    interval ``j`` and the weights of the values and slopes at ``xa[j]``, ``xa[j + 1]``
+    (the Hermite basis, the slopes' times the interval's length)."""
+
+    j: np.ndarray
+    y0: np.ndarray
+    d0: np.ndarray
+    y1: np.ndarray
+    d1: np.ndarray
+
+    @staticmethod
+    def of(xa: np.ndarray, x: np.ndarray) -> _Hermite:
+        """The basis at ``x`` of the cubic on the points ``xa``."""
+        j = np.clip(np.searchsorted(xa, x, side="right") - 1, 0, xa.size - 2)
+        h = xa[j + 1] - xa[j]
+        h = np.where(h > 0, h, 1.0)
+        t = (x - xa[j]) / h
+        t2, t3 = t * t, t * t * t
+        return _Hermite(
+            j, 2 * t3 - 3 * t2 + 1, (t3 - 2 * t2 + t) * h, 3 * t2 - 2 * t3, (t3 - t2) * h
+        )
+
+    def at(self, ya: np.ndarray, da: np.ndarray) -> np.ndarray:
+        """The cubic with values ``ya`` and slopes ``da`` at the points ``xa``."""
+        j = self.j
+        return self.y0 * ya[j] + self.d0 * da[j] + self.y1 * ya[j + 1] + self.d1 * da[j + 1]
 
 
 def _hermite(xa: np.ndarray, ya: np.ndarray, da: np.ndarray, x: np.ndarray) -> np.ndarray:
     """The piecewise cubic through ``(xa, ya)`` with slopes ``da`` there, at ``x``
     (``xa`` increasing, ``x`` inside ``[xa[0], xa[-1]]``)."""
-    j = np.clip(np.searchsorted(xa, x, side="right") - 1, 0, xa.size - 2)
-    h = xa[j + 1] - xa[j]
-    h = np.where(h > 0, h, 1.0)
-    t = (x - xa[j]) / h
-    t2, t3 = t * t, t * t * t
-    return (
-        (2 * t3 - 3 * t2 + 1) * ya[j]
-        + (t3 - 2 * t2 + t) * h * da[j]
-        + (3 * t2 - 2 * t3) * ya[j + 1]
-        + (t3 - t2) * h * da[j + 1]
-    )
+    return _Hermite.of(xa, x).at(ya, da)
 
 
 def _fit_windows(
-    x: np.ndarray, v: np.ndarray, start: np.ndarray, at: np.ndarray, w: int
+    v: np.ndarray, win: _Windows
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`local_fit` at the points ``at`` (window ``i`` starts at ``start[i]``):
-    centre, slope, scale, factor."""
-    idx = start[at, None] + np.arange(w)[None, :]
-    wx, wv = x[idx], v[idx]
-    xi = x[at]
-    span = np.ptp(wx, axis=1)
-    span[span == 0] = 1.0
-    u = (wx - xi[:, None]) / span[:, None]
-    u2 = u * u
+    """:func:`local_fit` at the points of the windows ``win``: centre, slope, scale,
+    factor."""
+    u, u2, plain = win.u, win.u2, win.plain
+    wv = v[win.idx]
     ones = np.ones_like(u)
-    # The plain fit's normal equations give the factor; its moments are the weights' at 1.
-    plain = _normal_matrix(ones, u, u2)
     beta = _solve(plain, ones, wv, u, u2)
+    w = u.shape[1]
     mid = [w // 2] if w % 2 else [w // 2 - 1, w // 2]
     weights = ones
     for it in range(3):
@@ -220,8 +326,7 @@ def _fit_windows(
             z = np.where(s > 0, r / (6 * MAD_SCALE * s), 0.0)
         weights = np.where(np.abs(z) < 1, (1 - z * z) ** 2, 0.0)
     dof = math.sqrt(w / (w - 3)) if w > 3 else 1.0
-    c00 = np.linalg.inv(plain)[:, 0, 0]
-    return beta[:, 0], beta[:, 1] / span, MAD_SCALE * s[:, 0] * dof, c00
+    return beta[:, 0], beta[:, 1] / win.span, MAD_SCALE * s[:, 0] * dof, win.c00
 
 
 _RIDGE = 1e-12 * np.eye(3)
@@ -273,16 +378,23 @@ def rolling_median(a: np.ndarray, size: int) -> np.ndarray:
     return out
 
 
-def robust_band(x: np.ndarray, v: np.ndarray, k: float, window: int) -> Band | None:
+def robust_band(
+    x: np.ndarray, v: np.ndarray, k: float, window: int, memo: Memo | None = None
+) -> Band | None:
     """One baseline's ``(x, median, lo, hi)`` on its own finite points, or None (fewer
-    than :data:`MIN_BAND_POINTS`)."""
+    than :data:`MIN_BAND_POINTS`); ``memo`` keeps what depends on ``x`` alone for the
+    next metric (:func:`local_fit`)."""
     ok = np.isfinite(x) & np.isfinite(v)
     x, v = x[ok], v[ok]
     if x.size < MIN_BAND_POINTS:
         return None
-    order = np.argsort(x, kind="stable")
-    x, v = x[order], v[order]
-    centre, scale, c00 = local_fit(x, v, window)
+    if not (x[1:] >= x[:-1]).all():  # (logs come sorted: skip the sort)
+        order = np.argsort(x, kind="stable")
+        x, v = x[order], v[order]
+    if memo is None:
+        centre, scale, c00 = local_fit(x, v, window)
+    else:
+        centre, scale, c00 = local_fit(x, v, window, memo=memo)
     # One window's scale is itself noisy (a few lucky points make a narrow band); the
     # noise level changes slowly, so it is the rolling median over 3 windows.
     scale = np.maximum(rolling_median(scale, 3 * window), print_step(v))
@@ -294,17 +406,24 @@ def robust_band(x: np.ndarray, v: np.ndarray, k: float, window: int) -> Band | N
     return x, centre, lo, centre + half
 
 
-def band_at(bands: Sequence[Band], x: np.ndarray) -> BandAt:
+def band_at(bands: Sequence[Band], x: np.ndarray, memo: Memo | None = None) -> BandAt:
     """Median, lo, hi of the baselines' band at ``x`` (NaN where none covers it): the
-    envelope of up to 4 baselines' bands, :data:`BAND_QUANTILES` of 5 or more."""
+    envelope of up to 4 baselines' bands, :data:`BAND_QUANTILES` of 5 or more.  ``memo``
+    keeps where ``x`` falls among a band's points for the next call on the same ones."""
     rows = []
     for bx, *curves in bands:
-        gap = gap_limit(bx)
-        rows.append([interp(bx, c, x, gap) for c in curves])
-    m, lo_, hi_ = (np.vstack(curve) for curve in zip(*rows, strict=True))
+        if memo is None:
+            gap = gap_limit(bx)
+        else:
+            gap = memo.get(("gap", bx), lambda: gap_limit(bx))  # noqa: B023 (called at once)
+        rows.append(interp_many(bx, curves, x, gap, memo))
     if len(rows) == 1:  # one baseline: its band, where it covers
-        some = np.isfinite(m[0])
-        return BandAt(m[0], np.where(some, lo_[0], np.nan), np.where(some, hi_[0], np.nan))
+        m1, lo1, hi1 = rows[0]
+        some = np.isfinite(m1)
+        if some.all():
+            return BandAt(m1, lo1, hi1)
+        return BandAt(m1, np.where(some, lo1, np.nan), np.where(some, hi1, np.nan))
+    m, lo_, hi_ = (np.vstack(curve) for curve in zip(*rows, strict=True))
     n = np.isfinite(m).sum(axis=0)
     med = np.full(x.shape, np.nan)
     lo_out, hi_out = med.copy(), med.copy()

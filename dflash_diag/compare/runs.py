@@ -20,6 +20,7 @@ from .align import (
     ALIGN_MODES,
     AXIS_NAMES,
     AlignedLog,
+    Memo,
     check_overlap,
     column,
     gap_limit,
@@ -37,6 +38,7 @@ from .band import (
     band_at,
     band_words,
     robust_band,
+    side_codes,
     side_of,
 )
 from .results import Comparison, Curves, MetricComparison, NonFinite, PointAnswer
@@ -124,10 +126,21 @@ def compare_runs(
     answers: list[PointAnswer] = []
     labels = phase_labels(run_log.phases, run_log.steps)
     warm = {b.path: phase_labels(b.phases, b.steps) for b in logs}  # (once, not per metric)
+    memo = Memo()  # (the metrics share the logs' axes: their fits' geometry, the knots)
     for i, (name, used) in enumerate(names.items()):
         mc, points = _compare_metric(
-            name, used, run_log, (labels, warm), levels, at, band_k, window, _units(align, events)
+            name,
+            used,
+            run_log,
+            (labels, warm),
+            levels,
+            at,
+            band_k,
+            window,
+            _units(align, events),
+            memo,
         )
+        memo.forget("centre")  # (a metric's fits serve its own milestones only)
         results[name] = mc
         answers.extend(points)
         if progress is not None:
@@ -241,15 +254,16 @@ def _compare_metric(
     band_k: float,
     window: int,
     unit: tuple[float, str, str],
+    memo: Memo | None = None,
 ) -> tuple[MetricComparison, list[PointAnswer]]:
     """One metric's comparison and its point answers; ``phase_of``: the run's phase
-    labels and each baseline's (by path)."""
+    labels and each baseline's (by path); ``memo``: what the metrics share."""
     kind = metric_kind(name)
     labels, warm = phase_of
     notes: list[str] = []
     bands = []
     for b in used:
-        band = robust_band(b.x, column(b.table, name), band_k, window)
+        band = robust_band(b.x, column(b.table, name), band_k, window, memo)
         if band is None:
             notes.append(
                 f"{b.name} logs {name} at fewer than {MIN_BAND_POINTS} points: no band from it"
@@ -261,20 +275,22 @@ def _compare_metric(
     bad = _failed(run, name)
     nonfinite = {log.path: _nonfinite(log, name) for log in (run, *used)}
     none = np.full(v.shape, np.nan)
-    here = band_at(bands, run.x) if bands else BandAt(none, none, none)
+    here = band_at(bands, run.x, memo) if bands else BandAt(none, none, none)
     if run.phases.found or run.phases.peak_lr is not None:
         groups = [("warmup", labels == "warmup"), ("post_warmup", labels != "warmup")]
     else:
         groups = [("all", np.ones(v.shape, dtype=bool))]
+    side = side_codes(v, here)  # (elementwise: a phase's are its points')
+    has = np.isfinite(v)
     phases = tuple(
-        summarise_phase(ph, run.steps[m], v[m], here.select(m))
+        summarise_phase(ph, run.steps[m], v[m], here.select(m), side[m])
         for ph, m in groups
-        if np.isfinite(v[m]).any()
+        if has[m].any()
     )
-    overall = summarise_phase("all", run.steps, v, here)
+    overall = summarise_phase("all", run.steps, v, here, side)
     names = [b.name for b in used]
     scale, per, word = unit
-    ctx = _PointContext(name, v, bad, run, bands, kind, names, word)
+    ctx = _PointContext(name, v, bad, run, bands, kind, names, word, memo)
     points = [_answer(int(s), ctx) for s in at]
     last = _last_compared(run, v, here.med)
     head = points[0] if points else (_answer(last, ctx) if last is not None else None)
@@ -289,12 +305,12 @@ def _compare_metric(
         name=name,
         kind=kind,
         phases=phases,
-        milestones=find_milestones(metric_levels, kind, (*used, run), name, window),
+        milestones=find_milestones(metric_levels, kind, (*used, run), name, window, memo),
         slopes=slopes,
         verdict=overall.verdict,
         sentence=sentence,
         baselines_used=tuple(b.path for b in used),
-        curves=_curves(name, used, run, v, bands),
+        curves=_curves(name, used, run, v, bands, memo),
         notes=tuple(notes),
         nonfinite=nonfinite,
     )
@@ -313,13 +329,18 @@ def _present(x: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _curves(
-    name: str, used: Sequence[AlignedLog], run: AlignedLog, v: np.ndarray, bands: Sequence[Band]
+    name: str,
+    used: Sequence[AlignedLog],
+    run: AlignedLog,
+    v: np.ndarray,
+    bands: Sequence[Band],
+    memo: Memo | None = None,
 ) -> Curves:
     if len(bands) == 1 and bool((bands[0][0][1:] > bands[0][0][:-1]).all()):
         grid = bands[0][0]  # (already sorted and unique)
     else:
         grid = np.unique(np.concatenate([bx for bx, *_ in bands])) if bands else np.array([])
-    on_grid = band_at(bands, grid) if bands else BandAt(grid, grid, grid)
+    on_grid = band_at(bands, grid, memo) if bands else BandAt(grid, grid, grid)
     return Curves(
         run=_present(run.x, v),
         baselines={b.path: _present(b.x, column(b.table, name)) for b in used},
@@ -335,7 +356,8 @@ def _last_compared(run: AlignedLog, v: np.ndarray, med: np.ndarray) -> int | Non
 
 class _PointContext(NamedTuple):
     """What a point answer needs of one metric: the run's finite values ``v``, its
-    logged nan/inf ``bad``, the baselines' bands, the word for a step (``unit``)."""
+    logged nan/inf ``bad``, the baselines' bands, the word for a step (``unit``), what
+    the metrics share (``memo``)."""
 
     name: str
     v: np.ndarray
@@ -345,6 +367,7 @@ class _PointContext(NamedTuple):
     kind: str
     names: Sequence[str]
     unit: str = "step"
+    memo: Memo | None = None
 
 
 def failed_near(steps: np.ndarray, v: np.ndarray, bad: np.ndarray, step: int) -> int | None:
@@ -372,14 +395,21 @@ def _answer(step: int, ctx: _PointContext) -> PointAnswer:
     """The point answer at one run step: value, lr, warmup progress, band, verdict."""
     name, v, run, bands = ctx.name, ctx.v, ctx.run, ctx.bands
     q = np.array([float(step)])
-    gap = gap_limit(run.steps[np.isfinite(v)])
+    logged = run.steps[np.isfinite(v)]
+    if ctx.memo is None:
+        gap = gap_limit(logged)
+    else:
+        gap = ctx.memo.get(("gap", logged), lambda: gap_limit(logged))
     failed = failed_near(run.steps, v, ctx.bad, step)
     value = math.nan if failed is not None else float(interp(run.steps, v, q, gap)[0])
     lr = float(interp(run.steps, column(run.table, "lr"), q, gap)[0])
     x = float(interp(run.steps, run.x, q, math.inf)[0])
     prog = float(warmup_progress(run.phases, q)[0])
     nan = np.array([math.nan])
-    here = band_at(bands, np.array([x])) if bands and math.isfinite(x) else BandAt(nan, nan, nan)
+    if bands and math.isfinite(x):
+        here = band_at(bands, np.array([x]), ctx.memo)
+    else:
+        here = BandAt(nan, nan, nan)
     med, lo, hi = (float(a[0]) for a in here)
     if failed is not None:
         verdict = "non-finite"

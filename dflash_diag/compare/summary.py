@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..lr_phases import Phases, phase_labels
-from .align import AlignedLog, column, short_name
+from .align import AlignedLog, Memo, column, short_name
 from .band import MIN_BAND_POINTS, SIDE_CODES, BandAt, first_reaching, side_codes
 from .results import Departure, Milestone, NonFinite, PhaseSummary, PointAnswer, Slope
 
@@ -45,10 +45,14 @@ def _label(inside: float, above: float, below: float) -> str:
     return "above" if above >= below else "below"
 
 
-def summarise_phase(phase: str, steps: np.ndarray, v: np.ndarray, band: BandAt) -> PhaseSummary:
+def summarise_phase(
+    phase: str, steps: np.ndarray, v: np.ndarray, band: BandAt, side: np.ndarray | None = None
+) -> PhaseSummary:
     """Shares of the run's points ``(steps, v)`` inside, above and below ``band``, the
-    verdict (module docstring) and the largest departure."""
-    side = side_codes(v, band)
+    verdict (module docstring) and the largest departure; ``side``: the points'
+    :func:`~dflash_diag.compare.band.side_codes` when already found."""
+    if side is None:
+        side = side_codes(v, band)
     has = np.isfinite(v)
     counts = np.bincount(side, minlength=4)
     n_points, n_comp = int(has.sum()), int(counts[1:].sum())
@@ -81,15 +85,19 @@ def _largest_departure(
     out = up | (side == SIDE_CODES["below"])
     if not out.any():
         return None
+    # Widths out of the band, of the points outside it only (inside ones never win:
+    # an outside point's width is positive, or NaN, which argmax takes first as well).
+    at = np.flatnonzero(out)
+    vo, mo, lo_o, hi_o = v[at], med[at], lo[at], hi[at]
     tiny = 1e-12
     with np.errstate(all="ignore"):
         widths = np.where(
-            up,
-            (v - hi) / np.maximum(hi - med, tiny),
-            (lo - v) / np.maximum(med - lo, tiny),
+            up[at],
+            (vo - hi_o) / np.maximum(hi_o - mo, tiny),
+            (lo_o - vo) / np.maximum(mo - lo_o, tiny),
         )
-    widths = np.where(out, widths, -np.inf)
-    i = int(np.argmax(widths))
+    k = int(np.argmax(widths))
+    i = int(at[k])
     excess = v[i] - hi[i] if up[i] else v[i] - lo[i]
     return Departure(
         step=int(steps[i]),
@@ -98,7 +106,7 @@ def _largest_departure(
         band=(float(lo[i]), float(hi[i])),
         side="above" if up[i] else "below",
         excess=float(excess),
-        widths=float(widths[i]),
+        widths=float(widths[k]),
     )
 
 
@@ -179,7 +187,10 @@ def slopes_after_warmup(
         m = bpost & (b.x >= lo) & (b.x <= hi)
         base = slope_with_ci(b.x[m], bv[m], file=b.path, scale=scale, per=per)
         r = (rx >= lo) & (rx <= hi)
-        same = slope_with_ci(rx[r], rv[r], scale=scale, per=per)
+        if r.all():  # (the run's own points: its slope, found once)
+            same = replace(own, file="")
+        else:
+            same = slope_with_ci(rx[r], rv[r], scale=scale, per=per)
         out.append(_versus(same, base, (float(lo), float(hi))))
     return tuple(out)
 
@@ -283,10 +294,16 @@ def parse_milestones(texts: Sequence[str]) -> dict[str, tuple[float, ...]]:
 
 
 def find_milestones(
-    levels: Sequence[float], kind: str, logs: Sequence[AlignedLog], name: str, window: int
+    levels: Sequence[float],
+    kind: str,
+    logs: Sequence[AlignedLog],
+    name: str,
+    window: int,
+    memo: Memo | None = None,
 ) -> tuple[Milestone, ...]:
     """For each level, the first step at which each log's smoothed ``name`` reaches it
-    (falls to it for ``kind == "loss"``); see :class:`Milestone`."""
+    (falls to it for ``kind == "loss"``); see :class:`Milestone`.  ``memo``: the fits
+    already made (a baseline's band)."""
     if not levels:
         return ()  # (no smoothing either: a long log's fit takes seconds)
     direction = "down" if kind == "loss" else "up"
@@ -295,7 +312,7 @@ def find_milestones(
         v = column(log.table, name)
         ok = np.isfinite(v)
         if ok.sum() >= MIN_BAND_POINTS:
-            first = first_reaching(log.x[ok], v[ok], window, levels, direction == "up")
+            first = first_reaching(log.x[ok], v[ok], window, levels, direction == "up", memo=memo)
             hits[log.path] = (log.steps[ok], log.x[ok], first)
     out = []
     for j, level in enumerate(levels):
