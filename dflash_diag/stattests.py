@@ -70,7 +70,8 @@ def average_ranks(x: Any) -> Any:
     import numpy as np
 
     a = np.asarray(x)
-    order = np.argsort(a, kind="stable")
+    # (any sort will do: tied values share one mean rank whatever their order)
+    order = np.argsort(a)
     s = a[order]
     new = np.concatenate([[True], s[1:] != s[:-1]]) if a.size else np.zeros(0, dtype=bool)
     group = np.cumsum(new) - 1  # tie group of each sorted position
