@@ -468,23 +468,28 @@ def phase_labels(phases: Phases, steps: np.ndarray) -> np.ndarray:
     ['warmup', 'peak', 'peak', 'decay']
     """
     st = np.asarray(steps, dtype=float).ravel()
-    out = np.full(st.shape, "unknown", dtype=object)
+    code = np.zeros(st.shape, dtype=np.int8)  # an index into PHASE_NAMES
     flat = not phases.found and phases.source == "lr" and phases.peak_lr is not None
     if flat:
-        out[:] = "peak"
-        return out.astype(str)
-    if not phases.found:
-        return out.astype(str)
-    if phases.warmup_end_step is None:
+        code[:] = 2
+    elif phases.found and phases.warmup_end_step is None:
         # Unfinished warmup with an unknown end: everything logged so far is warmup.
-        out[:] = "warmup"
-        return out.astype(str)
-    out[:] = "peak"
-    out[st < phases.warmup_end_step] = "warmup"
-    if phases.decay_start_step is not None:
-        out[st > phases.decay_start_step] = "decay"
-    out[~np.isfinite(st)] = "unknown"
-    return out.astype(str)
+        code[:] = 1
+    elif phases.found:
+        code[:] = 2
+        code[st < phases.warmup_end_step] = 1
+        if phases.decay_start_step is not None:
+            code[st > phases.decay_start_step] = 3
+        code[~np.isfinite(st)] = 0
+    # (as wide as the longest name present, as strings made one by one would be)
+    width = max(
+        (len(PHASE_NAMES[c]) for c in np.flatnonzero(np.bincount(code, minlength=4))), default=1
+    )
+    return np.asarray(PHASE_NAMES, dtype=f"<U{width}")[code]
+
+
+#: The labels of :func:`phase_labels`, by code.
+PHASE_NAMES = ("unknown", "warmup", "peak", "decay")
 
 
 def warmup_progress(phases: Phases, steps: np.ndarray) -> np.ndarray:

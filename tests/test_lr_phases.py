@@ -195,3 +195,35 @@ def test_warmup_end_is_within_one_logging_interval(warmup, every, start, decay):
     rank = np.array([{"warmup": 0, "peak": 1, "decay": 2}[x] for x in labels])
     assert (np.diff(rank) >= 0).all()
     assert labels[-1] == ("peak" if decay == "none" else "decay")
+
+
+def labels_one_by_one(phases: Phases, steps: np.ndarray) -> np.ndarray:
+    """The labels as first written: an object array of strings, made ``str`` at the end."""
+    st_ = np.asarray(steps, dtype=float).ravel()
+    out = np.full(st_.shape, "unknown", dtype=object)
+    if not phases.found and phases.source == "lr" and phases.peak_lr is not None:
+        out[:] = "peak"
+    elif phases.found and phases.warmup_end_step is None:
+        out[:] = "warmup"
+    elif phases.found:
+        out[:] = "peak"
+        out[st_ < phases.warmup_end_step] = "warmup"
+        if phases.decay_start_step is not None:
+            out[st_ > phases.decay_start_step] = "decay"
+        out[~np.isfinite(st_)] = "unknown"
+    return out.astype(str)
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(
+    found=st.booleans(),
+    source=st.sampled_from(["lr", "loss"]),
+    peak=st.one_of(st.none(), st.floats(1e-5, 1.0)),
+    warm=st.one_of(st.none(), st.integers(0, 30)),
+    decay=st.one_of(st.none(), st.integers(0, 40)),
+    steps=st.lists(st.one_of(st.integers(-5, 50), st.just(float("nan"))), max_size=30),
+)
+def test_labels_from_codes_are_the_strings_one_by_one(found, source, peak, warm, decay, steps):
+    p = Phases(found, warmup_end_step=warm, decay_start_step=decay, peak_lr=peak, source=source)
+    got, want = phase_labels(p, np.array(steps, dtype=float)), labels_one_by_one(p, steps)
+    assert got.dtype == want.dtype and got.tolist() == want.tolist()
