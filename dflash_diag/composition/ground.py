@@ -19,7 +19,6 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..arrays import unique_values
 from ..data import strategy_info
 from ..errors import InputError
 
@@ -273,6 +272,7 @@ def check_recording(
     """
     import numpy as np
 
+    from ..arrays import unique_values
     from ..schedule import verify_tokens
 
     have = unique_values(recorded.steps["step"].to_numpy(dtype=np.int64))
