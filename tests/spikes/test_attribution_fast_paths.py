@@ -36,19 +36,26 @@ schedules = st.builds(
     shard=st.sampled_from(["strided", "contiguous", "accelerate"]),
     first_step=st.integers(0, 1),
 )
+#: a run of a schedule, and how its log covers it
+RUNS = {
+    "params": schedules,
+    "n": st.integers(1, 300),
+    "seed": st.integers(0, 1000),
+    "n_cat": st.integers(0, 3),
+    "epochs": st.integers(1, 3),
+    "interval": st.integers(1, 4),
+    "covers": st.sampled_from(["window", "step"]),
+    "rank": st.sampled_from([None, 0, 1]),
+}
+
+
+def lengths_and_categories(n: int, seed: int, n_cat: int):
+    rng = np.random.default_rng(seed)
+    return rng.integers(1, 60, n), (rng.integers(0, n_cat, n) if n_cat else None)
 
 
 @settings(max_examples=examples(60), deadline=None)
-@given(
-    params=schedules,
-    n=st.integers(1, 300),
-    seed=st.integers(0, 1000),
-    n_cat=st.integers(0, 3),
-    epochs=st.integers(1, 3),
-    interval=st.integers(1, 4),
-    covers=st.sampled_from(["window", "step"]),
-    rank=st.sampled_from([None, 0, 1]),
-)
+@given(**RUNS)
 def test_replayed_shares_are_the_shares_of_the_replay(
     params: ScheduleParams,
     n: int,
@@ -59,9 +66,7 @@ def test_replayed_shares_are_the_shares_of_the_replay(
     covers: str,
     rank: int | None,
 ) -> None:
-    rng = np.random.default_rng(seed)
-    lengths = rng.integers(1, 60, n)
-    cats = rng.integers(0, n_cat, n) if n_cat else None
+    lengths, cats = lengths_and_categories(n, seed, n_cat)
     cells, n_cells = sample_cells(np.minimum(lengths, params.max_seq_len or 1 << 30), cats)
     rep = replay(lengths, params, epochs=epochs)
     steps = rep.steps["step"].to_numpy()
@@ -76,16 +81,7 @@ def test_replayed_shares_are_the_shares_of_the_replay(
 
 
 @settings(max_examples=examples(40), deadline=None)
-@given(
-    params=schedules,
-    n=st.integers(1, 300),
-    seed=st.integers(0, 1000),
-    n_cat=st.integers(0, 3),
-    epochs=st.integers(1, 3),
-    interval=st.integers(1, 4),
-    covers=st.sampled_from(["window", "step"]),
-    rank=st.sampled_from([None, 0, 1]),
-)
+@given(**RUNS)
 def test_point_shares_are_mixture_shares(
     params: ScheduleParams,
     n: int,
@@ -96,9 +92,7 @@ def test_point_shares_are_mixture_shares(
     covers: str,
     rank: int | None,
 ) -> None:
-    rng = np.random.default_rng(seed)
-    lengths = rng.integers(1, 60, n)
-    cats = rng.integers(0, n_cat, n) if n_cat else None
+    lengths, cats = lengths_and_categories(n, seed, n_cat)
     rep = replay(lengths, params, epochs=epochs)
     cells, n_cells = sample_cells(rep.lengths, cats)
     # every other step logged, as a log with gaps
