@@ -224,6 +224,8 @@ def check_fit(
     """
     import numpy as np
 
+    from ..arrays import chunks
+
     def refuse(what: str) -> InputError:
         return InputError(
             path,
@@ -237,9 +239,9 @@ def check_fit(
     top = int(recorded.max()) if len(recorded) and cap is None else 0
     first_bad: tuple[int, int, int] | None = None
     explained = True  # (every difference so far: the longest recorded, cut from longer)
-    for start in range(0, len(ids), FIT_CHUNK):  # (no temporaries as long as the rows)
-        rec = recorded[start : start + FIT_CHUNK]
-        expected = man[ids[start : start + FIT_CHUNK]]
+    for part in chunks(len(ids)):  # (no temporaries as long as the rows)
+        rec = recorded[part]
+        expected = man[ids[part]]
         bad = rec != expected
         if cap is not None:
             bad &= rec != np.minimum(expected, cap)
@@ -247,7 +249,7 @@ def check_fit(
             continue
         if first_bad is None:
             i = int(np.flatnonzero(bad)[0])
-            first_bad = (int(ids[start + i]), int(rec[i]), int(expected[i]))
+            first_bad = (int(ids[part.start + i]), int(rec[i]), int(expected[i]))
         if cap is not None:
             break
         explained = explained and bool(((rec[bad] == top) & (expected[bad] > top)).all())
@@ -257,10 +259,6 @@ def check_fit(
         return top
     sample, got, want = first_bad
     raise refuse(f"sample {sample} has length {got} recorded, {want} in the manifest")
-
-
-#: Rows :func:`check_fit` compares at a time.
-FIT_CHUNK = 2**20
 
 
 def infer_epochs(step: np.ndarray, ids: np.ndarray, bounds: np.ndarray) -> np.ndarray:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..arrays import chunks
 from ..errors import InputError
 from .membership import Membership
 
@@ -53,7 +54,7 @@ class Appearances:
         a ``np.bincount`` of the samples and integer sums by ``np.add.at`` a chunk of
         entries at a time (exact, and no float array as long as the entries)."""
         sums = np.zeros(self.n_samples, dtype=np.int64)
-        for part in _chunks(self.sample.size):
+        for part in chunks(self.sample.size):
             np.add.at(sums, self.sample[part], self.rank[part].astype(np.int64))
         return self.counts(), sums
 
@@ -72,21 +73,11 @@ class Appearances:
         current = lowest
         for _ in range(allow_low):
             below, current = current, np.full(self.n_samples, n, dtype=self.rank.dtype)
-            for part in _chunks(self.sample.size):
+            for part in chunks(self.sample.size):
                 s, r = self.sample[part], self.rank[part]
                 rest = r > below[s]
                 np.minimum.at(current, s[rest], r[rest])
         return lowest.astype(np.int64), current.astype(np.int64)
-
-
-#: Entries a chunked pass takes at a time.
-CHUNK = 2**20
-
-
-def _chunks(n: int) -> list[slice]:
-    """``0 .. n`` in slices of :data:`CHUNK`: a pass a chunk at a time keeps its
-    temporaries in cache."""
-    return [slice(start, start + CHUNK) for start in range(0, n, CHUNK)]
 
 
 def appearances(membership: Membership, z: np.ndarray | None = None) -> Appearances:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..arrays import chunks
 from ..errors import InputError
 
 _WHERE = "membership"
@@ -233,13 +234,13 @@ def _by_point_then_sample(
     return pt, key, tok, repeats
 
 
-def _keys_rise(pt: np.ndarray, sm: np.ndarray, width: int, chunk: int = 2**20) -> bool:
+def _keys_rise(pt: np.ndarray, sm: np.ndarray, width: int) -> bool:
     """Whether ``point * width + sample`` rises strictly from entry to entry, checked a
     chunk at a time (no array of keys as long as the entries)."""
     last = -1
-    for start in range(0, pt.size, chunk):
-        key = pt[start : start + chunk].astype(np.int64) * width
-        key += sm[start : start + chunk]
+    for part in chunks(pt.size):
+        key = pt[part].astype(np.int64) * width
+        key += sm[part]
         if key[0] <= last or not bool((key[1:] > key[:-1]).all()):
             return False
         last = int(key[-1])
@@ -252,7 +253,7 @@ def entries_with(samples: np.ndarray, ids: np.ndarray, n_samples: int) -> np.nda
     A look-up of a ``[n_samples]`` mask per entry is random access over it; for a few
     ids the entries are first screened by a 64 KiB mask of the ids' low 16 bits (it
     stays in cache), and only the survivors looked up in the full one.  Either way a
-    chunk of :data:`SCAN_CHUNK` entries at a time: no temporary as long as the entries.
+    chunk of entries at a time: no temporary as long as the entries.
     """
     mask = np.zeros(n_samples, dtype=bool)
     mask[ids] = True
@@ -260,19 +261,16 @@ def entries_with(samples: np.ndarray, ids: np.ndarray, n_samples: int) -> np.nda
     low = np.zeros(2**16, dtype=bool)
     low[ids & 0xFFFF] = True
     found = []
-    for start in range(0, samples.size, SCAN_CHUNK):
-        part = samples[start : start + SCAN_CHUNK]
+    for at in chunks(samples.size):
+        part = samples[at]
         if few:
             maybe = np.flatnonzero(low[part & 0xFFFF])
             hits = maybe[mask[part[maybe]]]
         else:
             hits = np.flatnonzero(mask[part])
-        found.append(hits + start)
+        found.append(hits + at.start)
     return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
-
-#: Entries :func:`entries_with` scans at a time.
-SCAN_CHUNK = 2**20
 
 
 def _int_array(values: object, name: str) -> np.ndarray:

@@ -4,6 +4,7 @@ the same cap, or the same refusal naming the same first sample (Hypothesis)."""
 from __future__ import annotations
 
 import numpy as np
+from chunking import small_chunks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -34,13 +35,11 @@ def whole(ids, recorded, man, cap):
 
 
 def chunked(ids, recorded, man, cap, chunk):
-    saved, recording.FIT_CHUNK = recording.FIT_CHUNK, chunk
     try:
-        return recording.check_fit("rec", ids, recorded, man, cap)
+        with small_chunks(chunk):
+            return recording.check_fit("rec", ids, recorded, man, cap)
     except InputError as err:
         return str(err).split("does not fit the manifest: ")[1].split(" (")[0].split("; ")[0]
-    finally:
-        recording.FIT_CHUNK = saved
 
 
 @settings(max_examples=150, deadline=None)

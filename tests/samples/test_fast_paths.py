@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from chunking import small_chunks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import gammaln
@@ -114,16 +115,11 @@ def test_chunked_counts_rank_sums_and_order_statistics_are_the_plain_ones(
     run, chunk, allow_low
 ) -> None:
     # (chunks of a few entries, so that the passes cross chunk boundaries)
-    import dflash_diag.samples.appearances as module
-
     m, z = run
     app = appearances(m, z)
-    saved, module.CHUNK = module.CHUNK, chunk
-    try:
+    with small_chunks(chunk):
         k, rank_sum = app.counts_and_rank_sums()
         lowest, nth = app.lowest(allow_low)
-    finally:
-        module.CHUNK = saved
     assert k.tolist() == np.bincount(app.sample, minlength=m.n_samples).tolist()
     ranks = [sorted(app.rank[app.sample == s].tolist()) for s in range(m.n_samples)]
     assert rank_sum.tolist() == [sum(r) for r in ranks]
@@ -157,17 +153,12 @@ def test_keyed_bh_equals_bh(table: list[float], rows: list[tuple[int, bool, floa
 def test_entries_with_equals_a_mask_look_up(n: int, entries: list[int], ids: list[int], chunk):
     # ids that agree in their low 16 bits with other samples must not slip through, and
     # none is lost at a chunk's edge
-    import dflash_diag.samples.membership as module
-
     samples = np.array([e % n for e in entries], dtype=np.int32)
     wanted = np.unique(np.array([i % n for i in ids], dtype=np.int64))
     mask = np.zeros(n, dtype=bool)
     mask[wanted] = True
-    saved, module.SCAN_CHUNK = module.SCAN_CHUNK, chunk
-    try:
+    with small_chunks(chunk):
         got = entries_with(samples, wanted, n)
-    finally:
-        module.SCAN_CHUNK = saved
     assert got.dtype == np.int64
     assert got.tolist() == np.flatnonzero(mask[samples]).tolist()
 
@@ -324,7 +315,9 @@ def test_keys_rise_a_chunk_at_a_time_as_over_the_whole(pairs, chunk, sort):
     point = np.array([p for p, _ in pairs], dtype=np.int32)
     sample = np.array([s for _, s in pairs], dtype=np.int32)
     key = point.astype(np.int64) * 2**31 + sample
-    assert _keys_rise(point, sample, 2**31, chunk) == bool(np.all(key[1:] > key[:-1]))
+    with small_chunks(chunk):
+        rise = _keys_rise(point, sample, 2**31)
+    assert rise == bool(np.all(key[1:] > key[:-1]))
     if pairs:
         m = Membership.from_entries(point, sample, 2**31 - 1)
         want = np.unique(key)
