@@ -118,23 +118,17 @@ def _log_factorial(top: int, size: int) -> Callable[[np.ndarray], np.ndarray]:
 
 def _log_ratio(k: np.ndarray, n_ge: np.ndarray, n: np.ndarray) -> np.ndarray:
     """``log C(n_ge, k) - log C(n, k)``, ``n_ge`` floored at ``k``, as ``lg(n_ge) -
-    lg(n_ge - k) - lg(n) + lg(n - k)``, ``lg(x) = gammaln(x + 1)``.  The counts are
-    integers, so ``lg`` is one table over ``0 .. max(n)`` (``gammaln`` of the same
-    floats, the same sums: the same bits as calling it per sample) when that is smaller
-    than the samples and every count is an integer in range, else called per sample."""
-    from scipy.special import gammaln
-
+    lg(n_ge - k) - lg(n) + lg(n - k)``, ``lg`` :func:`_log_factorial`'s: a table when
+    every count is an integer in range (``0 <= k <= n``), else ``gammaln`` per sample
+    (the same bits either way)."""
     ints = all(a.dtype.kind in "iu" for a in (k, n_ge, n))
-    top = int(max(n.max(initial=0), n_ge.max(initial=0))) if ints and k.size else 0
-    if ints and 0 < top + 1 <= 2 * k.size and min((n - k).min(initial=0), k.min(initial=0)) >= 0:
-        kk = k.astype(np.int64, copy=False)
-        ge = np.maximum(n_ge, kk)
-        table = gammaln(np.arange(top + 1, dtype=np.float64) + 1)
-        return table[ge] - table[ge - kk] - table[n] + table[n - kk]
     kf = k.astype(np.float64)
     ge = np.maximum(n_ge.astype(np.float64), kf)
     nf = n.astype(np.float64)
-    return gammaln(ge + 1) - gammaln(ge - kf + 1) - gammaln(nf + 1) + gammaln(nf - kf + 1)
+    in_range = ints and k.size and min((nf - kf).min(initial=0), kf.min(initial=0)) >= 0
+    top = int(max(nf.max(initial=0), ge.max(initial=0))) if in_range else -1
+    lg = _log_factorial(top, k.size)
+    return lg(ge) - lg(ge - kf) - lg(nf) + lg(nf - kf)
 
 
 #: ``allow_low`` up to this is summed term by term (:func:`_tail_terms`); above it
