@@ -122,10 +122,7 @@ def interp_many(
     if not all(np.isfinite(fp if fin is None else fp[fin]).all() for fp in fps):
         # (a curve's own NaN changes the knots: each curve on its own)
         return [_Spots.find(xp, fp, x, max_gap).values(fp) for fp in fps]
-    if memo is None:
-        spots = _Spots.find(xp, None, x, max_gap)
-    else:
-        spots = memo.get(("spots", xp, x, max_gap), lambda: _Spots.find(xp, None, x, max_gap))
+    spots = kept(memo, ("spots", xp, x, max_gap), lambda: _Spots.find(xp, None, x, max_gap))
     return [spots.values(fp) for fp in fps]
 
 
@@ -228,6 +225,11 @@ class Memo:
         """Keep ``value`` under ``key`` (the oldest result goes past ``size``)."""
         self._kept.append((key, value))
         del self._kept[: -self._size]
+
+
+def kept(memo: Memo | None, key: tuple[object, ...], make: Callable[[], T]) -> T:
+    """``memo.get(key, make)``, or ``make()`` when there is no memo."""
+    return make() if memo is None else memo.get(key, make)
 
 
 def _same(a: object, b: object) -> bool:

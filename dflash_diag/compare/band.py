@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .align import Memo, gap_limit, interp_many
+from .align import Memo, gap_limit, interp_many, kept
 
 DEFAULT_BAND_K = 3.0
 DEFAULT_WINDOW = 21
@@ -121,10 +121,7 @@ def local_fit(
     What depends on ``x`` alone (the windows, their design, the factor, the curve between
     grid points) is kept in ``memo`` for the next metric logged at the same points.
     """
-    if memo is None:
-        geo = _Geometry.of(x, window, grid_from)
-    else:
-        geo = memo.get(("fit", x, window, grid_from), lambda: _Geometry.of(x, window, grid_from))
+    geo = kept(memo, ("fit", x, window, grid_from), lambda: _Geometry.of(x, window, grid_from))
     parts = [_fit_windows(v, block) for block in geo.blocks]
     centre, slope, scale, _ = (np.concatenate(p) for p in zip(*parts, strict=True))
     if geo.curve is None:
@@ -391,10 +388,7 @@ def robust_band(
     if not (x[1:] >= x[:-1]).all():  # (logs come sorted: skip the sort)
         order = np.argsort(x, kind="stable")
         x, v = x[order], v[order]
-    if memo is None:
-        centre, scale, c00 = local_fit(x, v, window)
-    else:
-        centre, scale, c00 = local_fit(x, v, window, memo=memo)
+    centre, scale, c00 = local_fit(x, v, window, memo=memo)
     # One window's scale is itself noisy (a few lucky points make a narrow band); the
     # noise level changes slowly, so it is the rolling median over 3 windows.
     scale = np.maximum(rolling_median(scale, 3 * window), print_step(v))
@@ -412,10 +406,7 @@ def band_at(bands: Sequence[Band], x: np.ndarray, memo: Memo | None = None) -> B
     keeps where ``x`` falls among a band's points for the next call on the same ones."""
     rows = []
     for bx, *curves in bands:
-        if memo is None:
-            gap = gap_limit(bx)
-        else:
-            gap = memo.get(("gap", bx), lambda: gap_limit(bx))  # noqa: B023 (called at once)
+        gap = kept(memo, ("gap", bx), lambda: gap_limit(bx))  # noqa: B023 (called at once)
         rows.append(interp_many(bx, curves, x, gap, memo))
     if len(rows) == 1:  # one baseline: its band, where it covers
         m1, lo1, hi1 = rows[0]

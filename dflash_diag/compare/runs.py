@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from ..arrays import unique_values
 from ..data import Progress, metric_kind
 from ..errors import InputError
 from ..lr_phases import phase_labels, warmup_progress
@@ -25,6 +26,7 @@ from .align import (
     column,
     gap_limit,
     interp,
+    kept,
     prepare,
     warmup_anchors,
     warmup_ends,
@@ -339,7 +341,7 @@ def _curves(
     if len(bands) == 1 and bool((bands[0][0][1:] > bands[0][0][:-1]).all()):
         grid = bands[0][0]  # (already sorted and unique)
     else:
-        grid = np.unique(np.concatenate([bx for bx, *_ in bands])) if bands else np.array([])
+        grid = unique_values(np.concatenate([bx for bx, *_ in bands])) if bands else np.array([])
     on_grid = band_at(bands, grid, memo) if bands else BandAt(grid, grid, grid)
     return Curves(
         run=_present(run.x, v),
@@ -396,10 +398,7 @@ def _answer(step: int, ctx: _PointContext) -> PointAnswer:
     name, v, run, bands = ctx.name, ctx.v, ctx.run, ctx.bands
     q = np.array([float(step)])
     logged = run.steps[np.isfinite(v)]
-    if ctx.memo is None:
-        gap = gap_limit(logged)
-    else:
-        gap = ctx.memo.get(("gap", logged), lambda: gap_limit(logged))
+    gap = kept(ctx.memo, ("gap", logged), lambda: gap_limit(logged))
     failed = failed_near(run.steps, v, ctx.bad, step)
     value = math.nan if failed is not None else float(interp(run.steps, v, q, gap)[0])
     lr = float(interp(run.steps, column(run.table, "lr"), q, gap)[0])

@@ -272,7 +272,6 @@ def entries_with(samples: np.ndarray, ids: np.ndarray, n_samples: int) -> np.nda
     return np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
 
 
-
 def _int_array(values: object, name: str) -> np.ndarray:
     arr = np.asarray(values)
     if arr.ndim != 1:

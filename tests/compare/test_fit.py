@@ -148,11 +148,11 @@ def test_long_noisy_log_on_the_grid_stays_near_the_full_fit() -> None:
     x, v = np.arange(1.0, n + 1), rng.random(n)
     exact_fit = band.local_fit
 
-    def every_point(x: np.ndarray, v: np.ndarray, window: int) -> tuple[np.ndarray, ...]:
-        return exact_fit(x, v, window, grid_from=10**9)
+    def every_point(x: np.ndarray, v: np.ndarray, window: int, memo=None) -> tuple:
+        return exact_fit(x, v, window, grid_from=10**9, memo=memo)
 
-    def on_grid(x: np.ndarray, v: np.ndarray, window: int) -> tuple[np.ndarray, ...]:
-        return exact_fit(x, v, window, grid_from=n // 15)
+    def on_grid(x: np.ndarray, v: np.ndarray, window: int, memo=None) -> tuple:
+        return exact_fit(x, v, window, grid_from=n // 15, memo=memo)
 
     got = {}
     for name, fit in (("full", every_point), ("grid", on_grid)):
