@@ -20,7 +20,7 @@ ridge ``1e-3 n`` on the standardised regressors) of the residual on
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .windows import median_of
 
@@ -264,32 +264,6 @@ def sample_cells(lengths: np.ndarray, categories: np.ndarray | None) -> tuple[np
     codes = np.asarray(categories, dtype=np.int64)
     n_cat = int(codes.max()) + 1 if codes.size else 1
     return bins * n_cat + codes, n_bins * n_cat
-
-
-def mixture_shares(
-    replay: Any, point_of_micro: np.ndarray, n_points: int, cells: np.ndarray, n_cells: int
-) -> np.ndarray:
-    """``(n_points, n_cells)``: each point's share of real tokens from each cell.
-
-    Loss is a mean over a batch's tokens, so a batch's expected loss is the token-weighted
-    mean of its samples' difficulty: the shares are the regressors of the mixture model,
-    meaningful for any schedule's batches (nothing to extrapolate).
-    """
-    import numpy as np
-
-    n_per_micro = np.diff(replay.offsets)
-    point = np.repeat(point_of_micro, n_per_micro)
-    ids = replay.sample_ids
-    keep = point >= 0  # (micro-batches of no logged point: -1)
-    if not keep.all():
-        point, ids = point[keep], ids[keep]
-    key = point * n_cells
-    key += cells[ids]
-    w = replay.lengths[ids].astype(np.float64)
-    tot = np.bincount(key, weights=w, minlength=n_points * n_cells).reshape(n_points, n_cells)
-    s = tot.sum(axis=1, keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(s > 0, tot / s, np.nan)
 
 
 #: Similar batches whose residuals predict a point's (k nearest neighbours).

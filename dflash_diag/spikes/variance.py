@@ -291,7 +291,7 @@ def counterfactual(
 ) -> tuple[float | None, float | None, tuple[Counterfactual, ...]]:
     """``(current_var, mixture model r2_cv, per-strategy Counterfactual)``.
 
-    The model here is the mixture model of :func:`~dflash_diag.spikes.model.mixture_shares`
+    The model here is the mixture model of :func:`point_shares`
     (a batch's expected residual = its token shares by length bin x category, times a
     learnt difficulty per cell), fitted on the run: unlike the feature model it applies
     to batches of any composition, so other schedules are predicted without extrapolation.
@@ -352,10 +352,13 @@ def counterfactual(
 def point_shares(
     replay: Replay, point_of_micro: np.ndarray, n_points: int, cells: np.ndarray, n_cells: int
 ) -> np.ndarray:
-    """:func:`~dflash_diag.spikes.model.mixture_shares`, the same numbers, a chunk of
-    micro-batches at a time (no per-sample temporaries of the whole replay): each
-    point's share of real tokens from each cell.  The sums are of whole token counts,
-    exact in float64 in any order."""
+    """``(n_points, n_cells)``: each point's share of real tokens from each cell, a chunk
+    of micro-batches at a time (no per-sample temporaries of the whole replay).
+
+    Loss is a mean over a batch's tokens, so a batch's expected loss is the token-weighted
+    mean of its samples' difficulty: the shares are the regressors of the mixture model,
+    meaningful for any schedule's batches (nothing to extrapolate).  The sums are of whole
+    token counts, exact in float64 in any order."""
     import numpy as np
 
     from ..schedule.base import Batches
@@ -377,13 +380,12 @@ def replayed_shares(
     cells: np.ndarray,
     n_cells: int,
 ) -> np.ndarray:
-    """``(points, n_cells)``: the mixture shares (:func:`~dflash_diag.spikes.model.
-    mixture_shares`) of every logged point of the replay of ``params`` over ``epochs``,
-    a point every ``interval`` of its steps (``covers``, ``rank``: as
-    :func:`~dflash_diag.spikes.features.micro_points` takes them), without building the
-    replay.
+    """``(points, n_cells)``: the mixture shares (:func:`point_shares`) of every logged
+    point of the replay of ``params`` over ``epochs``, a point every ``interval`` of its
+    steps (``covers``, ``rank``: as :func:`~dflash_diag.spikes.features.micro_points`
+    takes them), without building the replay.
 
-    The same numbers as ``mixture_shares`` of ``replay(source, params, epochs)``: the
+    The same numbers as ``point_shares`` of ``replay(source, params, epochs)``: the
     epochs are those of :func:`~dflash_diag.schedule.replay.replay_epochs`, and each
     micro-batch's real tokens by cell are added, a chunk of micro-batches at a time,
     to its step's row, the steps' rows then to their points'.  Only the order of the
@@ -429,8 +431,7 @@ def replayed_shares(
 
 
 def _shares(tot: np.ndarray) -> np.ndarray:
-    """Each row's tokens by cell over its total: the shares (NaN for a row of none), as
-    :func:`~dflash_diag.spikes.model.mixture_shares` divides them."""
+    """Each row's tokens by cell over its total: the shares (NaN for a row of none)."""
     import numpy as np
 
     s = tot.sum(axis=1, keepdims=True)

@@ -18,7 +18,7 @@ from dflash_diag.spikes.features import (
     rank_features,
     steps_per_point,
 )
-from dflash_diag.spikes.model import mixture_shares, sample_cells
+from dflash_diag.spikes.model import sample_cells
 from dflash_diag.spikes.variance import point_shares, replayed_shares
 
 schedules = st.builds(
@@ -36,6 +36,23 @@ schedules = st.builds(
     shard=st.sampled_from(["strided", "contiguous", "accelerate"]),
     first_step=st.integers(0, 1),
 )
+
+
+def mixture_shares(replay, point_of_micro, n_points, cells, n_cells):
+    """The shares as first written, the plain reference: every entry of the replay at
+    once, one ``np.bincount`` of (point, cell) keys weighted by the tokens."""
+    point = np.repeat(point_of_micro, np.diff(replay.offsets))
+    ids = replay.sample_ids
+    keep = point >= 0
+    point, ids = point[keep], ids[keep]
+    key = point * n_cells + cells[ids]
+    w = replay.lengths[ids].astype(np.float64)
+    tot = np.bincount(key, weights=w, minlength=n_points * n_cells).reshape(n_points, n_cells)
+    s = tot.sum(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(s > 0, tot / s, np.nan)
+
+
 #: a run of a schedule, and how its log covers it
 RUNS = {
     "params": schedules,
