@@ -26,10 +26,6 @@ best CPU seconds and the peak of each, and their ratios, are printed after.
 from __future__ import annotations
 
 import argparse
-import os
-import resource
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -38,7 +34,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from common import _CLI, long_tailed_lengths
+from common import children_cpu, long_tailed_lengths, run_cli
 
 from dflash_diag.data import ScheduleParams
 from dflash_diag.schedule import replay
@@ -89,24 +85,12 @@ def cpu_timed(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
 def run_from(checkout: Path, args: list[str]) -> tuple[float, float]:
     """``dflash-diag ARGS`` in a fresh process with ``checkout`` first on the path:
     (its CPU seconds, user + system; its peak MB, ``VmHWM``)."""
-    env = {**os.environ, "PYTHONPATH": str(checkout)}
-    with tempfile.TemporaryDirectory() as tmp:
-        report = os.path.join(tmp, "peak")
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        done = subprocess.run(
-            [sys.executable, "-c", _CLI, report, *args],
-            env=env,
-            cwd=tmp,  # (``-c`` puts the working folder first on the path)
-            capture_output=True,
-            text=True,
-        )
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if done.returncode != 0:
-            raise SystemExit(done.stderr[-600:])
-        with open(report) as f:
-            peak_mb = int(f.read()) / 1024
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return cpu, peak_mb
+    user, system = children_cpu()
+    done, _, peak_mb = run_cli(args, checkout)
+    if done.returncode != 0:
+        raise SystemExit(done.stderr[-600:])
+    user2, system2 = children_cpu()
+    return (user2 - user) + (system2 - system), peak_mb
 
 
 def against(other: Path, args: list[str], repeat: int) -> None:

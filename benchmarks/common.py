@@ -56,13 +56,22 @@ finally:
 """
 
 
-def run_cli(args: list[str]) -> tuple[subprocess.CompletedProcess[str], float, float]:
-    """Run ``dflash-diag ARGS`` in a fresh process: (result, wall seconds, peak MB)."""
+def run_cli(
+    args: list[str], checkout: str | os.PathLike[str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], float, float]:
+    """Run ``dflash-diag ARGS`` in a fresh process: (result, wall seconds, peak MB).
+    ``checkout``: a checkout to run the package from (first on ``PYTHONPATH``; the child
+    runs in a scratch folder, as ``-c`` puts the working folder first on the path)."""
+    env = None if checkout is None else {**os.environ, "PYTHONPATH": os.fspath(checkout)}
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "peak")
         start = time.perf_counter()
         out = subprocess.run(
-            [sys.executable, "-c", _CLI, report, *args], capture_output=True, text=True
+            [sys.executable, "-c", _CLI, report, *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=None if checkout is None else tmp,
         )
         seconds = time.perf_counter() - start
         with open(report) as f:
