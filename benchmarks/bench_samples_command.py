@@ -22,11 +22,17 @@ run did its work.
 
     python benchmarks/bench_samples_command.py                 # 1M x 6 and 10M x 6
     python benchmarks/bench_samples_command.py --sizes 1000000 # one size
+    python benchmarks/bench_samples_command.py --against ../old --stages
+        # also the command from another checkout, alternating (its wall time and CPU),
+        # and once more with each stage's user and system CPU printed
 """
 
 from __future__ import annotations
 
+import argparse
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -34,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from common import children_cpu, long_tailed_lengths, main_over_sizes, run_cli, run_python
+from common import children_cpu, long_tailed_lengths, run_cli, run_python
 
 from dflash_diag.record import BatchRecorder
 
@@ -95,7 +101,60 @@ def with_cpu(fn: Callable[[], tuple[float, float]]) -> tuple[float, float, float
     return seconds, peak, user2 - user, system2 - system
 
 
-def run(n_samples: int, repeat: int) -> None:
+#: the command in a child that times its stages (user and system CPU from ``getrusage``
+#: around each function, nested ones inside their callers), printed as ``stage user sys``
+_STAGES = """
+import functools, importlib, resource, runpy, sys
+STAGES = [
+    ("dflash_diag.composition.recorded", "RecordedSource.load", "read the recording, replay"),
+    ("dflash_diag.spikes.detect", "detect_spikes", "detect"),
+    ("dflash_diag.spikes.attribute", "attribute_spikes", "attribute (all)"),
+    ("dflash_diag.spikes.attribute", "find_samples", "  the per-sample test"),
+    ("dflash_diag.reports.samples", "sample_table", "the table"),
+    ("dflash_diag.outpath", "write_table", "its file"),
+]
+def wrap(module, attr, label):
+    owner = importlib.import_module(module)
+    *path, name = attr.split(".")
+    for part in path:
+        owner = getattr(owner, part)
+    fn = getattr(owner, name)
+    @functools.wraps(fn)
+    def timed(*args, **kwargs):
+        a = resource.getrusage(resource.RUSAGE_SELF)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            b = resource.getrusage(resource.RUSAGE_SELF)
+            print(label, b.ru_utime - a.ru_utime, b.ru_stime - a.ru_stime, file=sys.stderr)
+    setattr(owner, name, timed)
+for stage in STAGES:
+    wrap(*stage)
+sys.argv = ["dflash-diag", *sys.argv[1:]]
+try:
+    runpy.run_module("dflash_diag", run_name="__main__")
+finally:
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    print("the whole process", u.ru_utime, u.ru_stime, file=sys.stderr)
+"""
+
+
+def stages(args: list[str]) -> None:
+    """The command once more, its stages' user and system CPU seconds printed."""
+    done = subprocess.run([sys.executable, "-c", _STAGES, *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(done.stderr[-2000:])
+    summed: dict[str, tuple[float, float]] = {}  # (a stage called twice: its sum)
+    for line in done.stderr.splitlines():
+        label, user, system = line.rsplit(" ", 2)
+        u, s = summed.get(label, (0.0, 0.0))
+        summed[label] = (u + float(user), s + float(system))
+    print("  stage                           user s   system s")
+    for label, (user_s, system_s) in summed.items():
+        print(f"  {label:<30} {user_s:7.2f}   {system_s:7.2f}")
+
+
+def run(n_samples: int, repeat: int, against: Path | None = None, staged: bool = False) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         start = time.perf_counter()
@@ -105,34 +164,53 @@ def run(n_samples: int, repeat: int) -> None:
         args = ["samples", str(log), "--composition", str(rec), "--manifest", str(manifest)]
         args += ["--to", str(table)]
 
-        def command() -> tuple[float, float]:
-            done, seconds, peak = run_cli(args)
+        def command(checkout: Path | None = None) -> tuple[float, float]:
+            done, seconds, peak = run_cli(args, checkout)
             if done.returncode != 0:
                 raise SystemExit(done.stderr)
             return seconds, peak
 
         cmd: list[tuple[float, float, float, float]] = []
         ref: list[tuple[float, float, float, float]] = []
-        for _ in range(repeat):  # (alternating: a burst of load hits both alike)
+        other: list[tuple[float, float, float, float]] = []
+        for _ in range(repeat):  # (alternating: a burst of load hits all alike)
             cmd.append(with_cpu(command))
             ref.append(with_cpu(lambda: read_reference(rec, manifest)))
+            if against is not None:
+                other.append(with_cpu(lambda: command(against)))
         named = pd.read_parquet(table)
         named = set(named.loc[named["named"], "sample_id"].tolist())
         size = os.path.getsize(rec) / 2**20
-    c, r = min(cmd), min(ref)
-    print(
-        f"{n_samples:>11,} samples x {EPOCHS} ({size:,.0f} MB recording, built in "
-        f"{built:.0f} s): samples {c[0]:.2f} s ({c[2]:.1f} s user + {c[3]:.1f} s system "
-        f"CPU), {c[1]:,.0f} MB peak; reading the recording {r[0]:.2f} s ({r[2]:.1f} + "
-        f"{r[3]:.1f} s), {r[1]:,.0f} MB; ratio {c[0] / r[0]:.2f}x wall, "
-        f"{(c[2] + c[3]) / (r[2] + r[3]):.2f}x CPU, {c[2] / r[2]:.2f}x user CPU; "
-        f"poison named {len(named & set(poison.tolist()))} of {N_POISON}, "
-        f"others named {len(named - set(poison.tolist()))}"
-    )
+        c, r = min(cmd), min(ref)
+        print(
+            f"{n_samples:>11,} samples x {EPOCHS} ({size:,.0f} MB recording, built in "
+            f"{built:.0f} s): samples {c[0]:.2f} s ({c[2]:.1f} s user + {c[3]:.1f} s system "
+            f"CPU), {c[1]:,.0f} MB peak; reading the recording {r[0]:.2f} s ({r[2]:.1f} + "
+            f"{r[3]:.1f} s), {r[1]:,.0f} MB; ratio {c[0] / r[0]:.2f}x wall, "
+            f"{(c[2] + c[3]) / (r[2] + r[3]):.2f}x CPU, {c[2] / r[2]:.2f}x user CPU; "
+            f"poison named {len(named & set(poison.tolist()))} of {N_POISON}, "
+            f"others named {len(named - set(poison.tolist()))}"
+        )
+        if other:
+            o = min(other)
+            print(
+                f"  {against}: {o[0]:.2f} s ({o[2]:.1f} s user + {o[3]:.1f} s system), "
+                f"{o[1]:,.0f} MB peak: this checkout takes {c[0] / o[0]:.2f}x its wall time"
+            )
+        if staged:
+            stages(args)
 
 
 def main() -> None:
-    main_over_sizes(__doc__, run, "1000000,10000000")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1000000,10000000", help="samples, comma-separated")
+    parser.add_argument("--repeat", type=int, default=2, help="timed rounds (best kept)")
+    parser.add_argument("--against", type=Path, help="another checkout, run alternating")
+    parser.add_argument("--stages", action="store_true", help="print each stage's CPU")
+    args = parser.parse_args()
+    against = None if args.against is None else args.against.resolve()
+    for n in (int(x) for x in args.sizes.split(",")):
+        run(n, args.repeat, against, args.stages)
 
 
 if __name__ == "__main__":
