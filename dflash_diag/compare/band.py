@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import numpy as np
 
@@ -58,8 +58,8 @@ class BandAt(NamedTuple):
     lo: np.ndarray
     hi: np.ndarray
 
-    def select(self, mask: np.ndarray) -> BandAt:
-        """The band at the points ``mask`` selects."""
+    def select(self, mask: np.ndarray | slice) -> BandAt:
+        """The band at the points ``mask`` (a boolean mask or a slice) selects."""
         return BandAt(self.med[mask], self.lo[mask], self.hi[mask])
 
 
@@ -370,8 +370,42 @@ def rolling_median(a: np.ndarray, size: int) -> np.ndarray:
     mid = [size // 2] if size % 2 else [size // 2 - 1, size // 2]
     ranks = [rank_filter(a, r, size=size, mode="nearest") for r in mid]
     out = ranks[0] if len(ranks) == 1 else 0.5 * (ranks[0] + ranks[1])
-    for i in [*range(min(before, n)), *range(max(n - after, 0), n)]:
-        out[i] = np.median(a[max(i - before, 0) : i + after + 1])
+    # (a short series' points in both ends come twice, as they always have)
+    ends = np.r_[np.arange(min(before, n)), np.arange(max(n - after, 0), n)]
+    if ends.size:
+        out[ends] = _truncated_medians(a, ends, before, after)
+    return out
+
+
+_HALF_MAX = float(np.finfo(float).max) / 2
+
+
+def _truncated_medians(a: np.ndarray, at: np.ndarray, before: int, after: int) -> np.ndarray:
+    """Per point ``i`` of ``at``, ``np.median(a[max(i - before, 0) : i + after + 1])``
+    (the windows cut short at the ends of ``a``), in one sort: the middle value of the
+    ``m`` in a window, or the mean of the two middle ones, ``(0 + lo + hi) / 2`` as
+    ``np.median`` takes it.  A window holding NaN, +-inf or a value over half the
+    largest float (its NaN, its warnings), or both ``-0.0`` and ``0.0`` (which of the
+    equal two is the middle is the sort's), is ``np.median``'s own."""
+    n = a.size
+    first = np.maximum(at - before, 0)
+    m = np.minimum(at + after + 1, n) - first
+    idx = first[:, None] + np.arange(int(m.max()))[None, :]
+    inside = idx < (first + m)[:, None]
+    win = np.where(inside, a[np.minimum(idx, n - 1)], np.inf)  # (inf pads sort last)
+    zero = inside & (win == 0)
+    negative = zero & np.signbit(win)
+    # (NaN, +-inf, or so large that two of them overflow as np.median's sum does)
+    odd = (inside & ~(np.abs(win) <= _HALF_MAX)).any(axis=1)
+    plain = odd | (negative.any(axis=1) & (zero & ~negative).any(axis=1))
+    ranked = np.sort(win, axis=1)
+    rows = np.arange(at.size)
+    # (np.median's mean is a sum from 0.0: -0.0 comes out 0.0)
+    out, hi = ranked[rows, (m - 1) // 2] + 0.0, ranked[rows, m // 2]
+    even = (m % 2 == 0) & ~plain
+    out[even] = (out[even] + hi[even]) / 2.0
+    for r in np.flatnonzero(plain):
+        out[r] = np.median(a[first[r] : first[r] + m[r]])
     return out
 
 
@@ -435,7 +469,9 @@ def band_at(bands: Sequence[Band], x: np.ndarray, memo: Memo | None = None) -> B
     return BandAt(med, lo_out, hi_out)
 
 
-def nan_order_statistic(a: np.ndarray, q: float, method: str) -> np.ndarray:
+def nan_order_statistic(
+    a: np.ndarray, q: float, method: Literal["lower", "higher", "nearest"]
+) -> np.ndarray:
     """``np.nanquantile(a, q, axis=0, method=method)`` for a ``method`` that picks one of
     a column's values (``lower``, ``higher``, ``nearest``): the same values, without a
     Python call per column.

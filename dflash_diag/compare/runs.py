@@ -279,9 +279,10 @@ def _compare_metric(
     none = np.full(v.shape, np.nan)
     here = band_at(bands, run.x, memo) if bands else BandAt(none, none, none)
     if run.phases.found or run.phases.peak_lr is not None:
-        groups = [("warmup", labels == "warmup"), ("post_warmup", labels != "warmup")]
+        warmup = labels == "warmup"
+        groups = [("warmup", _rows(warmup)), ("post_warmup", _rows(~warmup))]
     else:
-        groups = [("all", np.ones(v.shape, dtype=bool))]
+        groups = [("all", slice(None))]
     side = side_codes(v, here)  # (elementwise: a phase's are its points')
     has = np.isfinite(v)
     phases = tuple(
@@ -319,6 +320,15 @@ def _compare_metric(
     return mc, points
 
 
+def _rows(mask: np.ndarray) -> slice | np.ndarray:
+    """The rows ``mask`` selects: a slice when they are consecutive (a phase of a log in
+    step order; views, not copies), else ``mask`` itself."""
+    idx = np.flatnonzero(mask)
+    if idx.size and idx[-1] - idx[0] + 1 == idx.size:
+        return slice(int(idx[0]), int(idx[-1]) + 1)
+    return mask
+
+
 def _nonfinite(log: AlignedLog, name: str) -> NonFinite:
     return nonfinite_summary(log.steps, _failed(log, name))
 
@@ -327,6 +337,8 @@ def _present(x: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The points that have a value (absent and non-finite ones left out: a plot line
     through NaN cells would break at every absent step)."""
     ok = np.isfinite(x) & np.isfinite(v)
+    if ok.all():  # (a copy is faster than a selection of every point)
+        return x.copy(), v.copy()
     return x[ok], v[ok]
 
 
