@@ -1,6 +1,6 @@
 """How long ``compare`` takes on two long logs, against parsing them.
 
-    python benchmarks/bench_compare.py [--lines 100000,300000] [--repeat 1]
+    python benchmarks/bench_compare.py [--lines 100000,300000] [--repeat 1] [--logs 2]
 
 For each size, writes two logs in the sample run's line shape (``bench_parse.generate``)
 in a temporary folder, then times, best of ``--repeat`` alternating rounds after one
@@ -8,6 +8,10 @@ untimed round, ``compare_report`` of the two and the reference measured in the s
 ``read_log`` of both.  The issue's bar is a ratio of at most 2.  Each is timed in wall
 seconds and in this process's CPU seconds (``read_log`` may use several threads: its CPU
 seconds can exceed its wall seconds); the machine's load average is printed first.
+
+``--logs K`` compares K logs instead of two (the first the run, the others its
+baselines; from five baselines on the band is a quantile band); log ``i`` holds the first
+``lines - i * lines // 20`` lines, so the baselines end at different steps.
 """
 
 from __future__ import annotations
@@ -41,20 +45,21 @@ def best_times(repeat: int, *fns: Callable[[], Any]) -> list[tuple[float, float]
     return best
 
 
-def run(lines: int, repeat: int) -> None:
+def run(lines: int, repeat: int, n_logs: int = 2) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        a, b = Path(tmp) / "a", Path(tmp) / "b"
-        a.mkdir()
-        b.mkdir()
-        la, _ = generate(a, lines)
-        lb, _ = generate(b, lines)
+        logs = []
+        for i in range(n_logs):
+            folder = Path(tmp) / f"log{i}"
+            folder.mkdir()
+            logs.append(str(generate(folder, lines - i * (lines // 20))[0]))
         (t_cmp, c_cmp), (t_parse, c_parse) = best_times(
             repeat,
-            lambda: compare_report([str(la), str(lb)]),
-            lambda: (read_log(str(la)), read_log(str(lb))),
+            lambda: compare_report(logs),
+            lambda: [read_log(log) for log in logs],
         )
     print(
-        f"{lines:>9,} lines a log: compare {t_cmp:.2f} s, parsing both {t_parse:.2f} s, "
+        f"{lines:>9,} lines a log, {n_logs} logs: compare {t_cmp:.2f} s, "
+        f"parsing them {t_parse:.2f} s, "
         f"ratio {t_cmp / t_parse:.2f}; CPU {c_cmp:.2f} s against {c_parse:.2f} s, "
         f"ratio {c_cmp / c_parse:.2f}"
     )
@@ -64,10 +69,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lines", default="100000,300000", help="sizes, comma-separated")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--logs", type=int, default=2, help="logs to compare (the run first)")
     args = ap.parse_args()
     print("load average (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
     for n in (int(x) for x in args.lines.split(",")):
-        run(n, args.repeat)
+        run(n, args.repeat, args.logs)
 
 
 if __name__ == "__main__":
