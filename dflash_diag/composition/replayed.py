@@ -57,7 +57,7 @@ class ReplayedSource(Source):
     def load(self, stage: Any = None) -> None:
         from contextlib import nullcontext
 
-        from ..manifest import read_manifest
+        from ..manifest import read_manifest, release_read_buffers
 
         if self._manifest is not None:
             return
@@ -65,6 +65,7 @@ class ReplayedSource(Source):
             raise ValueError("a ReplayedSource needs a manifest or a manifest path")
         with stage("reading manifest") if stage is not None else nullcontext() as bar:
             self._manifest = read_manifest(self.manifest_path, *self.columns, progress=bar)
+        release_read_buffers()
 
     @property
     def manifest(self) -> Manifest | None:

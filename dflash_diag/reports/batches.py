@@ -335,8 +335,7 @@ def _batches(
     from ..batches.stats import schedule_stats, schedule_warnings
     from ..schedule.export import export_schedule
 
-    source.load(stage)
-    _release_read_buffers()
+    source.load(stage)  # (which hands the read's buffers back)
     manifest, params = source.manifest, source.params
     if manifest is None or resolved.manifest is None:
         raise TypeError("a replayed source with no manifest")
@@ -427,10 +426,3 @@ def _rows(manifest: Any, params: Any, progress: Any = None) -> Any:
     return replay_rows(manifest, params, None, progress=progress)
 
 
-def _release_read_buffers() -> None:
-    """Hand back to the system what pyarrow's pool kept after reading the manifest
-    (~20 bytes a sample); nothing when pyarrow was not needed."""
-    import sys
-
-    if "pyarrow" in sys.modules:
-        sys.modules["pyarrow"].default_memory_pool().release_unused()
