@@ -31,6 +31,7 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
+from ..arrays import unique_values
 from .align import Memo, gap_limit, interp_many, kept
 
 DEFAULT_BAND_K = 3.0
@@ -195,7 +196,7 @@ def _grid(n: int, w: int, grid_from: int | None) -> np.ndarray:
     if k <= 1:
         return np.arange(n)
     h = min(w // 2 + 1, n)
-    return np.unique(np.concatenate([np.arange(0, n, k), np.arange(h), np.arange(n - h, n)]))
+    return unique_values(np.concatenate([np.arange(0, n, k), np.arange(h), np.arange(n - h, n)]))
 
 
 #: :func:`first_reaching` fits this many grid points at a time.
@@ -494,11 +495,11 @@ def nan_order_statistic(
     fast = ~slow
     if fast.any():
         ranked = np.sort(a[:, fast], axis=0)  # (NaN sorts last)
-        left = count[fast]
-        for c in np.unique(left):
+        left, where = count[fast], np.flatnonzero(fast)
+        for c in unique_values(left):
             k = int(np.quantile(np.arange(c, dtype=float), q, method=method))
             cols = left == c
-            out[np.flatnonzero(fast)[cols]] = ranked[k, cols]
+            out[where[cols]] = ranked[k, cols]
     if slow.any():
         out[slow] = np.nanquantile(a[:, slow], q, axis=0, method=method)
     return out
