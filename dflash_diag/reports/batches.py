@@ -424,5 +424,3 @@ def _rows(manifest: Any, params: Any, progress: Any = None) -> Any:
     from ..schedule.rows import replay_rows
 
     return replay_rows(manifest, params, None, progress=progress)
-
-
