@@ -115,11 +115,46 @@ def _build_command(module_name: str) -> Any:
     one = typer.Typer(rich_markup_mode=app.rich_markup_mode)
     module.register(one)
     (info,) = one.registered_commands
-    return typer.main.get_command_from_info(
+    command = typer.main.get_command_from_info(
         info,
         pretty_exceptions_short=app.pretty_exceptions_short,
         rich_markup_mode=app.rich_markup_mode,
     )
+    _plain_coercion(command.params)
+    return command
+
+
+def _plain_coercion(params: Sequence[Any]) -> None:
+    """Give each typer parameter :class:`_PlainCoercion` (where typer has the hook)."""
+    for param in params:
+        if getattr(param, "_runtime_param", False) is None and hasattr(param, "type_descriptor"):
+            param._runtime_param = _PlainCoercion()
+
+
+class _PlainCoercion:
+    """Stands in for typer's coercion of one parameter (typer >= 0.27 builds a pydantic
+    adapter for each parameter it coerces: ~0.1 s of imports) where no coercion is
+    needed: an option not given (None, or ``()`` for a repeated one), or a string for a
+    plain ``str`` parameter (no parser, no file, no choices: typer's adapter returns
+    ``str(value)``).  Any other value gets typer's own coercion, built then."""
+
+    def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
+        many = param.multiple or param.nargs == -1
+        if value is None:
+            return () if many else None
+        desc = param.type_descriptor
+        if (
+            not many
+            and type(value) is str
+            and desc.annotation is str
+            and desc.file_annotation is None
+            and desc.parameter_info.parser is None
+        ):
+            return value
+        from typer._coercion import build_runtime_param
+
+        param._runtime_param = build_runtime_param(desc)
+        return param._runtime_param.coerce(value, param=param, ctx=ctx)
 
 
 class _Boundary(TyperGroup):
@@ -141,6 +176,12 @@ class _Boundary(TyperGroup):
         if option is not None and option.default is None:
             option.default = False
         return option
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:  # (its --help, not given, is None too)
+            _plain_coercion([command.get_help_option(ctx)])
+        return command
 
     def get_params(self, ctx: Any) -> list[Any]:
         params = super().get_params(ctx)

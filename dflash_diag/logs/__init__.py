@@ -153,7 +153,7 @@ def _read(
     if fmt == "tensorboard" or (fmt is None and name != "-" and is_event_path(name)):
         return read_tensorboard(name, rank)
     fast = True
-    if name != "-" and fmt in (None, "text"):
+    if name != "-" and fmt in (None, *MAPPED_FORMATS):
         run, tried = _read_mapped(name, fmt, rank, progress)
         if run is not None:
             return run
@@ -167,11 +167,17 @@ def _read(
     return read_as(seen, name, raw, fmt, rank, progress, fast)
 
 
+#: Formats a large log of which is read through a memory map: both are read by the line
+#: reader with the same rules (free text, and the HF Trainer's console or dict lines).
+MAPPED_FORMATS = ("text", "hf-dict")
+
+
 def _read_mapped(
     name: str, fmt: str | None, rank: int | str, progress: Progress | None
 ) -> tuple[RunLog | None, bool]:
-    """A large plain text log read through a read-only memory map by the fast path, so
-    its bytes are never copied.
+    """A large plain text log (free text, the HF Trainer's console output or dict lines)
+    read through a read-only memory map by the fast paths, so its bytes are never copied
+    (a copy of a 200 MB log is 200 MB of fresh memory to fault in).
 
     :returns: ``(run, tried)``: the RunLog, or None when that does not apply (small,
         gzip, not text, lines of no common shape) and the caller reads the file the
@@ -195,7 +201,7 @@ def _read_mapped(
         head = data[:65536]
         if head.startswith(io.GZIP_MAGIC) or head.lstrip().startswith(b"{"):
             return None, False  # gzip; a JSON document or JSON lines: not this fast path's
-        if fmt is None and detect_format(name, head) != "text":
+        if fmt is None and detect_format(name, head) not in MAPPED_FORMATS:
             return None, False
         if fmt is not None:
             refuse_binary(name, head)  # a forced text format must not read a binary file

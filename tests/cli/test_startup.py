@@ -79,6 +79,28 @@ def test_a_commands_help_does_not_build_pydantic_adapters():
     assert "pydantic" not in tops(imported_by("parse", "--help"))
 
 
+def test_parse_with_string_options_builds_no_pydantic_adapter(tmp_path):
+    """Options not given (None) and strings for plain ``str`` options need no coercion:
+    typer's pydantic adapters (~0.1 s of imports) are built only for the others."""
+    log = tmp_path / "run.log"
+    log.write_text("".join(f"step={i} loss={3.0 - i / 10}\n" for i in range(1, 11)))
+    modules = imported_by("parse", str(log), "--rank", "0", "--format", "text")
+    assert "dflash_diag.reports.parse" in modules  # it did the work
+    assert "pydantic" not in tops(modules)
+
+
+def test_options_that_need_coercion_still_get_it(tmp_path):
+    log = tmp_path / "run.log"
+    log.write_text("".join(f"step={i} loss={3.0 - i / 10}\n" for i in range(1, 11)))
+    to = tmp_path / "table.csv"
+    result = CliRunner().invoke(app, ["parse", str(log), "--run", "1", "--to", str(to)])
+    assert result.exit_code == 0, result.output
+    assert to.read_text().startswith("step,")  # a Path made of the string, and written
+    result = CliRunner().invoke(app, ["parse", str(log), "--run", "one"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: ") and "--run" in result.stderr
+
+
 def test_parse_imports_its_command_module_only(tmp_path):
     log = tmp_path / "run.log"
     log.write_text("".join(f"step={i} loss={3.0 - i / 10}\n" for i in range(1, 11)))

@@ -63,6 +63,26 @@ def test_the_real_runs_are_read_by_the_console_path():
         assert got is not None and len(got.frame) == 1000, path
 
 
+@pytest.mark.parametrize("run", ["clean", "lr_surge"])
+def test_read_log_maps_a_trainer_console_without_copying_it(run, monkeypatch):
+    # a Trainer's stdout and stderr (dicts among tqdm bars) is read through a memory
+    # map, as a plain text log is, and gives what the line parser gives from the bytes
+    from dflash_diag.logs import io, read_log
+
+    path = DATA / "trainer_runs" / run / "train.log"
+    want = read_lines(RawLog(str(path), path.read_bytes()), fast=False)
+
+    def no_copy(name):
+        raise AssertionError("the mapped fast path should have read this log")
+
+    monkeypatch.setattr(io, "read_bytes", no_copy)
+    for fmt in (None, "hf-dict"):
+        got = read_log(path, format=fmt)
+        pd.testing.assert_frame_equal(got.table, want.table)
+        keys = ("restarts", "skipped", "n_lines", "format", "step_source")
+        assert {k: getattr(got, k) for k in keys} == {k: getattr(want, k) for k in keys}
+
+
 @pytest.mark.parametrize(
     "name",
     [
