@@ -404,7 +404,7 @@ def replayed_shares(
     first = params.first_step
     acc = np.zeros((0, n_cells))  # real tokens by (step - first, cell)
     present = np.zeros(0, dtype=bool)  # the steps the replay has
-    for ep in replay_epochs(setup, params, new_dropped()):
+    for ep in replay_epochs(setup, params, new_dropped(), features=False):
         step = ep.rows["step"]
         if not step.size:
             continue
