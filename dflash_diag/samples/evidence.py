@@ -34,7 +34,7 @@ import numpy as np
 
 from ..errors import InputError
 from .appearances import Appearances, appearances, point_array
-from .decode import REASONS, DecodeOptions, decode, entries_of
+from .decode import REASONS, DecodeOptions, constant, decode, entries_of
 from .groups import group_of
 from .membership import Membership, entries_with
 from .nulls import median_interval_ranks
@@ -200,8 +200,8 @@ def evidence_with_ground(
     n_points = membership.n_points
     zp = point_array(z, n_points, "z")
     app = appearances(membership, zp)
-    k, rank_sum = app.counts_and_rank_sums()
-    lowest, score_rank = app.lowest(opts.allow_low)
+    k, rank_sum = app.counts_and_rank_sums(app.counts())
+    lowest, score_rank = app.lowest(opts.allow_low, k)
     group, size = group_of(app, k, lowest, rank_sum)
     need = max(opts.min_appearances, opts.allow_low + 1)
     dec = DecodeOptions(opts.allow_low, need, opts.explain_q, opts.explain_rounds)
@@ -262,8 +262,8 @@ def _details(
     opts: SampleOptions,
 ) -> dict[str, np.ndarray]:
     """The descriptive columns, filled for the candidate samples only.  A column no
-    candidate fills is one read-only array of NaN shared by all such columns (at 10M
-    samples 80 MB, not 720)."""
+    candidate fills is a read-only view of one NaN (:func:`.constant`: at 10M samples
+    no memory, not 720 MB)."""
     n = membership.n_samples
     filled = ["median_z", "median_z_lo", "median_z_hi", "median_coverage", "share"]
     if excess is not None:
@@ -271,9 +271,7 @@ def _details(
         filled += ["own_excess_nats"] if baseline is not None else []
     names = ["median_z", "median_z_lo", "median_z_hi", "median_coverage", "share"]
     names += ["excess", "own_excess", "own_excess_se", "own_excess_nats"]
-    none = np.full(n, np.nan)
-    none.flags.writeable = False
-    cols = dict.fromkeys(names, none)
+    cols = dict.fromkeys(names, constant(n, np.nan))
     entries = entries_with(membership.samples, np.flatnonzero(cand), n)
     if app.kept is not None:
         entries = entries[app.kept[entries]]

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..arrays import unique_values
-from .appearances import Appearances, appearances
+from .appearances import Appearances, appearances, seen_at_most_once
 from .membership import Membership, entries_with
 
 _SEED = 20261201
@@ -60,6 +60,8 @@ def group_of(
     ``[n_samples]`` each."""
     import pandas as pd
 
+    if seen_at_most_once(k):
+        return _by_one_point(app, k, lowest)
     seen = np.flatnonzero(k > 0)
     key = np.uint64(0x9E3779B97F4A7C15) * k[seen].astype(np.uint64)
     for part in (lowest, spread):
@@ -83,6 +85,25 @@ def group_of(
     group[seen] = _renumber(seen.size, shared, codes)
     size = np.bincount(group[seen], minlength=int(group.max()) + 1 if seen.size else 0)
     return group, size.astype(np.int64)
+
+
+def _by_one_point(
+    app: Appearances, k: np.ndarray, lowest: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`group_of` when no sample is seen twice: a sample's set is its one point
+    (``lowest``, a rank), so the samples of a point are a group, the groups numbered
+    by first member as the keys would number them; no key, no sort of the samples."""
+    seen = np.flatnonzero(k > 0)
+    rank = lowest[seen]
+    first = np.full(max(app.n_usable, 1), seen.size, dtype=np.int64)
+    np.minimum.at(first, rank, np.arange(seen.size, dtype=np.int64))
+    used = np.flatnonzero(first < seen.size)
+    code = np.zeros(first.size, dtype=np.int64)
+    code[used[np.argsort(first[used])]] = np.arange(used.size, dtype=np.int64)
+    group = np.full(app.n_samples, -1, dtype=np.int64)
+    group[seen] = code[rank]
+    size = np.bincount(group[seen], minlength=used.size)
+    return group, size.astype(np.int64, copy=False)
 
 
 def _point_sums(app: Appearances, ids: np.ndarray) -> np.ndarray:
