@@ -79,14 +79,16 @@ class Appearances:
 
         :param k: the appearances (:meth:`counts`), if known: when no sample has two
             (a sorted-greedy epoch), the lowest rank is each sample's one rank, put in
-            place, and every higher order is ``n_usable`` (no pass).
+            place, and every higher order is ``n_usable`` (no pass; a read-only view of
+            one value).
         """
         n = self.n_usable
         if k is not None and seen_at_most_once(k):
             lowest = np.full(self.n_samples, n, dtype=np.int64)
             lowest[self.sample] = self.rank
-            higher = np.full(self.n_samples, n, dtype=np.int64) if allow_low else lowest.copy()
-            return lowest, higher
+            if not allow_low:
+                return lowest, lowest.copy()
+            return lowest, np.broadcast_to(np.array(n, dtype=np.int64), (self.n_samples,))
         lowest = np.full(self.n_samples, n, dtype=self.rank.dtype)
         np.minimum.at(lowest, self.sample, self.rank)
         current = lowest

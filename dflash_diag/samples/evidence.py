@@ -200,9 +200,9 @@ def evidence_with_ground(
     n_points = membership.n_points
     zp = point_array(z, n_points, "z")
     app = appearances(membership, zp)
-    k, rank_sum = app.counts_and_rank_sums(app.counts())
+    k = app.counts()
     lowest, score_rank = app.lowest(opts.allow_low, k)
-    group, size = group_of(app, k, lowest, rank_sum)
+    group, size = group_of(app, k, lowest)
     need = max(opts.min_appearances, opts.allow_low + 1)
     dec = DecodeOptions(opts.allow_low, need, opts.explain_q, opts.explain_rounds)
     tested, q, n_tested, rounds = decode(membership, app, k, group, score_rank, dec)

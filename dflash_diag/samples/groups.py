@@ -52,16 +52,18 @@ def separable_groups(
 
 
 def group_of(
-    app: Appearances, k: np.ndarray, lowest: np.ndarray, spread: np.ndarray
+    app: Appearances, k: np.ndarray, lowest: np.ndarray, spread: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`separable_groups` from reductions already made (see the module docstring):
     ``k`` appearances, ``lowest`` rank and ``spread`` the highest rank or the sum of
     the ranks (with ``lowest`` either fixes a set of one or two points), int
-    ``[n_samples]`` each."""
+    ``[n_samples]`` each (``spread`` None: the rank sums, counted here if needed)."""
     import pandas as pd
 
     if seen_at_most_once(k):
-        return _by_one_point(app, k, lowest)
+        return _by_one_point(app)
+    if spread is None:
+        spread = app.counts_and_rank_sums(k)[1]
     seen = np.flatnonzero(k > 0)
     key = np.uint64(0x9E3779B97F4A7C15) * k[seen].astype(np.uint64)
     for part in (lowest, spread):
@@ -87,23 +89,22 @@ def group_of(
     return group, size.astype(np.int64)
 
 
-def _by_one_point(
-    app: Appearances, k: np.ndarray, lowest: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`group_of` when no sample is seen twice: a sample's set is its one point
-    (``lowest``, a rank), so the samples of a point are a group, the groups numbered
-    by first member as the keys would number them; no key, no sort of the samples."""
-    seen = np.flatnonzero(k > 0)
-    rank = lowest[seen]
-    first = np.full(max(app.n_usable, 1), seen.size, dtype=np.int64)
-    np.minimum.at(first, rank, np.arange(seen.size, dtype=np.int64))
-    used = np.flatnonzero(first < seen.size)
-    code = np.zeros(first.size, dtype=np.int64)
-    code[used[np.argsort(first[used])]] = np.arange(used.size, dtype=np.int64)
+def _by_one_point(app: Appearances) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`group_of` when no sample is seen twice: a sample's set is its one point,
+    so the samples of a point are a group, numbered by first member as the keys would
+    number them.  The kept entries are grouped by point (a run of one rank each): the
+    lowest sample of each run names its group; no key, no pass over the samples."""
+    n_kept = app.sample.size
+    starts = np.flatnonzero(np.diff(app.rank, prepend=-1) != 0)
+    first = np.minimum.reduceat(app.sample, starts) if n_kept else starts
+    code = np.zeros(max(app.n_usable, 1), dtype=np.int64)
+    order = np.argsort(first, kind="stable")
+    code[app.rank[starts[order]]] = np.arange(starts.size, dtype=np.int64)
     group = np.full(app.n_samples, -1, dtype=np.int64)
-    group[seen] = code[rank]
-    size = np.bincount(group[seen], minlength=used.size)
-    return group, size.astype(np.int64, copy=False)
+    group[app.sample] = code[app.rank]
+    size = np.zeros(starts.size, dtype=np.int64)
+    size[code[app.rank[starts]]] = np.diff(starts, append=n_kept)
+    return group, size
 
 
 def _point_sums(app: Appearances, ids: np.ndarray) -> np.ndarray:
