@@ -765,4 +765,7 @@ def micro_batches_per_epoch(
     strategy = cast(FixedStrategy, get_strategy(params.strategy))
     raw = as_lengths(source)
     lengths = raw if params.max_seq_len is None else np.minimum(raw, params.max_seq_len)
+    size = getattr(strategy, "pool_size", None)  # (the count alone, where it has a way)
+    if size is not None:
+        return int(size(lengths, params))
     return len(strategy.pool(strategy.prepare(lengths, params)))
