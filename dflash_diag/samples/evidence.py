@@ -238,7 +238,7 @@ def _high(membership: Membership, app: Appearances, high_z: float) -> np.ndarray
     only (a few percent of them)."""
     cut = np.searchsorted(app.z_sorted, high_z, side="left")
     high = membership.samples[entries_of(membership, app.point_of_rank[cut:])]
-    return np.bincount(high, minlength=app.n_samples).astype(np.int64)
+    return np.bincount(high, minlength=app.n_samples).astype(np.int64, copy=False)
 
 
 def _z_at(app: Appearances, rank: np.ndarray) -> np.ndarray:
