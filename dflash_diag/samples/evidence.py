@@ -242,11 +242,9 @@ def _high(membership: Membership, app: Appearances, high_z: float) -> np.ndarray
 
 
 def _z_at(app: Appearances, rank: np.ndarray) -> np.ndarray:
-    """The z of each sample's given rank, NaN where the rank is ``n_usable`` (none)."""
-    has = rank < app.n_usable
-    out = np.full(rank.shape, np.nan)
-    out[has] = app.z_sorted[rank[has]]
-    return out
+    """The z of each sample's given rank, NaN where the rank is ``n_usable`` (none):
+    one look-up in the z's with a NaN appended."""
+    return np.append(app.z_sorted, np.nan)[rank]
 
 
 def _optional(values: object | None, n_points: int, name: str) -> np.ndarray | None:

@@ -147,13 +147,20 @@ def pack_in_order(lengths_in_order: np.ndarray, budget: Budget) -> np.ndarray:
     n = len(ls)
     if not n:
         return np.zeros(0, dtype=np.int64)
-    end = batch_ends(ls, budget).item
+    ends = batch_ends(ls, budget)
     starts = []
-    pos = 0
+    # the chain only moves forward: read the ends as Python ints a window at a time
+    pos, lo, window = 0, 0, []
     while pos < n:
+        if pos - lo >= len(window):
+            lo, window = pos, ends[pos : pos + CHAIN_WINDOW].tolist()
         starts.append(pos)
-        pos = end(pos)
+        pos = window[pos - lo]
     return np.array(starts, dtype=np.int64)
+
+
+#: Ends read at once by :func:`pack_in_order` as it follows the chain of batches.
+CHAIN_WINDOW = 1 << 16
 
 
 #: Positions handled at once by :func:`batch_ends` in ``padded`` mode (memory: about
