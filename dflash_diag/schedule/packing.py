@@ -150,7 +150,8 @@ def pack_in_order(lengths_in_order: np.ndarray, budget: Budget) -> np.ndarray:
     ends = batch_ends(ls, budget)
     starts = []
     # the chain only moves forward: read the ends as Python ints a window at a time
-    pos, lo, window = 0, 0, []
+    pos, lo = 0, 0
+    window: list[int] = []
     while pos < n:
         if pos - lo >= len(window):
             lo, window = pos, ends[pos : pos + CHAIN_WINDOW].tolist()
