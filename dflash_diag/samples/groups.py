@@ -92,10 +92,14 @@ def group_of(
 def _by_one_point(app: Appearances) -> tuple[np.ndarray, np.ndarray]:
     """:func:`group_of` when no sample is seen twice: a sample's set is its one point,
     so the samples of a point are a group, numbered by first member as the keys would
-    number them.  The kept entries are grouped by point (a run of one rank each): the
-    lowest sample of each run names its group; no key, no pass over the samples."""
+    number them.  The kept entries are grouped by point (a run of one rank each, its
+    length the point's count): the lowest sample of each run names its group; no key,
+    no pass over the samples."""
     n_kept = app.sample.size
-    starts = np.flatnonzero(np.diff(app.rank, prepend=-1) != 0)
+    # the runs: the usable points in index order (the entries' order), the empty left out
+    points = np.flatnonzero(app.rank_of_point >= 0)
+    runs = np.bincount(app.rank, minlength=app.n_usable)[app.rank_of_point[points]]
+    starts, runs = (np.cumsum(runs) - runs)[runs > 0], runs[runs > 0]
     first = np.minimum.reduceat(app.sample, starts) if n_kept else starts
     code = np.zeros(max(app.n_usable, 1), dtype=np.int64)
     order = np.argsort(first, kind="stable")
@@ -103,7 +107,7 @@ def _by_one_point(app: Appearances) -> tuple[np.ndarray, np.ndarray]:
     group = np.full(app.n_samples, -1, dtype=np.int64)
     group[app.sample] = code[app.rank]
     size = np.zeros(starts.size, dtype=np.int64)
-    size[code[app.rank[starts]]] = np.diff(starts, append=n_kept)
+    size[code[app.rank[starts]]] = runs
     return group, size
 
 

@@ -216,7 +216,9 @@ def _by_point_then_sample(
     if _keys_rise(pt, sm, width):
         return pt, sm, tok, None
     grouped = bool((pt[1:] >= pt[:-1]).all())
-    key = pt.astype(np.int64) * width + sm
+    key = pt.astype(np.int64)
+    key *= width
+    key += sm
     if tok is None:
         key.sort()
     else:
@@ -230,7 +232,7 @@ def _by_point_then_sample(
         key, grouped = key[starts], False
     if not grouped:
         pt = key // width
-    key -= pt.astype(np.int64) * width
+    key %= width  # (key - point x width, in place)
     return pt, key, tok, repeats
 
 

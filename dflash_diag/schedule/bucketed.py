@@ -59,6 +59,8 @@ class Bucketed:
         small = buckets.astype(np.int16) if n_buckets < 1 << 15 else buckets
         del buckets
         order = np.argsort(small, kind="stable")
+        if len(order) < 1 << 31:  # (held all run: int32 halves it)
+            order = order.astype(np.int32)
         bounds = np.zeros(n_buckets + 1, dtype=np.int64)
         np.cumsum(np.bincount(small, minlength=n_buckets), out=bounds[1:])
         members = [order[bounds[i] : bounds[i + 1]] for i in range(n_buckets)]
@@ -72,7 +74,7 @@ class Bucketed:
         done = 0
         for m in members:
             shuffled = ids[done : done + len(m)]
-            np.take(m, shuffler.permutation(len(m)), out=shuffled)
+            shuffled[:] = m[shuffler.permutation(len(m))]
             starts.append(pack_in_order(lengths[shuffled], budget) + done)
             done += len(m)
         pool = Batches.from_bounds(ids, np.concatenate(starts) if starts else np.zeros(0, np.int64))
