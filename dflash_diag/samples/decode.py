@@ -75,8 +75,9 @@ def first_pass(
 ) -> Tested:
     """Every sample tested on all its ``k`` usable appearances."""
     seen = k > 0
-    if app.kept is not None:
-        seen = np.bincount(membership.samples, minlength=membership.n_samples) > 0
+    if app.kept is not None:  # (a mask put in place: no count per sample)
+        seen = np.zeros(membership.n_samples, dtype=bool)
+        seen[membership.samples] = True
     reason = np.zeros(membership.n_samples, dtype=np.int8)
     reason[k < need] = 3
     reason[(k == 0) & seen] = 2

@@ -181,8 +181,10 @@ class Membership:
             raise InputError(_WHERE, f"a point index is {pt.min()}", "use -1 for none")
         keep = pt >= 0
         if not keep.all():
-            pt, sm = pt[keep], sm[keep]
-            tok = None if tok is None else tok[keep]
+            # (e.g. the steps after the last logged one: one block kept, read in place)
+            at = _one_block(keep)
+            pt, sm = pt[at], sm[at]
+            tok = None if tok is None else tok[at]
         n_s = int(sm.max()) + 1 if n_samples is None and sm.size else int(n_samples or 0)
         n_p = int(pt.max()) + 1 if n_points is None and pt.size else int(n_points or 0)
         if pt.size and pt.max() >= n_p:
@@ -234,6 +236,15 @@ def _by_point_then_sample(
         pt = key // width
     key %= width  # (key - point x width, in place)
     return pt, key, tok, repeats
+
+
+def _one_block(mask: np.ndarray) -> slice | np.ndarray:
+    """A slice of the True positions of ``mask`` when they are one run, else ``mask``."""
+    n_true = int(np.count_nonzero(mask))
+    start = int(np.argmax(mask)) if n_true else 0
+    if bool(mask[start : start + n_true].all()):
+        return slice(start, start + n_true)
+    return mask
 
 
 def _keys_rise(pt: np.ndarray, sm: np.ndarray, width: int) -> bool:
