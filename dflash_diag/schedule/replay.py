@@ -597,9 +597,15 @@ def pool_batch_ids(pool_keys: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
     if not len(rows):
         return np.zeros(0, dtype=np.int64)
-    _, klass = np.unique(pool_keys, return_inverse=True)
-    np.take(klass.reshape(-1), rows, out=rows)  # rows now hold each row's key class
-    first = np.full(len(_), len(rows), dtype=np.int64)
+    ordered = np.sort(pool_keys)
+    if bool((ordered[1:] != ordered[:-1]).all()):  # (distinct batches: a class each)
+        n_classes = len(pool_keys)
+    else:
+        _, klass = np.unique(pool_keys, return_inverse=True)
+        n_classes = len(_)
+        np.take(klass.reshape(-1), rows, out=rows)  # rows now hold each row's key class
+    del ordered
+    first = np.full(n_classes, len(rows), dtype=np.int64)
     np.minimum.at(first, rows, np.arange(len(rows), dtype=np.int64))
     rank = np.empty(len(first), dtype=np.int64)
     rank[np.argsort(first, kind="stable")] = np.arange(len(first))
