@@ -197,7 +197,7 @@ class Membership:
             per = per if per.dtype.kind in "iu" else per.astype(np.float64)
             if per.shape != (n_s,):
                 raise InputError(_WHERE, f"sample_tokens has shape {per.shape}, not ({n_s},)")
-            tok = per[sm] if repeats is None else per[sm] * repeats
+            tok = _gathered(per, sm) if repeats is None else per[sm] * repeats
         # (pt now rises: each point's first entry is a binary search, no count of them)
         offsets = np.searchsorted(pt, np.arange(n_p + 1), side="left")
         dtype = np.int32 if n_s < 2**31 else np.int64
@@ -236,6 +236,19 @@ def _by_point_then_sample(
         pt = key // width
     key %= width  # (key - point x width, in place)
     return pt, key, tok, repeats
+
+
+def _gathered(per: np.ndarray, sm: np.ndarray) -> np.ndarray:
+    """``per[sm]``, int32 when ``per`` holds whole numbers that fit (a sample's tokens),
+    a chunk at a time (no int64 array as long as the entries)."""
+    if per.dtype.kind not in "iu" or per.dtype.itemsize <= 4 or not per.size:
+        return per[sm]
+    if int(per.min()) < 0 or int(per.max()) >= 2**31:
+        return per[sm]
+    out = np.empty(sm.size, dtype=np.int32)
+    for part in chunks(sm.size):
+        out[part] = per[sm[part]]
+    return out
 
 
 def _one_block(mask: np.ndarray) -> slice | np.ndarray:
