@@ -343,6 +343,7 @@ def counterfactual(
             continue
         x = x[np.isfinite(x).all(axis=1)]
         var = float(np.var(model.predict(x))) + noise if x.size else None
+        del x  # (before the next strategy's replay)
         share = 1 - var / current if var is not None and current > 0 else None
         out.append(Counterfactual(name, var, share))
         if progress is not None:
