@@ -47,18 +47,28 @@ class Appearances:
 
     def counts(self) -> np.ndarray:
         """Appearances per sample (distinct usable points), int64 ``[n_samples]``."""
-        return np.bincount(self.sample, minlength=self.n_samples).astype(np.int64)
+        return np.bincount(self.sample, minlength=self.n_samples).astype(np.int64, copy=False)
 
-    def counts_and_rank_sums(self) -> tuple[np.ndarray, np.ndarray]:
+    def counts_and_rank_sums(self, k: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Appearances and the sum of the ranks per sample, int64 ``[n_samples]`` each:
         a ``np.bincount`` of the samples and integer sums by ``np.add.at`` a chunk of
-        entries at a time (exact, and no float array as long as the entries)."""
+        entries at a time (exact, and no float array as long as the entries).
+
+        :param k: the appearances, if already counted; when no sample has two, each
+            sum is the sample's one rank, put in place (no ``np.add.at``).
+        """
+        k = self.counts() if k is None else k
         sums = np.zeros(self.n_samples, dtype=np.int64)
+        if seen_at_most_once(k):
+            sums[self.sample] = self.rank
+            return k, sums
         for part in chunks(self.sample.size):
             np.add.at(sums, self.sample[part], self.rank[part].astype(np.int64))
-        return self.counts(), sums
+        return k, sums
 
-    def lowest(self, allow_low: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    def lowest(
+        self, allow_low: int = 0, k: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The lowest and the ``(allow_low + 1)``-th lowest rank of each sample.
 
         int64 ``[n_samples]`` each; ``n_usable`` for a sample with fewer appearances.
@@ -66,8 +76,19 @@ class Appearances:
         rank are left out (a sample's ranks are distinct) and the minimum taken again, a
         chunk of entries at a time.  (``ufunc.at`` is fast only when the output has the
         values' dtype.)
+
+        :param k: the appearances (:meth:`counts`), if known: when no sample has two
+            (a sorted-greedy epoch), the lowest rank is each sample's one rank, put in
+            place, and every higher order is ``n_usable`` (no pass; a read-only view of
+            one value).
         """
         n = self.n_usable
+        if k is not None and seen_at_most_once(k):
+            lowest = np.full(self.n_samples, n, dtype=np.int64)
+            lowest[self.sample] = self.rank
+            if not allow_low:
+                return lowest, lowest.copy()
+            return lowest, np.broadcast_to(np.array(n, dtype=np.int64), (self.n_samples,))
         lowest = np.full(self.n_samples, n, dtype=self.rank.dtype)
         np.minimum.at(lowest, self.sample, self.rank)
         current = lowest
@@ -78,6 +99,11 @@ class Appearances:
                 rest = r > below[s]
                 np.minimum.at(current, s[rest], r[rest])
         return lowest.astype(np.int64), current.astype(np.int64)
+
+
+def seen_at_most_once(k: np.ndarray) -> bool:
+    """Whether no sample has two appearances (``k`` per sample)."""
+    return int(k.max(initial=0)) <= 1
 
 
 def appearances(membership: Membership, z: np.ndarray | None = None) -> Appearances:

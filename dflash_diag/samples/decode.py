@@ -75,13 +75,21 @@ def first_pass(
 ) -> Tested:
     """Every sample tested on all its ``k`` usable appearances."""
     seen = k > 0
-    if app.kept is not None:
-        seen = np.bincount(membership.samples, minlength=membership.n_samples) > 0
+    if app.kept is not None:  # (a mask put in place: no count per sample)
+        seen = np.zeros(membership.n_samples, dtype=bool)
+        seen[membership.samples] = True
     reason = np.zeros(membership.n_samples, dtype=np.int8)
     reason[k < need] = 3
     reason[(k == 0) & seen] = 2
     reason[~seen] = 1
-    return pvalues(app, k, np.zeros_like(k), score_rank, reason, None, allow_low)
+    return pvalues(app, k, constant(k.size, 0), score_rank, reason, None, allow_low)
+
+
+def constant(n: int, value: float | int) -> np.ndarray:
+    """``n`` copies of ``value`` (int64 for an int, else float64) in a read-only view of
+    one element: a per-sample column that every sample holds alike costs no memory."""
+    dtype = np.int64 if isinstance(value, int) else np.float64
+    return np.broadcast_to(np.array(value, dtype=dtype), (n,))
 
 
 def pvalues(
@@ -102,11 +110,15 @@ def pvalues(
         kept[held_rank] = 0
     at_or_above = np.append(np.cumsum(kept[::-1])[::-1], 0)
     tie_start = np.append(np.searchsorted(app.z_sorted, app.z_sorted, side="left"), n)
+    n_null = int(at_or_above[0])
+    test = reason == 0
+    if not test.any():  # (e.g. a sorted-greedy epoch: every sample seen once)
+        score = _scores(app, score_rank)
+        nan = constant(k.size, np.nan)
+        return Tested(k, explained, score_rank, score, constant(k.size, 0), nan, reason, n_null)
     # per rank (n: none) the score and the null points reaching it: one look-up a sample
     score = np.append(app.z_sorted, np.nan)[score_rank]
-    test = reason == 0
     n_ge = np.where(test, at_or_above[tie_start][score_rank], 0)
-    n_null = int(at_or_above[0])
     if test.all():
         p = order_pvalue(k, n_ge, n_null, allow_low)
     else:
@@ -114,6 +126,14 @@ def pvalues(
         p = np.full(k.shape, np.nan)
         p[idx] = order_pvalue(k[idx], n_ge[idx], n_null, allow_low)
     return Tested(k, explained, score_rank, score, n_ge, p, reason, n_null)
+
+
+def _scores(app: Appearances, score_rank: np.ndarray) -> np.ndarray:
+    """The z at each sample's score rank (NaN: ``n_usable``, none), one read-only NaN
+    when no sample has a score."""
+    if not bool((score_rank < app.n_usable).any()):
+        return constant(score_rank.size, np.nan)
+    return np.append(app.z_sorted, np.nan)[score_rank]
 
 
 def _group_p(p: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -248,6 +268,8 @@ def decode(
     named = np.zeros(membership.n_samples, dtype=bool)
     named_entries = np.zeros(0, dtype=np.int64)
     rounds = 0
+    if not bool((first.reason == 0).any()):  # nothing tested: no q, no round
+        return first, constant(k.size, np.nan), 0, 0
     while rounds < opts.explain_rounds:
         candidates = group_q_below(tested.p, group, opts.explain_q) & ~named
         candidates &= tested.reason == 0

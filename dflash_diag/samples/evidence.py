@@ -34,7 +34,7 @@ import numpy as np
 
 from ..errors import InputError
 from .appearances import Appearances, appearances, point_array
-from .decode import REASONS, DecodeOptions, decode, entries_of
+from .decode import REASONS, DecodeOptions, constant, decode, entries_of
 from .groups import group_of
 from .membership import Membership, entries_with
 from .nulls import median_interval_ranks
@@ -200,9 +200,9 @@ def evidence_with_ground(
     n_points = membership.n_points
     zp = point_array(z, n_points, "z")
     app = appearances(membership, zp)
-    k, rank_sum = app.counts_and_rank_sums()
-    lowest, score_rank = app.lowest(opts.allow_low)
-    group, size = group_of(app, k, lowest, rank_sum)
+    k = app.counts()
+    lowest, score_rank = app.lowest(opts.allow_low, k)
+    group, size = group_of(app, k, lowest)
     need = max(opts.min_appearances, opts.allow_low + 1)
     dec = DecodeOptions(opts.allow_low, need, opts.explain_q, opts.explain_rounds)
     tested, q, n_tested, rounds = decode(membership, app, k, group, score_rank, dec)
@@ -238,15 +238,13 @@ def _high(membership: Membership, app: Appearances, high_z: float) -> np.ndarray
     only (a few percent of them)."""
     cut = np.searchsorted(app.z_sorted, high_z, side="left")
     high = membership.samples[entries_of(membership, app.point_of_rank[cut:])]
-    return np.bincount(high, minlength=app.n_samples).astype(np.int64)
+    return np.bincount(high, minlength=app.n_samples).astype(np.int64, copy=False)
 
 
 def _z_at(app: Appearances, rank: np.ndarray) -> np.ndarray:
-    """The z of each sample's given rank, NaN where the rank is ``n_usable`` (none)."""
-    has = rank < app.n_usable
-    out = np.full(rank.shape, np.nan)
-    out[has] = app.z_sorted[rank[has]]
-    return out
+    """The z of each sample's given rank, NaN where the rank is ``n_usable`` (none):
+    one look-up in the z's with a NaN appended."""
+    return np.append(app.z_sorted, np.nan)[rank]
 
 
 def _optional(values: object | None, n_points: int, name: str) -> np.ndarray | None:
@@ -262,8 +260,8 @@ def _details(
     opts: SampleOptions,
 ) -> dict[str, np.ndarray]:
     """The descriptive columns, filled for the candidate samples only.  A column no
-    candidate fills is one read-only array of NaN shared by all such columns (at 10M
-    samples 80 MB, not 720)."""
+    candidate fills is a read-only view of one NaN (:func:`.constant`: at 10M samples
+    no memory, not 720 MB)."""
     n = membership.n_samples
     filled = ["median_z", "median_z_lo", "median_z_hi", "median_coverage", "share"]
     if excess is not None:
@@ -271,9 +269,7 @@ def _details(
         filled += ["own_excess_nats"] if baseline is not None else []
     names = ["median_z", "median_z_lo", "median_z_hi", "median_coverage", "share"]
     names += ["excess", "own_excess", "own_excess_se", "own_excess_nats"]
-    none = np.full(n, np.nan)
-    none.flags.writeable = False
-    cols = dict.fromkeys(names, none)
+    cols = dict.fromkeys(names, constant(n, np.nan))
     entries = entries_with(membership.samples, np.flatnonzero(cand), n)
     if app.kept is not None:
         entries = entries[app.kept[entries]]

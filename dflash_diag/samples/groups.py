@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..arrays import unique_values
-from .appearances import Appearances, appearances
+from .appearances import Appearances, appearances, seen_at_most_once
 from .membership import Membership, entries_with
 
 _SEED = 20261201
@@ -52,14 +52,18 @@ def separable_groups(
 
 
 def group_of(
-    app: Appearances, k: np.ndarray, lowest: np.ndarray, spread: np.ndarray
+    app: Appearances, k: np.ndarray, lowest: np.ndarray, spread: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`separable_groups` from reductions already made (see the module docstring):
     ``k`` appearances, ``lowest`` rank and ``spread`` the highest rank or the sum of
     the ranks (with ``lowest`` either fixes a set of one or two points), int
-    ``[n_samples]`` each."""
+    ``[n_samples]`` each (``spread`` None: the rank sums, counted here if needed)."""
     import pandas as pd
 
+    if seen_at_most_once(k):
+        return _by_one_point(app)
+    if spread is None:
+        spread = app.counts_and_rank_sums(k)[1]
     seen = np.flatnonzero(k > 0)
     key = np.uint64(0x9E3779B97F4A7C15) * k[seen].astype(np.uint64)
     for part in (lowest, spread):
@@ -83,6 +87,28 @@ def group_of(
     group[seen] = _renumber(seen.size, shared, codes)
     size = np.bincount(group[seen], minlength=int(group.max()) + 1 if seen.size else 0)
     return group, size.astype(np.int64)
+
+
+def _by_one_point(app: Appearances) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`group_of` when no sample is seen twice: a sample's set is its one point,
+    so the samples of a point are a group, numbered by first member as the keys would
+    number them.  The kept entries are grouped by point (a run of one rank each, its
+    length the point's count): the lowest sample of each run names its group; no key,
+    no pass over the samples."""
+    n_kept = app.sample.size
+    # the runs: the usable points in index order (the entries' order), the empty left out
+    points = np.flatnonzero(app.rank_of_point >= 0)
+    runs = np.bincount(app.rank, minlength=app.n_usable)[app.rank_of_point[points]]
+    starts, runs = (np.cumsum(runs) - runs)[runs > 0], runs[runs > 0]
+    first = np.minimum.reduceat(app.sample, starts) if n_kept else starts
+    code = np.zeros(max(app.n_usable, 1), dtype=np.int64)
+    order = np.argsort(first, kind="stable")
+    code[app.rank[starts[order]]] = np.arange(starts.size, dtype=np.int64)
+    group = np.full(app.n_samples, -1, dtype=np.int64)
+    group[app.sample] = code[app.rank]
+    size = np.zeros(starts.size, dtype=np.int64)
+    size[code[app.rank[starts]]] = runs
+    return group, size
 
 
 def _point_sums(app: Appearances, ids: np.ndarray) -> np.ndarray:

@@ -181,8 +181,10 @@ class Membership:
             raise InputError(_WHERE, f"a point index is {pt.min()}", "use -1 for none")
         keep = pt >= 0
         if not keep.all():
-            pt, sm = pt[keep], sm[keep]
-            tok = None if tok is None else tok[keep]
+            # (e.g. the steps after the last logged one: one block kept, read in place)
+            at = _one_block(keep)
+            pt, sm = pt[at], sm[at]
+            tok = None if tok is None else tok[at]
         n_s = int(sm.max()) + 1 if n_samples is None and sm.size else int(n_samples or 0)
         n_p = int(pt.max()) + 1 if n_points is None and pt.size else int(n_points or 0)
         if pt.size and pt.max() >= n_p:
@@ -195,7 +197,7 @@ class Membership:
             per = per if per.dtype.kind in "iu" else per.astype(np.float64)
             if per.shape != (n_s,):
                 raise InputError(_WHERE, f"sample_tokens has shape {per.shape}, not ({n_s},)")
-            tok = per[sm] if repeats is None else per[sm] * repeats
+            tok = _gathered(per, sm) if repeats is None else per[sm] * repeats
         # (pt now rises: each point's first entry is a binary search, no count of them)
         offsets = np.searchsorted(pt, np.arange(n_p + 1), side="left")
         dtype = np.int32 if n_s < 2**31 else np.int64
@@ -216,7 +218,9 @@ def _by_point_then_sample(
     if _keys_rise(pt, sm, width):
         return pt, sm, tok, None
     grouped = bool((pt[1:] >= pt[:-1]).all())
-    key = pt.astype(np.int64) * width + sm
+    key = pt.astype(np.int64)
+    key *= width
+    key += sm
     if tok is None:
         key.sort()
     else:
@@ -230,8 +234,30 @@ def _by_point_then_sample(
         key, grouped = key[starts], False
     if not grouped:
         pt = key // width
-    key -= pt.astype(np.int64) * width
+    key %= width  # (key - point x width, in place)
     return pt, key, tok, repeats
+
+
+def _gathered(per: np.ndarray, sm: np.ndarray) -> np.ndarray:
+    """``per[sm]``, int32 when ``per`` holds whole numbers that fit (a sample's tokens),
+    a chunk at a time (no int64 array as long as the entries)."""
+    if per.dtype.kind not in "iu" or per.dtype.itemsize <= 4 or not per.size:
+        return per[sm]
+    if int(per.min()) < 0 or int(per.max()) >= 2**31:
+        return per[sm]
+    out = np.empty(sm.size, dtype=np.int32)
+    for part in chunks(sm.size):
+        out[part] = per[sm[part]]
+    return out
+
+
+def _one_block(mask: np.ndarray) -> slice | np.ndarray:
+    """A slice of the True positions of ``mask`` when they are one run, else ``mask``."""
+    n_true = int(np.count_nonzero(mask))
+    start = int(np.argmax(mask)) if n_true else 0
+    if bool(mask[start : start + n_true].all()):
+        return slice(start, start + n_true)
+    return mask
 
 
 def _keys_rise(pt: np.ndarray, sm: np.ndarray, width: int) -> bool:

@@ -39,8 +39,9 @@ def bucket_of(lengths: np.ndarray, edges: tuple[int, ...]) -> np.ndarray:
     >>> bucket_of(np.array([0, 769, 770, 8192, 9000]), (0, 770, 1216, 8192)).tolist()
     [0, 0, 1, 2, 2]
     """
-    idx = np.searchsorted(np.asarray(edges), lengths, side="right") - 1
-    return np.clip(idx, 0, len(edges) - 2)
+    idx = np.searchsorted(np.asarray(edges), lengths, side="right")
+    idx -= 1
+    return np.clip(idx, 0, len(edges) - 2, out=idx)
 
 
 class Bucketed:
@@ -51,11 +52,18 @@ class Bucketed:
 
     def prepare(self, lengths: np.ndarray, params: ScheduleParams) -> tuple:
         edges = params.buckets or default_edges(lengths)
+        n_buckets = len(edges) - 1
         buckets = bucket_of(lengths, edges)
-        # members of each bucket in dataset order: a stable sort by bucket number
-        order = np.argsort(buckets, kind="stable")
-        bounds = np.searchsorted(buckets[order], np.arange(len(edges)))
-        members = [order[bounds[i] : bounds[i + 1]] for i in range(len(edges) - 1)]
+        # members of each bucket in dataset order: a stable sort by bucket number, of
+        # int16 numbers (a radix sort, one pass), the bounds from the counts
+        small = buckets.astype(np.int16) if n_buckets < 1 << 15 else buckets
+        del buckets
+        order = np.argsort(small, kind="stable")
+        if len(order) < 1 << 31:  # (held all run: int32 halves it)
+            order = order.astype(np.int32)
+        bounds = np.zeros(n_buckets + 1, dtype=np.int64)
+        np.cumsum(np.bincount(small, minlength=n_buckets), out=bounds[1:])
+        members = [order[bounds[i] : bounds[i + 1]] for i in range(n_buckets)]
         return lengths, members, Budget.from_params(params)
 
     def epoch(self, prepared: tuple, epoch: int, shuffler: Shuffler) -> EpochPlan:
@@ -66,7 +74,7 @@ class Bucketed:
         done = 0
         for m in members:
             shuffled = ids[done : done + len(m)]
-            np.take(m, shuffler.permutation(len(m)), out=shuffled)
+            shuffled[:] = m[shuffler.permutation(len(m))]
             starts.append(pack_in_order(lengths[shuffled], budget) + done)
             done += len(m)
         pool = Batches.from_bounds(ids, np.concatenate(starts) if starts else np.zeros(0, np.int64))

@@ -90,14 +90,30 @@ def pack_sorted(sorted_lengths: np.ndarray, budget: Budget) -> np.ndarray:
     change = np.flatnonzero(ls[1:] != ls[:-1]) + 1
     run_starts = np.concatenate([[0], change])
     run_counts = np.diff(np.concatenate([run_starts, [n]]))
-    values = ls[run_starts].tolist()
+    return pack_runs(ls[run_starts], run_counts, budget)
+
+
+def pack_runs(values: np.ndarray, counts: np.ndarray, budget: Budget) -> np.ndarray:
+    """:func:`pack_sorted` of the sorted lengths made of ``counts[i]`` samples of length
+    ``values[i]`` each (``values`` ascending, distinct; ``counts`` >= 1): the same batch
+    starts, from the runs alone (e.g. a count per length, no sort of the samples).
+
+    >>> pack_runs(np.array([1, 2, 5, 9]), np.array([2, 3, 1, 1]), Budget(6)).tolist()
+    [0, 3, 5, 6]
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    n = int(counts.sum())
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    run_starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    run_values = np.asarray(values, dtype=np.int64).tolist()
     limit = budget.max_batch_size if budget.max_batch_size is not None else n
     padded = budget.mode == "padded"
     total_budget = budget.tokens
     pieces: list[np.ndarray] = []
     count = 0  # samples in the open batch
     total = 0  # their sum (tokens mode)
-    for pos, length, k in zip(run_starts.tolist(), values, run_counts.tolist(), strict=True):
+    for pos, length, k in zip(run_starts.tolist(), run_values, counts.tolist(), strict=True):
         per_budget = total_budget // length if length > 0 else n
         if padded:
             # (c + 1) * L <= budget  <=>  c + 1 <= budget // L
@@ -131,13 +147,21 @@ def pack_in_order(lengths_in_order: np.ndarray, budget: Budget) -> np.ndarray:
     n = len(ls)
     if not n:
         return np.zeros(0, dtype=np.int64)
-    end = batch_ends(ls, budget).item
+    ends = batch_ends(ls, budget)
     starts = []
-    pos = 0
+    # the chain only moves forward: read the ends as Python ints a window at a time
+    pos, lo = 0, 0
+    window: list[int] = []
     while pos < n:
+        if pos - lo >= len(window):
+            lo, window = pos, ends[pos : pos + CHAIN_WINDOW].tolist()
         starts.append(pos)
-        pos = end(pos)
+        pos = window[pos - lo]
     return np.array(starts, dtype=np.int64)
+
+
+#: Ends read at once by :func:`pack_in_order` as it follows the chain of batches.
+CHAIN_WINDOW = 1 << 16
 
 
 #: Positions handled at once by :func:`batch_ends` in ``padded`` mode (memory: about

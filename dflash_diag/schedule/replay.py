@@ -140,6 +140,14 @@ def batch_chunks(offsets: np.ndarray, chunk: int = CHUNK) -> list[tuple[int, int
     return out
 
 
+def pool_sizes(pool: Batches) -> np.ndarray:
+    """The samples of each batch of a pool, checked: none empty."""
+    sizes = pool.sizes()
+    if (sizes <= 0).any():
+        raise ValueError("a strategy produced an empty batch")
+    return sizes
+
+
 def pool_features(
     pool: Batches, lengths: np.ndarray, codes: np.ndarray | None, n_cat: int
 ) -> dict[str, np.ndarray]:
@@ -147,9 +155,7 @@ def pool_features(
     (:func:`sample_keys` summed), category counts.  Computed chunk by chunk."""
     import numpy as np
 
-    sizes = pool.sizes()
-    if (sizes <= 0).any():
-        raise ValueError("a strategy produced an empty batch")
+    sizes = pool_sizes(pool)
     names = ["tokens", "sumsq", "min", "max", "key"] + [f"cat{c}" for c in range(n_cat)]
     parts: dict[str, list[np.ndarray]] = {name: [] for name in names}
     for a, b in batch_chunks(pool.offsets):
@@ -321,9 +327,15 @@ def replay_epochs(
     params: ScheduleParams,
     dropped: dict[str, int],
     progress: Progress | None = None,
+    features: bool = True,
 ) -> Iterator[EpochRows]:
     """Each epoch of the replay in turn (what :func:`replay` keeps of it is its own
-    choice); ``dropped`` is updated as epochs go."""
+    choice); ``dropped`` is updated as epochs go.
+
+    :param features: False: each pool's ``feats`` hold ``n`` only (its batch sizes),
+        for a caller that reads the samples themselves (no pass of
+        :func:`pool_features` over the pool).
+    """
     if progress is not None:
         progress(0, setup.n_epochs)
     # The last pool's features, kept while the pool lives (a fixed pool lives in the
@@ -341,7 +353,11 @@ def replay_epochs(
         for key, value in plan.dropped.items():
             dropped[key] = dropped.get(key, 0) + int(value)
         if cache[0]() is not plan.pool:
-            feats = pool_features(plan.pool, setup.lengths, setup.codes, n_cat)
+            feats = (
+                pool_features(plan.pool, setup.lengths, setup.codes, n_cat)
+                if features
+                else {"n": pool_sizes(plan.pool)}
+            )
             cache = (weakref.ref(plan.pool), feats)
             pools += 1
         feats = cache[1]
@@ -581,9 +597,15 @@ def pool_batch_ids(pool_keys: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
     if not len(rows):
         return np.zeros(0, dtype=np.int64)
-    _, klass = np.unique(pool_keys, return_inverse=True)
-    np.take(klass.reshape(-1), rows, out=rows)  # rows now hold each row's key class
-    first = np.full(len(_), len(rows), dtype=np.int64)
+    ordered = np.sort(pool_keys)
+    if bool((ordered[1:] != ordered[:-1]).all()):  # (distinct batches: a class each)
+        n_classes = len(pool_keys)
+    else:
+        _, klass = np.unique(pool_keys, return_inverse=True)
+        n_classes = len(_)
+        np.take(klass.reshape(-1), rows, out=rows)  # rows now hold each row's key class
+    del ordered
+    first = np.full(n_classes, len(rows), dtype=np.int64)
     np.minimum.at(first, rows, np.arange(len(rows), dtype=np.int64))
     rank = np.empty(len(first), dtype=np.int64)
     rank[np.argsort(first, kind="stable")] = np.arange(len(first))
@@ -749,4 +771,7 @@ def micro_batches_per_epoch(
     strategy = cast(FixedStrategy, get_strategy(params.strategy))
     raw = as_lengths(source)
     lengths = raw if params.max_seq_len is None else np.minimum(raw, params.max_seq_len)
+    size = getattr(strategy, "pool_size", None)  # (the count alone, where it has a way)
+    if size is not None:
+        return int(size(lengths, params))
     return len(strategy.pool(strategy.prepare(lengths, params)))

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..data import ScheduleParams, registered_strategy
 from .base import Batches, EpochPlan
-from .packing import Budget, pack_sorted, stable_argsort
+from .packing import Budget, pack_runs, pack_sorted, stable_argsort
 from .rng import Shuffler
 
 
@@ -53,6 +53,17 @@ class SortedGreedy:
 
     def epoch(self, prepared: Batches, epoch: int, shuffler: Shuffler) -> EpochPlan:
         return EpochPlan(prepared, shuffler.permutation(len(prepared)))
+
+    def pool_size(self, lengths: np.ndarray, params: ScheduleParams) -> int:
+        """``len(self.prepare(lengths, params))``, from the count of each length (the
+        runs of the sorted lengths) when the lengths are token counts: no sort, no
+        batches built."""
+        ls = np.asarray(lengths)
+        if not (ls.size and ls.dtype.kind in "iu" and 0 <= ls.min() and ls.max() < 1 << 22):
+            return len(self.prepare(lengths, params))
+        counts = np.bincount(ls)
+        values = np.flatnonzero(counts)
+        return len(pack_runs(values, counts[values], Budget.from_params(params)))
 
     def pool(self, prepared: Batches) -> Batches:
         """The run's batches, every one of which each epoch visits."""

@@ -323,6 +323,7 @@ def counterfactual(
     pred = model.predict(cur_x[ok])
     noise = float(np.var(res[ok] - pred))
     current = float(np.var(pred)) + noise
+    del shares, cur_x, pred  # (before the other strategies' replays)
     out = []
     todo = [s for s in strategies if s != replay.params.strategy]
     for i, name in enumerate(todo):
@@ -342,6 +343,7 @@ def counterfactual(
             continue
         x = x[np.isfinite(x).all(axis=1)]
         var = float(np.var(model.predict(x))) + noise if x.size else None
+        del x  # (before the next strategy's replay)
         share = 1 - var / current if var is not None and current > 0 else None
         out.append(Counterfactual(name, var, share))
         if progress is not None:
@@ -404,7 +406,7 @@ def replayed_shares(
     first = params.first_step
     acc = np.zeros((0, n_cells))  # real tokens by (step - first, cell)
     present = np.zeros(0, dtype=bool)  # the steps the replay has
-    for ep in replay_epochs(setup, params, new_dropped()):
+    for ep in replay_epochs(setup, params, new_dropped(), features=False):
         step = ep.rows["step"]
         if not step.size:
             continue
@@ -418,10 +420,12 @@ def replayed_shares(
         chosen = ep.chosen[use]
         _add_tokens(acc, ep.pool, step[use] - first, chosen, setup.lengths, cells, n_cells)
         del ep
+    del setup  # (the strategy's prepared state, before the shares are made)
     steps = np.flatnonzero(present) + first
     logged = steps[interval - 1 :: interval] if interval > 1 else steps
     point = point_index(steps, logged, interval, covers)
     by_step = acc[: len(present)][present]
+    del acc
     if np.array_equal(point, np.arange(len(steps))):
         tot = by_step
     else:
@@ -431,12 +435,15 @@ def replayed_shares(
 
 
 def _shares(tot: np.ndarray) -> np.ndarray:
-    """Each row's tokens by cell over its total: the shares (NaN for a row of none)."""
+    """Each row's tokens by cell over its total: the shares (NaN for a row of none).
+    ``tot`` (a fresh array of the caller's) is divided in place."""
     import numpy as np
 
     s = tot.sum(axis=1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(s > 0, tot / s, np.nan)
+        np.divide(tot, s, out=tot)
+    tot[~(s[:, 0] > 0)] = np.nan
+    return tot
 
 
 def _add_tokens(

@@ -3,6 +3,8 @@ what they compute must be exactly what the plain version computes."""
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pandas as pd
 from chunking import small_chunks
@@ -10,7 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.special import gammaln
 
-from dflash_diag.samples import Membership, bh_qvalues, order_pvalue, separable_groups
+from dflash_diag.samples import (
+    Membership,
+    bh_qvalues,
+    order_pvalue,
+    sample_evidence,
+    separable_groups,
+)
 from dflash_diag.samples.appearances import appearances
 from dflash_diag.samples.evidence import SampleOptions
 from dflash_diag.samples.groups import number_by_first
@@ -322,3 +330,40 @@ def test_keys_rise_a_chunk_at_a_time_as_over_the_whole(pairs, chunk, sort):
         m = Membership.from_entries(point, sample, 2**31 - 1)
         want = np.unique(key)
         assert (m.samples.astype(np.int64) + 2**31 * m.point_of_entry()).tolist() == want.tolist()
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 40), st.integers(1, 8), st.integers(0, 2**16), st.integers(0, 2))
+def test_samples_seen_at_most_once_take_a_short_path_to_the_same_figures(
+    n_samples, n_points, seed, allow_low
+):
+    # each sample in at most one point (a sorted-greedy epoch), some points unusable:
+    # the ranks, groups and the whole evidence as the general passes give them, and the
+    # groups those of a dict of points
+    rng = np.random.default_rng(seed)
+    point = rng.integers(-1, n_points, n_samples)
+    m = Membership.from_entries(point, np.arange(n_samples), n_samples, n_points)
+    z = rng.normal(size=n_points)
+    z[rng.random(n_points) < 0.2] = np.nan
+    opts = SampleOptions(allow_low=allow_low, min_appearances=1)
+    app = appearances(m, z)
+    k = app.counts()
+    assert k.max(initial=0) <= 1
+    short = (app.counts_and_rank_sums(k), app.lowest(allow_low, k), separable_groups(m, z))
+    table = sample_evidence(m, z, excess=z, options=opts).table
+    with (
+        mock.patch("dflash_diag.samples.appearances.seen_at_most_once", lambda k: False),
+        mock.patch("dflash_diag.samples.groups.seen_at_most_once", lambda k: False),
+    ):
+        plain = (app.counts_and_rank_sums(), app.lowest(allow_low), separable_groups(m, z))
+        want_table = sample_evidence(m, z, excess=z, options=opts).table
+    for got, want in zip(sum(short, ()), sum(plain, ()), strict=True):
+        assert got.dtype == want.dtype and np.array_equal(got, want)
+    pd.testing.assert_frame_equal(table, want_table)
+    numbers: dict[int, int] = {}
+    usable = (point >= 0) & np.isfinite(z[np.maximum(point, 0)])
+    want_group = [
+        numbers.setdefault(int(p), len(numbers)) if u else -1
+        for p, u in zip(point, usable, strict=True)
+    ]
+    assert short[2][0].tolist() == want_group

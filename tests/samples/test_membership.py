@@ -130,3 +130,18 @@ def test_share_of_some_entries_is_their_share_of_all(seed: int, every: int) -> N
     assert np.allclose(m.share_of(some), whole[some])
     here = totals[pe] > 0
     assert np.allclose(whole[here], m.tokens[here] / totals[pe][here])
+
+
+@pytest.mark.parametrize("head, tail", [(0, 3), (2, 0), (2, 3), (0, 0)])
+def test_entries_of_no_point_around_one_block_are_left_out_as_anywhere(head, tail):
+    # (one block kept is read in place: the same table as a mask picks)
+    rng = np.random.default_rng(head * 10 + tail)
+    point = np.concatenate([np.full(head, -1), rng.integers(0, 4, 12), np.full(tail, -1)])
+    sample = rng.permutation(point.size)
+    got = Membership.from_entries(point, sample, point.size, 4, sample_tokens=np.arange(point.size))
+    keep = point >= 0
+    want = Membership.from_entries(
+        point[keep], sample[keep], point.size, 4, sample_tokens=np.arange(point.size)
+    )
+    for name in ("offsets", "samples", "tokens"):
+        assert np.array_equal(getattr(got, name), getattr(want, name))

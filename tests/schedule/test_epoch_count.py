@@ -43,3 +43,20 @@ def test_fixed_batches_are_counted_without_a_shuffle(strategy, monkeypatch):
     lengths = np.arange(1, 400) % 97 + 1
     params = params_for(strategy, ScheduleParams(token_budget=512), lengths)
     assert micro_batches_per_epoch(lengths, params) > 1
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 300), max_size=200),
+    budget=st.integers(1, 1200),
+    mode=st.sampled_from(["padded", "tokens"]),
+    most=st.none() | st.integers(1, 9),
+)
+def test_sorted_greedy_counts_its_batches_from_the_counts_per_length(lengths, budget, mode, most):
+    # (pack_runs over a count per length against the batches built from the sort)
+    from dflash_diag.schedule.sorted_greedy import SortedGreedy
+
+    arr = np.array(lengths, dtype=np.int64)
+    params = ScheduleParams(token_budget=budget, budget_mode=mode, max_batch_size=most)
+    strategy = SortedGreedy()
+    assert strategy.pool_size(arr, params) == len(strategy.prepare(arr, params))

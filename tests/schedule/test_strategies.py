@@ -175,14 +175,26 @@ def test_vectorised_packer_equals_the_loop(lens, budget, mode, max_bs):
     mode=st.sampled_from(["padded", "tokens"]),
     max_bs=st.one_of(st.none(), st.integers(1, 9)),
     chunk=st.sampled_from([1, 3, 16, packing.ENDS_CHUNK]),
+    window=st.sampled_from([1, 2, 5, packing.CHAIN_WINDOW]),
 )
 # 5 x 3 = 15 fits, though no window of 4 has a maximum below 15 // 4 = 3: the doubling
 # levels must not stop at 4
-@example(lens=[3] * 6, budget=15, mode="padded", max_bs=None, chunk=packing.ENDS_CHUNK)
-def test_packing_in_any_order_equals_the_literal_loop(lens, budget, mode, max_bs, chunk):
+@example(
+    lens=[3] * 6,
+    budget=15,
+    mode="padded",
+    max_bs=None,
+    chunk=packing.ENDS_CHUNK,
+    window=packing.CHAIN_WINDOW,
+)
+def test_packing_in_any_order_equals_the_literal_loop(lens, budget, mode, max_bs, chunk, window):
     """The vectorised packer (batch ends by prefix sums or binary lifting, positions in
-    chunks) builds the literal loop's batches, budgets far beyond any run included."""
-    with mock.patch.object(packing, "ENDS_CHUNK", chunk):
+    chunks, the chain of batches read a window at a time) builds the literal loop's
+    batches, budgets far beyond any run included."""
+    with (
+        mock.patch.object(packing, "ENDS_CHUNK", chunk),
+        mock.patch.object(packing, "CHAIN_WINDOW", window),
+    ):
         got = pack_in_order(np.array(lens, dtype=np.int64), Budget(budget, mode, max_bs))
     expected = oracles.greedy_pack(list(enumerate(lens)), budget, mode, max_bs)
     assert got.tolist() == [b[0] for b in expected]
