@@ -299,5 +299,14 @@ def _root(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console-script entry point (``dflash-diag``)."""
+    """Console-script entry point (``dflash-diag``).
+
+    Before numpy is imported, its ``NUMPY_MADVISE_HUGEPAGE`` is set to 0 unless the
+    environment sets it: numpy asks the kernel for transparent huge pages for every
+    large array, and where the kernel's ``defrag`` setting is ``madvise`` (Debian's and
+    Ubuntu's default) each first touch of such memory may compact memory on the spot,
+    which costs a short-lived command more than the huge pages save
+    (docs/performance.md, *Huge pages*)."""
+    if "numpy" not in sys.modules:
+        os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
     app(args=argv)

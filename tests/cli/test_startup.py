@@ -126,3 +126,30 @@ def test_a_misspelt_command_is_still_named_without_loading_any():
     assert result.stderr == (
         "error: No such command 'spike'. Did you mean 'spikes'?; see 'dflash-diag --help'\n"
     )
+
+
+@pytest.mark.parametrize("given", [None, "1"])
+def test_the_command_turns_numpy_huge_pages_off_unless_told(given, tmp_path):
+    """numpy's ``NUMPY_MADVISE_HUGEPAGE`` is 0 in a command's process (first touches of
+    huge pages can compact memory on the spot), unless the environment sets it."""
+    log = tmp_path / "run.log"
+    log.write_text("".join(f"step={i} loss={3.0 - i / 10}\n" for i in range(1, 11)))
+    code = (
+        "import os, sys\n"
+        "from dflash_diag.cli import main\n"
+        "try:\n    main(sys.argv[1:])\n"
+        "except SystemExit:\n    pass\n"
+        "print(repr(os.environ.get('NUMPY_MADVISE_HUGEPAGE')))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "NUMPY_MADVISE_HUGEPAGE"}
+    if given is not None:
+        env["NUMPY_MADVISE_HUGEPAGE"] = given
+    out = subprocess.run(
+        [sys.executable, "-c", code, "parse", str(log)],
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == repr(given or "0")
