@@ -417,7 +417,8 @@ def robust_band(
     than :data:`MIN_BAND_POINTS`); ``memo`` keeps what depends on ``x`` alone for the
     next metric (:func:`local_fit`)."""
     ok = np.isfinite(x) & np.isfinite(v)
-    x, v = x[ok], v[ok]
+    if not ok.all():  # (else ``x`` as it is: the same array for the next metric's memo)
+        x, v = x[ok], v[ok]
     if x.size < MIN_BAND_POINTS:
         return None
     if not (x[1:] >= x[:-1]).all():  # (logs come sorted: skip the sort)

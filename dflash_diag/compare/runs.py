@@ -16,7 +16,7 @@ import numpy as np
 from ..arrays import unique_values
 from ..data import Progress, metric_kind
 from ..errors import InputError
-from ..lr_phases import phase_labels, warmup_progress
+from ..lr_phases import WARMUP, phase_codes, warmup_progress
 from .align import (
     ALIGN_MODES,
     AXIS_NAMES,
@@ -126,15 +126,16 @@ def compare_runs(
     levels = {ACC_LIKE: ACC_MILESTONES, **(milestones or {})}
     results: dict[str, MetricComparison] = {}
     answers: list[PointAnswer] = []
-    labels = phase_labels(run_log.phases, run_log.steps)
-    warm = {b.path: phase_labels(b.phases, b.steps) for b in logs}  # (once, not per metric)
+    # Which points are in warmup, the run's and each baseline's (once, not per metric).
+    in_warmup = phase_codes(run_log.phases, run_log.steps) == WARMUP
+    warm = {b.path: phase_codes(b.phases, b.steps) == WARMUP for b in logs}
     memo = Memo()  # (the metrics share the logs' axes: their fits' geometry, the knots)
     for i, (name, used) in enumerate(names.items()):
         mc, points = _compare_metric(
             name,
             used,
             run_log,
-            (labels, warm),
+            (in_warmup, warm),
             levels,
             at,
             band_k,
@@ -258,10 +259,11 @@ def _compare_metric(
     unit: tuple[float, str, str],
     memo: Memo | None = None,
 ) -> tuple[MetricComparison, list[PointAnswer]]:
-    """One metric's comparison and its point answers; ``phase_of``: the run's phase
-    labels and each baseline's (by path); ``memo``: what the metrics share."""
+    """One metric's comparison and its point answers; ``phase_of``: which of the run's
+    points are in warmup, and which of each baseline's (by path); ``memo``: what the
+    metrics share."""
     kind = metric_kind(name)
-    labels, warm = phase_of
+    warmup, warm = phase_of
     notes: list[str] = []
     bands = []
     for b in used:
@@ -279,7 +281,6 @@ def _compare_metric(
     none = np.full(v.shape, np.nan)
     here = band_at(bands, run.x, memo) if bands else BandAt(none, none, none)
     if run.phases.found or run.phases.peak_lr is not None:
-        warmup = labels == "warmup"
         groups = [("warmup", _rows(warmup)), ("post_warmup", _rows(~warmup))]
     else:
         groups = [("all", slice(None))]
@@ -297,7 +298,7 @@ def _compare_metric(
     points = [_answer(int(s), ctx) for s in at]
     last = _last_compared(run, v, here.med)
     head = points[0] if points else (_answer(last, ctx) if last is not None else None)
-    slopes = slopes_after_warmup(name, run, used, labels, v, scale, per, warm)
+    slopes = slopes_after_warmup(name, run, used, warmup, v, scale, per, warm)
     point_text = head.sentence if head is not None else ""
     failure = failure_phrase(name, nonfinite[run.path])
     sentence = metric_sentence(

@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import InputError
-from ..lr_phases import Phases, phase_labels
+from ..lr_phases import WARMUP, Phases, phase_codes
 from .align import AlignedLog, Memo, column, short_name
 from .band import MIN_BAND_POINTS, SIDE_CODES, BandAt, first_reaching, side_codes
 from .results import Departure, Milestone, NonFinite, PhaseSummary, PointAnswer, Slope
@@ -159,7 +159,7 @@ def slopes_after_warmup(
     name: str,
     run: AlignedLog,
     used: Sequence[AlignedLog],
-    labels: np.ndarray,
+    warmup: np.ndarray,
     v: np.ndarray,
     scale: float,
     per: str,
@@ -167,16 +167,20 @@ def slopes_after_warmup(
 ) -> tuple[Slope, ...]:
     """The run's slope after its warmup; each baseline's over the aligned range both cover
     after warmup, with the run's slope over that same range subtracted (a curve that
-    flattens would otherwise look slower over a longer range).  ``warm``: per baseline
-    path, its :func:`~dflash_diag.lr_phases.phase_labels` when already made."""
-    post = (labels != "warmup") & np.isfinite(v) & np.isfinite(run.x)
+    flattens would otherwise look slower over a longer range).  ``warmup``: which of the
+    run's points are in warmup (:func:`~dflash_diag.lr_phases.phase_codes`);
+    ``warm``: the same per baseline path, when already made."""
+    post = ~warmup & np.isfinite(v) & np.isfinite(run.x)
     rx, rv = run.x[post], v[post]
     own = slope_with_ci(rx, rv, file=run.path, scale=scale, per=per)
     out = [replace(own, span=(float(rx.min()), float(rx.max()))) if rx.size else own]
     for b in used:
         bv = column(b.table, name)
-        blabels = warm[b.path] if warm and b.path in warm else phase_labels(b.phases, b.steps)
-        bpost = (blabels != "warmup") & np.isfinite(bv) & np.isfinite(b.x)
+        if warm and b.path in warm:
+            bwarm = warm[b.path]
+        else:
+            bwarm = phase_codes(b.phases, b.steps) == WARMUP
+        bpost = ~bwarm & np.isfinite(bv) & np.isfinite(b.x)
         lo, hi = math.inf, -math.inf
         if rx.size and bpost.any():
             lo, hi = max(rx.min(), b.x[bpost].min()), min(rx.max(), b.x[bpost].max())
