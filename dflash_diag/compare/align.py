@@ -131,7 +131,9 @@ class _Spots(NamedTuple):
     values.  ``keep``/``order``: the knots used (finite) and their sorting (None: as
     they are); ``inside``: the points within the knots; ``gapped``: those of them between
     two knots farther apart than ``max_gap``; ``same``: ``x`` is the knots themselves
-    (strictly increasing), where the interpolation is the values."""
+    (strictly increasing), where the interpolation is the values; ``at``: when every
+    point inside is a knot (strictly increasing knots; a run logged at its baseline's
+    steps), the knot of each, whose value the interpolation is there."""
 
     shape: tuple[int, ...]
     keep: np.ndarray | None
@@ -141,6 +143,7 @@ class _Spots(NamedTuple):
     xi: np.ndarray | None
     gapped: np.ndarray | None
     same: bool
+    at: np.ndarray | None = None
 
     @staticmethod
     def find(xp: np.ndarray, fp: np.ndarray | None, x: np.ndarray, max_gap: float) -> _Spots:
@@ -163,16 +166,19 @@ class _Spots(NamedTuple):
         if not inside.any():
             return _Spots(shape, keep, order, xp, None, None, None, False)
         xi = x[inside]
-        gapped = None
+        gapped = at = None
         if xp.size > 1:
             hi = np.clip(np.searchsorted(xp, xi, side="left"), 1, xp.size - 1)
             # ``xi`` is a point of ``xp`` when it equals the first point not below it (or
             # ``xp[0]``, where the clip moved ``hi`` up).
-            exact = (xp[hi] == xi) | (xp[hi - 1] == xi)
+            on_hi = xp[hi] == xi
+            exact = on_hi | (xp[hi - 1] == xi)
             gapped = (xp[hi] - xp[hi - 1] > max_gap) & ~exact
             if not gapped.any():
                 gapped = None
-        return _Spots(shape, keep, order, xp, inside, xi, gapped, False)
+            if exact.all() and bool((xp[1:] > xp[:-1]).all()):
+                at = np.where(on_hi, hi, hi - 1)  # (one knot of a value: np.interp's)
+        return _Spots(shape, keep, order, xp, inside, xi, gapped, False, at)
 
     def values(self, fp: np.ndarray) -> np.ndarray:
         """The interpolation of ``fp`` (on the knots :meth:`find` was given) at the points."""
@@ -185,7 +191,10 @@ class _Spots(NamedTuple):
         out = np.full(self.shape, np.nan)
         if self.inside is None or self.xi is None:
             return out
-        vals = np.interp(self.xi, self.xp, fp)
+        if self.at is not None:  # (np.interp at a knot is the knot's value)
+            vals = np.asarray(fp, dtype=float)[self.at]
+        else:
+            vals = np.interp(self.xi, self.xp, fp)
         if self.gapped is not None:
             vals[self.gapped] = np.nan
         out[self.inside] = vals

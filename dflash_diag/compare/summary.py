@@ -128,7 +128,10 @@ def slope_with_ci(
     (2.0, 100)
     """
     ok = np.isfinite(x) & np.isfinite(v)
-    x, v = x[ok] / scale, v[ok]
+    if ok.all():  # (the points after warmup come finite: no copies)
+        x = x / scale
+    else:
+        x, v = x[ok] / scale, v[ok]
     n = int(x.size)
     if n < MIN_SLOPE_POINTS or np.ptp(x) == 0:
         return Slope(file, None, None, n, per, f"not enough data: {n} points after warmup")

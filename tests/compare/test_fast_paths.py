@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dflash_diag.compare import align, band, summary
-from dflash_diag.compare.align import Memo, interp, interp_many
+from dflash_diag.compare.align import Memo, _Spots, interp, interp_many
 from dflash_diag.compare.band import BandAt, band_at, first_reaching, local_fit, robust_band
 from dflash_diag.compare.results import Departure
 from dflash_diag.data import RunLog
@@ -290,3 +290,19 @@ def test_a_table_in_step_order_is_kept_as_the_full_pass_leaves_it(
     pd.testing.assert_frame_equal(got, want)
     assert marks.keys() == want_marks.keys()
     assert all(same_bits(marks[c], want_marks[c]) for c in marks)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-20, 40), min_size=2, max_size=30, unique=True), st.data())
+def test_points_at_knots_read_the_knots_as_np_interp(knot_list: list, data: st.DataObject) -> None:
+    """A run logged at its baseline's steps (every point a knot, in any order, repeated,
+    ``-0.0`` for ``0.0``) reads the knots' values, as ``np.interp`` gives them."""
+    xp = np.array(sorted(knot_list), dtype=float)
+    fp = np.array(data.draw(st.lists(finite, min_size=xp.size, max_size=xp.size)))
+    x = np.array(data.draw(st.lists(st.sampled_from(xp.tolist()), max_size=40)), dtype=float)
+    if data.draw(st.booleans()):
+        x[x == 0] = -0.0
+    gap = data.draw(st.sampled_from([0.5, 3.0, math.inf]))
+    spots = _Spots.find(xp, None, x, gap)
+    assert spots.at is not None or spots.inside is None or spots.same
+    assert same_bits(spots.values(fp), plain_interp(xp, fp, x, gap))
