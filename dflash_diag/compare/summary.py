@@ -137,16 +137,20 @@ def slope_with_ci(
         return Slope(file, None, None, n, per, f"not enough data: {n} points after warmup")
     from ..stattests import t_quantile
 
-    xc = x - x.mean()
+    # (the long arrays written over where their values are no longer needed: fresh
+    # memory costs a page fault a page; the same operations, so the same numbers)
+    xc = np.subtract(x, x.mean(), out=x)  # (x: a new array either way)
     # The normal equations of [1, xc], summed with einsum (a threaded BLAS or LAPACK
     # call on two columns costs more than the sums here).
     sx, sxx = np.einsum("i->", xc), np.einsum("i,i->", xc, xc)
     xtx = np.array([[float(n), sx], [sx, sxx]])
     beta = np.linalg.solve(xtx, np.array([np.einsum("i->", v), np.einsum("i,i->", xc, v)]))
-    e = v - (beta[0] + beta[1] * xc)
+    fit = np.multiply(xc, beta[1])
+    fit += beta[0]
+    e = np.subtract(v, fit, out=fit)
     bread = np.linalg.inv(xtx)
     lag = int(math.floor(4 * (n / 100) ** (2 / 9)))
-    cols = (e, xc * e)  # the columns of X e, contiguous: each lag is four dot products
+    cols = (e, np.multiply(xc, e, out=xc))  # the columns of X e, contiguous: each lag is four dot products
     # (einsum, not BLAS: a threaded BLAS call per lag costs more than the sum itself)
     meat = np.array([[np.einsum("i,i->", a, b) for b in cols] for a in cols])
     for lag_i in range(1, min(lag, n - 1) + 1):
@@ -186,7 +190,8 @@ def slopes_after_warmup(
         bpost = ~bwarm & np.isfinite(bv) & np.isfinite(b.x)
         lo, hi = math.inf, -math.inf
         if rx.size and bpost.any():
-            lo, hi = max(rx.min(), b.x[bpost].min()), min(rx.max(), b.x[bpost].max())
+            bx = b.x[bpost]
+            lo, hi = max(rx.min(), bx.min()), min(rx.max(), bx.max())
         if not lo < hi:
             reason = "not enough data: no range after warmup shared with the run"
             out.append(Slope(b.path, None, None, 0, per, reason))
