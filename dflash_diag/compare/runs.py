@@ -352,10 +352,18 @@ def _curves(
     memo: Memo | None = None,
 ) -> Curves:
     if len(bands) == 1 and bool((bands[0][0][1:] > bands[0][0][:-1]).all()):
-        grid = bands[0][0]  # (already sorted and unique)
+        # (already sorted and unique; a copy: it may be the log's own, which every
+        # metric's curves would share)
+        grid = bands[0][0].copy()
+        # One band, finite: on its own points it is itself (band_at would copy it).
+        curves = bands[0][1:]
+        if all(np.isfinite(c).all() for c in curves):
+            on_grid = BandAt(*curves)
+        else:
+            on_grid = band_at(bands, grid, memo)
     else:
         grid = unique_values(np.concatenate([bx for bx, *_ in bands])) if bands else np.array([])
-    on_grid = band_at(bands, grid, memo) if bands else BandAt(grid, grid, grid)
+        on_grid = band_at(bands, grid, memo) if bands else BandAt(grid, grid, grid)
     return Curves(
         run=_present(run.x, v),
         baselines={b.path: _present(b.x, column(b.table, name)) for b in used},
@@ -410,7 +418,8 @@ def _answer(step: int, ctx: _PointContext) -> PointAnswer:
     """The point answer at one run step: value, lr, warmup progress, band, verdict."""
     name, v, run, bands = ctx.name, ctx.v, ctx.run, ctx.bands
     q = np.array([float(step)])
-    logged = run.steps[np.isfinite(v)]
+    has = np.isfinite(v)
+    logged = run.steps if has.all() else run.steps[has]  # (all: the same array, kept once)
     gap = kept(ctx.memo, ("gap", logged), lambda: gap_limit(logged))
     failed = failed_near(run.steps, v, ctx.bad, step)
     value = math.nan if failed is not None else float(interp(run.steps, v, q, gap)[0])

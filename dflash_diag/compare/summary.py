@@ -150,7 +150,10 @@ def slope_with_ci(
     e = np.subtract(v, fit, out=fit)
     bread = np.linalg.inv(xtx)
     lag = int(math.floor(4 * (n / 100) ** (2 / 9)))
-    cols = (e, np.multiply(xc, e, out=xc))  # the columns of X e, contiguous: each lag is four dot products
+    cols = (
+        e,
+        np.multiply(xc, e, out=xc),
+    )  # the columns of X e, contiguous: each lag is four dot products
     # (einsum, not BLAS: a threaded BLAS call per lag costs more than the sum itself)
     meat = np.array([[np.einsum("i,i->", a, b) for b in cols] for a in cols])
     for lag_i in range(1, min(lag, n - 1) + 1):
@@ -324,8 +327,12 @@ def find_milestones(
         v = column(log.table, name)
         ok = np.isfinite(v)
         if ok.sum() >= MIN_BAND_POINTS:
-            first = first_reaching(log.x[ok], v[ok], window, levels, direction == "up", memo=memo)
-            hits[log.path] = (log.steps[ok], log.x[ok], first)
+            # (every point a value: the log's own arrays, which the band's fit was keyed by)
+            st, x = (log.steps, log.x) if ok.all() else (log.steps[ok], log.x[ok])
+            first = first_reaching(
+                x, v if ok.all() else v[ok], window, levels, direction == "up", memo=memo
+            )
+            hits[log.path] = (st, x, first)
     out = []
     for j, level in enumerate(levels):
         steps: dict[str, int | None] = {}

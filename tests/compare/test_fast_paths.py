@@ -306,3 +306,28 @@ def test_points_at_knots_read_the_knots_as_np_interp(knot_list: list, data: st.D
     spots = _Spots.find(xp, None, x, gap)
     assert spots.at is not None or spots.inside is None or spots.same
     assert same_bits(spots.values(fp), plain_interp(xp, fp, x, gap))
+
+
+@settings(max_examples=40, deadline=None)
+@given(logs(most=200), st.booleans())
+def test_one_bands_curve_on_its_points_is_band_at_there(
+    data: tuple[np.ndarray, list[np.ndarray]], overflow: bool
+) -> None:
+    """One baseline's band on its own points (taken as it is) equals band_at there, bit
+    for bit, and the grid is not the log's own array."""
+    from dflash_diag.compare import runs
+    from dflash_diag.compare.align import AlignedLog
+    from dflash_diag.lr_phases import Phases
+
+    x, metrics = data
+    v = metrics[0]
+    table = pd.DataFrame({"step": x, "loss": v})
+    log = AlignedLog("b.log", "b", table, x, x, Phases(False))
+    band = robust_band(x, v, 3.0, 9)
+    assert band is not None
+    if overflow:  # (a band with inf in it: band_at's own way)
+        band = (*band[:3], np.where(np.arange(x.size) == 1, math.inf, band[3]))
+    curves = runs._curves("loss", [log], log, v, [band])
+    want = band_at([band], band[0])
+    assert same_bits(curves.band[0], band[0]) and curves.band[0] is not x
+    assert all(same_bits(a, b) for a, b in zip(curves.band[1:], want, strict=True))
