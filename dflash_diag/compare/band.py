@@ -70,7 +70,8 @@ def print_step(values: np.ndarray) -> float:
     >>> print_step(np.array([0.046, 0.1, 0.25]))
     0.001
     """
-    v = np.abs(values[np.isfinite(values) & (values != 0)])
+    v = values[np.isfinite(values) & (values != 0)]
+    np.abs(v, out=v)  # (a copy already: made absolute where it is)
     if v.size == 0:
         return 0.0
     head = v[:_STEP_SAMPLE]
@@ -88,9 +89,23 @@ _STEP_SAMPLE = 256
 
 def _multiples(v: np.ndarray, k: int) -> bool:
     """Every value of ``v`` is a multiple of ``10**-k`` (to ``1e-6`` of the scaled value,
-    plus ``1e-9`` relative)."""
-    scaled = v * 10.0**k
-    return bool(np.all(np.abs(scaled - np.round(scaled)) <= 1e-6 + 1e-9 * scaled))
+    plus ``1e-9`` relative); in pieces of :data:`_STEP_PIECE` values, whose temporaries
+    stay in cache (and the first piece that fails ends the test)."""
+    step = 10.0**k
+    for lo in range(0, v.size, _STEP_PIECE):
+        scaled = v[lo : lo + _STEP_PIECE] * step
+        off = np.round(scaled)
+        np.subtract(scaled, off, out=off)
+        np.abs(off, out=off)
+        np.multiply(scaled, 1e-9, out=scaled)
+        scaled += 1e-6
+        if not bool(np.all(off <= scaled)):
+            return False
+    return True
+
+
+#: :func:`_multiples` tests this many values at a time.
+_STEP_PIECE = 1 << 14
 
 
 def local_fit(
@@ -290,9 +305,20 @@ class _Hermite(NamedTuple):
         )
 
     def at(self, ya: np.ndarray, da: np.ndarray) -> np.ndarray:
-        """The cubic with values ``ya`` and slopes ``da`` at the points ``xa``."""
+        """The cubic with values ``ya`` and slopes ``da`` at the points ``xa``: ``y0 ya[j]
+        + d0 da[j] + y1 ya[j + 1] + d1 da[j + 1]``, summed in that order in two arrays
+        (not a new one for each product)."""
         j = self.j
-        return self.y0 * ya[j] + self.d0 * da[j] + self.y1 * ya[j + 1] + self.d1 * da[j + 1]
+        out = np.take(ya, j)
+        out *= self.y0
+        term = np.take(da, j)
+        term *= self.d0
+        out += term
+        for a, weight in ((ya, self.y1), (da, self.d1)):
+            np.take(a[1:], j, out=term)  # (a[j + 1])
+            term *= weight
+            out += term
+        return out
 
 
 def _hermite(xa: np.ndarray, ya: np.ndarray, da: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -428,11 +454,16 @@ def robust_band(
     # One window's scale is itself noisy (a few lucky points make a narrow band); the
     # noise level changes slowly, so it is the rolling median over 3 windows.
     scale = np.maximum(rolling_median(scale, 3 * window), print_step(v))
-    # A like run's point differs from the centre by its own noise and the centre's error.
-    half = k * scale * np.sqrt(1.0 + c00)
+    # A like run's point differs from the centre by its own noise and the centre's error:
+    # ``half = k x scale x sqrt(1 + c00)``, worked out in the arrays already made.
+    np.add(c00, 1.0, out=c00)
+    np.sqrt(c00, out=c00)
+    scale *= k
+    scale *= c00
+    half = scale
     lo = centre - half
     if (v >= 0).all():
-        lo = np.maximum(lo, 0.0)  # acc, loss, grad norms: a band below 0 says nothing
+        np.maximum(lo, 0.0, out=lo)  # acc, loss, grad norms: a band below 0 says nothing
     return x, centre, lo, centre + half
 
 

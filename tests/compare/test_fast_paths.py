@@ -198,17 +198,20 @@ def plain_print_step(values: np.ndarray) -> float:
     st.lists(st.integers(-(10**6), 10**6), min_size=0, max_size=60),
     st.lists(st.integers(0, 8), min_size=1, max_size=60),
     st.integers(1, 10),
+    st.integers(1, 7),
 )
 def test_print_step_tried_on_a_few_first_equals_every_value(
-    ints: list[int], decimals: list[int], sample: int
+    ints: list[int], decimals: list[int], sample: int, piece: int
 ) -> None:
+    """A few first values, then all of them in pieces of ``piece``: the step of every value
+    tried at once."""
     values = np.array([i / 10.0 ** decimals[j % len(decimals)] for j, i in enumerate(ints)])
-    old = band._STEP_SAMPLE
-    band._STEP_SAMPLE = sample
+    old = band._STEP_SAMPLE, band._STEP_PIECE
+    band._STEP_SAMPLE, band._STEP_PIECE = sample, piece
     try:
         assert band.print_step(values) == plain_print_step(values)
     finally:
-        band._STEP_SAMPLE = old
+        band._STEP_SAMPLE, band._STEP_PIECE = old
 
 
 def plain_departure(steps: np.ndarray, v: np.ndarray, b: BandAt) -> Departure | None:
