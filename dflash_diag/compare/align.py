@@ -133,7 +133,8 @@ class _Spots(NamedTuple):
     two knots farther apart than ``max_gap``; ``same``: ``x`` is the knots themselves
     (strictly increasing), where the interpolation is the values; ``at``: when every
     point inside is a knot (strictly increasing knots; a run logged at its baseline's
-    steps), the knot of each, whose value the interpolation is there."""
+    steps), the knot of each, whose value the interpolation is there; ``every``: every
+    point is inside (``x`` one-dimensional), so the values inside are all of them."""
 
     shape: tuple[int, ...]
     keep: np.ndarray | None
@@ -144,6 +145,7 @@ class _Spots(NamedTuple):
     gapped: np.ndarray | None
     same: bool
     at: np.ndarray | None = None
+    every: bool = False
 
     @staticmethod
     def find(xp: np.ndarray, fp: np.ndarray | None, x: np.ndarray, max_gap: float) -> _Spots:
@@ -165,7 +167,8 @@ class _Spots(NamedTuple):
         inside = np.isfinite(x) & (x >= xp[0]) & (x <= xp[-1])
         if not inside.any():
             return _Spots(shape, keep, order, xp, None, None, None, False)
-        xi = x[inside]
+        every = x.ndim == 1 and bool(inside.all())
+        xi = x if every else x[inside]
         gapped = at = None
         if xp.size > 1:
             hi = np.clip(np.searchsorted(xp, xi, side="left"), 1, xp.size - 1)
@@ -178,7 +181,7 @@ class _Spots(NamedTuple):
                 gapped = None
             if exact.all() and bool((xp[1:] > xp[:-1]).all()):
                 at = np.where(on_hi, hi, hi - 1)  # (one knot of a value: np.interp's)
-        return _Spots(shape, keep, order, xp, inside, xi, gapped, False, at)
+        return _Spots(shape, keep, order, xp, inside, xi, gapped, False, at, every)
 
     def values(self, fp: np.ndarray) -> np.ndarray:
         """The interpolation of ``fp`` (on the knots :meth:`find` was given) at the points."""
@@ -188,15 +191,17 @@ class _Spots(NamedTuple):
             fp = fp[self.order]
         if self.same:  # (np.interp returns a knot's value itself at the knot)
             return np.array(fp, dtype=float)
-        out = np.full(self.shape, np.nan)
         if self.inside is None or self.xi is None:
-            return out
+            return np.full(self.shape, np.nan)
         if self.at is not None:  # (np.interp at a knot is the knot's value)
             vals = np.asarray(fp, dtype=float)[self.at]
         else:
             vals = np.interp(self.xi, self.xp, fp)
         if self.gapped is not None:
             vals[self.gapped] = np.nan
+        if self.every:  # (a new array, of every point)
+            return vals
+        out = np.full(self.shape, np.nan)
         out[self.inside] = vals
         return out
 
