@@ -28,6 +28,7 @@ from .align import (
     interp,
     kept,
     prepare,
+    rows,
     warmup_anchors,
     warmup_ends,
 )
@@ -281,7 +282,7 @@ def _compare_metric(
     none = np.full(v.shape, np.nan)
     here = band_at(bands, run.x, memo) if bands else BandAt(none, none, none)
     if run.phases.found or run.phases.peak_lr is not None:
-        groups = [("warmup", _rows(warmup)), ("post_warmup", _rows(~warmup))]
+        groups = [("warmup", rows(warmup)), ("post_warmup", rows(~warmup))]
     else:
         groups = [("all", slice(None))]
     side = side_codes(v, here)  # (elementwise: a phase's are its points')
@@ -319,15 +320,6 @@ def _compare_metric(
         nonfinite=nonfinite,
     )
     return mc, points
-
-
-def _rows(mask: np.ndarray) -> slice | np.ndarray:
-    """The rows ``mask`` selects: a slice when they are consecutive (a phase of a log in
-    step order; views, not copies), else ``mask`` itself."""
-    idx = np.flatnonzero(mask)
-    if idx.size and idx[-1] - idx[0] + 1 == idx.size:
-        return slice(int(idx[0]), int(idx[-1]) + 1)
-    return mask
 
 
 def _nonfinite(log: AlignedLog, name: str) -> NonFinite:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..lr_phases import WARMUP, Phases, phase_codes
-from .align import AlignedLog, Memo, column, short_name
+from .align import AlignedLog, Memo, column, rows, short_name
 from .band import MIN_BAND_POINTS, SIDE_CODES, BandAt, first_reaching, side_codes
 from .results import Departure, Milestone, NonFinite, PhaseSummary, PointAnswer, Slope
 
@@ -180,7 +180,8 @@ def slopes_after_warmup(
     flattens would otherwise look slower over a longer range).  ``warmup``: which of the
     run's points are in warmup (:func:`~dflash_diag.lr_phases.phase_codes`);
     ``warm``: the same per baseline path, when already made."""
-    post = ~warmup & np.isfinite(v) & np.isfinite(run.x)
+    # (the points after warmup are most often one stretch: views of it, not copies)
+    post = rows(~warmup & np.isfinite(v) & np.isfinite(run.x))
     rx, rv = run.x[post], v[post]
     own = slope_with_ci(rx, rv, file=run.path, scale=scale, per=per)
     out = [replace(own, span=(float(rx.min()), float(rx.max()))) if rx.size else own]
@@ -193,13 +194,13 @@ def slopes_after_warmup(
         bpost = ~bwarm & np.isfinite(bv) & np.isfinite(b.x)
         lo, hi = math.inf, -math.inf
         if rx.size and bpost.any():
-            bx = b.x[bpost]
+            bx = b.x[rows(bpost)]
             lo, hi = max(rx.min(), bx.min()), min(rx.max(), bx.max())
         if not lo < hi:
             reason = "not enough data: no range after warmup shared with the run"
             out.append(Slope(b.path, None, None, 0, per, reason))
             continue
-        m = bpost & (b.x >= lo) & (b.x <= hi)
+        m = rows(bpost & (b.x >= lo) & (b.x <= hi))
         base = slope_with_ci(b.x[m], bv[m], file=b.path, scale=scale, per=per)
         r = (rx >= lo) & (rx <= hi)
         if r.all():  # (the run's own points: its slope, found once)

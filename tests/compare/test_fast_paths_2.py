@@ -115,7 +115,9 @@ def test_a_phase_as_a_slice_selects_what_its_mask_does(
     mask = np.r_[np.zeros(before, bool), np.ones(inside, bool), np.zeros(after, bool)]
     if holes and inside > 2:
         mask[before + 1] = False
-    rows = runs._rows(mask)
+    from dflash_diag.compare.align import rows as rows_of
+
+    rows = rows_of(mask)
     a = np.arange(mask.size) * 1.5
     assert same_bits(a[rows], a[mask])
     assert isinstance(rows, slice) == (inside > 0 and not (holes and inside > 2))
@@ -175,12 +177,16 @@ def test_slope_writing_over_its_arrays_is_the_plain_slope(
     v[rng.random(n) < holes] = math.nan
     x[rng.random(n) < holes] = math.inf
     x0, v0 = x.copy(), v.copy()
-    got, want = slope_with_ci(x, v, scale=scale), slope_plain(x, v, scale)
-    assert same_bits(x, x0) and same_bits(v, v0)  # (the caller's arrays untouched)
-    if want is None:
-        assert got.value is None
-    else:
-        assert (got.value, got.se) == want
+    for off in (0, 1, 3):  # (views that start anywhere: a stretch after warmup)
+        got, want = (
+            slope_with_ci(x[off:], v[off:], scale=scale),
+            slope_plain(x0[off:], v0[off:], scale),
+        )
+        assert same_bits(x, x0) and same_bits(v, v0)  # (the caller's arrays untouched)
+        if want is None:
+            assert got.value is None
+        else:
+            assert (got.value, got.se) == want
 
 
 @settings(max_examples=60, deadline=None)
@@ -225,3 +231,16 @@ def test_band_worked_out_in_place_is_the_plain_band(
         j = h.j
         plain = h.y0 * ya[j] + h.d0 * da[j] + h.y1 * ya[j + 1] + h.d1 * da[j + 1]
         assert same_bits(h.at(ya, da), plain)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.booleans(), max_size=40))
+def test_rows_select_what_the_mask_selects(mask: list) -> None:
+    from dflash_diag.compare.align import rows
+
+    m = np.array(mask, dtype=bool)
+    a = np.arange(m.size, dtype=float)
+    r = rows(m)
+    assert same_bits(a[r], a[m])
+    idx = np.flatnonzero(m)
+    assert isinstance(r, slice) == bool(idx.size and idx[-1] - idx[0] + 1 == idx.size)
