@@ -214,8 +214,11 @@ def _grid(n: int, w: int, grid_from: int | None) -> np.ndarray:
     return unique_values(np.concatenate([np.arange(0, n, k), np.arange(h), np.arange(n - h, n)]))
 
 
-#: :func:`first_reaching` fits this many grid points at a time.
+#: :func:`first_reaching` fits at most this many grid points at a time ...
 SCAN_CHUNK = 4096
+#: ... and this many first, twice as many each time after (a level reached early, as
+#: acc's first ones are, costs a small piece; a late one a few large ones).
+SCAN_FIRST = 256
 
 
 def first_reaching(
@@ -229,8 +232,9 @@ def first_reaching(
 ) -> list[int | None]:
     """Per level, the first index whose :func:`local_fit` centre reaches it (``>=``
     when ``up``, else ``<=``), or None; fitting from the start only as far as the last
-    level needs (``SCAN_CHUNK`` grid points at a time), with the same numbers, or
-    reading the centre :func:`local_fit` left in ``memo`` for the same points."""
+    level needs (``SCAN_FIRST`` grid points, then twice as many each time up to
+    ``SCAN_CHUNK``), with the same numbers, or reading the centre :func:`local_fit`
+    left in ``memo`` for the same points."""
     kept = None if memo is None else memo.find(("centre", x, v, window, grid_from))
     if isinstance(kept, np.ndarray):
         return [_first(kept >= level if up else kept <= level) for level in levels]
@@ -240,8 +244,10 @@ def first_reaching(
     at = _grid(n, w, grid_from)
     found: dict[int, int | None] = {}
     first = 0  # the first point not yet looked at
-    for lo in range(0, at.size, SCAN_CHUNK):
-        seg = at[lo : lo + SCAN_CHUNK + 1]  # (one point of overlap: the next piece's start)
+    lo, size = 0, min(SCAN_FIRST, SCAN_CHUNK)
+    while lo < at.size:
+        seg = at[lo : lo + size + 1]  # (one point of overlap: the next piece's start)
+        lo, size = lo + size, min(2 * size, SCAN_CHUNK)
         centre, slope, _, _ = _fit_blocks(x, v, start, seg, w)
         pts = np.arange(first, seg[-1] + 1)
         if pts.size == 0:

@@ -396,6 +396,8 @@ def failed_near(steps: np.ndarray, v: np.ndarray, bad: np.ndarray, step: int) ->
     >>> failed_near(s, v, bad, 25), failed_near(s, v, bad, 20), failed_near(s, v, bad, 10)
     (20, 20, None)
     """
+    if not bad.any():  # (no nan/inf logged: nothing to look for)
+        return None
     logged = np.isfinite(v) | bad
     s, b = steps[logged], bad[logged]
     if not b.any() or s.size == 0 or not s[0] <= step <= s[-1]:

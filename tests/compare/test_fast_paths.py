@@ -148,13 +148,17 @@ def test_milestones_from_a_kept_fit_equal_the_scan(
     memo = Memo()
     centre = local_fit(x, v, window, grid_from=grid_from, memo=memo)[0]
     levels = [*np.quantile(centre, [0.0, 0.3, 0.7, 1.0]), float(centre.max()) + 1.0]
-    old = band.SCAN_CHUNK
-    band.SCAN_CHUNK = 5  # several pieces, even on a short series
-    try:
-        scanned = first_reaching(x, v, window, levels, up, grid_from=grid_from)
-    finally:
-        band.SCAN_CHUNK = old
-    assert first_reaching(x, v, window, levels, up, grid_from=grid_from, memo=memo) == scanned
+    old = band.SCAN_FIRST, band.SCAN_CHUNK
+    scans = []
+    # several pieces, even on a short series: of one size, and growing
+    for first, most in ((5, 5), (1, 9), (2, 3)):
+        band.SCAN_FIRST, band.SCAN_CHUNK = first, most
+        try:
+            scans.append(first_reaching(x, v, window, levels, up, grid_from=grid_from))
+        finally:
+            band.SCAN_FIRST, band.SCAN_CHUNK = old
+    kept = first_reaching(x, v, window, levels, up, grid_from=grid_from, memo=memo)
+    assert all(scanned == kept for scanned in scans)
 
 
 @settings(max_examples=40, deadline=None)
