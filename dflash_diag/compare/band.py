@@ -301,14 +301,33 @@ class _Hermite(NamedTuple):
     @staticmethod
     def of(xa: np.ndarray, x: np.ndarray) -> _Hermite:
         """The basis at ``x`` of the cubic on the points ``xa``."""
-        j = np.clip(np.searchsorted(xa, x, side="right") - 1, 0, xa.size - 2)
-        h = xa[j + 1] - xa[j]
-        h = np.where(h > 0, h, 1.0)
-        t = (x - xa[j]) / h
-        t2, t3 = t * t, t * t * t
-        return _Hermite(
-            j, 2 * t3 - 3 * t2 + 1, (t3 - 2 * t2 + t) * h, 3 * t2 - 2 * t3, (t3 - t2) * h
-        )
+        # ``h = xa[j + 1] - xa[j]`` (1 where not positive), ``t = (x - xa[j]) / h``, and
+        # the basis ``2t^3 - 3t^2 + 1``, ``(t^3 - 2t^2 + t) h``, ``3t^2 - 2t^3``,
+        # ``(t^3 - t^2) h``: the same operations in that order, written over arrays no
+        # longer needed (a new one costs a page fault a page).
+        j = np.searchsorted(xa, x, side="right")
+        j -= 1
+        np.clip(j, 0, xa.size - 2, out=j)
+        h, t = np.take(xa[1:], j), np.take(xa, j)
+        h -= t
+        np.copyto(h, 1.0, where=~(h > 0))
+        np.subtract(x, t, out=t)
+        t /= h
+        t2 = t * t
+        t3 = t2 * t
+        tmp = np.multiply(t2, 3.0)
+        y0 = np.multiply(t3, 2.0)
+        y0 -= tmp
+        y0 += 1.0
+        y1 = np.multiply(t3, 2.0)
+        np.subtract(tmp, y1, out=y1)
+        np.multiply(t2, 2.0, out=tmp)
+        d0 = np.subtract(t3, tmp, out=tmp)
+        d0 += t
+        d0 *= h
+        np.subtract(t3, t2, out=t3)
+        t3 *= h
+        return _Hermite(j, y0, d0, y1, t3)
 
     def at(self, ya: np.ndarray, da: np.ndarray) -> np.ndarray:
         """The cubic with values ``ya`` and slopes ``da`` at the points ``xa``: ``y0 ya[j]
