@@ -128,8 +128,10 @@ def slope_with_ci(
     (2.0, 100)
     """
     ok = np.isfinite(x) & np.isfinite(v)
-    if ok.all():  # (the points after warmup come finite: no copies)
+    if ok.all():  # (the points after warmup come finite: no copies ...)
         x = x / scale
+        # (... but of a strided column, whose sums einsum would add in another order)
+        v = np.ascontiguousarray(v)
     else:
         x, v = x[ok] / scale, v[ok]
     n = int(x.size)

@@ -177,6 +177,12 @@ def test_slope_writing_over_its_arrays_is_the_plain_slope(
     v[rng.random(n) < holes] = math.nan
     x[rng.random(n) < holes] = math.inf
     x0, v0 = x.copy(), v.copy()
+    # (a table's column: a strided view, as pandas gives a block's column)
+    block = np.stack([x, v, x], axis=1)
+    cols = (block[:, 0], block[:, 1])
+    got = slope_with_ci(*cols, scale=scale)
+    want = slope_plain(x0, v0, scale)
+    assert (got.value, got.se) == ((None, None) if want is None else want)
     for off in (0, 1, 3):  # (views that start anywhere: a stretch after warmup)
         got, want = (
             slope_with_ci(x[off:], v[off:], scale=scale),
