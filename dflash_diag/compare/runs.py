@@ -365,8 +365,10 @@ def _curves(
 
 
 def _last_compared(run: AlignedLog, v: np.ndarray, med: np.ndarray) -> int | None:
-    ok = np.flatnonzero(np.isfinite(v) & np.isfinite(med))
-    return int(run.steps[ok[-1]]) if ok.size else None
+    ok = np.isfinite(v) & np.isfinite(med)
+    if not ok.any():
+        return None
+    return int(run.steps[ok.size - 1 - int(np.argmax(ok[::-1]))])  # (the last of them)
 
 
 class _PointContext(NamedTuple):

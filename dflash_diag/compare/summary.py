@@ -56,8 +56,9 @@ def summarise_phase(
     has = np.isfinite(v)
     counts = np.bincount(side, minlength=4)
     n_points, n_comp = int(has.sum()), int(counts[1:].sum())
-    first = int(steps[has][0]) if n_points else None
-    last = int(steps[has][-1]) if n_points else None
+    # (the first and last points with a value, without a copy of those points)
+    first = int(steps[int(np.argmax(has))]) if n_points else None
+    last = int(steps[has.size - 1 - int(np.argmax(has[::-1]))]) if n_points else None
     if n_comp < MIN_PHASE_POINTS:
         return PhaseSummary(
             phase, n_points, n_comp, first, last, None, None, None, "not enough data", None

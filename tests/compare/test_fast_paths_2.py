@@ -259,3 +259,20 @@ def test_rows_select_what_the_mask_selects(mask: list) -> None:
     assert same_bits(a[r], a[m])
     idx = np.flatnonzero(m)
     assert isinstance(r, slice) == bool(idx.size and idx[-1] - idx[0] + 1 == idx.size)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(cell, min_size=0, max_size=30), st.integers(0, 2**32 - 1))
+def test_a_phases_first_and_last_are_its_first_and_last_values(cells: list, seed: int) -> None:
+    from dflash_diag.compare.band import BandAt
+    from dflash_diag.compare.summary import summarise_phase
+
+    v = np.array(cells, dtype=float)
+    v[~np.isfinite(v)] = math.nan  # (the run's values: nan/inf are compared as absent)
+    steps = np.cumsum(np.random.default_rng(seed).integers(1, 4, v.size))
+    band = BandAt(np.zeros(v.size), np.full(v.size, -1.0), np.ones(v.size))
+    s = summarise_phase("all", steps, v, band)
+    has = np.isfinite(v)
+    assert (s.first_step, s.last_step) == (
+        (int(steps[has][0]), int(steps[has][-1])) if has.any() else (None, None)
+    )
