@@ -9,7 +9,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dflash_diag.errors import InputError
-from dflash_diag.lr_phases import Phases, lr_phases, phase_labels, warmup_progress
+from dflash_diag.lr_phases import (
+    CODE_NAMES,
+    WARMUP,
+    Phases,
+    _clean,
+    lr_phases,
+    phase_codes,
+    phase_labels,
+    warmup_progress,
+)
 
 PEAK = 6e-4
 
@@ -227,3 +236,46 @@ def test_labels_from_codes_are_the_strings_one_by_one(found, source, peak, warm,
     p = Phases(found, warmup_end_step=warm, decay_start_step=decay, peak_lr=peak, source=source)
     got, want = phase_labels(p, np.array(steps, dtype=float)), labels_one_by_one(p, steps)
     assert got.dtype == want.dtype and got.tolist() == want.tolist()
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(
+    found=st.booleans(),
+    warm=st.one_of(st.none(), st.integers(0, 30)),
+    decay=st.one_of(st.none(), st.integers(0, 40)),
+    steps=st.lists(st.one_of(st.integers(-5, 50), st.just(float("nan"))), max_size=30),
+)
+def test_codes_name_the_labels(found, warm, decay, steps):
+    p = Phases(found, warmup_end_step=warm, decay_start_step=decay, source="lr")
+    codes = phase_codes(p, np.array(steps, dtype=float))
+    labels = labels_one_by_one(p, steps)
+    assert [CODE_NAMES[c] for c in codes] == labels.tolist()
+    assert ((codes == WARMUP) == (labels == "warmup")).all()
+
+
+def clean_plain(steps: np.ndarray, lr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``_clean`` without its step-order fast path: last value of a step, sorted."""
+    s, y = np.asarray(steps, dtype=float), np.asarray(lr, dtype=float)
+    ok = np.isfinite(s) & np.isfinite(y) & (y >= 0)
+    s, y = s[ok], y[ok]
+    _, first_in_reversed = np.unique(s[::-1], return_index=True)
+    keep = np.sort(s.shape[0] - 1 - first_in_reversed)
+    order = np.argsort(s[keep], kind="stable")
+    return s[keep][order], y[keep][order]
+
+
+step_cell = st.one_of(st.integers(-3, 40).map(float), st.sampled_from([-0.0, float("nan")]))
+lr_cell = st.sampled_from([0.0, 1e-4, 3e-4, 6e-4, -1e-4, float("nan"), float("inf")])
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.lists(st.tuples(step_cell, lr_cell), max_size=30), st.booleans())
+def test_clean_in_step_order_is_the_plain_clean(pairs, ordered):
+    """Logs in step order (the fast path) and any others (the sort) come out as the
+    plain version makes them, bit for bit."""
+    if ordered:  # (strictly increasing steps, most often in real logs)
+        pairs = [(float(i), y) for i, (_, y) in enumerate(pairs)]
+    s = np.array([p[0] for p in pairs], dtype=float)
+    y = np.array([p[1] for p in pairs], dtype=float)
+    for got, want in zip(_clean(s, y), clean_plain(s, y), strict=True):
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()

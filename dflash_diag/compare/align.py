@@ -83,6 +83,22 @@ def column(table: pd.DataFrame, name: str) -> np.ndarray:
     return np.asarray(table[name].to_numpy(dtype=float, na_value=np.nan), dtype=float)
 
 
+def rows(mask: np.ndarray) -> slice | np.ndarray:
+    """The rows a 1-D boolean ``mask`` selects: a slice when they are consecutive (a phase
+    of a log in step order; ``a[rows(m)]`` is then a view, not a copy), else ``mask``.
+
+    >>> rows(np.array([False, True, True, False])), rows(np.array([True, False, True]))
+    (slice(1, 3, None), array([ True, False,  True]))
+    """
+    n = int(np.count_nonzero(mask))
+    if n == 0:
+        return mask
+    first = int(np.argmax(mask))
+    if n == 1 or bool(mask[first : first + n].all()):
+        return slice(first, first + n)
+    return mask
+
+
 def median_gap(x: np.ndarray) -> float:
     """Median of the positive spacings of ``x`` (inf when there are none)."""
     d = np.diff(x)
@@ -131,7 +147,10 @@ class _Spots(NamedTuple):
     values.  ``keep``/``order``: the knots used (finite) and their sorting (None: as
     they are); ``inside``: the points within the knots; ``gapped``: those of them between
     two knots farther apart than ``max_gap``; ``same``: ``x`` is the knots themselves
-    (strictly increasing), where the interpolation is the values."""
+    (strictly increasing), where the interpolation is the values; ``at``: when every
+    point inside is a knot (strictly increasing knots; a run logged at its baseline's
+    steps), the knot of each, whose value the interpolation is there; ``every``: every
+    point is inside (``x`` one-dimensional), so the values inside are all of them."""
 
     shape: tuple[int, ...]
     keep: np.ndarray | None
@@ -141,6 +160,8 @@ class _Spots(NamedTuple):
     xi: np.ndarray | None
     gapped: np.ndarray | None
     same: bool
+    at: np.ndarray | None = None
+    every: bool = False
 
     @staticmethod
     def find(xp: np.ndarray, fp: np.ndarray | None, x: np.ndarray, max_gap: float) -> _Spots:
@@ -162,17 +183,21 @@ class _Spots(NamedTuple):
         inside = np.isfinite(x) & (x >= xp[0]) & (x <= xp[-1])
         if not inside.any():
             return _Spots(shape, keep, order, xp, None, None, None, False)
-        xi = x[inside]
-        gapped = None
+        every = x.ndim == 1 and bool(inside.all())
+        xi = x if every else x[inside]
+        gapped = at = None
         if xp.size > 1:
             hi = np.clip(np.searchsorted(xp, xi, side="left"), 1, xp.size - 1)
             # ``xi`` is a point of ``xp`` when it equals the first point not below it (or
             # ``xp[0]``, where the clip moved ``hi`` up).
-            exact = (xp[hi] == xi) | (xp[hi - 1] == xi)
+            on_hi = xp[hi] == xi
+            exact = on_hi | (xp[hi - 1] == xi)
             gapped = (xp[hi] - xp[hi - 1] > max_gap) & ~exact
             if not gapped.any():
                 gapped = None
-        return _Spots(shape, keep, order, xp, inside, xi, gapped, False)
+            if exact.all() and bool((xp[1:] > xp[:-1]).all()):
+                at = np.where(on_hi, hi, hi - 1)  # (one knot of a value: np.interp's)
+        return _Spots(shape, keep, order, xp, inside, xi, gapped, False, at, every)
 
     def values(self, fp: np.ndarray) -> np.ndarray:
         """The interpolation of ``fp`` (on the knots :meth:`find` was given) at the points."""
@@ -182,12 +207,17 @@ class _Spots(NamedTuple):
             fp = fp[self.order]
         if self.same:  # (np.interp returns a knot's value itself at the knot)
             return np.array(fp, dtype=float)
-        out = np.full(self.shape, np.nan)
         if self.inside is None or self.xi is None:
-            return out
-        vals = np.interp(self.xi, self.xp, fp)
+            return np.full(self.shape, np.nan)
+        if self.at is not None:  # (np.interp at a knot is the knot's value)
+            vals = np.asarray(fp, dtype=float)[self.at]
+        else:
+            vals = np.interp(self.xi, self.xp, fp)
         if self.gapped is not None:
             vals[self.gapped] = np.nan
+        if self.every:  # (a new array, of every point)
+            return vals
+        out = np.full(self.shape, np.nan)
         out[self.inside] = vals
         return out
 

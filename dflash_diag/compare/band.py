@@ -70,7 +70,8 @@ def print_step(values: np.ndarray) -> float:
     >>> print_step(np.array([0.046, 0.1, 0.25]))
     0.001
     """
-    v = np.abs(values[np.isfinite(values) & (values != 0)])
+    v = values[np.isfinite(values) & (values != 0)]
+    np.abs(v, out=v)  # (a copy already: made absolute where it is)
     if v.size == 0:
         return 0.0
     head = v[:_STEP_SAMPLE]
@@ -88,9 +89,23 @@ _STEP_SAMPLE = 256
 
 def _multiples(v: np.ndarray, k: int) -> bool:
     """Every value of ``v`` is a multiple of ``10**-k`` (to ``1e-6`` of the scaled value,
-    plus ``1e-9`` relative)."""
-    scaled = v * 10.0**k
-    return bool(np.all(np.abs(scaled - np.round(scaled)) <= 1e-6 + 1e-9 * scaled))
+    plus ``1e-9`` relative); in pieces of :data:`_STEP_PIECE` values, whose temporaries
+    stay in cache (and the first piece that fails ends the test)."""
+    step = 10.0**k
+    for lo in range(0, v.size, _STEP_PIECE):
+        scaled = v[lo : lo + _STEP_PIECE] * step
+        off = np.round(scaled)
+        np.subtract(scaled, off, out=off)
+        np.abs(off, out=off)
+        np.multiply(scaled, 1e-9, out=scaled)
+        scaled += 1e-6
+        if not bool(np.all(off <= scaled)):
+            return False
+    return True
+
+
+#: :func:`_multiples` tests this many values at a time.
+_STEP_PIECE = 1 << 14
 
 
 def local_fit(
@@ -199,8 +214,11 @@ def _grid(n: int, w: int, grid_from: int | None) -> np.ndarray:
     return unique_values(np.concatenate([np.arange(0, n, k), np.arange(h), np.arange(n - h, n)]))
 
 
-#: :func:`first_reaching` fits this many grid points at a time.
+#: :func:`first_reaching` fits at most this many grid points at a time ...
 SCAN_CHUNK = 4096
+#: ... and this many first, twice as many each time after (a level reached early, as
+#: acc's first ones are, costs a small piece; a late one a few large ones).
+SCAN_FIRST = 256
 
 
 def first_reaching(
@@ -214,8 +232,9 @@ def first_reaching(
 ) -> list[int | None]:
     """Per level, the first index whose :func:`local_fit` centre reaches it (``>=``
     when ``up``, else ``<=``), or None; fitting from the start only as far as the last
-    level needs (``SCAN_CHUNK`` grid points at a time), with the same numbers, or
-    reading the centre :func:`local_fit` left in ``memo`` for the same points."""
+    level needs (``SCAN_FIRST`` grid points, then twice as many each time up to
+    ``SCAN_CHUNK``), with the same numbers, or reading the centre :func:`local_fit`
+    left in ``memo`` for the same points."""
     kept = None if memo is None else memo.find(("centre", x, v, window, grid_from))
     if isinstance(kept, np.ndarray):
         return [_first(kept >= level if up else kept <= level) for level in levels]
@@ -225,8 +244,10 @@ def first_reaching(
     at = _grid(n, w, grid_from)
     found: dict[int, int | None] = {}
     first = 0  # the first point not yet looked at
-    for lo in range(0, at.size, SCAN_CHUNK):
-        seg = at[lo : lo + SCAN_CHUNK + 1]  # (one point of overlap: the next piece's start)
+    lo, size = 0, min(SCAN_FIRST, SCAN_CHUNK)
+    while lo < at.size:
+        seg = at[lo : lo + size + 1]  # (one point of overlap: the next piece's start)
+        lo, size = lo + size, min(2 * size, SCAN_CHUNK)
         centre, slope, _, _ = _fit_blocks(x, v, start, seg, w)
         pts = np.arange(first, seg[-1] + 1)
         if pts.size == 0:
@@ -280,19 +301,49 @@ class _Hermite(NamedTuple):
     @staticmethod
     def of(xa: np.ndarray, x: np.ndarray) -> _Hermite:
         """The basis at ``x`` of the cubic on the points ``xa``."""
-        j = np.clip(np.searchsorted(xa, x, side="right") - 1, 0, xa.size - 2)
-        h = xa[j + 1] - xa[j]
-        h = np.where(h > 0, h, 1.0)
-        t = (x - xa[j]) / h
-        t2, t3 = t * t, t * t * t
-        return _Hermite(
-            j, 2 * t3 - 3 * t2 + 1, (t3 - 2 * t2 + t) * h, 3 * t2 - 2 * t3, (t3 - t2) * h
-        )
+        # ``h = xa[j + 1] - xa[j]`` (1 where not positive), ``t = (x - xa[j]) / h``, and
+        # the basis ``2t^3 - 3t^2 + 1``, ``(t^3 - 2t^2 + t) h``, ``3t^2 - 2t^3``,
+        # ``(t^3 - t^2) h``: the same operations in that order, written over arrays no
+        # longer needed (a new one costs a page fault a page).
+        j = np.searchsorted(xa, x, side="right")
+        j -= 1
+        np.clip(j, 0, xa.size - 2, out=j)
+        h, t = np.take(xa[1:], j), np.take(xa, j)
+        h -= t
+        np.copyto(h, 1.0, where=~(h > 0))
+        np.subtract(x, t, out=t)
+        t /= h
+        t2 = t * t
+        t3 = t2 * t
+        tmp = np.multiply(t2, 3.0)
+        y0 = np.multiply(t3, 2.0)
+        y0 -= tmp
+        y0 += 1.0
+        y1 = np.multiply(t3, 2.0)
+        np.subtract(tmp, y1, out=y1)
+        np.multiply(t2, 2.0, out=tmp)
+        d0 = np.subtract(t3, tmp, out=tmp)
+        d0 += t
+        d0 *= h
+        np.subtract(t3, t2, out=t3)
+        t3 *= h
+        return _Hermite(j, y0, d0, y1, t3)
 
     def at(self, ya: np.ndarray, da: np.ndarray) -> np.ndarray:
-        """The cubic with values ``ya`` and slopes ``da`` at the points ``xa``."""
+        """The cubic with values ``ya`` and slopes ``da`` at the points ``xa``: ``y0 ya[j]
+        + d0 da[j] + y1 ya[j + 1] + d1 da[j + 1]``, summed in that order in two arrays
+        (not a new one for each product)."""
         j = self.j
-        return self.y0 * ya[j] + self.d0 * da[j] + self.y1 * ya[j + 1] + self.d1 * da[j + 1]
+        out = np.take(ya, j)
+        out *= self.y0
+        term = np.take(da, j)
+        term *= self.d0
+        out += term
+        for a, weight in ((ya, self.y1), (da, self.d1)):
+            np.take(a[1:], j, out=term)  # (a[j + 1])
+            term *= weight
+            out += term
+        return out
 
 
 def _hermite(xa: np.ndarray, ya: np.ndarray, da: np.ndarray, x: np.ndarray) -> np.ndarray:
@@ -417,7 +468,8 @@ def robust_band(
     than :data:`MIN_BAND_POINTS`); ``memo`` keeps what depends on ``x`` alone for the
     next metric (:func:`local_fit`)."""
     ok = np.isfinite(x) & np.isfinite(v)
-    x, v = x[ok], v[ok]
+    if not ok.all():  # (else ``x`` as it is: the same array for the next metric's memo)
+        x, v = x[ok], v[ok]
     if x.size < MIN_BAND_POINTS:
         return None
     if not (x[1:] >= x[:-1]).all():  # (logs come sorted: skip the sort)
@@ -427,11 +479,16 @@ def robust_band(
     # One window's scale is itself noisy (a few lucky points make a narrow band); the
     # noise level changes slowly, so it is the rolling median over 3 windows.
     scale = np.maximum(rolling_median(scale, 3 * window), print_step(v))
-    # A like run's point differs from the centre by its own noise and the centre's error.
-    half = k * scale * np.sqrt(1.0 + c00)
+    # A like run's point differs from the centre by its own noise and the centre's error:
+    # ``half = k x scale x sqrt(1 + c00)``, worked out in the arrays already made.
+    np.add(c00, 1.0, out=c00)
+    np.sqrt(c00, out=c00)
+    scale *= k
+    scale *= c00
+    half = scale
     lo = centre - half
     if (v >= 0).all():
-        lo = np.maximum(lo, 0.0)  # acc, loss, grad norms: a band below 0 says nothing
+        np.maximum(lo, 0.0, out=lo)  # acc, loss, grad norms: a band below 0 says nothing
     return x, centre, lo, centre + half
 
 

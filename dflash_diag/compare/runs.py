@@ -16,7 +16,7 @@ import numpy as np
 from ..arrays import unique_values
 from ..data import Progress, metric_kind
 from ..errors import InputError
-from ..lr_phases import phase_labels, warmup_progress
+from ..lr_phases import WARMUP, phase_codes, warmup_progress
 from .align import (
     ALIGN_MODES,
     AXIS_NAMES,
@@ -28,6 +28,7 @@ from .align import (
     interp,
     kept,
     prepare,
+    rows,
     warmup_anchors,
     warmup_ends,
 )
@@ -126,15 +127,16 @@ def compare_runs(
     levels = {ACC_LIKE: ACC_MILESTONES, **(milestones or {})}
     results: dict[str, MetricComparison] = {}
     answers: list[PointAnswer] = []
-    labels = phase_labels(run_log.phases, run_log.steps)
-    warm = {b.path: phase_labels(b.phases, b.steps) for b in logs}  # (once, not per metric)
+    # Which points are in warmup, the run's and each baseline's (once, not per metric).
+    in_warmup = phase_codes(run_log.phases, run_log.steps) == WARMUP
+    warm = {b.path: phase_codes(b.phases, b.steps) == WARMUP for b in logs}
     memo = Memo()  # (the metrics share the logs' axes: their fits' geometry, the knots)
     for i, (name, used) in enumerate(names.items()):
         mc, points = _compare_metric(
             name,
             used,
             run_log,
-            (labels, warm),
+            (in_warmup, warm),
             levels,
             at,
             band_k,
@@ -258,10 +260,11 @@ def _compare_metric(
     unit: tuple[float, str, str],
     memo: Memo | None = None,
 ) -> tuple[MetricComparison, list[PointAnswer]]:
-    """One metric's comparison and its point answers; ``phase_of``: the run's phase
-    labels and each baseline's (by path); ``memo``: what the metrics share."""
+    """One metric's comparison and its point answers; ``phase_of``: which of the run's
+    points are in warmup, and which of each baseline's (by path); ``memo``: what the
+    metrics share."""
     kind = metric_kind(name)
-    labels, warm = phase_of
+    warmup, warm = phase_of
     notes: list[str] = []
     bands = []
     for b in used:
@@ -279,8 +282,7 @@ def _compare_metric(
     none = np.full(v.shape, np.nan)
     here = band_at(bands, run.x, memo) if bands else BandAt(none, none, none)
     if run.phases.found or run.phases.peak_lr is not None:
-        warmup = labels == "warmup"
-        groups = [("warmup", _rows(warmup)), ("post_warmup", _rows(~warmup))]
+        groups = [("warmup", rows(warmup)), ("post_warmup", rows(~warmup))]
     else:
         groups = [("all", slice(None))]
     side = side_codes(v, here)  # (elementwise: a phase's are its points')
@@ -297,7 +299,7 @@ def _compare_metric(
     points = [_answer(int(s), ctx) for s in at]
     last = _last_compared(run, v, here.med)
     head = points[0] if points else (_answer(last, ctx) if last is not None else None)
-    slopes = slopes_after_warmup(name, run, used, labels, v, scale, per, warm)
+    slopes = slopes_after_warmup(name, run, used, warmup, v, scale, per, warm)
     point_text = head.sentence if head is not None else ""
     failure = failure_phrase(name, nonfinite[run.path])
     sentence = metric_sentence(
@@ -318,15 +320,6 @@ def _compare_metric(
         nonfinite=nonfinite,
     )
     return mc, points
-
-
-def _rows(mask: np.ndarray) -> slice | np.ndarray:
-    """The rows ``mask`` selects: a slice when they are consecutive (a phase of a log in
-    step order; views, not copies), else ``mask`` itself."""
-    idx = np.flatnonzero(mask)
-    if idx.size and idx[-1] - idx[0] + 1 == idx.size:
-        return slice(int(idx[0]), int(idx[-1]) + 1)
-    return mask
 
 
 def _nonfinite(log: AlignedLog, name: str) -> NonFinite:
@@ -351,10 +344,18 @@ def _curves(
     memo: Memo | None = None,
 ) -> Curves:
     if len(bands) == 1 and bool((bands[0][0][1:] > bands[0][0][:-1]).all()):
-        grid = bands[0][0]  # (already sorted and unique)
+        # (already sorted and unique; a copy: it may be the log's own, which every
+        # metric's curves would share)
+        grid = bands[0][0].copy()
+        # One band, finite: on its own points it is itself (band_at would copy it).
+        curves = bands[0][1:]
+        if all(np.isfinite(c).all() for c in curves):
+            on_grid = BandAt(*curves)
+        else:
+            on_grid = band_at(bands, grid, memo)
     else:
         grid = unique_values(np.concatenate([bx for bx, *_ in bands])) if bands else np.array([])
-    on_grid = band_at(bands, grid, memo) if bands else BandAt(grid, grid, grid)
+        on_grid = band_at(bands, grid, memo) if bands else BandAt(grid, grid, grid)
     return Curves(
         run=_present(run.x, v),
         baselines={b.path: _present(b.x, column(b.table, name)) for b in used},
@@ -364,8 +365,10 @@ def _curves(
 
 
 def _last_compared(run: AlignedLog, v: np.ndarray, med: np.ndarray) -> int | None:
-    ok = np.flatnonzero(np.isfinite(v) & np.isfinite(med))
-    return int(run.steps[ok[-1]]) if ok.size else None
+    ok = np.isfinite(v) & np.isfinite(med)
+    if not ok.any():
+        return None
+    return int(run.steps[ok.size - 1 - int(np.argmax(ok[::-1]))])  # (the last of them)
 
 
 class _PointContext(NamedTuple):
@@ -395,6 +398,8 @@ def failed_near(steps: np.ndarray, v: np.ndarray, bad: np.ndarray, step: int) ->
     >>> failed_near(s, v, bad, 25), failed_near(s, v, bad, 20), failed_near(s, v, bad, 10)
     (20, 20, None)
     """
+    if not bad.any():  # (no nan/inf logged: nothing to look for)
+        return None
     logged = np.isfinite(v) | bad
     s, b = steps[logged], bad[logged]
     if not b.any() or s.size == 0 or not s[0] <= step <= s[-1]:
@@ -409,7 +414,8 @@ def _answer(step: int, ctx: _PointContext) -> PointAnswer:
     """The point answer at one run step: value, lr, warmup progress, band, verdict."""
     name, v, run, bands = ctx.name, ctx.v, ctx.run, ctx.bands
     q = np.array([float(step)])
-    logged = run.steps[np.isfinite(v)]
+    has = np.isfinite(v)
+    logged = run.steps if has.all() else run.steps[has]  # (all: the same array, kept once)
     gap = kept(ctx.memo, ("gap", logged), lambda: gap_limit(logged))
     failed = failed_near(run.steps, v, ctx.bad, step)
     value = math.nan if failed is not None else float(interp(run.steps, v, q, gap)[0])

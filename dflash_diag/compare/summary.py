@@ -17,8 +17,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import InputError
-from ..lr_phases import Phases, phase_labels
-from .align import AlignedLog, Memo, column, short_name
+from ..lr_phases import WARMUP, Phases, phase_codes
+from .align import AlignedLog, Memo, column, rows, short_name
 from .band import MIN_BAND_POINTS, SIDE_CODES, BandAt, first_reaching, side_codes
 from .results import Departure, Milestone, NonFinite, PhaseSummary, PointAnswer, Slope
 
@@ -56,8 +56,9 @@ def summarise_phase(
     has = np.isfinite(v)
     counts = np.bincount(side, minlength=4)
     n_points, n_comp = int(has.sum()), int(counts[1:].sum())
-    first = int(steps[has][0]) if n_points else None
-    last = int(steps[has][-1]) if n_points else None
+    # (the first and last points with a value, without a copy of those points)
+    first = int(steps[int(np.argmax(has))]) if n_points else None
+    last = int(steps[has.size - 1 - int(np.argmax(has[::-1]))]) if n_points else None
     if n_comp < MIN_PHASE_POINTS:
         return PhaseSummary(
             phase, n_points, n_comp, first, last, None, None, None, "not enough data", None
@@ -128,22 +129,34 @@ def slope_with_ci(
     (2.0, 100)
     """
     ok = np.isfinite(x) & np.isfinite(v)
-    x, v = x[ok] / scale, v[ok]
+    if ok.all():  # (the points after warmup come finite: no copies ...)
+        x = x / scale
+        # (... but of a strided column, whose sums einsum would add in another order)
+        v = np.ascontiguousarray(v)
+    else:
+        x, v = x[ok] / scale, v[ok]
     n = int(x.size)
     if n < MIN_SLOPE_POINTS or np.ptp(x) == 0:
         return Slope(file, None, None, n, per, f"not enough data: {n} points after warmup")
     from ..stattests import t_quantile
 
-    xc = x - x.mean()
+    # (the long arrays written over where their values are no longer needed: fresh
+    # memory costs a page fault a page; the same operations, so the same numbers)
+    xc = np.subtract(x, x.mean(), out=x)  # (x: a new array either way)
     # The normal equations of [1, xc], summed with einsum (a threaded BLAS or LAPACK
     # call on two columns costs more than the sums here).
     sx, sxx = np.einsum("i->", xc), np.einsum("i,i->", xc, xc)
     xtx = np.array([[float(n), sx], [sx, sxx]])
     beta = np.linalg.solve(xtx, np.array([np.einsum("i->", v), np.einsum("i,i->", xc, v)]))
-    e = v - (beta[0] + beta[1] * xc)
+    fit = np.multiply(xc, beta[1])
+    fit += beta[0]
+    e = np.subtract(v, fit, out=fit)
     bread = np.linalg.inv(xtx)
     lag = int(math.floor(4 * (n / 100) ** (2 / 9)))
-    cols = (e, xc * e)  # the columns of X e, contiguous: each lag is four dot products
+    cols = (
+        e,
+        np.multiply(xc, e, out=xc),
+    )  # the columns of X e, contiguous: each lag is four dot products
     # (einsum, not BLAS: a threaded BLAS call per lag costs more than the sum itself)
     meat = np.array([[np.einsum("i,i->", a, b) for b in cols] for a in cols])
     for lag_i in range(1, min(lag, n - 1) + 1):
@@ -159,7 +172,7 @@ def slopes_after_warmup(
     name: str,
     run: AlignedLog,
     used: Sequence[AlignedLog],
-    labels: np.ndarray,
+    warmup: np.ndarray,
     v: np.ndarray,
     scale: float,
     per: str,
@@ -167,24 +180,30 @@ def slopes_after_warmup(
 ) -> tuple[Slope, ...]:
     """The run's slope after its warmup; each baseline's over the aligned range both cover
     after warmup, with the run's slope over that same range subtracted (a curve that
-    flattens would otherwise look slower over a longer range).  ``warm``: per baseline
-    path, its :func:`~dflash_diag.lr_phases.phase_labels` when already made."""
-    post = (labels != "warmup") & np.isfinite(v) & np.isfinite(run.x)
+    flattens would otherwise look slower over a longer range).  ``warmup``: which of the
+    run's points are in warmup (:func:`~dflash_diag.lr_phases.phase_codes`);
+    ``warm``: the same per baseline path, when already made."""
+    # (the points after warmup are most often one stretch: views of it, not copies)
+    post = rows(~warmup & np.isfinite(v) & np.isfinite(run.x))
     rx, rv = run.x[post], v[post]
     own = slope_with_ci(rx, rv, file=run.path, scale=scale, per=per)
     out = [replace(own, span=(float(rx.min()), float(rx.max()))) if rx.size else own]
     for b in used:
         bv = column(b.table, name)
-        blabels = warm[b.path] if warm and b.path in warm else phase_labels(b.phases, b.steps)
-        bpost = (blabels != "warmup") & np.isfinite(bv) & np.isfinite(b.x)
+        if warm and b.path in warm:
+            bwarm = warm[b.path]
+        else:
+            bwarm = phase_codes(b.phases, b.steps) == WARMUP
+        bpost = ~bwarm & np.isfinite(bv) & np.isfinite(b.x)
         lo, hi = math.inf, -math.inf
         if rx.size and bpost.any():
-            lo, hi = max(rx.min(), b.x[bpost].min()), min(rx.max(), b.x[bpost].max())
+            bx = b.x[rows(bpost)]
+            lo, hi = max(rx.min(), bx.min()), min(rx.max(), bx.max())
         if not lo < hi:
             reason = "not enough data: no range after warmup shared with the run"
             out.append(Slope(b.path, None, None, 0, per, reason))
             continue
-        m = bpost & (b.x >= lo) & (b.x <= hi)
+        m = rows(bpost & (b.x >= lo) & (b.x <= hi))
         base = slope_with_ci(b.x[m], bv[m], file=b.path, scale=scale, per=per)
         r = (rx >= lo) & (rx <= hi)
         if r.all():  # (the run's own points: its slope, found once)
@@ -312,8 +331,12 @@ def find_milestones(
         v = column(log.table, name)
         ok = np.isfinite(v)
         if ok.sum() >= MIN_BAND_POINTS:
-            first = first_reaching(log.x[ok], v[ok], window, levels, direction == "up", memo=memo)
-            hits[log.path] = (log.steps[ok], log.x[ok], first)
+            # (every point a value: the log's own arrays, which the band's fit was keyed by)
+            st, x = (log.steps, log.x) if ok.all() else (log.steps[ok], log.x[ok])
+            first = first_reaching(
+                x, v if ok.all() else v[ok], window, levels, direction == "up", memo=memo
+            )
+            hits[log.path] = (st, x, first)
     out = []
     for j, level in enumerate(levels):
         steps: dict[str, int | None] = {}

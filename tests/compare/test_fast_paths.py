@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dflash_diag.compare import align, band, summary
-from dflash_diag.compare.align import Memo, interp, interp_many
+from dflash_diag.compare.align import Memo, _Spots, interp, interp_many
 from dflash_diag.compare.band import BandAt, band_at, first_reaching, local_fit, robust_band
 from dflash_diag.compare.results import Departure
 from dflash_diag.data import RunLog
@@ -148,13 +148,17 @@ def test_milestones_from_a_kept_fit_equal_the_scan(
     memo = Memo()
     centre = local_fit(x, v, window, grid_from=grid_from, memo=memo)[0]
     levels = [*np.quantile(centre, [0.0, 0.3, 0.7, 1.0]), float(centre.max()) + 1.0]
-    old = band.SCAN_CHUNK
-    band.SCAN_CHUNK = 5  # several pieces, even on a short series
-    try:
-        scanned = first_reaching(x, v, window, levels, up, grid_from=grid_from)
-    finally:
-        band.SCAN_CHUNK = old
-    assert first_reaching(x, v, window, levels, up, grid_from=grid_from, memo=memo) == scanned
+    old = band.SCAN_FIRST, band.SCAN_CHUNK
+    scans = []
+    # several pieces, even on a short series: of one size, and growing
+    for first, most in ((5, 5), (1, 9), (2, 3)):
+        band.SCAN_FIRST, band.SCAN_CHUNK = first, most
+        try:
+            scans.append(first_reaching(x, v, window, levels, up, grid_from=grid_from))
+        finally:
+            band.SCAN_FIRST, band.SCAN_CHUNK = old
+    kept = first_reaching(x, v, window, levels, up, grid_from=grid_from, memo=memo)
+    assert all(scanned == kept for scanned in scans)
 
 
 @settings(max_examples=40, deadline=None)
@@ -198,17 +202,20 @@ def plain_print_step(values: np.ndarray) -> float:
     st.lists(st.integers(-(10**6), 10**6), min_size=0, max_size=60),
     st.lists(st.integers(0, 8), min_size=1, max_size=60),
     st.integers(1, 10),
+    st.integers(1, 7),
 )
 def test_print_step_tried_on_a_few_first_equals_every_value(
-    ints: list[int], decimals: list[int], sample: int
+    ints: list[int], decimals: list[int], sample: int, piece: int
 ) -> None:
+    """A few first values, then all of them in pieces of ``piece``: the step of every value
+    tried at once."""
     values = np.array([i / 10.0 ** decimals[j % len(decimals)] for j, i in enumerate(ints)])
-    old = band._STEP_SAMPLE
-    band._STEP_SAMPLE = sample
+    old = band._STEP_SAMPLE, band._STEP_PIECE
+    band._STEP_SAMPLE, band._STEP_PIECE = sample, piece
     try:
         assert band.print_step(values) == plain_print_step(values)
     finally:
-        band._STEP_SAMPLE = old
+        band._STEP_SAMPLE, band._STEP_PIECE = old
 
 
 def plain_departure(steps: np.ndarray, v: np.ndarray, b: BandAt) -> Departure | None:
@@ -290,3 +297,44 @@ def test_a_table_in_step_order_is_kept_as_the_full_pass_leaves_it(
     pd.testing.assert_frame_equal(got, want)
     assert marks.keys() == want_marks.keys()
     assert all(same_bits(marks[c], want_marks[c]) for c in marks)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(-20, 40), min_size=2, max_size=30, unique=True), st.data())
+def test_points_at_knots_read_the_knots_as_np_interp(knot_list: list, data: st.DataObject) -> None:
+    """A run logged at its baseline's steps (every point a knot, in any order, repeated,
+    ``-0.0`` for ``0.0``) reads the knots' values, as ``np.interp`` gives them."""
+    xp = np.array(sorted(knot_list), dtype=float)
+    fp = np.array(data.draw(st.lists(finite, min_size=xp.size, max_size=xp.size)))
+    x = np.array(data.draw(st.lists(st.sampled_from(xp.tolist()), max_size=40)), dtype=float)
+    if data.draw(st.booleans()):
+        x[x == 0] = -0.0
+    gap = data.draw(st.sampled_from([0.5, 3.0, math.inf]))
+    spots = _Spots.find(xp, None, x, gap)
+    assert spots.at is not None or spots.inside is None or spots.same
+    assert same_bits(spots.values(fp), plain_interp(xp, fp, x, gap))
+
+
+@settings(max_examples=40, deadline=None)
+@given(logs(most=200), st.booleans())
+def test_one_bands_curve_on_its_points_is_band_at_there(
+    data: tuple[np.ndarray, list[np.ndarray]], overflow: bool
+) -> None:
+    """One baseline's band on its own points (taken as it is) equals band_at there, bit
+    for bit, and the grid is not the log's own array."""
+    from dflash_diag.compare import runs
+    from dflash_diag.compare.align import AlignedLog
+    from dflash_diag.lr_phases import Phases
+
+    x, metrics = data
+    v = metrics[0]
+    table = pd.DataFrame({"step": x, "loss": v})
+    log = AlignedLog("b.log", "b", table, x, x, Phases(False))
+    band = robust_band(x, v, 3.0, 9)
+    assert band is not None
+    if overflow:  # (a band with inf in it: band_at's own way)
+        band = (*band[:3], np.where(np.arange(x.size) == 1, math.inf, band[3]))
+    curves = runs._curves("loss", [log], log, v, [band])
+    want = band_at([band], band[0])
+    assert same_bits(curves.band[0], band[0]) and curves.band[0] is not x
+    assert all(same_bits(a, b) for a, b in zip(curves.band[1:], want, strict=True))
