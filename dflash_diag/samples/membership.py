@@ -132,9 +132,22 @@ class Membership:
             return self.counts().astype(np.float64)
         out = np.zeros(self.n_points)
         nonempty = np.flatnonzero(np.diff(self.offsets) > 0)
-        if nonempty.size:
+        if not nonempty.size:
+            return out
+        starts = self.offsets[nonempty]
+        if self.tokens.dtype.kind not in "iu":
             tok = self.tokens.astype(np.float64, copy=False)
-            out[nonempty] = np.add.reduceat(tok, self.offsets[nonempty])
+            out[nonempty] = np.add.reduceat(tok, starts)
+            return out
+        # whole numbers: summed exactly in any grouping, so a run of whole points at a
+        # time, each cast alone (no float64 copy as long as the entries)
+        at = np.array([part.start for part in chunks(self.n_entries)], dtype=np.int64)
+        cuts = np.searchsorted(starts, at, side="left")
+        cuts = np.unique(np.append(cuts, starts.size))
+        for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
+            lo, hi = int(starts[a]), int(starts[b]) if b < starts.size else self.n_entries
+            tok = self.tokens[lo:hi].astype(np.float64)
+            out[nonempty[a:b]] = np.add.reduceat(tok, starts[a:b] - lo)
         return out
 
     def has_repeats(self) -> bool:
@@ -199,7 +212,9 @@ class Membership:
                 raise InputError(_WHERE, f"sample_tokens has shape {per.shape}, not ({n_s},)")
             tok = _gathered(per, sm) if repeats is None else per[sm] * repeats
         # (pt now rises: each point's first entry is a binary search, no count of them)
-        offsets = np.searchsorted(pt, np.arange(n_p + 1), side="left")
+        # (in pt's dtype: int64 needles would cast 60M int32 points to int64 first)
+        small = pt.dtype if n_p < np.iinfo(pt.dtype).max else np.int64
+        offsets = np.searchsorted(pt, np.arange(n_p + 1, dtype=small), side="left")
         dtype = np.int32 if n_s < 2**31 else np.int64
         return cls(offsets.astype(np.int64), sm.astype(dtype, copy=False), n_s, tok)
 
