@@ -129,7 +129,10 @@ def sample_table(findings: SampleFindings, comp: Composition) -> pd.DataFrame:
     t = findings.evidence.table
     n = len(t)
     score, q = t["score"].to_numpy(dtype=np.float64), t["q"].to_numpy(dtype=np.float64)
-    order = np.lexsort((-np.nan_to_num(score, nan=-np.inf), q))
+    descending = np.negative(score)  # (NaN last: one array, made in place)
+    descending[np.isnan(descending)] = np.inf
+    order = np.lexsort((descending, q))
+    del descending
     ids = None if findings.ids is None else np.asarray(findings.ids)  # None: 0 .. n - 1
     named = np.zeros(n, dtype=bool)
     for members in findings.named["members"]:
