@@ -129,8 +129,11 @@ def sample_table(findings: SampleFindings, comp: Composition) -> pd.DataFrame:
     t = findings.evidence.table
     n = len(t)
     score, q = t["score"].to_numpy(dtype=np.float64), t["q"].to_numpy(dtype=np.float64)
-    order = np.lexsort((-np.nan_to_num(score, nan=-np.inf), q))
-    ids = np.arange(n) if findings.ids is None else np.asarray(findings.ids)
+    descending = np.negative(score)  # (NaN last: one array, made in place)
+    descending[np.isnan(descending)] = np.inf
+    order = np.lexsort((descending, q))
+    del descending
+    ids = None if findings.ids is None else np.asarray(findings.ids)  # None: 0 .. n - 1
     named = np.zeros(n, dtype=bool)
     for members in findings.named["members"]:
         named[list(members)] = True
@@ -141,7 +144,7 @@ def sample_table(findings: SampleFindings, comp: Composition) -> pd.DataFrame:
 
     return pd.DataFrame(
         {
-            "sample_id": col(ids, np.int64),
+            "sample_id": order.astype(np.int64) if ids is None else col(ids, np.int64),
             "length": col(comp.replay.lengths[:n], np.int64),
             "category": _categories(comp, n, order),
             "appearances": col(t["appearances"].to_numpy(), np.int64),
@@ -154,7 +157,7 @@ def sample_table(findings: SampleFindings, comp: Composition) -> pd.DataFrame:
             "unit": pd.Categorical.from_codes((size > 1).astype(np.int8), ["sample", "group"]),
             "group_size": size.astype(np.int64, copy=False),
             "ground": pd.Categorical.from_codes(np.zeros(n, np.int8), [findings.evidence.ground]),
-            "measured_excess": _measured_excess(comp, n)[order],
+            "measured_excess": _measured_excess(comp, n, order),
         },
         copy=False,  # (each column is a new array already)
     )
@@ -173,9 +176,9 @@ def _categories(comp: Composition, n: int, order: np.ndarray) -> object:
     return pd.Categorical.from_codes(codes, list(m.category_names))
 
 
-def _measured_excess(comp: Composition, n: int) -> np.ndarray:
-    """Per sample, the median over its entries of (its loss - the median loss of its
-    micro-batch), nats per token; NaN without measured losses."""
+def _measured_excess(comp: Composition, n: int, order: np.ndarray) -> np.ndarray:
+    """Per sample in ``order``, the median over its entries of (its loss - the median
+    loss of its micro-batch), nats per token; NaN without measured losses (no gather)."""
     import numpy as np
     import pandas as pd
 
@@ -191,4 +194,4 @@ def _measured_excess(comp: Composition, n: int) -> np.ndarray:
     out = np.full(n, np.nan)
     keep = per.index.to_numpy() < n
     out[per.index.to_numpy()[keep]] = per.to_numpy()[keep]
-    return out
+    return out[order]

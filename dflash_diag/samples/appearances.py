@@ -46,8 +46,16 @@ class Appearances:
         return int(self.z_sorted.size)
 
     def counts(self) -> np.ndarray:
-        """Appearances per sample (distinct usable points), int64 ``[n_samples]``."""
-        return np.bincount(self.sample, minlength=self.n_samples).astype(np.int64, copy=False)
+        """Appearances per sample (distinct usable points), int64 ``[n_samples]``.
+
+        ``np.add.at`` a chunk of entries at a time: ``np.bincount`` would first copy
+        int32 samples into an int64 array as long as the entries (480 MB at 60M)."""
+        if self.sample.dtype == np.intp:
+            return np.bincount(self.sample, minlength=self.n_samples).astype(np.int64)
+        k = np.zeros(self.n_samples, dtype=np.int64)
+        for part in chunks(self.sample.size):
+            np.add.at(k, self.sample[part], 1)
+        return k
 
     def counts_and_rank_sums(self, k: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Appearances and the sum of the ranks per sample, int64 ``[n_samples]`` each:

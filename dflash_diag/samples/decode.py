@@ -118,7 +118,8 @@ def pvalues(
         return Tested(k, explained, score_rank, score, constant(k.size, 0), nan, reason, n_null)
     # per rank (n: none) the score and the null points reaching it: one look-up a sample
     score = np.append(app.z_sorted, np.nan)[score_rank]
-    n_ge = np.where(test, at_or_above[tie_start][score_rank], 0)
+    n_ge = at_or_above[tie_start][score_rank]
+    n_ge[~test] = 0
     if test.all():
         p = order_pvalue(k, n_ge, n_null, allow_low)
     else:
@@ -153,7 +154,9 @@ def group_q(tested: Tested, group: np.ndarray, n_usable: int) -> tuple[np.ndarra
     p = tested.p
     p_group, idx = _group_p(p, group)
     width = n_usable + 1
-    key = tested.k.astype(np.int64) * width + tested.n_ge
+    key = tested.k.astype(np.int64)  # (in place: one array, not three)
+    key *= width
+    key += tested.n_ge
     if tested.own is not None:
         key[tested.own] = -1
     key_group = np.full(p_group.shape, -1, dtype=np.int64)

@@ -65,9 +65,11 @@ def group_of(
     if spread is None:
         spread = app.counts_and_rank_sums(k)[1]
     seen = np.flatnonzero(k > 0)
-    key = np.uint64(0x9E3779B97F4A7C15) * k[seen].astype(np.uint64)
+    key = _at(k, seen).astype(np.uint64)  # (one array of keys, made in place)
+    key *= np.uint64(0x9E3779B97F4A7C15)
     for part in (lowest, spread):
-        key = key * np.uint64(0x94D049BB133111EB) + part[seen].astype(np.uint64)
+        key *= np.uint64(0x94D049BB133111EB)
+        key += _as_uint64(_at(part, seen))
     # only the samples sharing their triple with another can have a twin: they alone
     # need h, and their codes are those of the pair (triple, h)
     shared = np.flatnonzero(_repeated(key))
@@ -87,6 +89,18 @@ def group_of(
     group[seen] = _renumber(seen.size, shared, codes)
     size = np.bincount(group[seen], minlength=int(group.max()) + 1 if seen.size else 0)
     return group, size.astype(np.int64)
+
+
+def _at(values: np.ndarray, seen: np.ndarray) -> np.ndarray:
+    """``values[seen]``, ``values`` itself when ``seen`` is every position (ascending)."""
+    return values if seen.size == values.size else values[seen]
+
+
+def _as_uint64(values: np.ndarray) -> np.ndarray:
+    """``values.astype(np.uint64)``: a view when they are int64 (the same bits)."""
+    if values.dtype == np.int64 and values.flags.c_contiguous:
+        return values.view(np.uint64)
+    return values.astype(np.uint64)
 
 
 def _by_one_point(app: Appearances) -> tuple[np.ndarray, np.ndarray]:

@@ -69,7 +69,9 @@ def _distinct_pairs(
     n_keys = (int(k.max()) + 1) * width
     if n_keys > 4 * k.size:
         return None
-    key = k.astype(np.int64) * width + n_ge
+    key = k.astype(np.int64)  # (in place: one array as long as the samples, not three)
+    key *= width
+    key += n_ge
     present = np.zeros(n_keys, dtype=bool)
     present[key] = True
     keys = np.flatnonzero(present)

@@ -367,3 +367,32 @@ def test_samples_seen_at_most_once_take_a_short_path_to_the_same_figures(
         for p, u in zip(point, usable, strict=True)
     ]
     assert short[2][0].tolist() == want_group
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 6), min_size=1, max_size=12),
+    equal=st.booleans(),
+    chunk=st.integers(1, 9),
+    seed=st.integers(0, 2**16),
+)
+def test_a_replay_sorted_within_its_points_by_chunks_is_the_plain_table(sizes, equal, chunk, seed):
+    # (points of one size: each a row sorted alone; else each run of points' keys; a
+    # sample twice in a point falls back to the whole sort; integer tokens summed by
+    # runs of points)
+    rng = np.random.default_rng(seed)
+    sizes = [sizes[0]] * len(sizes) if equal else sizes
+    point = np.repeat(np.arange(len(sizes)), sizes).astype(np.int32)
+    sample = rng.integers(0, 10, point.size).astype(np.int32)
+    per_sample = rng.integers(0, 9000, 10)
+    plain = Membership.from_entries(point, sample, 10, len(sizes), per_sample[sample] * 1.0)
+    with small_chunks(chunk):
+        fed = Membership.from_entries(point, sample, 10, len(sizes), sample_tokens=per_sample)
+        point_tokens = fed.point_tokens()
+        counts = appearances(fed).counts()
+    assert fed.offsets.tolist() == plain.offsets.tolist()
+    assert fed.samples.tolist() == plain.samples.tolist()
+    assert fed.samples.dtype == np.int32
+    assert fed.tokens.tolist() == plain.tokens.tolist()
+    assert point_tokens.tolist() == plain.point_tokens().tolist()
+    assert counts.tolist() == np.bincount(plain.samples, minlength=10).tolist()
