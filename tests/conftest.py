@@ -119,3 +119,11 @@ def cli() -> CliRunner:
 def sample_log() -> Path:
     """The bundled sample run's log (its schedule beside it)."""
     return SAMPLE / "run.log"
+
+
+@pytest.fixture(autouse=True)
+def _no_columns_from_the_shell(monkeypatch):
+    """Commands run in-process print to a pipe: 120 columns unless ``$COLUMNS`` is set,
+    and a developer's shell or pytest-xdist's workers may set it.  Tests that want a
+    width set it themselves."""
+    monkeypatch.delenv("COLUMNS", raising=False)

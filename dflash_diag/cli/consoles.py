@@ -9,21 +9,40 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
+
+from rich.console import ConsoleDimensions
 
 from ..printable import PrintableConsole
 
-
-def _width() -> int | None:
-    if os.environ.get("COLUMNS") or sys.stdout.isatty():
-        return None
-    return 120
+#: Columns of the results in a pipe or a file, where ``$COLUMNS`` is not set.
+PIPE_WIDTH = 120
 
 
 class _Results(PrintableConsole):
-    """stdout's console: a reader that closed the pipe (``| head``) is not a failure.
+    """stdout's console: a reader that closed the pipe (``| head``) is not a failure;
+    in a pipe or a file it is :data:`PIPE_WIDTH` wide unless ``$COLUMNS`` says.
 
     rich's default ends the process with status 1, which this tool reserves for bugs;
-    here the rest of the output goes to the null device and the command ends with 0."""
+    here the rest of the output goes to the null device and the command ends with 0.
+    The width is decided at each print, not when this module is imported (a notebook or
+    a test that runs a command with ``$COLUMNS`` set for it gets that width then only)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if kwargs.get("width") is None:
+            self._width = None  # (rich fixes $COLUMNS at construction; here it is read live)
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        dims = super().size
+        if self._width is None and not (os.environ.get("COLUMNS") or self.is_terminal):
+            return ConsoleDimensions(PIPE_WIDTH, dims.height)
+        return dims
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        self._width, self._height = new_size
 
     def on_broken_pipe(self) -> None:
         self.quiet = True
@@ -32,5 +51,5 @@ class _Results(PrintableConsole):
         raise SystemExit(0)
 
 
-out_console = _Results(highlight=False, width=_width())
+out_console = _Results(highlight=False)
 err_console = PrintableConsole(stderr=True, highlight=False)
