@@ -169,17 +169,16 @@ class _Boundary(TyperGroup):
         self.commands = lazy
 
     def get_help_option(self, ctx: Any) -> Any:
-        # Not given, the flag's value is None, and typer coerces a None through a
-        # pydantic adapter (~0.1 s of imports) before `parse --help` is even read;
-        # False is what it means, and a bool is passed through.
+        # Not given, a --help flag's value is None, which typer would coerce through a
+        # pydantic adapter (~0.1 s of imports) before the help is even read: the
+        # group's own flag and each command's get :class:`_PlainCoercion`.
         option = super().get_help_option(ctx)
-        if option is not None and option.default is None:
-            option.default = False
+        _plain_coercion([option])
         return option
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         command = super().get_command(ctx, cmd_name)
-        if command is not None:  # (its --help, not given, is None too)
+        if command is not None:
             _plain_coercion([command.get_help_option(ctx)])
         return command
 

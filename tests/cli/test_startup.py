@@ -73,10 +73,11 @@ def test_help_imports_no_heavy_library_and_no_analysis(args):
     assert ours.isdisjoint({"logs", "manifest", "schedule", "spikes", "reports", "render"}), ours
 
 
-def test_a_commands_help_does_not_build_pydantic_adapters():
+@pytest.mark.parametrize("args", [["--help"], ["parse", "--help"]], ids=" ".join)
+def test_help_does_not_build_pydantic_adapters(args):
     """typer coerces options through pydantic; a help option left unset was coerced
-    too (a None), which cost ~0.1 s of imports before ``parse --help`` was read."""
-    assert "pydantic" not in tops(imported_by("parse", "--help"))
+    too (a None), which cost ~0.1 s of imports before the help was read."""
+    assert "pydantic" not in tops(imported_by(*args))
 
 
 def test_parse_with_string_options_builds_no_pydantic_adapter(tmp_path):
