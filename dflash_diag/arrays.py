@@ -4,6 +4,10 @@
   from one sort and a mask.  NumPy 2.3 and later answer a plain ``np.unique`` (no
   ``return_*`` flag) by hashing, which on a million distinct integers costs about 1 s
   where a sort costs 10 ms; with a flag they still sort.
+- :func:`length_counts`: how many samples have each token length, where the lengths
+  are small whole numbers (a sort of every sample replaced by a count per length).
+- :func:`group_chunks`: ranges of whole groups (batches, points) of about a chunk of
+  entries each, given the groups' offsets.
 - :func:`chunks`: ``0 .. n`` in slices of :data:`CHUNK`, for passes over arrays as long
   as a recording's rows (60M at 10M samples x 6 epochs) whose temporaries should stay
   near the caches instead of each being a fresh array as long as the rows.
@@ -26,6 +30,44 @@ def chunks(n: int) -> list[slice]:
     True
     """
     return [slice(start, start + CHUNK) for start in range(0, n, CHUNK)]
+
+
+#: Whole numbers below this are counted per value by :func:`length_counts` (at most
+#: 32 MB of counts).
+COUNTED_BELOW = 1 << 22
+
+
+def length_counts(x: Any) -> np.ndarray | None:
+    """``np.bincount(x)``: how many of ``x`` hold each value ``0 .. max``, when ``x`` are
+    whole numbers in ``[0, COUNTED_BELOW)`` (token lengths); else None.
+
+    >>> length_counts(np.array([2, 0, 2])).tolist()
+    [1, 0, 2]
+    >>> length_counts(np.array([1.5])) is None
+    True
+    """
+    x = np.asarray(x)
+    if not (x.size and x.dtype.kind in "iu" and 0 <= x.min() and x.max() < COUNTED_BELOW):
+        return None
+    return np.bincount(x)
+
+
+def group_chunks(offsets: np.ndarray, chunk: int = CHUNK) -> list[tuple[int, int]]:
+    """Ranges ``[a, b)`` of groups covering about ``chunk`` entries each (at least one
+    group each), given the groups' offsets (``n_groups + 1``, non-decreasing).
+
+    >>> group_chunks(np.array([0, 2, 3, 7, 8]), 3)
+    [(0, 2), (2, 3), (3, 4)]
+    """
+    n_groups = len(offsets) - 1
+    out = []
+    a = 0
+    while a < n_groups:
+        b = int(np.searchsorted(offsets, offsets[a] + chunk, side="right")) - 1
+        b = min(max(b, a + 1), n_groups)
+        out.append((a, b))
+        a = b
+    return out
 
 
 def unique_values(x: Any) -> np.ndarray:

@@ -25,11 +25,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..arrays import unique_values
+from ..arrays import group_chunks, unique_values
 from ..data import STRATEGY_NAMES, Progress, Replay, ScheduleParams
 from ..errors import InputError
 from ..schedule.base import is_sized
-from ..schedule.replay import CHUNK_SAMPLES, batch_chunks, determined_epochs
+from ..schedule.replay import CHUNK_SAMPLES, determined_epochs
 from ..schedule.rows import ReplayRows
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ def batch_moments(replay: Replay, chunk: int = MOMENT_CHUNK) -> BatchMoments:
     total = np.zeros(n_batches, dtype=np.int64)
     sumsq = np.zeros(n_batches, dtype=np.float64)
     longest = np.zeros(n_batches, dtype=np.int64)
-    for lo, hi in batch_chunks(offsets, chunk):
+    for lo, hi in group_chunks(offsets, chunk):
         start, stop = offsets[lo], offsets[hi]
         if stop == start:
             continue

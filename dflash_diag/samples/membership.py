@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..arrays import chunks
+from ..arrays import CHUNK, chunks, group_chunks
 from ..errors import InputError
 
 _WHERE = "membership"
@@ -135,20 +135,18 @@ class Membership:
         nonempty = np.flatnonzero(np.diff(self.offsets) > 0)
         if not nonempty.size:
             return out
-        starts = self.offsets[nonempty]
         if self.tokens.dtype.kind not in "iu":
             tok = self.tokens.astype(np.float64, copy=False)
-            out[nonempty] = np.add.reduceat(tok, starts)
+            out[nonempty] = np.add.reduceat(tok, self.offsets[nonempty])
             return out
         # whole numbers: summed exactly in any grouping, so a run of whole points at a
         # time, each cast alone (no float64 copy as long as the entries)
-        at = np.array([part.start for part in chunks(self.n_entries)], dtype=np.int64)
-        cuts = np.searchsorted(starts, at, side="left")
-        cuts = np.unique(np.append(cuts, starts.size))
-        for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True):
-            lo, hi = int(starts[a]), int(starts[b]) if b < starts.size else self.n_entries
-            tok = self.tokens[lo:hi].astype(np.float64)
-            out[nonempty[a:b]] = np.add.reduceat(tok, starts[a:b] - lo)
+        for a, b in group_chunks(self.offsets, CHUNK):
+            lo, hi = int(self.offsets[a]), int(self.offsets[b])
+            points = nonempty[np.searchsorted(nonempty, a) : np.searchsorted(nonempty, b)]
+            if lo < hi:
+                tok = self.tokens[lo:hi].astype(np.float64)
+                out[points] = np.add.reduceat(tok, self.offsets[points] - lo)
         return out
 
     def has_repeats(self) -> bool:

@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .replay import CHUNK_SAMPLES, batch_chunks
+from .replay import CHUNK_SAMPLES
 
 if TYPE_CHECKING:
     import numpy as np
@@ -29,7 +29,9 @@ def schedule_tables(
     offsets = np.asarray(replay.offsets, dtype=np.int64)
     counts = np.diff(offsets)
     micro = {c: replay.micro[c].to_numpy() for c in ("epoch", "step", "rank", "micro", "batch_id")}
-    for lo, hi in batch_chunks(offsets, chunk):
+    from ..arrays import group_chunks
+
+    for lo, hi in group_chunks(offsets, chunk):
         index = np.asarray(replay.sample_ids[offsets[lo] : offsets[hi]], dtype=np.int64)
         n = counts[lo:hi]
         table = {c: np.repeat(micro[c][lo:hi], n) for c in ("epoch", "step", "rank", "micro")}

@@ -124,22 +124,6 @@ CHUNK = 1 << 21
 CHUNK_SAMPLES = 1 << 22
 
 
-def batch_chunks(offsets: np.ndarray, chunk: int = CHUNK) -> list[tuple[int, int]]:
-    """Ranges ``[a, b)`` of batches covering about ``chunk`` samples each (at least one
-    batch each), given batch offsets."""
-    import numpy as np
-
-    n_batches = len(offsets) - 1
-    out = []
-    a = 0
-    while a < n_batches:
-        b = int(np.searchsorted(offsets, offsets[a] + chunk, side="right")) - 1
-        b = min(max(b, a + 1), n_batches)
-        out.append((a, b))
-        a = b
-    return out
-
-
 def pool_sizes(pool: Batches) -> np.ndarray:
     """The samples of each batch of a pool, checked: none empty."""
     sizes = pool.sizes()
@@ -155,10 +139,12 @@ def pool_features(
     (:func:`sample_keys` summed), category counts.  Computed chunk by chunk."""
     import numpy as np
 
+    from ..arrays import group_chunks
+
     sizes = pool_sizes(pool)
     names = ["tokens", "sumsq", "min", "max", "key"] + [f"cat{c}" for c in range(n_cat)]
     parts: dict[str, list[np.ndarray]] = {name: [] for name in names}
-    for a, b in batch_chunks(pool.offsets):
+    for a, b in group_chunks(pool.offsets, CHUNK):
         lo, hi = int(pool.offsets[a]), int(pool.offsets[b])
         ids = pool.ids[lo:hi]
         starts = pool.offsets[a:b] - lo
@@ -235,12 +221,14 @@ def _gather_into(
     chunk; returns the (possibly grown) buffer and the new fill level."""
     import numpy as np
 
+    from ..arrays import group_chunks
+
     total = int(sizes.sum())
     if used + total > len(flat):  # only a user's function can use samples twice
         flat = np.concatenate([flat[:used], np.empty(max(len(flat), total), np.int64)])
     done = np.zeros(len(chosen) + 1, dtype=np.int64)
     np.cumsum(sizes, out=done[1:])
-    for a, b in batch_chunks(done):
+    for a, b in group_chunks(done, CHUNK):
         flat[used + done[a] : used + done[b]] = gather_segments(pool.ids, pool.offsets, chosen[a:b])
     return flat, used + total
 

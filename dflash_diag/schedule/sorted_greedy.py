@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..arrays import length_counts
 from ..data import ScheduleParams, registered_strategy
 from .base import Batches, EpochPlan
 from .packing import Budget, pack_runs, pack_sorted, stable_argsort
@@ -58,10 +59,9 @@ class SortedGreedy:
         """``len(self.prepare(lengths, params))``, from the count of each length (the
         runs of the sorted lengths) when the lengths are token counts: no sort, no
         batches built."""
-        ls = np.asarray(lengths)
-        if not (ls.size and ls.dtype.kind in "iu" and 0 <= ls.min() and ls.max() < 1 << 22):
+        counts = length_counts(lengths)
+        if counts is None:
             return len(self.prepare(lengths, params))
-        counts = np.bincount(ls)
         values = np.flatnonzero(counts)
         return len(pack_runs(values, counts[values], Budget.from_params(params)))
 

@@ -248,11 +248,13 @@ def sample_cells(lengths: np.ndarray, categories: np.ndarray | None) -> tuple[np
     n_cat = 1 if codes is None or not codes.size else int(codes.max()) + 1
     # (at most qs.size + 1 bins)
     small = np.int16 if (qs.size + 1) * n_cat < 1 << 15 else np.int32
+    from ..arrays import length_counts
+
     raw = np.asarray(lengths)
-    if raw.size and raw.dtype.kind in "iu" and 0 <= raw.min() and raw.max() < 1 << 22:
-        # token lengths: the same quantiles from counts per length (at most 32 MB of
-        # them), without a sort of every sample
-        counts = np.bincount(raw)
+    counts = length_counts(raw)
+    if counts is not None:
+        # token lengths: the same quantiles from counts per length, without a sort of
+        # every sample
         values = np.flatnonzero(counts)
         mass = np.cumsum(values * counts[values]).astype(np.float64)  # exact below 2^53
         cum = mass / max(mass[-1], 1.0)

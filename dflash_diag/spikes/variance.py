@@ -461,15 +461,15 @@ def _add_tokens(
     it: rows in order keep them small)."""
     import numpy as np
 
+    from ..arrays import group_chunks
     from ..schedule.base import gather_segments
-    from ..schedule.replay import batch_chunks
 
     if not len(chosen):
         return
     sizes = pool.offsets[chosen + 1] - pool.offsets[chosen]
     done = np.zeros(len(chosen) + 1, dtype=np.int64)
     np.cumsum(sizes, out=done[1:])
-    for a, b in batch_chunks(done, SHARE_CHUNK):
+    for a, b in group_chunks(done, SHARE_CHUNK):
         ids = gather_segments(pool.ids, pool.offsets, chosen[a:b])
         part = row[a:b]
         lo = int(part.min())
