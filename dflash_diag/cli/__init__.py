@@ -125,9 +125,11 @@ def _build_command(module_name: str) -> Any:
 
 
 def _plain_coercion(params: Sequence[Any]) -> None:
-    """Give each typer parameter :class:`_PlainCoercion` (where typer has the hook)."""
+    """Give each typer parameter :class:`_PlainCoercion` (where typer has the hook: a
+    lazily built ``_runtime_param``, ``get_runtime_param`` and ``type_descriptor``)."""
     for param in params:
-        if getattr(param, "_runtime_param", False) is None and hasattr(param, "type_descriptor"):
+        hooked = hasattr(param, "get_runtime_param") and hasattr(param, "type_descriptor")
+        if hooked and getattr(param, "_runtime_param", False) is None:
             param._runtime_param = _PlainCoercion()
 
 
@@ -151,10 +153,8 @@ class _PlainCoercion:
             and desc.parameter_info.parser is None
         ):
             return value
-        from typer._coercion import build_runtime_param
-
-        param._runtime_param = build_runtime_param(desc)
-        return param._runtime_param.coerce(value, param=param, ctx=ctx)
+        param._runtime_param = None  # (typer builds its own, from here on)
+        return param.get_runtime_param().coerce(value, param=param, ctx=ctx)
 
 
 class _Boundary(TyperGroup):
