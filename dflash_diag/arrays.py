@@ -8,6 +8,8 @@
   are small whole numbers (a sort of every sample replaced by a count per length).
 - :func:`group_chunks`: ranges of whole groups (batches, points) of about a chunk of
   entries each, given the groups' offsets.
+- :func:`rows`: the rows a boolean mask selects, as a slice when they are one run (a
+  view, not a copy).
 - :func:`chunks`: ``0 .. n`` in slices of :data:`CHUNK`, for passes over arrays as long
   as a recording's rows (60M at 10M samples x 6 epochs) whose temporaries should stay
   near the caches instead of each being a fresh array as long as the rows.
@@ -68,6 +70,23 @@ def group_chunks(offsets: np.ndarray, chunk: int = CHUNK) -> list[tuple[int, int
         out.append((a, b))
         a = b
     return out
+
+
+def rows(mask: np.ndarray) -> slice | np.ndarray:
+    """The rows a 1-D boolean ``mask`` selects: a slice when they are consecutive (a phase
+    of a log in step order, the entries before a cut; ``a[rows(m)]`` is then a view, not
+    a copy), else ``mask``.
+
+    >>> rows(np.array([False, True, True, False])), rows(np.array([True, False, True]))
+    (slice(1, 3, None), array([ True, False,  True]))
+    """
+    n = int(np.count_nonzero(mask))
+    if n == 0:
+        return mask
+    first = int(np.argmax(mask))
+    if n == 1 or bool(mask[first : first + n].all()):
+        return slice(first, first + n)
+    return mask
 
 
 def unique_values(x: Any) -> np.ndarray:

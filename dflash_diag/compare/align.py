@@ -83,22 +83,6 @@ def column(table: pd.DataFrame, name: str) -> np.ndarray:
     return np.asarray(table[name].to_numpy(dtype=float, na_value=np.nan), dtype=float)
 
 
-def rows(mask: np.ndarray) -> slice | np.ndarray:
-    """The rows a 1-D boolean ``mask`` selects: a slice when they are consecutive (a phase
-    of a log in step order; ``a[rows(m)]`` is then a view, not a copy), else ``mask``.
-
-    >>> rows(np.array([False, True, True, False])), rows(np.array([True, False, True]))
-    (slice(1, 3, None), array([ True, False,  True]))
-    """
-    n = int(np.count_nonzero(mask))
-    if n == 0:
-        return mask
-    first = int(np.argmax(mask))
-    if n == 1 or bool(mask[first : first + n].all()):
-        return slice(first, first + n)
-    return mask
-
-
 def median_gap(x: np.ndarray) -> float:
     """Median of the positive spacings of ``x`` (inf when there are none)."""
     d = np.diff(x)

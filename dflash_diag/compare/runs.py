@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from ..arrays import unique_values
+from ..arrays import rows, unique_values
 from ..data import Progress, metric_kind
 from ..errors import InputError
 from ..lr_phases import WARMUP, phase_codes, warmup_progress
@@ -28,7 +28,6 @@ from .align import (
     interp,
     kept,
     prepare,
-    rows,
     warmup_anchors,
     warmup_ends,
 )

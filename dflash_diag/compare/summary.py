@@ -16,9 +16,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..arrays import rows
 from ..errors import InputError
 from ..lr_phases import WARMUP, Phases, phase_codes
-from .align import AlignedLog, Memo, column, rows, short_name
+from .align import AlignedLog, Memo, column, short_name
 from .band import MIN_BAND_POINTS, SIDE_CODES, BandAt, first_reaching, side_codes
 from .results import Departure, Milestone, NonFinite, PhaseSummary, PointAnswer, Slope
 

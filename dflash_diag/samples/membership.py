@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..arrays import CHUNK, chunks, group_chunks
+from ..arrays import CHUNK, chunks, group_chunks, rows
 from ..errors import InputError
 
 _WHERE = "membership"
@@ -194,7 +194,7 @@ class Membership:
         keep = pt >= 0
         if not keep.all():
             # (e.g. the steps after the last logged one: one block kept, read in place)
-            at = _one_block(keep)
+            at = rows(keep)
             pt, sm = pt[at], sm[at]
             tok = None if tok is None else tok[at]
         n_s = int(sm.max()) + 1 if n_samples is None and sm.size else int(n_samples or 0)
@@ -307,15 +307,6 @@ def _gathered(per: np.ndarray, sm: np.ndarray) -> np.ndarray:
     for part in chunks(sm.size):
         out[part] = small[sm[part]]
     return out
-
-
-def _one_block(mask: np.ndarray) -> slice | np.ndarray:
-    """A slice of the True positions of ``mask`` when they are one run, else ``mask``."""
-    n_true = int(np.count_nonzero(mask))
-    start = int(np.argmax(mask)) if n_true else 0
-    if bool(mask[start : start + n_true].all()):
-        return slice(start, start + n_true)
-    return mask
 
 
 def _keys_rise(pt: np.ndarray, sm: np.ndarray, width: int) -> bool:

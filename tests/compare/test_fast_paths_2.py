@@ -115,7 +115,7 @@ def test_a_phase_as_a_slice_selects_what_its_mask_does(
     mask = np.r_[np.zeros(before, bool), np.ones(inside, bool), np.zeros(after, bool)]
     if holes and inside > 2:
         mask[before + 1] = False
-    from dflash_diag.compare.align import rows as rows_of
+    from dflash_diag.arrays import rows as rows_of
 
     rows = rows_of(mask)
     a = np.arange(mask.size) * 1.5
@@ -251,7 +251,7 @@ def test_band_worked_out_in_place_is_the_plain_band(
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.booleans(), max_size=40))
 def test_rows_select_what_the_mask_selects(mask: list) -> None:
-    from dflash_diag.compare.align import rows
+    from dflash_diag.arrays import rows
 
     m = np.array(mask, dtype=bool)
     a = np.arange(m.size, dtype=float)
