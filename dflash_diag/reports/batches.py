@@ -333,7 +333,7 @@ def _batches(
     the run (and with ``o.search_seed``, the run's seed searched first)."""
     from ..batches.buckets import optimize_buckets
     from ..batches.stats import schedule_stats, schedule_warnings
-    from ..schedule.export import export_schedule
+    from ..schedule.export import export_replayed, export_schedule
 
     source.load(stage)  # (which hands the read's buffers back)
     manifest, params = source.manifest, source.params
@@ -344,9 +344,10 @@ def _batches(
     if log is not None:
         params, run, search = _check_log(manifest, params, log, o.search_seed, stage)
         source.params = params
-    # Only --log, --export and the plots read the schedule itself; the statistics need
-    # per-micro-batch sums, replayed without the sample ids (a fraction of the memory).
-    whole = log is not None or o.export is not None or o.plots
+    # Only --log and the plots read the schedule itself; the statistics need
+    # per-micro-batch sums, replayed without the sample ids (a fraction of the memory),
+    # and --export writes the epochs as they are replayed once more.
+    whole = log is not None or o.plots
     with stage("replaying") as tick:
         schedule = source.replay_for(None, tick) if whole else None
         stats = schedule_stats(schedule if schedule is not None else _rows(manifest, params, tick))
@@ -369,9 +370,13 @@ def _batches(
     unfound = search is not None and not search.seed_found
     seconds = _training_seconds((stats, *compared), o.throughput)
     written = None
-    if o.export is not None and schedule is not None:  # (an export replays it whole)
+    if o.export is not None:
         inputs = [resolved.manifest, *(x for x in (log, resolved.config_path) if x is not None)]
-        export_schedule(schedule, Path(o.export), manifest.ids, protect=inputs)
+        if schedule is not None:
+            export_schedule(schedule, Path(o.export), manifest.ids, protect=inputs)
+        else:  # (epoch by epoch: a 100M-sample schedule is never held whole)
+            with stage("writing the schedule") as tick:
+                export_replayed(manifest, params, Path(o.export), manifest.ids, inputs, tick)
         written = display_path(o.export)
     if o.plots and not drawn and schedule is not None:  # (plots replay it whole)
         drawn = (micro_lengths(schedule, stats.padding_efficiency),)

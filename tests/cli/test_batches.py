@@ -253,6 +253,26 @@ def test_export_equals_the_replay_row_for_row(work, name):
     assert f"schedule written to {name}" in result.stdout
 
 
+def test_export_is_written_without_holding_the_replay(work, monkeypatch):
+    # epoch by epoch (schedule.export.replayed_tables): the same file as the held
+    # replay's, with no Replay made (a 100M-sample schedule does not fit whole)
+    from dflash_diag import schedule
+    from dflash_diag.schedule.export import export_schedule
+
+    manifest = read_manifest("manifest.csv")
+    params = ScheduleParams(strategy="random", batch_size=4, epochs=3)
+    held = export_schedule(replay(manifest, params), "held.parquet", manifest.ids)
+
+    def no_replay(*args, **kwargs):
+        raise AssertionError("the whole schedule was replayed")
+
+    monkeypatch.setattr(schedule, "replay", no_replay)
+    flags = ["--strategy", "random", "--batch-size", "4", "--epochs", "3"]
+    result = runner.invoke(app, ["batches", "manifest.csv", *flags, "--export", "s.parquet"])
+    assert result.exit_code == 0, result.stderr
+    assert Path("s.parquet").read_bytes() == held.read_bytes()
+
+
 @pytest.mark.slow
 def test_plot_writes_a_png(work):
     result = runner.invoke(
@@ -337,8 +357,9 @@ def test_export_refusal_leaves_the_manifest_untouched(work):
 
 @pytest.mark.parametrize("extra", [[], ["--compare", "sorted-greedy,bucketed,random"]])
 def test_statistics_without_the_sample_ids_are_the_same(work, extra):
-    # without --export/--log/plots the schedule is measured from its per-batch sums
-    # only (replay_rows); with --export it is replayed whole: the same document
+    # without --log/plots the schedule is measured from its per-batch sums only
+    # (replay_rows), and --export replays it once more epoch by epoch; with --log it is
+    # replayed whole: the same document
     args = ["manifest.csv", "--token-budget", "8192", "--epochs", "3", *extra]
     lean = run_json(args)
     whole = run_json([*args, "--export", "schedule.parquet"])
