@@ -344,10 +344,10 @@ def _batches(
     if log is not None:
         params, run, search = _check_log(manifest, params, log, o.search_seed, stage)
         source.params = params
-    # Only --log and the plots read the schedule itself; the statistics need
-    # per-micro-batch sums, replayed without the sample ids (a fraction of the memory),
-    # and --export writes the epochs as they are replayed once more.
-    whole = log is not None or o.plots
+    # Only the plots read the schedule itself; the statistics need per-micro-batch
+    # sums, replayed without the sample ids (a fraction of the memory), --log the
+    # per-step tokens, and --export writes the epochs as they are replayed once more.
+    whole = o.plots
     with stage("replaying") as tick:
         schedule = source.replay_for(None, tick) if whole else None
         stats = schedule_stats(schedule if schedule is not None else _rows(manifest, params, tick))
@@ -363,9 +363,16 @@ def _batches(
                 manifest, params, o.optimize_buckets, o.throughput, progress=tick
             )
     from ..schedule import verify_tokens
+    from ..schedule.verify import verify_replayed
 
     # the schedule the tables describe (the given one unless a seed was found), checked
-    check = verify_tokens(schedule, run.table) if run is not None and schedule is not None else None
+    check = None
+    if run is not None:
+        with stage("checking against the log"):
+            if schedule is not None:
+                check = verify_tokens(schedule, run.table)
+            else:
+                check = verify_replayed(manifest, params, run.table)
     verification = search.best if search is not None else check
     unfound = search is not None and not search.seed_found
     seconds = _training_seconds((stats, *compared), o.throughput)

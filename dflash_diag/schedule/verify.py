@@ -229,6 +229,22 @@ def verify_tokens(
     )
 
 
+def verify_replayed(
+    source: Manifest | np.ndarray | Sequence[int],
+    params: ScheduleParams,
+    log_table: pd.DataFrame | RunLog,
+) -> Verification:
+    """:func:`verify_tokens` of ``replay(source, params)``, the same Verification, from
+    the per-step tokens alone (:func:`step_token_table`): no Replay is made, so a
+    100M-sample schedule is checked in the memory of its pool and one token count a
+    micro-batch."""
+    log_steps, log_tokens = _logged(log_table)
+    total, rank0 = step_token_table(source, params)
+    steps = np.arange(len(total), dtype=np.int64) + params.first_step
+    bases = _bases(total, rank0, params.world_size, log_interval(log_steps))
+    return _compare(steps, bases, log_steps, log_tokens, params.seed, params.first_step, 0.0)
+
+
 def _pool_tokens(pool: Batches, lengths: np.ndarray) -> np.ndarray:
     if not len(pool):
         return np.zeros(0, dtype=np.int64)

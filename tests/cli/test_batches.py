@@ -123,6 +123,31 @@ def test_log_verification_on_the_real_run():
     assert v["n_compared"] == 488
 
 
+def test_log_verification_holds_no_replay(monkeypatch):
+    # the per-step tokens (schedule.verify.verify_replayed), not a whole Replay: the
+    # library's verification of the replay, and a 100M-sample schedule is checked in the
+    # memory of its pool
+    from dflash_diag import schedule
+    from dflash_diag.logs import read_log
+    from dflash_diag.schedule import verify_tokens
+
+    manifest = read_manifest(REAL / "manifest.parquet")
+    v = verify_tokens(replay(manifest, REAL_PARAMS), read_log(REAL / "run.log"))
+
+    def no_replay(*a, **k):
+        raise AssertionError("the whole schedule was replayed")
+
+    monkeypatch.setattr(schedule, "replay", no_replay)
+    args = [str(REAL / "manifest.parquet"), *REAL_FLAGS, "--log", str(REAL / "run.log")]
+    got = run_json(args)["verification"]
+    assert (got["tokens_match"], got["n_compared"], got["first_mismatch"]) == (
+        v.tokens_match,
+        v.n_compared,
+        v.first_mismatch,
+    )
+    assert (got["n_replayed_steps"], got["basis"]) == (v.n_replayed_steps, v.basis)
+
+
 def test_search_seed_finds_the_real_runs_seed():
     args = [str(REAL / "manifest.parquet"), *REAL_FLAGS, "--seed", "0"]
     doc = run_json([*args, "--log", str(REAL / "run.log"), "--search-seed", "1232..1235"])

@@ -8,12 +8,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from dflash_diag.batches.stats import params_for
 from dflash_diag.composition.ground import MIN_TOKENS_MATCH
-from dflash_diag.data import ScheduleParams
+from dflash_diag.data import STRATEGY_NAMES, ScheduleParams
 from dflash_diag.errors import InputError
 from dflash_diag.schedule import replay, search_seed, verify_tokens
-from dflash_diag.schedule.verify import step_token_table
+from dflash_diag.schedule.verify import step_token_table, verify_replayed
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "real_run"
 RUN = ScheduleParams(token_budget=16384, max_seq_len=2048, first_step=1, epochs=2, seed=1234)
@@ -168,3 +171,39 @@ def test_a_log_every_ten_steps_is_matched_over_its_interval():
     )
     assert found.seed_found
     assert (found.best.seed, found.best.first_step, found.best.basis) == (5, 1, "interval_sum")
+
+
+def test_the_real_run_verifies_without_its_replay(lengths, log_table):
+    v = verify_replayed(lengths, RUN, log_table)
+    assert repr(v) == repr(verify_tokens(replay(lengths, RUN), log_table))
+    assert (v.tokens_match, v.n_compared, v.first_mismatch) == (1.0, 488, None)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(1, 400),
+    strategy=st.sampled_from(STRATEGY_NAMES),
+    world=st.integers(1, 3),
+    accum=st.integers(1, 2),
+    epochs=st.integers(1, 3),
+    first=st.integers(0, 2),
+    every=st.integers(1, 4),
+    cap=st.sampled_from([None, 300]),
+    seed=st.integers(0, 2**16),
+)
+def test_verifying_from_step_tokens_is_verifying_the_replay(
+    n, strategy, world, accum, epochs, first, every, cap, seed
+):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 600, n)
+    params = ScheduleParams(
+        token_budget=1024, world_size=world, grad_accum=accum, seed=seed, max_seq_len=cap
+    )
+    params = params_for(strategy, params.replace(epochs=epochs, first_step=first), lengths)
+    r = replay(lengths, params)
+    steps = r.steps["step"].to_numpy()[::every]
+    tokens = r.steps["tokens"].to_numpy()[::every].astype(float)
+    tokens[rng.random(tokens.size) < 0.2] += 1  # (some steps that do not match)
+    after = int(steps[-1]) + 5 if steps.size else 3  # (and a step the replay has not)
+    log = pd.DataFrame({"step": np.r_[steps, after], "tokens": np.r_[tokens, 9.0]})
+    assert repr(verify_replayed(lengths, params, log)) == repr(verify_tokens(r, log))
