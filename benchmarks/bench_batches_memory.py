@@ -5,6 +5,8 @@
     python benchmarks/bench_batches_memory.py --big         # 10,000,000 and 100,000,000
     python benchmarks/bench_batches_memory.py --n 4000000 --against ../old-checkout
     python benchmarks/bench_batches_memory.py -- --strategy bucketed   # another schedule
+    python benchmarks/bench_batches_memory.py --big -- --export schedule.parquet
+    python benchmarks/bench_batches_memory.py --big --with-log 1000   # and --log LOG
 
 For each size a parquet manifest of long-tailed lengths (``common.long_tailed_lengths``:
 lognormal, median ~1.5k tokens, capped at 8192; column ``length``) is written to a
@@ -25,6 +27,12 @@ afresh at exec) and its wall and CPU seconds.  Printed: peak MB, bytes per sampl
 peak and CPU time as ratios of the floor's.  With ``--against CHECKOUT`` the same command
 also runs from that checkout (``PYTHONPATH``), for before/after figures in one run.
 
+``--with-log STEPS`` also writes a log of the default schedule's first STEPS steps
+(``step S | loss 2.0 | ntok T``, T its real tokens: ``step_token_table``, made before
+the timings) and passes ``--log`` to the command, which then checks its replay against
+it (the JSON's ``tokens_match`` is printed: 1.0 when the check saw the same schedule).
+``--export FILE`` after ``--`` is written in the child's own temporary folder.
+
 Every child runs under an address-space limit (``--as-gb``, default 14: a miss fails
 instead of swapping the machine), and a size of 40M or more runs only when the bytes a
 sample of the largest size run before it put its peak under ``--limit-gb`` (default 12).
@@ -34,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -103,6 +112,18 @@ def write_manifest(path: Path, n: int) -> None:
             writer.write_table(pa.table({"length": part}, schema=schema))
 
 
+def write_log(path: Path, manifest: Path, epochs: int, steps: int) -> None:
+    """A log of the default schedule's first ``steps`` steps, one line a step with its
+    real tokens (what ``batches --log`` checks the replay against)."""
+    from dflash_diag.data import ScheduleParams
+    from dflash_diag.manifest import read_manifest
+    from dflash_diag.schedule.verify import step_token_table
+
+    total, _ = step_token_table(read_manifest(manifest), ScheduleParams(epochs=epochs), steps)
+    with open(path, "w") as out:
+        out.writelines(f"step {s} | loss 2.0 | ntok {t}\n" for s, t in enumerate(total.tolist()))
+
+
 def run_child(code: str, args: list[str], checkout: Path, limit_gb: float) -> dict[str, Any]:
     """Run ``python -c code OUT ARGS`` with ``checkout`` first on the path, under an
     address-space limit of ``limit_gb``: its peak MB, wall and CPU seconds (user +
@@ -129,11 +150,13 @@ def run_child(code: str, args: list[str], checkout: Path, limit_gb: float) -> di
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if done.returncode != 0:
             raise SystemExit(f"child failed ({done.returncode}): {done.stderr[-600:]}")
+        match = re.search(r'"tokens_match": ([0-9.eE+-]+|NaN)', done.stdout)
         with open(out) as f:
             peak = int(f.read()) / 1024
         sizes = Path(out + ".sizes").read_text().split() if Path(out + ".sizes").exists() else []
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"peak_mb": peak, "wall": wall, "cpu": cpu, "sizes": sizes}
+    got = {"peak_mb": peak, "wall": wall, "cpu": cpu, "sizes": sizes}
+    return got | ({"tokens_match": match.group(1)} if match else {})
 
 
 def row(label: str, n: int, got: dict[str, Any], floor: dict[str, Any] | None) -> str:
@@ -141,9 +164,10 @@ def row(label: str, n: int, got: dict[str, Any], floor: dict[str, Any] | None) -
     per = got["peak_mb"] * 2**20 / n
     peak = f"({got['peak_mb'] / floor['peak_mb']:5.2f}x floor)" if floor else " " * 15
     cpu = f"({got['cpu'] / floor['cpu']:5.2f}x floor)" if floor else ""
+    checked = f"   tokens_match {got['tokens_match']}" if "tokens_match" in got else ""
     return (
         f"  {label:<12} peak {got['peak_mb']:8.0f} MB {per:6.0f} B/sample {peak}   "
-        f"wall {got['wall']:6.1f} s   cpu {got['cpu']:6.1f} s {cpu}"
+        f"wall {got['wall']:6.1f} s   cpu {got['cpu']:6.1f} s {cpu}{checked}"
     )
 
 
@@ -175,6 +199,7 @@ def main() -> None:
     parser.add_argument("--against", type=Path, help="another checkout to run as well")
     parser.add_argument("--as-gb", type=float, default=14.0, help="address-space limit")
     parser.add_argument("--limit-gb", type=float, default=12.0, help="projected peak cap")
+    parser.add_argument("--with-log", type=int, metavar="STEPS", help="also --log a log")
     parser.add_argument("schedule", nargs="*", help="schedule flags for batches (after --)")
     args = parser.parse_args()
     sizes = args.n or ([1_000_000, 2_000_000] if args.quick else [2_000_000, 10_000_000])
@@ -193,6 +218,10 @@ def main() -> None:
             write_manifest(path, n)
             print(f"{n:,} samples")
             argv = [command[0], str(path), *command[1:]]
+            if args.with_log:
+                log = Path(tmp) / f"run-{n}.log"
+                write_log(log, path, args.epochs, args.with_log)
+                argv += ["--log", str(log)]
             mine = run_child(_COMMAND, argv, HERE, args.as_gb)
             runs[n] = mine["peak_mb"]
             floor_args = [str(path), seed_of(args.schedule), *mine["sizes"]]
