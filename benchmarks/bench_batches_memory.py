@@ -206,7 +206,8 @@ def main() -> None:
     if args.big and not args.n:
         sizes = [10_000_000, 100_000_000]
     command = ["batches", "--epochs", str(args.epochs), *args.schedule, "--json"]
-    print(f"batches {' '.join(command[1:])}  (peak = VmHWM of the whole process)")
+    logged = f" --log LOG ({args.with_log} steps)" if args.with_log else ""
+    print(f"batches {' '.join(command[1:])}{logged}  (peak = VmHWM of the whole process)")
     runs: dict[int, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for n in sorted(sizes):
