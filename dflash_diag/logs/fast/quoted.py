@@ -108,8 +108,7 @@ class _Refused(Exception):
 
 def _cells(stream: Any, n_keys: int, odd: list[tuple[int, str]]) -> list[tuple[Any, Any]]:
     """Per column of the lines of ``n_keys`` cells, its codes over every block (numpy
-    int32) and its distinct cells (Arrow): each block's cells dictionary-encoded as it
-    comes (its distinct cells are few), and the blocks' dictionaries merged.
+    int32) and its distinct cells (Arrow): the blocks' dictionaries merged.
 
     :raises _Refused: Arrow refuses the text, or too many lines are others."""
     import numpy as np
@@ -119,7 +118,7 @@ def _cells(stream: Any, n_keys: int, odd: list[tuple[int, str]]) -> list[tuple[A
     parts: list[list[Any]] = [[] for _ in range(n_keys)]
     for table in _blocks(stream, n_keys, odd):
         for j in range(n_keys):
-            parts[j].append(pc.dictionary_encode(table.column(j).combine_chunks()))
+            parts[j].append(table.column(j).combine_chunks())
     out = []
     for encoded in parts:
         if not encoded:
@@ -249,9 +248,10 @@ def _with_odd_lines(
 
 
 def _blocks(stream: Any, n_keys: int, odd: list[tuple[int, str]]) -> Iterator[Any]:
-    """The lines of ``n_keys`` cells (cut at their ``,``) as tables of strings, one
-    per block read (names ``f0``...; one block's cells at a time are held, not all),
-    the ``(line number, text)`` of the others appended to ``odd`` as they come.
+    """The lines of ``n_keys`` cells (cut at their ``,``) as tables of
+    dictionary-encoded strings, one per block read (names ``f0``...; one block's
+    cells at a time are held, not all), the ``(line number, text)`` of the others
+    appended to ``odd`` as they come.
 
     :raises _Refused: Arrow refuses the text, or too many lines are others."""
     import pyarrow as pa
@@ -263,7 +263,8 @@ def _blocks(stream: Any, n_keys: int, odd: list[tuple[int, str]]) -> Iterator[An
         odd.append((row.number, row.text))
         return "skip"
 
-    types = {f"f{i}": pa.string() for i in range(n_keys)}
+    # (each block's cells dictionary-encoded as they are read: its distinct cells are few)
+    types = {f"f{i}": pa.dictionary(pa.int32(), pa.string()) for i in range(n_keys)}
     try:
         reader = pcsv.open_csv(
             stream,
