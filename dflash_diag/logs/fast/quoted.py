@@ -268,8 +268,8 @@ def _blocks(stream: Any, n_keys: int, odd: list[tuple[int, str]]) -> Iterator[An
     try:
         reader = pcsv.open_csv(
             stream,
-            read_options=pcsv.ReadOptions(
-                autogenerate_column_names=True, use_threads=False, block_size=BLOCK
+            read_options=pcsv.ReadOptions(  # (a line of more cells is another's too)
+                column_names=list(types), use_threads=False, block_size=BLOCK
             ),
             parse_options=pcsv.ParseOptions(
                 delimiter=",",
