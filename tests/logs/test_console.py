@@ -350,3 +350,76 @@ def test_a_quoted_value_reads_as_the_line_parser_reads_it(value, small_logs_too)
         for s in range(1, 31)
     )
     same(RawLog("hf.log", (text + "\n").encode()))
+
+
+#: Keys and values whose commas, braces and colons a cut at the commas could take for
+#: the cells' own (a cell is ``{'key': 'value'`` or `` 'key': 'value'`` or ``...}``).
+_TRICKY = st.text(alphabet=list("ab1.,{}: %") + ["\u00e9", "\u2022"], max_size=6)
+
+
+@st.composite
+def tricky_consoles(draw) -> str:
+    """A Trainer's console whose dict lines hold arbitrary keys and values (of
+    :data:`_TRICKY`) among the usual ones, each dict written after a clear and before
+    a redraw."""
+    steps = draw(st.integers(1, 30))
+    usual = draw(st.dictionaries(_TRICKY, _TRICKY, min_size=1, max_size=4))
+    out = [bar(0, steps)]
+    for s in range(1, steps + 1):
+        if draw(st.integers(0, 3)) == 0:
+            row = draw(st.dictionaries(_TRICKY, _TRICKY, min_size=1, max_size=5))
+        else:
+            row = dict(usual)
+        row["loss"] = f"{2 + s / 100:.4g}"
+        out.append(clear() + repr(row) + "\n" + bar(s, steps))
+    return "".join(out) + "\n"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tricky_consoles())
+def test_dicts_with_commas_and_braces_read_as_the_line_parser_reads_them(text):
+    # (a value or key holding ", " or "': '" or a brace is cut in Python, at its quotes)
+    jsonlines.MIN_BYTES, keep = 0, jsonlines.MIN_BYTES
+    try:
+        same(RawLog("hf.log", text.encode()))
+    finally:
+        jsonlines.MIN_BYTES = keep
+
+
+def test_too_many_dicts_of_another_shape_go_to_json(small_logs_too, monkeypatch):
+    # (past MAX_ODD_LINES lines cut in Python, the quoted cut gives up: JSON reads them)
+    from dflash_diag.logs.fast import quoted
+
+    monkeypatch.setattr(quoted, "MAX_ODD_LINES", 3)
+    rng = np.random.default_rng(4)
+    text = bar(0, 20) + "".join(
+        clear() + record(rng, s, "train").replace("'epoch'", "'a, b'") + bar(s, 20)
+        for s in range(1, 21)
+    )
+    data = (text + "\n").encode()
+    got = console.console_records(data)
+    assert got is not None and len(got.frame) == 20
+    same(RawLog("hf.log", data))
+
+
+#: What is put into a built console at random: bytes that are no UTF-8, carriage
+#: returns and newlines (a bar cut, a line split), and the bytes the fast path tells
+#: segments by.
+_NOISE = [b"\xff", b"\xe2\x80", b"\r", b"\n", b"%", b"%|", b"{'", b"'", b",", b"}", b" ", b"\t"]
+
+
+@pytest.mark.slow
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(consoles(), st.lists(st.tuples(st.floats(0, 1), st.sampled_from(_NOISE)), max_size=4))
+def test_damaged_consoles_read_as_the_line_parser_reads_them(text, noise):
+    # (a byte put anywhere: the fast path reads the log as the line parser does, or
+    # leaves it to it)
+    data = text.encode()
+    for where, piece in noise:
+        at = int(where * len(data))
+        data = data[:at] + piece + data[at:]
+    jsonlines.MIN_BYTES, keep = 0, jsonlines.MIN_BYTES
+    try:
+        same(RawLog("hf.log", data))
+    finally:
+        jsonlines.MIN_BYTES = keep

@@ -274,10 +274,13 @@ def _tokens(
     index = np.flatnonzero(clear | bar)
     is_bar = bar[index]
     rows, counts, totals = seg.bars
-    at = np.searchsorted(rows, index[is_bar])
     count = np.full(len(index), -1, dtype=np.int64)
     total = np.full(len(index), -1, dtype=np.int64)
-    count[is_bar], total[is_bar] = counts[at], totals[at]
+    if len(rows) == int(is_bar.sum()):  # (every bar is on this module's lines)
+        count[is_bar], total[is_bar] = counts, totals
+    else:
+        at = np.searchsorted(rows, index[is_bar])
+        count[is_bar], total[is_bar] = counts[at], totals[at]
     # (a clear from its \\r, a bar from its first byte)
     pos = seg.offsets[index].astype(np.int64) - 1 + is_bar
     if not other[0]:
@@ -299,10 +302,14 @@ def write_steps_of(pos: Any, count: Any, total: Any) -> Any:
     after = np.r_[False, is_clear[:-1]] & ~is_clear
     if not after.any():
         return None
-    seen, first, times = np.unique(total[after], return_index=True, return_counts=True)
-    best = np.lexsort((first, -times))[0]  # most drawn; of those, the first seen
-    train = np.flatnonzero(~is_clear & (total == seen[best]))
-    clears_before = np.searchsorted(np.flatnonzero(is_clear), train)
+    drawn = total[after]
+    if (drawn == drawn[0]).all():  # (one bar drawn after the clears: a Trainer's)
+        training = drawn[0]
+    else:
+        seen, first, times = np.unique(drawn, return_index=True, return_counts=True)
+        training = seen[np.lexsort((first, -times))[0]]  # most drawn; then the first seen
+    train = np.flatnonzero(~is_clear & (total == training))
+    clears_before = np.cumsum(is_clear)[train]  # (a bar is no clear: those before it)
     # (a draw is a write's step when a clear came since the training bar's last draw)
     return count[train[clears_before > np.r_[0, clears_before[:-1]]]]
 

@@ -303,28 +303,29 @@ def _arrow_table(data: Any) -> Any:
 def _line_kinds(cols: list[Any], keys: tuple[str, ...]) -> tuple[Any, Any]:
     """Per line, whether its set of keys makes it a run summary and an eval record
     (:func:`mapping_shape` of that set), as bool arrays: the distinct key sets are found
-    by packing each line's keys into one number per 63 keys and sorting those."""
+    by packing each line's keys into one number per 63 keys (a bit per key) and
+    factorizing those (codes in the order the sets first appear)."""
     import numpy as np
+    import pandas as pd
 
     from ..fields import mapping_shape
 
-    present = np.column_stack([p for _, _, p in cols])
-    bits = np.left_shift(np.int64(1), np.arange(len(keys), dtype=np.int64) % 63)
-    words = np.column_stack(
-        [present[:, j : j + 63] @ bits[j : j + 63] for j in range(0, len(keys), 63)]
-    )
-    patterns, first, which = np.unique(
-        words if words.shape[1] > 1 else words[:, 0],
-        axis=0 if words.shape[1] > 1 else None,
-        return_index=True,
-        return_inverse=True,
-    )
-    which = which.reshape(-1)
-    summary = np.zeros(len(patterns), dtype=bool)
-    is_eval = np.zeros(len(patterns), dtype=bool)
-    for j, row in enumerate(first):
-        has = present[row]
-        _, summary[j], is_eval[j] = mapping_shape(
+    n = len(cols[0][2])
+    words = np.zeros((n, (len(keys) + 62) // 63), dtype=np.int64)
+    for j, (_, _, present) in enumerate(cols):
+        words[:, j // 63] |= present.astype(np.int64) << (j % 63)
+    if words.shape[1] == 1:
+        which, _ = pd.factorize(words[:, 0])
+    else:
+        which, _ = pd.factorize(pd.MultiIndex.from_arrays(list(words.T)))
+    which = np.asarray(which, dtype=np.int64)
+    # (a set's first line: where the codes, numbered in order of appearance, go up)
+    first = np.flatnonzero(np.r_[True, which[1:] > np.maximum.accumulate(which)[:-1]])
+    summary = np.zeros(len(first), dtype=bool)
+    is_eval = np.zeros(len(first), dtype=bool)
+    for u, row in enumerate(first.tolist()):
+        has = [p[row] for _, _, p in cols]
+        _, summary[u], is_eval[u] = mapping_shape(
             tuple(k for k, h in zip(keys, has, strict=True) if h)
         )
     return summary[which], is_eval[which]

@@ -1,23 +1,27 @@
-"""The HF Trainer's dict lines whose keys and values are all quoted, cut at the quotes.
+"""The HF Trainer's dict lines whose keys and values are all quoted, cut into their
+pairs.
 
 A Trainer prints each log as the repr of a dict of strings: ``{'loss': '2.637',
 'grad_norm': '0.9601', 'learning_rate': '3e-07', 'epoch': '3e-06'}``.  Read as JSON
 (:func:`~dflash_diag.logs.fast.jsonlines.json_records`) such a line costs a copy of the
 log with every ``'`` made a ``"``, the guards against what JSON could read otherwise,
-and Arrow's JSON parse.  Cut at its ``'`` by Arrow's CSV reader (``'`` the delimiter,
-no quoting, no escapes) a line of ``m`` keys is ``4m + 1`` cells: ``{``, then per key
-its name, ``: ``, its value and ``, `` (``}`` after the last value).  A line cut so
-holds exactly the strings the JSON reader reads from it, when no cell holds a
-backslash (an escape in JSON) or a control byte (refused in JSON strings): the caller
-knows the control bytes already and searches :attr:`Cut.cells` (each distinct cell
-once, a few thousand strings instead of the text) for the rest.  The separators are
-checked column by column without Arrow's string comparison: every cell as long as the
-separator, and the column's bytes the separator repeated.
+and Arrow's JSON parse.  Cut at its ``,`` by Arrow's CSV reader (no quoting, no
+escapes) a line of ``m`` keys is ``m`` cells, one pair each: ``{'loss': '2.637'``,
+`` 'grad_norm': '0.9601'``, ..., `` 'epoch': '3e-06'}``.  Each column's distinct cells
+are few (a Trainer prints 4 significant digits), so each is read once: it must be
+``P'key': 'value'S`` (``P`` the column's ``{`` or space, ``S`` the last column's ``}``),
+neither key nor value holding a ``'``; a line all of whose cells are so is the line
+the cut at the quotes reads (``{``, then per key its name, ``: ``, its value and
+``, ``, ``}`` after the last value), and holds exactly the strings the JSON reader
+reads from it, when no cell holds a backslash (an escape in JSON) or a control byte
+(refused in JSON strings): the caller knows the control bytes already and searches
+:attr:`Cut.cells` (each distinct key and value once) for the rest.
 
-Lines of another number of keys than the first line's (an evaluation dict, the run's
-summary) are handed back by the CSV reader one by one and cut in Python; a line of any
-other shape (a value not quoted, a nested dict, a duplicate key, other spacing) makes
-:func:`quoted_columns` return None and the JSON reader reads the text.
+Lines of another number of cells than the first line has keys (an evaluation dict,
+the run's summary, a ``,`` in a value), and lines with a cell of another shape, are
+cut at their quotes in Python, one by one; a line of any other shape (a value not
+quoted, a nested dict, a duplicate key, other spacing) makes :func:`quoted_columns`
+return None and the JSON reader reads the text.
 """
 
 from __future__ import annotations
@@ -26,8 +30,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-#: Lines of another number of keys than the first line's cut in Python, at most (more:
-#: the JSON reader reads the text).
+#: Lines cut in Python, at most (more: the JSON reader reads the text).
 MAX_ODD_LINES = 10_000
 
 #: Bytes the CSV reader reads at once (the dict lines are handed to it a piece at a
@@ -43,13 +46,26 @@ class Cut:
         present)``: the values as a dictionary-encoded Arrow string array over every
         line (null where the line has no such key), ``present`` a numpy bool array.
     :param n_lines: the lines read.
-    :param cells: every distinct cell (keys, values, separators), ``\\n``-joined: what
-        a line holds, to be searched at once.
+    :param cells: every distinct key and value, and each line cut in Python,
+        ``\\n``-joined: what a line holds but its fixed separators, to be searched
+        at once.
     """
 
     columns: list[tuple[str, Any, Any]]
     n_lines: int
     cells: str
+
+
+@dataclass
+class _Column:
+    """One column of cells over the lines the CSV reader kept: per line the code of
+    its distinct cell; per distinct cell its text, the id of its key (-1 where the
+    cell is not ``P'key': 'value'S``) and its value (null there)."""
+
+    codes: Any
+    cells: Any
+    key_ids: Any
+    values: Any
 
 
 def quoted_columns(stream: Any, first: str) -> Cut | None:
@@ -60,36 +76,29 @@ def quoted_columns(stream: Any, first: str) -> Cut | None:
     (a ``\\\\``)."""
     import numpy as np
 
-    n_cells = first.count("'") + 1
-    if n_cells % 4 != 1 or n_cells < 5:
+    n_quotes = first.count("'")
+    if n_quotes % 4 or not n_quotes:
         return None
     odd: list[tuple[int, str]] = []
-    slots: dict[str, list[tuple[Any, Any, Any]]] = {}  # key -> (rows, codes, words)
-    order: list[tuple[int, str]] = []  # (first row, key)
-    keys_seen: set[str] = set()
-    at = 0  # (rows of the blocks before: the table's rows, odd lines not counted)
+    names: dict[str, int] = {}  # key -> its id
     try:
-        for table in _blocks(stream, n_cells, odd):
-            got = _piece(table, n_cells // 4)
-            if got is None:
-                return None
-            layouts, values = got
-            for keys, which in layouts:
-                keys_seen.update(keys)
-                for j, key in enumerate(keys):
-                    codes, words = values[j]
-                    slots.setdefault(key, []).append((at + which, codes[which], words))
-                    order.append((at + int(which[0]), key))
-            at += table.num_rows
+        n_keys = n_quotes // 4
+        cols = [_column(j, n_keys, c, names) for j, c in enumerate(_cells(stream, n_keys, odd))]
     except _Refused:
         return None
-    n_lines = at + len(odd)
+    n_rows = len(cols[0].codes)
+    n_lines = n_rows + len(odd)
     main = np.ones(n_lines, dtype=bool)
     main[[no - 1 for no, _ in odd]] = False
-    lines = np.flatnonzero(main)  # (the table's rows, as lines from 0)
-    slots = {k: [(lines[r], c, w) for r, c, w in v] for k, v in slots.items()}
-    order = [(int(lines[r]), k) for r, k in order]
-    return _with_odd_lines(odd, slots, order, keys_seen, n_cells // 4, n_lines)
+    lines = np.flatnonzero(main)  # (the kept rows, as lines from 0)
+    by_layout = _layouts(cols, odd, lines)
+    if by_layout is None:
+        return None
+    got = _slots(cols, by_layout, lines, list(names))
+    if got is None:
+        return None
+    order, slots = got
+    return _with_odd_lines(odd, slots, order, set(slots), n_lines)
 
 
 class _Refused(Exception):
@@ -97,19 +106,120 @@ class _Refused(Exception):
     lines)."""
 
 
-def _piece(table: Any, n_keys: int) -> tuple[list[Any], list[tuple[Any, Any]]] | None:
-    """One block's lines: their layouts (:func:`_layouts`) and per value column its
-    codes (numpy int32) and distinct strings (Arrow); None where :func:`_layouts` is."""
+def _cells(stream: Any, n_keys: int, odd: list[tuple[int, str]]) -> list[tuple[Any, Any]]:
+    """Per column of the lines of ``n_keys`` cells, its codes over every block (numpy
+    int32) and its distinct cells (Arrow): the blocks' dictionaries merged.
+
+    :raises _Refused: Arrow refuses the text, or too many lines are others."""
+    import numpy as np
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    layouts = _layouts(table, n_keys)
-    if layouts is None:
+    parts: list[list[Any]] = [[] for _ in range(n_keys)]
+    for table in _blocks(stream, n_keys, odd):
+        for j in range(n_keys):
+            parts[j].append(table.column(j).combine_chunks())
+    out = []
+    for encoded in parts:
+        if not encoded:
+            out.append((np.zeros(0, np.int32), pa.array([], pa.string())))
+            continue
+        merged = pc.dictionary_encode(pa.concat_arrays([e.dictionary for e in encoded]))
+        remap = merged.indices.to_numpy(zero_copy_only=False)
+        base = 0
+        codes = []
+        for e in encoded:
+            codes.append(remap[e.indices.to_numpy(zero_copy_only=False) + base])
+            base += len(e.dictionary)
+        out.append((np.concatenate(codes).astype(np.int32, copy=False), merged.dictionary))
+    return out
+
+
+def _column(j: int, n_keys: int, got: tuple[Any, Any], names: dict[str, int]) -> _Column:
+    """Column ``j`` of ``n_keys``: its distinct cells read as ``P'key': 'value'S``
+    (``P`` a ``{`` in the first column, else a space; ``S`` a ``}`` in the last), each
+    key given an id in ``names`` (new keys added)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    codes, cells = got
+    head = r"\{" if j == 0 else " "
+    tail = r"\}" if j == n_keys - 1 else ""
+    pairs = pc.extract_regex(cells, rf"^{head}'(?P<key>[^']*)': '(?P<value>[^']*)'{tail}$")
+    keys = pairs.field("key").to_pylist()
+    ids = np.array([-1 if k is None else names.setdefault(k, len(names)) for k in keys], np.int64)
+    return _Column(codes, cells, ids, pairs.field("value"))
+
+
+def _layouts(
+    cols: list[_Column], odd: list[tuple[int, str]], lines: Any
+) -> list[tuple[tuple[int, ...], Any]] | None:
+    """Per set of key ids the kept rows hold, in the order of their first row: the ids
+    and the rows (ascending; None: every row); the rows with a cell that is not a pair
+    moved to ``odd`` (joined again at their ``,``), to be cut in Python.  None when
+    that makes too many odd lines."""
+    import numpy as np
+
+    n_rows = len(cols[0].codes)
+    if not n_rows:
+        return []
+    if all(len(c.key_ids) and (c.key_ids == c.key_ids[0]).all() for c in cols):
+        if all(c.key_ids[0] >= 0 for c in cols):  # (every row one set: a Trainer's)
+            return [(tuple(int(c.key_ids[0]) for c in cols), None)]
+    per_row = np.column_stack([c.key_ids[c.codes] for c in cols])
+    bad = (per_row < 0).any(axis=1)
+    if len(odd) + int(bad.sum()) > MAX_ODD_LINES:
         return None
-    values = []
-    for j in range(n_keys):
-        encoded = pc.dictionary_encode(table.column(4 * j + 3).combine_chunks())
-        values.append((encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary))
-    return layouts, values
+    for r in np.flatnonzero(bad).tolist():  # (a cell of another shape: cut in Python)
+        odd.append((int(lines[r]) + 1, ",".join(c.cells[int(c.codes[r])].as_py() for c in cols)))
+    rows = np.flatnonzero(~bad)
+    if not len(rows):
+        return []
+    stack = per_row[rows]
+    _, first, which = np.unique(stack, axis=0, return_index=True, return_inverse=True)
+    which = which.reshape(-1)
+    return [
+        (tuple(int(x) for x in stack[first[u]]), rows[which == u])
+        for u in np.argsort(first, kind="stable")
+    ]
+
+
+def _slots(
+    cols: list[_Column],
+    by_layout: list[tuple[tuple[int, ...], Any]],
+    lines: Any,
+    names: list[str],
+) -> tuple[list[tuple[int, str]], dict[str, list[tuple[Any, Any, Any]]]] | None:
+    """The order the keys first appear in (``(line, key)``) and per key the ``(lines,
+    codes, values)`` of the rows holding it (:func:`_layouts`), ``values`` the
+    distinct values of that key's cells in one column; None when a row holds a key
+    twice."""
+    import numpy as np
+    import pyarrow as pa
+
+    order: list[tuple[int, str]] = []
+    slots: dict[str, list[tuple[Any, Any, Any]]] = {}
+    pools: dict[tuple[int, int], tuple[Any, Any]] = {}  # (column, key id) -> recode, values
+    for layout, at in by_layout:
+        if len(set(layout)) != len(layout):
+            return None
+        first = int(lines[0 if at is None else at[0]])
+        for j, key_id in enumerate(layout):
+            col = cols[j]
+            if (j, key_id) not in pools:
+                mine = np.flatnonzero(col.key_ids == key_id)
+                recode = np.full(len(col.key_ids), -1, np.int32)
+                recode[mine] = np.arange(len(mine), dtype=np.int32)
+                every = len(mine) == len(col.key_ids)  # (then the codes as they are)
+                pools[j, key_id] = None if every else recode, col.values.take(pa.array(mine))
+            recode, values = pools[j, key_id]
+            codes = col.codes if at is None else col.codes[at]
+            codes = codes if recode is None else recode[codes]
+            slots.setdefault(names[key_id], []).append(
+                (lines if at is None else lines[at], codes, values)
+            )
+            order.append((first, names[key_id]))
+    return order, slots
 
 
 def _with_odd_lines(
@@ -117,7 +227,6 @@ def _with_odd_lines(
     slots: dict[str, list[tuple[Any, Any, Any]]],
     order: list[tuple[int, str]],
     keys: set[str],
-    n_keys: int,
     n_lines: int,
 ) -> Cut | None:
     """The :class:`Cut`, once the odd lines (cut in Python) are added to the slots;
@@ -134,14 +243,15 @@ def _with_odd_lines(
             slots.setdefault(key, []).append((np.array([no - 1]), np.zeros(1, np.int32), one))
             order.append((no - 1, key))
     columns, words = _assemble(slots, order, n_lines)
-    cells = [*keys, *_separators(n_keys).values(), *words, *(text for _, text in odd)]
+    cells = [*keys, *words, *(text for _, text in odd)]
     return Cut(columns, n_lines, "\n".join(cells))
 
 
-def _blocks(stream: Any, n_cells: int, odd: list[tuple[int, str]]) -> Iterator[Any]:
-    """The lines of ``n_cells`` cells as tables of strings, one per block read (names
-    ``f0``...; one block's cells at a time are held, not all), the ``(line number,
-    text)`` of the others appended to ``odd`` as they come.
+def _blocks(stream: Any, n_keys: int, odd: list[tuple[int, str]]) -> Iterator[Any]:
+    """The lines of ``n_keys`` cells (cut at their ``,``) as tables of
+    dictionary-encoded strings, one per block read (names ``f0``...; one block's
+    cells at a time are held, not all), the ``(line number, text)`` of the others
+    appended to ``odd`` as they come.
 
     :raises _Refused: Arrow refuses the text, or too many lines are others."""
     import pyarrow as pa
@@ -153,15 +263,16 @@ def _blocks(stream: Any, n_cells: int, odd: list[tuple[int, str]]) -> Iterator[A
         odd.append((row.number, row.text))
         return "skip"
 
-    types = {f"f{i}": pa.string() for i in range(n_cells)}
+    # (each block's cells dictionary-encoded as they are read: its distinct cells are few)
+    types = {f"f{i}": pa.dictionary(pa.int32(), pa.string()) for i in range(n_keys)}
     try:
         reader = pcsv.open_csv(
             stream,
-            read_options=pcsv.ReadOptions(
-                autogenerate_column_names=True, use_threads=False, block_size=BLOCK
+            read_options=pcsv.ReadOptions(  # (a line of more cells is another's too)
+                column_names=list(types), use_threads=False, block_size=BLOCK
             ),
             parse_options=pcsv.ParseOptions(
-                delimiter="'",
+                delimiter=",",
                 quote_char=False,
                 escape_char=False,
                 ignore_empty_lines=False,
@@ -179,64 +290,6 @@ def _blocks(stream: Any, n_cells: int, odd: list[tuple[int, str]]) -> Iterator[A
                 yield pa.Table.from_batches([batch])
     except pa.ArrowException:  # (a line longer than a block too)
         raise _Refused from None
-
-
-def _layouts(table: Any, n_keys: int) -> list[tuple[tuple[str, ...], Any]] | None:
-    """Per set of keys the table's lines hold, in the order of their first line: the
-    keys and the lines (table rows, ascending); None when a separator cell is not
-    ``{``, ``: ``, ``, `` or ``}`` where it must be, or a line repeats a key."""
-    import numpy as np
-    import pyarrow.compute as pc
-
-    seps = _separators(n_keys)
-    if not all(_all_equal(table.column(i), want) for i, want in seps.items()):
-        return None
-    key_cols = [table.column(4 * j + 1) for j in range(n_keys)]
-    keys = tuple(str(c[0]) for c in key_cols)
-    if all(_all_equal(c, k) for c, k in zip(key_cols, keys, strict=True)):  # (one set)
-        return [(keys, np.arange(table.num_rows))] if len(set(keys)) == n_keys else None
-    encoded = [pc.dictionary_encode(c.combine_chunks()) for c in key_cols]
-    names = [e.dictionary.to_pylist() for e in encoded]
-    codes = np.column_stack([e.indices.to_numpy(zero_copy_only=False) for e in encoded])
-    _, first, which = np.unique(codes, axis=0, return_index=True, return_inverse=True)
-    which = which.reshape(-1)
-    out = []
-    for u in np.argsort(first, kind="stable"):
-        keys = tuple(names[j][codes[first[u], j]] for j in range(n_keys))
-        if len(set(keys)) != n_keys:
-            return None
-        out.append((keys, np.flatnonzero(which == u)))
-    return out
-
-
-def _separators(n_keys: int) -> dict[int, str]:
-    """The cells between a line's quoted strings, by column: ``{``, then per key ``: ``
-    and ``, `` (``}`` after the last value)."""
-    seps = {0: "{", 4 * n_keys: "}"}
-    for j in range(n_keys):
-        seps[4 * j + 2] = ": "
-        if j + 1 < n_keys:
-            seps[4 * j + 4] = ", "
-    return seps
-
-
-def _all_equal(col: Any, want: str) -> bool:
-    """Whether every cell of a string column is ``want``: each cell as long, and the
-    cells' bytes, one after another, ``want`` repeated (a cheaper test than Arrow's
-    string comparison)."""
-    import numpy as np
-
-    expected = want.encode()
-    for chunk in col.chunks:
-        if not len(chunk):
-            continue
-        at = np.frombuffer(chunk.buffers()[1], np.int32, len(chunk) + 1, 4 * chunk.offset)
-        if not (np.diff(at) == len(expected)).all():
-            return False
-        held = chunk.buffers()[2]
-        if held is None or bytes(held)[at[0] : at[-1]] != expected * len(chunk):
-            return False
-    return True
 
 
 def _cut(text: str) -> list[tuple[str, str]] | None:

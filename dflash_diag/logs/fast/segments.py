@@ -148,6 +148,7 @@ def cut_segments(data: Any) -> Segments | None:
     low_byte = buf[low]
     is_sep = (low_byte == 13) | (low_byte == 10)
     sep = low[is_sep]
+    sep_byte = low_byte[is_sep]
     offsets: Any = np.empty(len(sep) + 2, dtype=ix)
     offsets[0], offsets[1:-1], offsets[-1] = 0, sep, len(buf)
     offsets[1:-1] += 1
@@ -164,8 +165,8 @@ def cut_segments(data: Any) -> Segments | None:
     except pa.ArrowInvalid:
         return None
     starts, ends = offsets[:-1], offsets[1:]
-    last = buf[ends - 1]
-    term = np.where((last == 13) | (last == 10), last, 0).astype(np.uint8)
+    term = np.zeros(n, dtype=np.uint8)  # (segment i ends at separator i; a last one at 0)
+    term[: len(sep)] = sep_byte
     line_of = np.zeros(n, dtype=ix)
     np.cumsum(term[:-1] == 10, out=line_of[1:])
     kinds, first, end_byte = _kinds_by_bytes(buf, strings, starts, ends, term)
@@ -181,7 +182,7 @@ def cut_segments(data: Any) -> Segments | None:
         tell_by_regex(strings, odd, first, end_byte, kinds)
         bars.read(strings, odd[kinds[odd] == BAR], BARE_BAR, BAR, kinds)
         bars.read(strings, odd[kinds[odd] == BAR_DICT], BARE_BAR, BAR_DICT, kinds)
-    newlines = sep[buf[sep] == 10]
+    newlines = sep[sep_byte == 10]
     return Segments(
         kinds, term, line_of, offsets, strings, bars.done(), newlines, odd, first, end_byte
     )
@@ -202,13 +203,11 @@ def _kinds_by_bytes(buf: Any, strings: Any, starts: Any, ends: Any, term: Any) -
     end_byte = buf[content_end]
     end_byte[~has_content] = 0
     del content_end
-    second_at = starts + 1
-    np.minimum(second_at, len(buf) - 1, out=second_at)
-    second = buf[second_at]
-    del second_at
     kinds = np.full(len(starts), OTHER, dtype=np.int8)
     kinds[pc.ascii_is_space(strings).to_numpy(zero_copy_only=False)] = BLANK
-    kinds[(first == ord("{")) & (second == ord("'")) & (end_byte == ord("}"))] = DICT
+    braced = np.flatnonzero((first == ord("{")) & (end_byte == ord("}")))
+    second = buf[np.minimum(starts[braced] + 1, len(buf) - 1)]
+    kinds[braced[second == ord("'")]] = DICT
     return kinds, first, end_byte
 
 
