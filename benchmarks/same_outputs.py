@@ -45,6 +45,13 @@ COMMANDS |= {
     for p in sorted((HERE / "tests/data/real_logs").glob("*"))
     if p.suffix != ".md"
 }
+COMMANDS |= {  # (the Trainer consoles: the console fast path's inputs)
+    f"parse-{p.parent.name}-{p.name}": ["parse", str(p.relative_to(HERE)), "--json"]
+    for p in [
+        *sorted((HERE / "tests/data/trainers").glob("*.log")),
+        *sorted((HERE / "tests/data/trainer_runs").glob("*/*.log")),
+    ]
+}
 RANDOM = re.compile(r"""(#|id=")(image|[pm])[0-9a-f]{10}|iVBOR[A-Za-z0-9+/=]+""")
 
 
