@@ -357,25 +357,60 @@ def _fit_windows(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`local_fit` at the points of the windows ``win``: centre, slope, scale,
     factor."""
-    u, u2, plain = win.u, win.u2, win.plain
+    u, u2 = win.u, win.u2
     wv = v[win.idx]
-    ones = np.ones_like(u)
-    beta = _solve(plain, ones, wv, u, u2)
     w = u.shape[1]
     mid = [w // 2] if w % 2 else [w // 2 - 1, w // 2]
-    weights = ones
+    # (the first round's weights are all 1: ``1 x v`` is ``v``, so ``v`` itself)
+    beta = _solve(win.plain, None, wv, u, u2)
     for it in range(3):
-        if it:
-            beta = _solve(_normal_matrix(weights, u, u2), weights, wv, u, u2)
-        r = wv - (beta[:, :1] + beta[:, 1:2] * u + beta[:, 2:3] * u2)
-        s = np.partition(np.abs(r), mid, axis=1)[:, mid].mean(axis=1, keepdims=True)
+        r = _residuals(wv, beta, u, u2)
+        s = _mad(r, mid)
         if it == 2:
             break  # (the last round's residuals give the scale; no further weights)
-        with np.errstate(all="ignore"):
-            z = np.where(s > 0, r / (6 * MAD_SCALE * s), 0.0)
-        weights = np.where(np.abs(z) < 1, (1 - z * z) ** 2, 0.0)
+        weights = _bisquare(r, s)
+        beta = _solve(_normal_matrix(weights, u, u2), weights, wv, u, u2)
     dof = math.sqrt(w / (w - 3)) if w > 3 else 1.0
     return beta[:, 0], beta[:, 1] / win.span, MAD_SCALE * s[:, 0] * dof, win.c00
+
+
+# The three steps of a round below are ``r = v - (b0 + b1 u + b2 u^2)``, ``median|r|``
+# and ``(1 - z^2)^2``, each the same operations in the same order as written plainly,
+# worked out over arrays already made (a fresh ``(points, window)`` array costs a page
+# fault a page and a pass over memory).
+
+
+def _residuals(wv: np.ndarray, beta: np.ndarray, u: np.ndarray, u2: np.ndarray) -> np.ndarray:
+    """Per window, ``wv - (b0 + b1 u + b2 u^2)`` (``+`` commutes exactly: ``b1 u + b0``
+    is ``b0 + b1 u``, bit for bit)."""
+    fit = np.multiply(beta[:, 1:2], u)
+    fit += beta[:, :1]
+    term = np.multiply(beta[:, 2:3], u2)
+    fit += term
+    return np.subtract(wv, fit, out=fit)
+
+
+def _mad(r: np.ndarray, mid: list[int]) -> np.ndarray:
+    """Per window, the median of ``|r|`` (the mean of the ``mid`` order statistics), as a
+    column; ``|r|`` partitioned where it is (a selection: the values are those a copy's
+    partition gives)."""
+    a = np.abs(r)
+    a.partition(mid, axis=1)
+    return a[:, mid].mean(axis=1, keepdims=True)
+
+
+def _bisquare(r: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """The bisquare weights ``(1 - z^2)^2`` where ``|z| < 1``, else 0, of ``z = r / (6 x
+    1.4826 s)`` (``z = 0`` in a window whose ``s`` is not positive)."""
+    with np.errstate(all="ignore"):
+        z = np.divide(r, 6 * MAD_SCALE * s)
+    np.copyto(z, 0.0, where=~(s > 0))
+    inside = np.abs(z) < 1
+    np.multiply(z, z, out=z)
+    np.subtract(1, z, out=z)
+    np.square(z, out=z)  # (``x ** 2`` is numpy's ``square``)
+    np.copyto(z, 0.0, where=~inside)
+    return z
 
 
 _RIDGE = 1e-12 * np.eye(3)
@@ -396,10 +431,11 @@ def _normal_matrix(weights: np.ndarray, u: np.ndarray, u2: np.ndarray) -> np.nda
 
 
 def _solve(
-    a: np.ndarray, weights: np.ndarray, wv: np.ndarray, u: np.ndarray, u2: np.ndarray
+    a: np.ndarray, weights: np.ndarray | None, wv: np.ndarray, u: np.ndarray, u2: np.ndarray
 ) -> np.ndarray:
-    """Per window, the weighted quadratic's coefficients ``a^-1 D'W v``."""
-    wwv = weights * wv
+    """Per window, the weighted quadratic's coefficients ``a^-1 D'W v`` (``weights``
+    None: all 1)."""
+    wwv = wv if weights is None else weights * wv
     rhs = np.stack(
         [wwv.sum(axis=1), np.einsum("ij,ij->i", wwv, u), np.einsum("ij,ij->i", wwv, u2)],
         axis=1,
