@@ -171,10 +171,30 @@ class _Windows(NamedTuple):
         span[span == 0] = 1.0
         u = (wx - xi[:, None]) / span[:, None]
         u2 = u * u
-        # The plain fit's normal equations give the factor; its moments are the weights'
-        # at 1.
+        plain, c00 = _plain_fits(u, u2)
+        return _Windows(idx, u, u2, span, plain, c00)
+
+
+def _plain_fits(u: np.ndarray, u2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per window (a row of offsets ``u``, ``u2 = u^2``), the plain fit's normal matrix
+    (the moments of weights all 1) and its factor ``c00 = [(D'D)^-1]_00``.
+
+    Both depend on the window's offsets alone, and consecutive windows of evenly logged
+    steps have the same offsets bit for bit (all but the two ends' windows): each run of
+    such windows is worked out once and its numbers repeated (a row's sums and inverse
+    are its own, whatever rows are beside it)."""
+    n = u.shape[0]
+    new = np.ones(n, dtype=bool)
+    bits = u.view(np.int64)
+    np.any(bits[1:] != bits[:-1], axis=1, out=new[1:])
+    first = np.flatnonzero(new)
+    if first.size > n // 2:  # (uneven steps: most windows their own)
         plain = _normal_matrix(np.ones_like(u), u, u2)
-        return _Windows(idx, u, u2, span, plain, np.linalg.inv(plain)[:, 0, 0])
+        return plain, np.linalg.inv(plain)[:, 0, 0]
+    ua, u2a = u[first], u2[first]
+    plain = _normal_matrix(np.ones_like(ua), ua, u2a)
+    run = np.cumsum(new) - 1  # (the run of each window)
+    return plain[run], np.linalg.inv(plain)[:, 0, 0][run]
 
 
 class _Geometry(NamedTuple):

@@ -1,5 +1,6 @@
 """The band's robust local fit against its plain version, bit for bit: a round's residuals,
-median and weights worked out over arrays already made."""
+median and weights worked out over arrays already made; the plain fits' matrices and
+factors worked out once a run of windows with the same offsets."""
 
 from __future__ import annotations
 
@@ -82,3 +83,25 @@ def test_fit_rounds_over_arrays_already_made_equal_the_plain_rounds(
     with np.errstate(all="ignore"):
         got, want = band._fit_windows(v, win), plain_fit_windows(v, win)
     assert all(same_bits(a, b) for a, b in zip(got, want, strict=True))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(1, 150),
+    st.integers(1, 25),
+    st.lists(st.sampled_from([1.0, 1.0, 1.0, 2.0, 0.0, 0.5, 10.0]), min_size=1, max_size=8),
+    st.integers(0, 2**32 - 1),
+)
+def test_plain_fits_worked_out_once_a_run_of_like_windows_equal_every_window(
+    n: int, window: int, steps: list[float], seed: int
+) -> None:
+    # (steps drawn among a few gaps, mostly even: long runs of like windows, a resume's
+    # repeated step, a stretch logged every 10)
+    rng = np.random.default_rng(seed)
+    x = np.cumsum(rng.choice(np.array(steps), n)) + 1000.0
+    w = min(window, n)
+    start = np.clip(np.arange(n) - w // 2, 0, n - w)
+    win = _Windows.of(x, start, np.arange(n), w)
+    plain = _normal_matrix(np.ones_like(win.u), win.u, win.u2)
+    assert same_bits(win.plain, plain)
+    assert same_bits(win.c00, np.linalg.inv(plain)[:, 0, 0])
