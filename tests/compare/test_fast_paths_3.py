@@ -105,3 +105,20 @@ def test_plain_fits_worked_out_once_a_run_of_like_windows_equal_every_window(
     plain = _normal_matrix(np.ones_like(win.u), win.u, win.u2)
     assert same_bits(win.plain, plain)
     assert same_bits(win.c00, np.linalg.inv(plain)[:, 0, 0])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.sampled_from([math.nan, math.inf, 0.0, 1.5, -2.0]), max_size=30))
+def test_present_points_are_the_logs_own_read_only_or_a_selection(cells: list) -> None:
+    # Every point present: the log's arrays themselves, through views that cannot write
+    # into them; else the selection (a copy).
+    from dflash_diag.compare import runs
+
+    v = np.array(cells, dtype=float)
+    x = np.arange(v.size, dtype=float)
+    got = runs._present(x, v)
+    ok = np.isfinite(v)
+    assert same_bits(got[0], x[ok]) and same_bits(got[1], v[ok])
+    for a, own in zip(got, (x, v), strict=True):
+        assert not np.shares_memory(a, own) or not a.flags.writeable
+    assert x.flags.writeable and v.flags.writeable
