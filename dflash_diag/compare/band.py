@@ -220,7 +220,7 @@ class _Geometry(NamedTuple):
         if at.size == n:
             return _Geometry(blocks, c00, x, None)
         xa = x[at]
-        return _Geometry(blocks, np.interp(x, xa, c00), xa, _Hermite.of(xa, x))
+        return _Geometry(blocks, np.interp(x, xa, c00), xa, _Hermite.of(xa, x, at))
 
 
 def _grid(n: int, w: int, grid_from: int | None) -> np.ndarray:
@@ -319,13 +319,14 @@ class _Hermite(NamedTuple):
     d1: np.ndarray
 
     @staticmethod
-    def of(xa: np.ndarray, x: np.ndarray) -> _Hermite:
-        """The basis at ``x`` of the cubic on the points ``xa``."""
+    def of(xa: np.ndarray, x: np.ndarray, at: np.ndarray | None = None) -> _Hermite:
+        """The basis at ``x`` of the cubic on the points ``xa``; ``at``: the indices of
+        ``xa`` in ``x`` when ``xa = x[at]``."""
         # ``h = xa[j + 1] - xa[j]`` (1 where not positive), ``t = (x - xa[j]) / h``, and
         # the basis ``2t^3 - 3t^2 + 1``, ``(t^3 - 2t^2 + t) h``, ``3t^2 - 2t^3``,
         # ``(t^3 - t^2) h``: the same operations in that order, written over arrays no
         # longer needed (a new one costs a page fault a page).
-        j = np.searchsorted(xa, x, side="right")
+        j = _intervals(xa, x, at)
         j -= 1
         np.clip(j, 0, xa.size - 2, out=j)
         h, t = np.take(xa[1:], j), np.take(xa, j)
@@ -364,6 +365,18 @@ class _Hermite(NamedTuple):
             term *= weight
             out += term
         return out
+
+
+def _intervals(xa: np.ndarray, x: np.ndarray, at: np.ndarray | None) -> np.ndarray:
+    """Per point of ``x``, how many of ``xa`` are at most it (``np.searchsorted(xa, x,
+    side="right")``).  When ``xa = x[at]`` (``at`` increasing) and ``x`` is strictly
+    increasing, that is how many of ``at`` are at most the point's index: a running
+    count, without a search a point."""
+    if at is None or not bool((x[1:] > x[:-1]).all()):
+        return np.searchsorted(xa, x, side="right")
+    marks = np.zeros(x.size, dtype=np.intp)
+    marks[at] = 1
+    return np.cumsum(marks, out=marks)
 
 
 def _hermite(xa: np.ndarray, ya: np.ndarray, da: np.ndarray, x: np.ndarray) -> np.ndarray:

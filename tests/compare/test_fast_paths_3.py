@@ -1,6 +1,7 @@
-"""The band's robust local fit against its plain version, bit for bit: a round's residuals,
-median and weights worked out over arrays already made; the plain fits' matrices and
-factors worked out once a run of windows with the same offsets."""
+"""More compare fast paths against their plain versions, bit for bit: a round of the
+band's fit worked out over arrays already made; the plain fits' matrices and factors
+once a run of windows with the same offsets; the grid cubic's intervals from a running
+count; points that are a stretch of the knots; curves that are the log's own arrays."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dflash_diag.compare import band
+from dflash_diag.compare.align import Memo, interp, interp_many
 from dflash_diag.compare.band import MAD_SCALE, _normal_matrix, _Windows
+
+from .test_fast_paths import plain_interp
 
 
 def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
@@ -122,3 +126,51 @@ def test_present_points_are_the_logs_own_read_only_or_a_selection(cells: list) -
     for a, own in zip(got, (x, v), strict=True):
         assert not np.shares_memory(a, own) or not a.flags.writeable
     assert x.flags.writeable and v.flags.writeable
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(-50, 50), min_size=2, max_size=40, unique=True),
+    st.data(),
+    st.sampled_from([0.5, 1.0, 3.0, math.inf]),
+)
+def test_points_that_are_a_stretch_of_the_knots_equal_the_plain_interpolation(
+    knot_list: list, data: st.DataObject, gap: float
+) -> None:
+    # A run logged at its baseline's steps over a part of them: one search, the knots'
+    # values; as the plain interpolation, bit for bit (and a stretch that is not quite
+    # one, a point off or out of order, the search's way).
+    xp = np.array(sorted(knot_list), dtype=float)
+    lo = data.draw(st.integers(0, xp.size - 1))
+    hi = data.draw(st.integers(lo + 1, xp.size))
+    x = xp[lo:hi].copy()
+    how = data.draw(st.sampled_from(["stretch", "minus zero", "off", "reversed"]))
+    if how == "minus zero":
+        x[x == 0] = -0.0
+    elif how == "off":
+        x[data.draw(st.integers(0, x.size - 1))] += 0.5
+    elif how == "reversed":
+        x = x[::-1].copy()
+    fp = np.array(data.draw(st.lists(st.floats(-1e3, 1e3), min_size=xp.size, max_size=xp.size)))
+    assert same_bits(interp(xp, fp, x, gap), plain_interp(xp, fp, x, gap))
+    memo = Memo()
+    for _ in range(2):  # (the second call finds the spots kept)
+        got = interp_many(xp, [fp, fp * 3.0], x, gap, memo)
+        assert same_bits(got[1], plain_interp(xp, fp * 3.0, x, gap))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(2, 400), st.integers(1, 60), st.integers(0, 2**32 - 1), st.booleans())
+def test_grid_intervals_from_a_running_count_equal_the_search(
+    n: int, grid_from: int, seed: int, repeats: bool
+) -> None:
+    # The cubic's basis between grid points, its intervals counted along the points
+    # instead of searched; steps that repeat (a resume) take the search.
+    rng = np.random.default_rng(seed)
+    x = np.cumsum(rng.integers(0 if repeats else 1, 4, n)).astype(float)
+    at = band._grid(n, min(21, n), grid_from)
+    if at.size < 2:
+        return
+    xa = x[at]
+    got, want = band._Hermite.of(xa, x, at), band._Hermite.of(xa, x)
+    assert all(same_bits(a, b) for a, b in zip(got, want, strict=True))
