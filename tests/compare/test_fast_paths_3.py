@@ -1,7 +1,8 @@
 """More compare fast paths against their plain versions, bit for bit: a round of the
 band's fit worked out over arrays already made; the plain fits' matrices and factors
 once a run of windows with the same offsets; the grid cubic's intervals from a running
-count; points that are a stretch of the knots; curves that are the log's own arrays."""
+count; points that are a stretch of the knots; curves that are the log's own arrays;
+the side codes counted as they are."""
 
 from __future__ import annotations
 
@@ -174,3 +175,12 @@ def test_grid_intervals_from_a_running_count_equal_the_search(
     xa = x[at]
     got, want = band._Hermite.of(xa, x, at), band._Hermite.of(xa, x)
     assert all(same_bits(a, b) for a, b in zip(got, want, strict=True))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 3), max_size=200))
+def test_side_counts_equal_bincount(codes: list) -> None:
+    from dflash_diag.compare.summary import side_counts
+
+    side = np.array(codes, dtype=np.int8)
+    assert same_bits(side_counts(side), np.bincount(side, minlength=4))
