@@ -164,6 +164,10 @@ class _Spots(NamedTuple):
             return _Spots(shape, keep, order, xp, None, None, None, False)
         if shape == xp.shape and bool((xp[1:] > xp[:-1]).all()) and np.array_equal(x, xp):
             return _Spots(shape, keep, order, xp, None, None, None, True)
+        stretch = _stretch(xp, x) if keep is None and order is None else None
+        if stretch is not None:  # (every point a knot, in a row: the knots' own values)
+            inside = np.ones(x.size, dtype=bool)
+            return _Spots(shape, None, None, xp, inside, x, None, False, stretch, True)
         inside = np.isfinite(x) & (x >= xp[0]) & (x <= xp[-1])
         if not inside.any():
             return _Spots(shape, keep, order, xp, None, None, None, False)
@@ -204,6 +208,22 @@ class _Spots(NamedTuple):
         out = np.full(self.shape, np.nan)
         out[self.inside] = vals
         return out
+
+
+def _stretch(xp: np.ndarray, x: np.ndarray) -> np.ndarray | None:
+    """When ``x`` (one-dimensional) is a stretch of consecutive knots of strictly
+    increasing ``xp`` (a run logged at its baseline's steps, over a part of them): the
+    knots' indices, those :meth:`_Spots.find`'s search would give (each point equals its
+    knot, so ``np.interp`` there is the knot's value).  Else None.  One search and one
+    comparison instead of a search a point."""
+    if x.ndim != 1 or x.size == 0 or xp.size < 2 or not np.isfinite(x[0]):
+        return None
+    first = int(np.searchsorted(xp, x[0], side="left"))
+    if first + x.size > xp.size or not np.array_equal(x, xp[first : first + x.size]):
+        return None
+    if not bool((xp[1:] > xp[:-1]).all()):
+        return None
+    return np.arange(first, first + x.size)
 
 
 class Memo:

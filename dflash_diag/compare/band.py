@@ -171,10 +171,30 @@ class _Windows(NamedTuple):
         span[span == 0] = 1.0
         u = (wx - xi[:, None]) / span[:, None]
         u2 = u * u
-        # The plain fit's normal equations give the factor; its moments are the weights'
-        # at 1.
+        plain, c00 = _plain_fits(u, u2)
+        return _Windows(idx, u, u2, span, plain, c00)
+
+
+def _plain_fits(u: np.ndarray, u2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per window (a row of offsets ``u``, ``u2 = u^2``), the plain fit's normal matrix
+    (the moments of weights all 1) and its factor ``c00 = [(D'D)^-1]_00``.
+
+    Both depend on the window's offsets alone, and consecutive windows of evenly logged
+    steps have the same offsets bit for bit (all but the two ends' windows): each run of
+    such windows is worked out once and its numbers repeated (a row's sums and inverse
+    are its own, whatever rows are beside it)."""
+    n = u.shape[0]
+    new = np.ones(n, dtype=bool)
+    bits = u.view(np.int64)
+    np.any(bits[1:] != bits[:-1], axis=1, out=new[1:])
+    first = np.flatnonzero(new)
+    if first.size > n // 2:  # (uneven steps: most windows their own)
         plain = _normal_matrix(np.ones_like(u), u, u2)
-        return _Windows(idx, u, u2, span, plain, np.linalg.inv(plain)[:, 0, 0])
+        return plain, np.linalg.inv(plain)[:, 0, 0]
+    ua, u2a = u[first], u2[first]
+    plain = _normal_matrix(np.ones_like(ua), ua, u2a)
+    run = np.cumsum(new) - 1  # (the run of each window)
+    return plain[run], np.linalg.inv(plain)[:, 0, 0][run]
 
 
 class _Geometry(NamedTuple):
@@ -200,7 +220,7 @@ class _Geometry(NamedTuple):
         if at.size == n:
             return _Geometry(blocks, c00, x, None)
         xa = x[at]
-        return _Geometry(blocks, np.interp(x, xa, c00), xa, _Hermite.of(xa, x))
+        return _Geometry(blocks, np.interp(x, xa, c00), xa, _Hermite.of(xa, x, at))
 
 
 def _grid(n: int, w: int, grid_from: int | None) -> np.ndarray:
@@ -299,13 +319,14 @@ class _Hermite(NamedTuple):
     d1: np.ndarray
 
     @staticmethod
-    def of(xa: np.ndarray, x: np.ndarray) -> _Hermite:
-        """The basis at ``x`` of the cubic on the points ``xa``."""
+    def of(xa: np.ndarray, x: np.ndarray, at: np.ndarray | None = None) -> _Hermite:
+        """The basis at ``x`` of the cubic on the points ``xa``; ``at``: the indices of
+        ``xa`` in ``x`` when ``xa = x[at]``."""
         # ``h = xa[j + 1] - xa[j]`` (1 where not positive), ``t = (x - xa[j]) / h``, and
         # the basis ``2t^3 - 3t^2 + 1``, ``(t^3 - 2t^2 + t) h``, ``3t^2 - 2t^3``,
         # ``(t^3 - t^2) h``: the same operations in that order, written over arrays no
         # longer needed (a new one costs a page fault a page).
-        j = np.searchsorted(xa, x, side="right")
+        j = _intervals(xa, x, at)
         j -= 1
         np.clip(j, 0, xa.size - 2, out=j)
         h, t = np.take(xa[1:], j), np.take(xa, j)
@@ -346,6 +367,18 @@ class _Hermite(NamedTuple):
         return out
 
 
+def _intervals(xa: np.ndarray, x: np.ndarray, at: np.ndarray | None) -> np.ndarray:
+    """Per point of ``x``, how many of ``xa`` are at most it (``np.searchsorted(xa, x,
+    side="right")``).  When ``xa = x[at]`` (``at`` increasing) and ``x`` is strictly
+    increasing, that is how many of ``at`` are at most the point's index: a running
+    count, without a search a point."""
+    if at is None or not bool((x[1:] > x[:-1]).all()):
+        return np.searchsorted(xa, x, side="right")
+    marks = np.zeros(x.size, dtype=np.intp)
+    marks[at] = 1
+    return np.cumsum(marks, out=marks)
+
+
 def _hermite(xa: np.ndarray, ya: np.ndarray, da: np.ndarray, x: np.ndarray) -> np.ndarray:
     """The piecewise cubic through ``(xa, ya)`` with slopes ``da`` there, at ``x``
     (``xa`` increasing, ``x`` inside ``[xa[0], xa[-1]]``)."""
@@ -357,25 +390,61 @@ def _fit_windows(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """:func:`local_fit` at the points of the windows ``win``: centre, slope, scale,
     factor."""
-    u, u2, plain = win.u, win.u2, win.plain
+    u, u2 = win.u, win.u2
     wv = v[win.idx]
-    ones = np.ones_like(u)
-    beta = _solve(plain, ones, wv, u, u2)
     w = u.shape[1]
     mid = [w // 2] if w % 2 else [w // 2 - 1, w // 2]
-    weights = ones
+    # (the first round's weights are all 1: ``1 x v`` is ``v``, so ``v`` itself)
+    beta = _solve(win.plain, None, wv, u, u2)
     for it in range(3):
-        if it:
-            beta = _solve(_normal_matrix(weights, u, u2), weights, wv, u, u2)
-        r = wv - (beta[:, :1] + beta[:, 1:2] * u + beta[:, 2:3] * u2)
-        s = np.partition(np.abs(r), mid, axis=1)[:, mid].mean(axis=1, keepdims=True)
+        r = _residuals(wv, beta, u, u2)
+        s = _mad(r, mid)
         if it == 2:
             break  # (the last round's residuals give the scale; no further weights)
-        with np.errstate(all="ignore"):
-            z = np.where(s > 0, r / (6 * MAD_SCALE * s), 0.0)
-        weights = np.where(np.abs(z) < 1, (1 - z * z) ** 2, 0.0)
+        weights = _bisquare(r, s)
+        beta = _solve(_normal_matrix(weights, u, u2), weights, wv, u, u2)
     dof = math.sqrt(w / (w - 3)) if w > 3 else 1.0
     return beta[:, 0], beta[:, 1] / win.span, MAD_SCALE * s[:, 0] * dof, win.c00
+
+
+# The three steps of a round below are ``r = v - (b0 + b1 u + b2 u^2)``, ``median|r|``
+# and ``(1 - z^2)^2``, each the same operations in the same order as written plainly,
+# worked out over arrays already made (a fresh ``(points, window)`` array costs a page
+# fault a page and a pass over memory).
+
+
+def _residuals(wv: np.ndarray, beta: np.ndarray, u: np.ndarray, u2: np.ndarray) -> np.ndarray:
+    """Per window, ``wv - (b0 + b1 u + b2 u^2)`` (``+`` commutes exactly: ``b1 u + b0``
+    is ``b0 + b1 u``, bit for bit)."""
+    fit = np.multiply(beta[:, 1:2], u)
+    fit += beta[:, :1]
+    term = np.multiply(beta[:, 2:3], u2)
+    fit += term
+    return np.subtract(wv, fit, out=fit)
+
+
+def _mad(r: np.ndarray, mid: list[int]) -> np.ndarray:
+    """Per window, the median of ``|r|`` (the mean of the ``mid`` order statistics), as a
+    column.  The rows are sorted, not partitioned: the order statistics are the same
+    values (a selection, no arithmetic), and numpy sorts short rows faster than it
+    partitions them."""
+    a = np.abs(r)
+    a.sort(axis=1)
+    return a[:, mid].mean(axis=1, keepdims=True)
+
+
+def _bisquare(r: np.ndarray, s: np.ndarray) -> np.ndarray:
+    """The bisquare weights ``(1 - z^2)^2`` where ``|z| < 1``, else 0, of ``z = r / (6 x
+    1.4826 s)`` (``z = 0`` in a window whose ``s`` is not positive)."""
+    with np.errstate(all="ignore"):
+        z = np.divide(r, 6 * MAD_SCALE * s)
+    np.copyto(z, 0.0, where=~(s > 0))
+    inside = np.abs(z) < 1
+    np.multiply(z, z, out=z)
+    np.subtract(1, z, out=z)
+    np.square(z, out=z)  # (``x ** 2`` is numpy's ``square``)
+    np.copyto(z, 0.0, where=~inside)
+    return z
 
 
 _RIDGE = 1e-12 * np.eye(3)
@@ -396,10 +465,11 @@ def _normal_matrix(weights: np.ndarray, u: np.ndarray, u2: np.ndarray) -> np.nda
 
 
 def _solve(
-    a: np.ndarray, weights: np.ndarray, wv: np.ndarray, u: np.ndarray, u2: np.ndarray
+    a: np.ndarray, weights: np.ndarray | None, wv: np.ndarray, u: np.ndarray, u2: np.ndarray
 ) -> np.ndarray:
-    """Per window, the weighted quadratic's coefficients ``a^-1 D'W v``."""
-    wwv = weights * wv
+    """Per window, the weighted quadratic's coefficients ``a^-1 D'W v`` (``weights``
+    None: all 1)."""
+    wwv = wv if weights is None else weights * wv
     rhs = np.stack(
         [wwv.sum(axis=1), np.einsum("ij,ij->i", wwv, u), np.einsum("ij,ij->i", wwv, u2)],
         axis=1,

@@ -329,9 +329,17 @@ def _present(x: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The points that have a value (absent and non-finite ones left out: a plot line
     through NaN cells would break at every absent step)."""
     ok = np.isfinite(x) & np.isfinite(v)
-    if ok.all():  # (a copy is faster than a selection of every point)
-        return x.copy(), v.copy()
+    if ok.all():  # (every point: the arrays themselves, read only; no copies)
+        return _read_only(x), _read_only(v)
     return x[ok], v[ok]
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """A view of ``a`` that cannot be written through (a curve may be the log's own
+    array: no copy, and nothing done to the curve reaches the log)."""
+    view = a.view()
+    view.flags.writeable = False
+    return view
 
 
 def _curves(
@@ -343,9 +351,9 @@ def _curves(
     memo: Memo | None = None,
 ) -> Curves:
     if len(bands) == 1 and bool((bands[0][0][1:] > bands[0][0][:-1]).all()):
-        # (already sorted and unique; a copy: it may be the log's own, which every
-        # metric's curves would share)
-        grid = bands[0][0].copy()
+        # (already sorted and unique; read only: it may be the log's own, which every
+        # metric's curves share)
+        grid = _read_only(bands[0][0])
         # One band, finite: on its own points it is itself (band_at would copy it).
         curves = bands[0][1:]
         if all(np.isfinite(c).all() for c in curves):

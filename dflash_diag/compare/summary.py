@@ -55,7 +55,7 @@ def summarise_phase(
     if side is None:
         side = side_codes(v, band)
     has = np.isfinite(v)
-    counts = np.bincount(side, minlength=4)
+    counts = side_counts(side)
     n_points, n_comp = int(has.sum()), int(counts[1:].sum())
     # (the first and last points with a value, without a copy of those points)
     first = int(steps[int(np.argmax(has))]) if n_points else None
@@ -77,6 +77,13 @@ def summarise_phase(
         _label(inside, above, below),
         _largest_departure(steps, v, band, side),
     )
+
+
+def side_counts(side: np.ndarray) -> np.ndarray:
+    """How many points have each side code 0-3 (``np.bincount(side, minlength=4)`` of
+    codes that are 0-3), counted on the int8 codes as they are: ``bincount`` would first
+    copy them into a new array of 8-byte integers."""
+    return np.array([np.count_nonzero(side == code) for code in range(4)], dtype=np.intp)
 
 
 def _largest_departure(
