@@ -353,10 +353,11 @@ def replay_epochs(
         dropped["incomplete_last_step_micro_batches"] += len(dropped_micro)
         dropped["incomplete_last_step_samples"] += int(feats["n"][dropped_micro].sum())
         last = int(part["step"][-1]) if len(chosen) else None
-        pool = plan.pool
-        del plan, dropped_micro
-        yield EpochRows(e, pool, pools, feats, part, chosen)
-        del pool, feats, part, chosen
+        # handed over, not held here while the caller works: what it does not keep of
+        # the epoch (columns it does not read) is freed at once
+        out = [EpochRows(e, plan.pool, pools, feats, part, chosen)]
+        del plan, dropped_micro, feats, part, chosen
+        yield out.pop()
         if last is not None:
             step0 = last + 1
         if progress is not None:
