@@ -205,10 +205,16 @@ def _epoch_rows(
 
     pos, step, rank, micro = micro_positions(len(plan.order), params)
     chosen = plan.order[pos]
-    unused = np.setdiff1d(np.arange(len(plan.order)), pos, assume_unique=True)
+    # the positions no row uses (ascending): a byte a position, not a set difference
+    left = np.ones(len(plan.order), dtype=bool)
+    left[pos] = False
+    del pos
+    unused = np.flatnonzero(left)
+    del left
     part: dict[str, np.ndarray] = {}
     part["epoch"] = np.full(len(chosen), epoch, dtype=np.int64)
-    part["step"] = step0 + step
+    # (the positions' own array, shifted in place unless it is a read-only broadcast)
+    part["step"] = np.add(step, step0, out=step if step.flags.writeable else None)
     part["rank"] = rank
     part["micro"] = micro
     return part, chosen, plan.order[unused]
