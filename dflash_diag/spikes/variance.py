@@ -341,9 +341,9 @@ def counterfactual(
         except InputError as e:
             out.append(Counterfactual(name, None, None, f"cannot replay: {e.what}"))
             continue
-        finite = np.isfinite(x).all(axis=1)
-        if not finite.all():
-            x = x[finite]
+        # (a copy even when every row is finite: the column pick above leaves x in
+        # Fortran order, and the prediction's sums follow the layout)
+        x = x[np.isfinite(x).all(axis=1)]
         var = float(np.var(model.predict(x))) + noise if x.size else None
         del x  # (before the next strategy's replay)
         share = 1 - var / current if var is not None and current > 0 else None
