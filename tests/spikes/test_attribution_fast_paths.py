@@ -280,3 +280,25 @@ def test_entry_cells_are_the_lookups(lengths, picks, top, chunk) -> None:
     assert tokens.tolist() == ls[ids].tolist()
     assert cell.tolist() == cells[ids].tolist()
     assert tokens.itemsize <= (2 if top < 2**15 else 4 if top < 2**31 else 8)
+
+
+def test_the_counterfactual_predicts_from_rows_in_c_order(monkeypatch) -> None:
+    """The strategies' rows reach the mixture model in C order, as the plain code gave
+    them (a column pick alone leaves them in Fortran order, and the prediction's sums
+    follow the layout: the last bit of a variance moved)."""
+    from pathlib import Path
+
+    from dflash_diag.reports.spikes import spikes_report
+    from dflash_diag.spikes.model import CompositionModel
+
+    layouts = []
+    predict = CompositionModel.predict
+
+    def spy(self, design):
+        layouts.append(bool(design.flags.c_contiguous))
+        return predict(self, design)
+
+    monkeypatch.setattr(CompositionModel, "predict", spy)
+    report = spikes_report(Path(__file__).resolve().parents[2] / "sample_logs" / "run.log")
+    assert len(report.variance.counterfactual) == 2
+    assert layouts and all(layouts)
