@@ -642,11 +642,40 @@ def default_batch_size(lengths: np.ndarray, params: ScheduleParams) -> int:
     """
     import numpy as np
 
-    x = np.asarray(lengths, dtype=np.float64)
-    if params.max_seq_len is not None:
-        x = np.minimum(x, params.max_seq_len)
-    mean = float(x.mean()) if x.shape[0] else 1.0
+    x = np.asarray(lengths)
+    total = _whole_sum(x, params.max_seq_len)
+    if total is None:
+        x = np.asarray(lengths, dtype=np.float64)
+        if params.max_seq_len is not None:
+            x = np.minimum(x, params.max_seq_len)
+        mean = float(x.mean()) if x.shape[0] else 1.0
+    else:
+        mean = total / x.shape[0] if x.shape[0] else 1.0
     return max(1, int(params.token_budget // max(mean, 1.0)))
+
+
+def _whole_sum(x: np.ndarray, cap: int | None) -> int | None:
+    """The sum of whole-number lengths ``x`` capped at ``cap``, a chunk at a time in
+    int64 (no float64 copy of the manifest); None when ``x`` is not of integers or the
+    sum reaches 2**53.  Below 2**53 every partial sum of whole numbers is exact in
+    float64, so ``sum / n`` is the float64 mean to the bit, in whatever order it was
+    summed."""
+    import numpy as np
+
+    from ..arrays import chunks
+
+    if x.dtype.kind not in "iu":
+        return None
+    total = 0
+    for part in chunks(x.shape[0]):
+        piece = x[part]
+        if cap is not None:
+            piece = np.minimum(piece, cap)
+        # (no chunk sum can leave int64 below 2**32 a length; none is negative)
+        if piece.size and not (0 <= int(piece.min()) and int(piece.max()) < 1 << 32):
+            return None
+        total += int(piece.sum(dtype=np.int64))
+    return total if total < 1 << 53 else None
 
 
 def params_for(strategy: str, params: ScheduleParams, lengths: np.ndarray) -> ScheduleParams:

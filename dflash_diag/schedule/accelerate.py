@@ -98,8 +98,13 @@ def step_positions(
     step = np.repeat(np.arange(len(counts), dtype=np.int64), rows)
     starts = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(rows, out=starts[1:])
-    within = np.arange(int(starts[-1]), dtype=np.int64) - starts[step]
-    rank = within // counts[step]
-    micro = within % counts[step]
-    pos = (step * g + micro) * w + rank
+    within = np.arange(int(starts[-1]), dtype=np.int64)
+    within -= starts[step]
+    rank, micro = np.divmod(within, counts[step])
+    del within
+    # pos = (step * g + micro) * w + rank, in place
+    pos = step * g
+    pos += micro
+    pos *= w
+    pos += rank
     return pos, step, rank, micro

@@ -107,6 +107,17 @@ def gather_segments(ids: np.ndarray, offsets: np.ndarray, order: np.ndarray) -> 
     Position p of the result, inside the j-th chosen segment, reads
     ``ids[offsets[order[j]] + (p - start_j)]``: one ``repeat`` and one fancy index.
     """
+    return ids[segment_positions(offsets, order)]
+
+
+def segment_positions(offsets: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """The positions :func:`gather_segments` reads: ``concatenate([arange(offsets[k],
+    offsets[k+1]) for k in order])``, for arrays aligned with the segments' entries.
+
+    >>> import numpy as np
+    >>> segment_positions(np.array([0, 2, 5]), np.array([1, 0])).tolist()
+    [2, 3, 4, 0, 1]
+    """
     import numpy as np
 
     order = np.asarray(order, dtype=np.int64)
@@ -117,7 +128,7 @@ def gather_segments(ids: np.ndarray, offsets: np.ndarray, order: np.ndarray) -> 
     np.cumsum(sizes[:-1], out=out_starts[1:])
     index = np.arange(total, dtype=np.int64)
     index += np.repeat(starts - out_starts, sizes)
-    return ids[index]
+    return index
 
 
 @dataclass(frozen=True, eq=False)

@@ -23,6 +23,8 @@ over the budget forms a batch of its own (never dropped), as in sorted-greedy.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from ..data import ScheduleParams, registered_strategy
@@ -44,6 +46,50 @@ def bucket_of(lengths: np.ndarray, edges: tuple[int, ...]) -> np.ndarray:
     return np.clip(idx, 0, len(edges) - 2, out=idx)
 
 
+def bucket_codes(lengths: np.ndarray, edges: tuple[int, ...]) -> np.ndarray:
+    """:func:`bucket_of` in the smallest integer type that holds the bucket numbers
+    (int8 below 128 buckets), found a chunk of lengths at a time (no int64 number a
+    sample): one byte a sample held by the prepared strategy.
+
+    >>> bucket_codes(np.array([900, 5, 800, 0]), (0, 770, 8192)).tolist()
+    [1, 0, 1, 0]
+    """
+    from ..arrays import chunks
+
+    n_buckets = len(edges) - 1
+    dtype = np.int8 if n_buckets < 1 << 7 else np.int16 if n_buckets < 1 << 15 else np.int64
+    codes = np.empty(len(lengths), dtype=dtype)
+    for part in chunks(len(lengths)):
+        codes[part] = bucket_of(lengths[part], edges)
+    return codes
+
+
+def bucket_members(codes: np.ndarray, n_buckets: int) -> Iterator[np.ndarray]:
+    """The members of each bucket in turn (``codes``: :func:`bucket_codes`), in dataset
+    order: int64 indices, picked a bucket at a time in a pass of their own (up to
+    :data:`PICKED_BUCKETS` buckets), so only one bucket's are made at once.
+
+    >>> [m.tolist() for m in bucket_members(np.array([1, 0, 1, 0], dtype=np.int8), 2)]
+    [[1, 3], [0, 2]]
+    """
+    if n_buckets <= PICKED_BUCKETS:
+        for i in range(n_buckets):
+            yield np.flatnonzero(codes == i)
+        return
+    # many buckets: a pass each would cost more than one stable sort of the numbers (a
+    # radix sort of small integers), the bounds from the counts
+    order = np.argsort(codes, kind="stable")
+    bounds = np.zeros(n_buckets + 1, dtype=np.int64)
+    np.cumsum(np.bincount(codes, minlength=n_buckets), out=bounds[1:])
+    for i in range(n_buckets):
+        yield order[bounds[i] : bounds[i + 1]]
+
+
+#: Up to this many buckets, :func:`bucket_members` picks each bucket's members in a pass
+#: of its own; more are sorted.
+PICKED_BUCKETS = 16
+
+
 class Bucketed:
     """Shuffle within buckets, pack each bucket, shuffle the pooled batches (every epoch)."""
 
@@ -52,30 +98,20 @@ class Bucketed:
 
     def prepare(self, lengths: np.ndarray, params: ScheduleParams) -> tuple:
         edges = params.buckets or default_edges(lengths)
-        n_buckets = len(edges) - 1
-        buckets = bucket_of(lengths, edges)
-        # members of each bucket in dataset order: a stable sort by bucket number, of
-        # int16 numbers (a radix sort, one pass), the bounds from the counts
-        small = buckets.astype(np.int16) if n_buckets < 1 << 15 else buckets
-        del buckets
-        order = np.argsort(small, kind="stable")
-        if len(order) < 1 << 31:  # (held all run: int32 halves it)
-            order = order.astype(np.int32)
-        bounds = np.zeros(n_buckets + 1, dtype=np.int64)
-        np.cumsum(np.bincount(small, minlength=n_buckets), out=bounds[1:])
-        members = [order[bounds[i] : bounds[i + 1]] for i in range(n_buckets)]
-        return lengths, members, Budget.from_params(params)
+        return lengths, bucket_codes(lengths, edges), len(edges) - 1, Budget.from_params(params)
 
     def epoch(self, prepared: tuple, epoch: int, shuffler: Shuffler) -> EpochPlan:
-        lengths, members, budget = prepared
+        lengths, codes, n_buckets, budget = prepared
         # each bucket's shuffled ids written in place: one array, not pieces joined
-        ids = np.empty(sum(len(m) for m in members), dtype=np.int64)
+        # (every sample is in one bucket)
+        ids = np.empty(len(codes), dtype=np.int64)
         starts: list[np.ndarray] = []
         done = 0
-        for m in members:
+        for m in bucket_members(codes, n_buckets):
             shuffled = ids[done : done + len(m)]
             shuffled[:] = m[shuffler.permutation(len(m))]
+            del m
             starts.append(pack_in_order(lengths[shuffled], budget) + done)
-            done += len(m)
+            done += len(shuffled)
         pool = Batches.from_bounds(ids, np.concatenate(starts) if starts else np.zeros(0, np.int64))
         return EpochPlan(pool, shuffler.permutation(len(pool)))

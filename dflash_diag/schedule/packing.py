@@ -138,7 +138,10 @@ def pack_in_order(lengths_in_order: np.ndarray, budget: Budget) -> np.ndarray:
 
     Every position ``i`` first gets the end of the batch that would start there
     (:func:`batch_ends`, vectorised); the batches are then the chain ``0, end[0],
-    end[end[0]], ...``, followed one batch (not one sample) at a time.
+    end[end[0]], ...``, followed one batch (not one sample) at a time.  The ends are
+    found a window of :data:`CHAIN_WINDOW` positions at a time, as the chain reaches
+    it: their work arrays are a window's, not the whole order's (fresh memory costs a
+    page fault a page).
 
     >>> pack_in_order(np.array([5, 1, 1, 9, 2]), Budget(6)).tolist()
     [0, 1, 3, 4]
@@ -147,20 +150,28 @@ def pack_in_order(lengths_in_order: np.ndarray, budget: Budget) -> np.ndarray:
     n = len(ls)
     if not n:
         return np.zeros(0, dtype=np.int64)
-    ends = batch_ends(ls, budget)
-    starts = []
-    # the chain only moves forward: read the ends as Python ints a window at a time
-    pos, lo = 0, 0
-    window: list[int] = []
-    while pos < n:
-        if pos - lo >= len(window):
-            lo, window = pos, ends[pos : pos + CHAIN_WINDOW].tolist()
-        starts.append(pos)
-        pos = window[pos - lo]
-    return np.array(starts, dtype=np.int64)
+    ends = BatchEnds(ls, budget)
+    pieces = []
+    # the chain only moves forward: a window's ends are read as Python ints, counted
+    # from the window's first position, and followed until the chain leaves it
+    lo = 0
+    while lo < n:
+        hi = min(n, lo + CHAIN_WINDOW)
+        local = ends.between(lo, hi)
+        local -= lo
+        window = local.tolist()
+        starts = []
+        pos, top = 0, hi - lo
+        while pos < top:
+            starts.append(pos)
+            pos = window[pos]
+        pieces.append(np.array(starts, dtype=np.int64) + lo)
+        lo += pos
+    return np.concatenate(pieces)
 
 
-#: Ends read at once by :func:`pack_in_order` as it follows the chain of batches.
+#: Positions whose batch ends :func:`pack_in_order` finds at once, as it follows the
+#: chain of batches.
 CHAIN_WINDOW = 1 << 16
 
 
@@ -181,26 +192,54 @@ def batch_ends(ls: np.ndarray, budget: Budget) -> np.ndarray:
     ``2^j`` that no window of the data can hold (``2^j x M_j > budget`` everywhere).
     """
     n = len(ls)
-    idx = np.arange(n, dtype=np.int64)
-    limit = budget.max_batch_size if budget.max_batch_size is not None else n
-    # A budget of n x the longest sample or more lets every batch through, as that one
-    # does; a sample longer than the budget is alone in its batch whatever its length,
-    # as one of budget + 1.  So the sums and products below stay within int64 (for
-    # fewer than 2^62 tokens in all).
-    cap = min(budget.tokens, n * int(ls.max()), 1 << 62)
-    ls = np.minimum(ls, cap + 1)
+    ends = BatchEnds(np.asarray(ls, dtype=np.int64), budget)
     if budget.mode != "padded":
-        sums = np.concatenate([[0], np.cumsum(ls)])
-        end = np.searchsorted(sums, sums[:-1] + cap, side="right") - 1
-        return np.clip(end, idx + 1, np.minimum(idx + limit, n))
-    low = int(ls.min())
-    kmax = max(1, min(limit, n, cap // low if low > 0 else n))
-    too_long = cap + 1  # stands for the positions past the end: nothing fits beside it
-    small = too_long * 2 * kmax < 1 << 62  # count x longest fits in int64
+        return ends.between(0, n)
     out = np.empty(n, dtype=np.int64)
     for a in range(0, n, ENDS_CHUNK):
         b = min(n, a + ENDS_CHUNK)
-        window = np.concatenate([ls[a : min(n, b + kmax)], np.full(kmax + 1, too_long)])
+        out[a:b] = ends.between(a, b)
+    return out
+
+
+class BatchEnds:
+    """:func:`batch_ends` of ``ls`` for any range of positions, what the ranges share
+    (the capped lengths; in ``tokens`` mode their prefix sums) made once."""
+
+    def __init__(self, ls: np.ndarray, budget: Budget) -> None:
+        n = len(ls)
+        self.n = n
+        self.limit = budget.max_batch_size if budget.max_batch_size is not None else n
+        # A budget of n x the longest sample or more lets every batch through, as that
+        # one does; a sample longer than the budget is alone in its batch whatever its
+        # length, as one of budget + 1.  So the sums and products below stay within
+        # int64 (for fewer than 2^62 tokens in all).
+        self.cap = cap = min(budget.tokens, n * int(ls.max()), 1 << 62)
+        self.ls = ls = np.minimum(ls, cap + 1)
+        self.padded = budget.mode == "padded"
+        if not self.padded:
+            self.sums = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum(ls, out=self.sums[1:])
+            return
+        low = int(ls.min())
+        self.kmax = max(1, min(self.limit, n, cap // low if low > 0 else n))
+        self.too_long = cap + 1  # stands for the positions past the end: nothing fits beside it
+        self.small = self.too_long * 2 * self.kmax < 1 << 62  # count x longest fits in int64
+
+    def between(self, a: int, b: int) -> np.ndarray:
+        """The ends of the batches starting at positions ``a`` to ``b - 1``."""
+        idx = np.arange(a, b, dtype=np.int64)
+        if not self.padded:
+            end = np.searchsorted(self.sums, self.sums[a:b] + self.cap, side="right")
+            end -= 1
+            return np.clip(end, idx + 1, np.minimum(idx + self.limit, self.n), out=end)
+        return self._padded(a, b, idx)
+
+    def _padded(self, a: int, b: int, idx: np.ndarray) -> np.ndarray:
+        """``padded`` mode's ends over ``a:b`` (``idx``: those positions), by binary
+        lifting (:func:`batch_ends`)."""
+        ls, kmax, cap, limit = self.ls, self.kmax, self.cap, self.limit
+        window = np.concatenate([ls[a : min(self.n, b + kmax)], np.full(kmax + 1, self.too_long)])
         maxima = [window]
         # a level per doubling, up to the first size no batch starting here can hold
         # (then 1 + the sum of the steps below it reaches every count that fits)
@@ -213,15 +252,15 @@ def batch_ends(ls: np.ndarray, budget: Budget) -> np.ndarray:
         levels = len(maxima)
         count = np.ones(b - a, dtype=np.int64)  # samples taken from each position
         longest = window[: b - a].copy()
+        at = idx - a
         for j in reversed(range(levels)):
-            m = maxima[j][idx[: b - a] + count]
+            m = maxima[j][at + count]
             np.maximum(m, longest, out=m)
             more = count + (1 << j)
-            ok = m * more <= cap if small else m <= cap // more
+            ok = m * more <= cap if self.small else m <= cap // more
             if 1 << levels > limit:
                 ok &= more <= limit
             np.copyto(count, more, where=ok)
             np.copyto(longest, m, where=ok)
-        out[a:b] = count
-        out[a:b] += idx[a:b]
-    return out
+        count += idx
+        return count

@@ -205,10 +205,16 @@ def _epoch_rows(
 
     pos, step, rank, micro = micro_positions(len(plan.order), params)
     chosen = plan.order[pos]
-    unused = np.setdiff1d(np.arange(len(plan.order)), pos, assume_unique=True)
+    # the positions no row uses (ascending): a byte a position, not a set difference
+    left = np.ones(len(plan.order), dtype=bool)
+    left[pos] = False
+    del pos
+    unused = np.flatnonzero(left)
+    del left
     part: dict[str, np.ndarray] = {}
     part["epoch"] = np.full(len(chosen), epoch, dtype=np.int64)
-    part["step"] = step0 + step
+    # (the positions' own array, shifted in place unless it is a read-only broadcast)
+    part["step"] = np.add(step, step0, out=step if step.flags.writeable else None)
     part["rank"] = rank
     part["micro"] = micro
     return part, chosen, plan.order[unused]
@@ -353,10 +359,11 @@ def replay_epochs(
         dropped["incomplete_last_step_micro_batches"] += len(dropped_micro)
         dropped["incomplete_last_step_samples"] += int(feats["n"][dropped_micro].sum())
         last = int(part["step"][-1]) if len(chosen) else None
-        pool = plan.pool
-        del plan, dropped_micro
-        yield EpochRows(e, pool, pools, feats, part, chosen)
-        del pool, feats, part, chosen
+        # handed over, not held here while the caller works: what it does not keep of
+        # the epoch (columns it does not read) is freed at once
+        out = [EpochRows(e, plan.pool, pools, feats, part, chosen)]
+        del plan, dropped_micro, feats, part, chosen
+        yield out.pop()
         if last is not None:
             step0 = last + 1
         if progress is not None:

@@ -245,15 +245,26 @@ def rank_features(
     import numpy as np
     import pandas as pd
 
+    from ..arrays import unique_values
+
     s = np.asarray(logged_steps, dtype=np.int64)
     micro = replay.micro
     cats = [c for c in micro.columns if c.startswith("cat_")]
     idx = micro_points(replay, s, interval, covers, None, pooled)
     ranks = micro["rank"].to_numpy().astype(np.int64)
     world = int(ranks.max()) + 1 if ranks.size else 1
-    group = np.where(idx >= 0, idx * world + ranks, -1)
-    feats = _finish(_pool(micro, group, s.shape[0] * world, cats), cats)
+    # only the points some micro-batch falls in get rows (a caller asks for a few
+    # points' ranks, not a table of every point x rank), numbered in their order
+    hit = idx >= 0
+    used = unique_values(idx[hit])
+    group = np.full(idx.shape[0], -1, dtype=np.int64)
+    group[hit] = np.searchsorted(used, idx[hit]) * world + ranks[hit]
+    feats = _finish(_pool(micro, group, used.shape[0] * world, cats), cats)
     frame = pd.DataFrame(
-        {"step": np.repeat(s, world), "rank": np.tile(np.arange(world), s.shape[0]), **feats}
+        {
+            "step": np.repeat(s[used], world),
+            "rank": np.tile(np.arange(world), used.shape[0]),
+            **feats,
+        }
     )
     return frame[frame["n_micro"] > 0].reset_index(drop=True)

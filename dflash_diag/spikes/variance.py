@@ -47,7 +47,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ..data import Manifest, Replay, ScheduleParams
-    from ..schedule.base import Batches
     from .attribute import Attribution
     from .detect import Detection
 
@@ -334,13 +333,16 @@ def counterfactual(
             seeding = "once" if params.seeding == "global" else params.seeding
             params = params.replace(rng="numpy", seeding=seeding)
             epochs = int(replay.steps["epoch"].max()) + 1
+            # (the run's lengths are capped as the strategy's would be: no copy of them)
             x = replayed_shares(
-                source, params, epochs, interval, attribution.covers, attribution.metric_rank,
-                cells, n_cells,
+                replay.lengths, params, epochs, interval, attribution.covers,
+                attribution.metric_rank, cells, n_cells,
             )[:, keep]  # fmt: skip
         except InputError as e:
             out.append(Counterfactual(name, None, None, f"cannot replay: {e.what}"))
             continue
+        # (a copy even when every row is finite: the column pick above leaves x in
+        # Fortran order, and the prediction's sums follow the layout)
         x = x[np.isfinite(x).all(axis=1)]
         var = float(np.var(model.predict(x))) + noise if x.size else None
         del x  # (before the next strategy's replay)
@@ -363,12 +365,12 @@ def point_shares(
     token counts, exact in float64 in any order."""
     import numpy as np
 
-    from ..schedule.base import Batches
-
     rows = np.flatnonzero(point_of_micro >= 0)
     tot = np.zeros((n_points, n_cells))
-    pool = Batches(replay.sample_ids, replay.offsets)
-    _add_tokens(tot, pool, point_of_micro[rows], rows, replay.lengths, cells, n_cells)
+    _add_tokens(
+        tot, replay.offsets, point_of_micro[rows], rows, replay.lengths, cells, n_cells,
+        ids=replay.sample_ids,
+    )  # fmt: skip
     return _shares(tot)
 
 
@@ -403,35 +405,53 @@ def replayed_shares(
     from .features import point_index
 
     setup = replay_setup(as_lengths(source), params, epochs)
-    first = params.first_step
-    acc = np.zeros((0, n_cells))  # real tokens by (step - first, cell)
-    present = np.zeros(0, dtype=bool)  # the steps the replay has
+    # per epoch: its steps and their real tokens by cell (an epoch's steps follow the
+    # last epoch's, so the epochs' rows in turn are the steps in order)
+    steps_of: list[np.ndarray] = []
+    tokens_of: list[np.ndarray] = []
     for ep in replay_epochs(setup, params, new_dropped(), features=False):
-        step = ep.rows["step"]
+        # only the steps, the batches and (for one rank's metric) the ranks are read:
+        # the epoch's other columns go before its sums are made
+        step, pool, chosen = ep.rows["step"], ep.pool, ep.chosen
+        use = None if rank is None else ep.rows["rank"] == rank
+        del ep
         if not step.size:
             continue
-        top = int(step.max()) - first + 1
-        if top > len(present):
-            grown = max(top, 2 * len(present))
-            acc = np.concatenate([acc, np.zeros((grown - len(acc), n_cells))])
-            present = np.concatenate([present, np.zeros(grown - len(present), dtype=bool)])
-        present[step - first] = True
-        use = slice(None) if rank is None else ep.rows["rank"] == rank
-        chosen = ep.chosen[use]
-        _add_tokens(acc, ep.pool, step[use] - first, chosen, setup.lengths, cells, n_cells)
-        del ep
+        lo = int(step.min())
+        step -= lo  # (the epoch's own column, handed over: shifted in place)
+        acc = np.zeros((int(step.max()) + 1, n_cells))
+        has = np.zeros(len(acc), dtype=bool)  # the steps the replay has
+        has[step] = True
+        if use is not None:
+            step, chosen = step[use], chosen[use]
+        tokens, cell = entry_cells(pool.ids, setup.lengths, cells)
+        offsets = pool.offsets
+        del pool  # (its sample ids: the entries' tokens and cells are all that is read)
+        _add_tokens(acc, offsets, step, chosen, tokens, cell, n_cells)
+        del offsets, step, chosen, tokens, cell
+        steps_of.append(np.flatnonzero(has) + lo)
+        tokens_of.append(acc if has.all() else acc[has])
+        del acc
     del setup  # (the strategy's prepared state, before the shares are made)
-    steps = np.flatnonzero(present) + first
+    steps = _joined(steps_of, np.zeros(0, dtype=np.int64))
+    by_step = _joined(tokens_of, np.zeros((0, n_cells)))
     logged = steps[interval - 1 :: interval] if interval > 1 else steps
     point = point_index(steps, logged, interval, covers)
-    by_step = acc[: len(present)][present]
-    del acc
     if np.array_equal(point, np.arange(len(steps))):
         tot = by_step
     else:
         tot = np.zeros((len(logged), n_cells))
         np.add.at(tot, point[point >= 0], by_step[point >= 0])
     return _shares(tot)
+
+
+def _joined(parts: list[np.ndarray], empty: np.ndarray) -> np.ndarray:
+    """``parts`` one after another (the one part itself, no copy; ``empty``: none)."""
+    import numpy as np
+
+    if len(parts) == 1:
+        return parts.pop()
+    return np.concatenate(parts) if parts else empty
 
 
 def _shares(tot: np.ndarray) -> np.ndarray:
@@ -448,39 +468,73 @@ def _shares(tot: np.ndarray) -> np.ndarray:
 
 def _add_tokens(
     acc: np.ndarray,
-    pool: Batches,
+    offsets: np.ndarray,
     row: np.ndarray,
     chosen: np.ndarray,
-    lengths: np.ndarray,
+    tokens: np.ndarray,
     cells: np.ndarray,
     n_cells: int,
+    ids: np.ndarray | None = None,
 ) -> None:
     """Add to ``acc[row[i], c]`` the real tokens of the samples of cell ``c`` in the
-    batch ``chosen[i]`` of ``pool``, for every ``i`` and ``c``, about
-    :data:`SHARE_CHUNK` samples at a time (a chunk's counts span ``row``'s range over
-    it: rows in order keep them small)."""
+    batch ``chosen[i]`` (entries ``offsets[chosen[i]]`` to ``offsets[chosen[i] + 1]``),
+    for every ``i`` and ``c``, about :data:`SHARE_CHUNK` samples at a time (a chunk's
+    counts span ``row``'s range over it: rows in order keep them small).
+
+    :param tokens: ``cells``: each entry's real tokens and cell; with ``ids`` (each
+        entry's sample), each sample's.
+    """
     import numpy as np
 
     from ..arrays import group_chunks
-    from ..schedule.base import gather_segments
+    from ..schedule.base import segment_positions
 
     if not len(chosen):
         return
-    sizes = pool.offsets[chosen + 1] - pool.offsets[chosen]
+    # the samples before each chosen batch (the sizes, a chunk's at a time, from them)
     done = np.zeros(len(chosen) + 1, dtype=np.int64)
-    np.cumsum(sizes, out=done[1:])
+    np.cumsum(np.diff(offsets)[chosen], out=done[1:])
     for a, b in group_chunks(done, SHARE_CHUNK):
-        ids = gather_segments(pool.ids, pool.offsets, chosen[a:b])
+        at = segment_positions(offsets, chosen[a:b])
+        if ids is not None:
+            at = ids[at]
         part = row[a:b]
         lo = int(part.min())
         span = int(part.max()) - lo + 1
-        key = np.repeat(part - lo, sizes[a:b])
+        key = np.repeat(part - lo, np.diff(done[a : b + 1]))
         key *= n_cells
-        key += cells[ids]
-        w = lengths[ids].astype(np.float64)
+        key += cells[at]
+        w = tokens[at].astype(np.float64)
         acc[lo : lo + span] += np.bincount(key, weights=w, minlength=span * n_cells).reshape(
             span, n_cells
         )
+
+
+def entry_cells(
+    ids: np.ndarray, lengths: np.ndarray, cells: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each entry's real tokens and cell (``ids``: each entry's sample), read a chunk of
+    entries at a time into the smallest integers that hold them: a pool's sample ids
+    (int64) can then be freed before its sums, for a quarter of their bytes.
+
+    >>> import numpy as np
+    >>> t, c = entry_cells(np.array([2, 0]), np.array([7, 9, 40000]), np.array([1, 2, 3]))
+    >>> t.tolist(), t.dtype.name, c.tolist()
+    ([40000, 7], 'int32', [3, 1])
+    """
+    import numpy as np
+
+    from ..arrays import chunks
+
+    top = int(lengths.max()) if lengths.size else 0
+    dtype = np.int16 if top < 1 << 15 else np.int32 if top < 1 << 31 else np.int64
+    tokens = np.empty(len(ids), dtype=dtype)
+    cell = np.empty(len(ids), dtype=cells.dtype)
+    for part in chunks(len(ids)):
+        at = ids[part]
+        tokens[part] = lengths[at]
+        cell[part] = cells[at]
+    return tokens, cell
 
 
 def variance_proxies(

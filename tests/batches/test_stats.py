@@ -407,3 +407,36 @@ def test_epochs_the_seed_does_not_decide_are_a_warning():
     assert not [
         x for x in schedule_warnings(lengths, p.replace(epochs=1)) if x.kind == "undetermined"
     ]
+
+
+@settings(max_examples=examples(80), deadline=None)
+@given(
+    lens=st.one_of(
+        st.lists(st.integers(0, 9000), max_size=300),
+        st.lists(st.integers(-5, 2**40), max_size=50),
+        st.lists(st.floats(0, 1e4, allow_nan=False), max_size=50),
+    ),
+    cap=st.one_of(st.none(), st.integers(1, 8192)),
+    budget=st.integers(1, 100_000),
+    chunk=st.sampled_from([1, 7, 1 << 20]),
+)
+def test_default_batch_size_from_whole_sums_is_the_float_mean(lens, cap, budget, chunk):
+    """Summed in int64 a chunk at a time: the batch size of the float64 mean of a float64
+    copy, as first written."""
+    from unittest import mock
+
+    from dflash_diag import arrays
+    from dflash_diag.batches.stats import _whole_sum, default_batch_size
+
+    x = np.array(lens)
+    params = ScheduleParams(token_budget=budget, max_seq_len=cap)
+    plain_x = np.asarray(x, dtype=np.float64)
+    if cap is not None:
+        plain_x = np.minimum(plain_x, cap)
+    mean = float(plain_x.mean()) if plain_x.shape[0] else 1.0
+    plain = max(1, int(budget // max(mean, 1.0)))
+    with mock.patch.object(arrays, "CHUNK", chunk):
+        assert default_batch_size(x, params) == plain
+        total = _whole_sum(x, cap)
+    if total is not None and x.size:
+        assert total / x.size == mean

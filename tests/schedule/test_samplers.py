@@ -474,3 +474,33 @@ def test_one_epoch_of_the_global_generator_is_what_the_run_drew(case):
         epoch_batches(lengths, params, 2)
     # ... ruled out, it is the run's
     assert epoch_batches(lengths, params.replace(dropout=False), 2).tolist() == case["epochs"][2]
+
+
+@settings(max_examples=examples(80), deadline=None)
+@given(
+    m=st.integers(0, 300),
+    w=st.integers(1, 8),
+    g=st.integers(1, 5),
+    keep_partial=st.booleans(),
+)
+def test_step_positions_in_place_are_the_formula(m, w, g, keep_partial):
+    """Ranks and micros by one divmod, the positions made in place: the plain formula's
+    arrays, and the rows no step uses are the set difference, in order."""
+    from dflash_diag.schedule.base import EpochPlan
+    from dflash_diag.schedule.replay import _epoch_rows
+
+    pos, step, rank, micro = step_positions(m, w, g, keep_partial)
+    counts = np.bincount(step, minlength=int(step.max()) + 1 if step.size else 0) // w
+    starts = np.concatenate([[0], np.cumsum(counts * w)])
+    within = np.arange(step.size) - starts[step]
+    assert rank.tolist() == (within // counts[step]).tolist()
+    assert micro.tolist() == (within % counts[step]).tolist()
+    assert pos.tolist() == ((step * g + micro) * w + rank).tolist()
+    shard = "accelerate" if keep_partial else "strided"
+    params = ScheduleParams(token_budget=10, world_size=w, grad_accum=g, shard=shard)
+    order = np.random.default_rng(m).permutation(m)
+    plan = EpochPlan(Batches(np.arange(m), np.arange(m + 1)), order)
+    part, chosen, unused = _epoch_rows(plan, params, 2, 7)
+    assert unused.tolist() == order[np.setdiff1d(np.arange(m), pos)].tolist()
+    assert part["step"].tolist() == (step + 7).tolist()
+    assert chosen.tolist() == order[pos].tolist()

@@ -12,7 +12,15 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dflash_diag.data import ScheduleParams
-from dflash_diag.schedule import STRATEGIES, epoch_batches, make_shuffler, packing, replay
+from dflash_diag.schedule import (
+    STRATEGIES,
+    bucketed,
+    epoch_batches,
+    make_shuffler,
+    packing,
+    replay,
+)
+from dflash_diag.schedule.bucketed import bucket_codes, bucket_members, bucket_of
 from dflash_diag.schedule.fairseq import batch_by_size
 from dflash_diag.schedule.length_grouped import length_grouped_order
 from dflash_diag.schedule.packing import Budget, pack_in_order, pack_sorted
@@ -283,3 +291,43 @@ def test_every_strategy_name_is_registered_and_named_alike():
     # --strategy is validated against STRATEGY_NAMES; each must have a class, and back
     assert set(STRATEGIES) == set(STRATEGY_NAMES)
     assert all(cls.name == name for name, cls in STRATEGIES.items())
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    lens=st.lists(st.integers(0, 3000), max_size=300),
+    edges=st.lists(st.integers(0, 3000), min_size=2, max_size=200, unique=True).map(sorted),
+    picked=st.booleans(),
+)
+def test_bucket_members_are_a_stable_sort_by_bucket(lens, edges, picked):
+    """Each bucket's members picked in a pass of their own (or, many buckets, sorted),
+    from the small bucket codes, are the plain stable sort's, in dataset order."""
+    ls = np.array(lens, dtype=np.int64)
+    edges = tuple(edges)
+    buckets = bucket_of(ls, edges)
+    order = np.argsort(buckets, kind="stable")
+    plain = [order[buckets[order] == i].tolist() for i in range(len(edges) - 1)]
+    codes = bucket_codes(ls, edges)
+    assert codes.tolist() == buckets.tolist()
+    assert codes.itemsize == (1 if len(edges) - 1 < 128 else 2)
+    with mock.patch.object(bucketed, "PICKED_BUCKETS", 1 << 20 if picked else 0):
+        got = list(bucket_members(codes, len(edges) - 1))
+    assert [m.tolist() for m in got] == plain
+
+
+def test_replay_epochs_hand_each_epoch_over():
+    """The generator keeps no reference to an epoch it yielded: what the caller drops of
+    it (a column it does not read) is freed at once."""
+    import weakref
+
+    from dflash_diag.schedule.replay import new_dropped, replay_epochs, replay_setup
+
+    params = ScheduleParams(strategy="bucketed", token_budget=600, buckets=(0, 50, 200, 1000))
+    lengths = np.random.default_rng(0).integers(1, 900, 500)
+    setup = replay_setup(lengths, params, 2)
+    epochs = replay_epochs(setup, params, new_dropped(), features=False)
+    ep = next(epochs)
+    gone = [weakref.ref(ep.rows["epoch"]), weakref.ref(ep.chosen), weakref.ref(ep.pool)]
+    del ep
+    assert all(ref() is None for ref in gone)
+    assert next(epochs).epoch == 1

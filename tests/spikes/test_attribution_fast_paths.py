@@ -95,6 +95,9 @@ def test_replayed_shares_are_the_shares_of_the_replay(
     assert fast.shape == plain.shape
     assert np.array_equal(fast, plain, equal_nan=True)
     assert np.array_equal(np.signbit(fast), np.signbit(plain))
+    # the counterfactual hands it the run's capped lengths: the same shares
+    capped = replayed_shares(rep.lengths, params, epochs, interval, covers, rank, cells, n_cells)
+    assert np.array_equal(capped, fast, equal_nan=True)
 
 
 @settings(max_examples=examples(40), deadline=None)
@@ -205,3 +208,97 @@ def test_rank_features_of_some_points_are_those_rows_of_all(
     plain = full[full["step"].isin(wanted)].reset_index(drop=True)
     fast = rank_features(rep, logged, interval, covers, only)
     pd.testing.assert_frame_equal(fast, plain, check_exact=True)
+
+
+def every_rank_feature(rep, logged, interval, covers, pooled=None):
+    """:func:`rank_features` as first written, the plain reference: a row for every
+    logged point x rank, the empty ones dropped at the end."""
+    from dflash_diag.spikes.features import _finish, _pool
+
+    micro = rep.micro
+    cats = [c for c in micro.columns if c.startswith("cat_")]
+    idx = micro_points(rep, logged, interval, covers, None, pooled)
+    ranks = micro["rank"].to_numpy().astype(np.int64)
+    world = int(ranks.max()) + 1 if ranks.size else 1
+    group = np.where(idx >= 0, idx * world + ranks, -1)
+    feats = _finish(_pool(micro, group, logged.shape[0] * world, cats), cats)
+    frame = pd.DataFrame(
+        {
+            "step": np.repeat(logged, world),
+            "rank": np.tile(np.arange(world), logged.shape[0]),
+            **feats,
+        }
+    )
+    return frame[frame["n_micro"] > 0].reset_index(drop=True)
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(
+    params=schedules,
+    n=st.integers(1, 200),
+    seed=st.integers(0, 1000),
+    interval=st.integers(1, 3),
+    covers=st.sampled_from(["window", "step"]),
+    pick=st.one_of(st.none(), st.integers(0, 2**16)),
+)
+def test_rank_features_rows_of_the_used_points_only_are_the_plain_table(
+    params: ScheduleParams, n: int, seed: int, interval: int, covers: str, pick: int | None
+) -> None:
+    """Rows made only for the points some micro-batch falls in (all of them, or a few
+    picked): the table of every point x rank, empty rows dropped, to the bit."""
+    rng = np.random.default_rng(seed)
+    rep = replay(rng.integers(1, 60, n), params, epochs=2, categories=rng.choice(["a", "b"], n))
+    logged = rep.steps["step"].to_numpy()[interval - 1 :: interval]
+    pooled = micro_points(rep, logged, interval, covers)
+    if pick is not None:
+        pooled = points_only(pooled, np.random.default_rng(pick).random(logged.size) < 0.3)
+    plain = every_rank_feature(rep, logged, interval, covers, pooled)
+    fast = rank_features(rep, logged, interval, covers, pooled)
+    pd.testing.assert_frame_equal(fast, plain, check_exact=True)
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 2**40), min_size=1, max_size=50),
+    picks=st.lists(st.integers(0, 49), max_size=80),
+    top=st.sampled_from([100, 40_000, 2**40]),
+    chunk=st.sampled_from([1, 3, 1 << 20]),
+)
+def test_entry_cells_are_the_lookups(lengths, picks, top, chunk) -> None:
+    """Each entry's tokens and cell read a chunk at a time into small integers: the
+    plain look-ups, value for value."""
+    from unittest import mock
+
+    from dflash_diag import arrays
+    from dflash_diag.spikes.variance import entry_cells
+
+    ls = np.minimum(np.array(lengths, dtype=np.int64), top)
+    ids = np.array([p % len(ls) for p in picks], dtype=np.int64)
+    cells = (ls % 7).astype(np.int16)
+    with mock.patch.object(arrays, "CHUNK", chunk):
+        tokens, cell = entry_cells(ids, ls, cells)
+    assert tokens.tolist() == ls[ids].tolist()
+    assert cell.tolist() == cells[ids].tolist()
+    assert tokens.itemsize <= (2 if top < 2**15 else 4 if top < 2**31 else 8)
+
+
+def test_the_counterfactual_predicts_from_rows_in_c_order(monkeypatch) -> None:
+    """The strategies' rows reach the mixture model in C order, as the plain code gave
+    them (a column pick alone leaves them in Fortran order, and the prediction's sums
+    follow the layout: the last bit of a variance moved)."""
+    from pathlib import Path
+
+    from dflash_diag.reports.spikes import spikes_report
+    from dflash_diag.spikes.model import CompositionModel
+
+    layouts = []
+    predict = CompositionModel.predict
+
+    def spy(self, design):
+        layouts.append(bool(design.flags.c_contiguous))
+        return predict(self, design)
+
+    monkeypatch.setattr(CompositionModel, "predict", spy)
+    report = spikes_report(Path(__file__).resolve().parents[2] / "sample_logs" / "run.log")
+    assert len(report.variance.counterfactual) == 2
+    assert layouts and all(layouts)
