@@ -20,6 +20,7 @@ from dflash_diag.samples import (
     separable_groups,
 )
 from dflash_diag.samples.appearances import appearances
+from dflash_diag.samples.decode import Tested, group_q, group_q_below, singletons
 from dflash_diag.samples.evidence import SampleOptions
 from dflash_diag.samples.groups import number_by_first
 from dflash_diag.samples.measured import _per_sample, order_within
@@ -396,3 +397,34 @@ def test_a_replay_sorted_within_its_points_by_chunks_is_the_plain_table(sizes, e
     assert fed.tokens.tolist() == plain.tokens.tolist()
     assert point_tokens.tolist() == plain.point_tokens().tolist()
     assert counts.tolist() == np.bincount(plain.samples, minlength=10).tolist()
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.tuples(P_VALUES, st.integers(0, 5), st.booleans()), min_size=1, max_size=40),
+    st.integers(8, 12),
+)
+def test_singleton_groups_take_the_q_of_their_sample_without_a_gather(rows, n_usable):
+    # every sample its own group (group = 0 .. n - 1): the q-values and the cut at a
+    # level are those of the gather into groups and back
+    p = np.array([r[0] for r in rows])
+    tested = Tested(
+        k=np.array([r[1] for r in rows], dtype=np.int64),
+        explained=np.zeros(len(rows), dtype=np.int64),
+        score_rank=np.zeros(len(rows), dtype=np.int64),
+        score=np.zeros(len(rows)),
+        n_ge=np.array([r[1] + 2 for r in rows], dtype=np.int64),
+        p=p,
+        reason=np.zeros(len(rows), dtype=np.int8),
+        n_null=n_usable,
+        own=np.array([r[2] for r in rows]),
+    )
+    group = np.arange(len(rows), dtype=np.int64)
+    assert singletons(group)
+    fast = group_q(tested, group, n_usable), group_q_below(p, group, 0.25)
+    with mock.patch("dflash_diag.samples.decode.singletons", lambda g: False):
+        slow = group_q(tested, group, n_usable), group_q_below(p, group, 0.25)
+    assert np.array_equal(fast[0][0], slow[0][0], equal_nan=True)
+    assert fast[0][1] == slow[0][1]
+    assert fast[1].tolist() == slow[1].tolist()
+    assert not singletons(np.array([0, 0, 1])) and not singletons(np.array([-1, 0, 1]))
