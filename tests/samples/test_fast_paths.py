@@ -22,7 +22,7 @@ from dflash_diag.samples import (
 from dflash_diag.samples.appearances import appearances
 from dflash_diag.samples.decode import Tested, group_q, group_q_below, singletons
 from dflash_diag.samples.evidence import SampleOptions
-from dflash_diag.samples.groups import number_by_first
+from dflash_diag.samples.groups import _repeated, number_by_first
 from dflash_diag.samples.measured import _per_sample, order_within
 from dflash_diag.samples.membership import entries_with
 from dflash_diag.samples.nulls import bh_below, bh_qvalues_keyed
@@ -428,3 +428,25 @@ def test_singleton_groups_take_the_q_of_their_sample_without_a_gather(rows, n_us
     assert fast[0][1] == slow[0][1]
     assert fast[1].tolist() == slow[1].tolist()
     assert not singletons(np.array([0, 0, 1])) and not singletons(np.array([-1, 0, 1]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 5)), max_size=80),
+    st.integers(1, 9),
+    st.sampled_from([np.uint64, np.int64]),
+)
+def test_repeated_keys_screened_by_their_low_bits_are_the_duplicated_ones(pairs, chunk, dtype):
+    # keys that share their low 16 bits with a repeated one but are not repeated must
+    # not slip through the screen, and none is lost at a chunk's edge
+    key = np.array([(hi << 40) + lo for hi, lo in pairs], dtype=dtype)
+    want = pd.Series(key).duplicated(keep=False).to_numpy()
+    with small_chunks(chunk):
+        got = _repeated(key)
+    assert got.tolist() == want.tolist()
+
+
+def test_many_repeated_keys_are_searched_without_the_screen():
+    key = np.random.default_rng(0).integers(0, 6000, 20000).astype(np.uint64) << np.uint64(20)
+    want = pd.Series(key).duplicated(keep=False).to_numpy()
+    assert _repeated(key).tolist() == want.tolist()
