@@ -151,7 +151,7 @@ def appearances(membership: Membership, z: np.ndarray | None = None) -> Appearan
     rank = np.repeat(rank_of_point, membership.counts())
     kept: np.ndarray | None = None
     sample = membership.samples
-    layout = dense_layout(sample, rank, membership.n_samples, usable.size)
+    layout = dense_layout(sample, rank, membership.n_samples, usable.size, usable.size < n_points)
     if usable.size < n_points:
         kept = rank >= 0
         rank, sample = rank[kept], sample[kept]

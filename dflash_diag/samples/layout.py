@@ -147,13 +147,14 @@ def _first_repeat(ids: np.ndarray, pre: np.ndarray, winner: np.ndarray, lost: np
 
 
 def dense_layout(
-    samples: np.ndarray, rank: np.ndarray, n_samples: int, n_usable: int
+    samples: np.ndarray, rank: np.ndarray, n_samples: int, n_usable: int, unusable: bool = True
 ) -> Layout | None:
     """The layout of a membership's entries, or None (too few entries a sample, or not
     a few duplicate-free windows).
 
     :param samples: int ``[n_entries]``, the membership's samples.
     :param rank: int ``[n_entries]``, each entry's point's rank (-1: unusable point).
+    :param unusable: whether some point is unusable (False: no rank is -1).
     """
     n = samples.size
     if n_samples == 0 or n == 0 or n < DENSE_FROM * n_samples:
@@ -161,39 +162,41 @@ def dense_layout(
     slots = windows(samples, n_samples)
     if slots is None:
         return None
-    return Layout(slots, *_reduced(slots, rank, n_samples, n_usable))
+    return Layout(slots, *_reduced(slots, rank, n_samples, n_usable, unusable))
 
 
 def _reduced(
-    slots: tuple[np.ndarray, ...], rank: np.ndarray, n_samples: int, n_usable: int
+    slots: tuple[np.ndarray, ...], rank: np.ndarray, n_samples: int, n_usable: int, unusable: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(k, rank_sum, lowest, second, seen)`` from the slots: column passes.
 
-    Each slot's rank is looked up (none, or an unusable point: ``n_usable``); ``k``
-    counts the ranks below ``n_usable``, ``rank_sum = sum(ranks) - (n_windows - k)
-    n_usable``, and the two lowest are kept by ``second = min(second, max(lowest, r))``,
-    ``lowest = min(lowest, r)`` (exact integers, any order)."""
+    Each slot's rank is looked up (none, or an unusable point: ``n_usable``); ``k`` is
+    ``n_windows`` less the slots without a usable rank, ``rank_sum = sum(ranks) -
+    (n_windows - k) n_usable``, and the two lowest are kept by ``second = min(second,
+    max(lowest, r))``, ``lowest = min(lowest, r)`` (exact integers, any order)."""
     small = np.int32 if n_usable < 2**31 - 1 else np.int64
     none = small(n_usable)
-    k = np.zeros(n_samples, dtype=np.int64)
+    gone = np.zeros(n_samples, dtype=np.int32)  # (slots without a usable rank)
+    empty = np.zeros(n_samples, dtype=np.int32) if unusable else gone  # (without entry)
     total = np.zeros(n_samples, dtype=np.int64)
     lowest = np.full(n_samples, none, dtype=small)
     second = np.full(n_samples, none, dtype=small)
-    seen = np.zeros(n_samples, dtype=bool)
     high = np.empty(n_samples, dtype=small)
     for col in slots:
         absent = col < 0
-        seen |= ~absent
         r = rank[col].astype(small, copy=False)  # (-1: the last entry's; set below)
-        absent |= r < 0
+        if unusable:
+            empty += absent
+            absent |= r < 0
         r[absent] = none
-        k += ~absent
+        gone += absent
         total += r
         np.maximum(lowest, r, out=high)
         np.minimum(lowest, r, out=lowest)
         np.minimum(second, high, out=second)
-    total -= (len(slots) - k) * n_usable
-    out = (k, total, lowest.astype(np.int64), second.astype(np.int64), seen)
+    k = len(slots) - gone.astype(np.int64)
+    total -= gone * np.int64(n_usable)
+    out = (k, total, lowest.astype(np.int64), second.astype(np.int64), empty < len(slots))
     for arr in out:  # (shared with the callers: none may write into them)
         arr.flags.writeable = False
     return out
