@@ -275,8 +275,14 @@ def test_a_table_without_tokens_or_with_sample_tokens_is_the_plain_one(pairs, gr
     for m in (bare, fed):
         assert m.offsets.tolist() == plain.offsets.tolist()
         assert m.samples.tolist() == plain.samples.tolist()
-    assert bare.tokens is None
-    assert fed.tokens.tolist() == plain.tokens.tolist()
+    assert bare.tokens is None and not bare.has_tokens
+    # (kept per sample, looked up where asked, unless a sample repeats in a point)
+    assert (fed.tokens is None) == (fed.sample_tokens is not None)
+    assert fed.tokens_at(slice(None)).tolist() == plain.tokens.tolist()
+    some = np.arange(0, plain.n_entries, 3)
+    assert fed.tokens_at(some).tolist() == plain.tokens[some].tolist()
+    assert fed.point_tokens().tolist() == plain.point_tokens().tolist()
+    assert fed.entry_share().tolist() == plain.entry_share().tolist()
 
 
 @settings(max_examples=60, deadline=None)
@@ -394,7 +400,9 @@ def test_a_replay_sorted_within_its_points_by_chunks_is_the_plain_table(sizes, e
     assert fed.offsets.tolist() == plain.offsets.tolist()
     assert fed.samples.tolist() == plain.samples.tolist()
     assert fed.samples.dtype == np.int32
-    assert fed.tokens.tolist() == plain.tokens.tolist()
+    assert fed.tokens_at(slice(None)).tolist() == plain.tokens.tolist()
+    if fed.tokens is None:  # (a sample's whole tokens, as int32)
+        assert fed.tokens_at(slice(None)).dtype == np.int32
     assert point_tokens.tolist() == plain.point_tokens().tolist()
     assert counts.tolist() == np.bincount(plain.samples, minlength=10).tolist()
 
