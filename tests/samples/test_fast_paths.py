@@ -20,7 +20,8 @@ from dflash_diag.samples import (
     separable_groups,
 )
 from dflash_diag.samples.appearances import appearances
-from dflash_diag.samples.decode import Tested, group_q, group_q_below, singletons
+from dflash_diag.samples.decode import Tested as Pass
+from dflash_diag.samples.decode import group_q, group_q_below, singletons
 from dflash_diag.samples.evidence import SampleOptions
 from dflash_diag.samples.groups import _repeated, number_by_first
 from dflash_diag.samples.measured import _per_sample, order_within
@@ -416,7 +417,7 @@ def test_singleton_groups_take_the_q_of_their_sample_without_a_gather(rows, n_us
     # every sample its own group (group = 0 .. n - 1): the q-values and the cut at a
     # level are those of the gather into groups and back
     p = np.array([r[0] for r in rows])
-    tested = Tested(
+    tested = Pass(
         k=np.array([r[1] for r in rows], dtype=np.int64),
         explained=np.zeros(len(rows), dtype=np.int64),
         score_rank=np.zeros(len(rows), dtype=np.int64),
