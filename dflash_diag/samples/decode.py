@@ -238,17 +238,18 @@ def explain_away(
     touched[membership.samples[lost]] = True
     touched |= named
     touched &= first.reason == 0
-    k, score_rank, at_least = _retest(membership, app, touched, lost, allow_low)
-    k = np.where(touched, k, first.k)
-    score_rank = np.where(touched, score_rank, first.score_rank)
+    ids = np.flatnonzero(touched)  # (few: their figures put in place in copies)
+    k_ids, rank_ids, at_least = _retest(membership, app, ids, lost, allow_low)
+    k, score_rank = first.k.copy(), first.score_rank.copy()
+    k[ids], score_rank[ids] = k_ids, rank_ids
     reason = first.reason.copy()
-    reason[touched & (k < need)] = REASONS.index("explained")
+    reason[ids[k_ids < need]] = REASONS.index("explained")
     again = pvalues(app, k, first.k - k, score_rank, reason, held_rank, allow_low)
     own = named & (reason == 0)
     if own.any():
-        # a member's own points are in its null population too
+        # a member's own points are in its null population too (a member is touched)
         n_own = again.n_null + k[own]
-        n_ge = again.n_ge[own] + at_least[own]
+        n_ge = again.n_ge[own] + at_least[np.searchsorted(ids, np.flatnonzero(own))]
         again.n_ge[own], again.p[own] = n_ge, order_pvalue(k[own], n_ge, n_own, allow_low)
     return replace(again, own=own)
 
@@ -256,21 +257,24 @@ def explain_away(
 def _retest(
     membership: Membership,
     app: Appearances,
-    touched: np.ndarray,
+    ids: np.ndarray,
     lost: np.ndarray,
     allow_low: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``k``, the score's rank and how many kept points reach the score, of the touched
-    samples over their usable points not ``lost`` (entry indices); int64 each."""
-    idx = samples_entries(membership, app, np.flatnonzero(touched))
+    """``k``, the score's rank and how many kept points reach the score, of the samples
+    ``ids`` (ascending) over their usable points not ``lost`` (entry indices); int64
+    each, aligned with ``ids`` (the samples renumbered ``0 .. len(ids) - 1``: no array
+    as long as the dataset)."""
+    idx = samples_entries(membership, app, ids)
     idx = idx[~np.isin(idx, lost)]
     rank = app.rank_of_point[np.searchsorted(membership.offsets, idx, side="right") - 1]
     idx, rank = idx[rank >= 0], rank[rank >= 0]
-    sub = replace(app, sample=membership.samples[idx], rank=rank, kept=None, layout=None)
+    local = np.searchsorted(ids, membership.samples[idx])
+    sub = replace(app, sample=local, rank=rank, kept=None, layout=None, n_samples=ids.size)
     _, score_rank = sub.lowest(allow_low)
     z = np.append(app.z_sorted, np.inf)  # rank n_usable: no score
     reach = (z[sub.rank] >= z[score_rank[sub.sample]]).astype(np.float64)
-    at_least = np.bincount(sub.sample, weights=reach, minlength=membership.n_samples)
+    at_least = np.bincount(sub.sample, weights=reach, minlength=ids.size)
     return sub.counts(), score_rank, at_least.astype(np.int64)
 
 

@@ -21,7 +21,7 @@ from dflash_diag.samples import (
 )
 from dflash_diag.samples.appearances import appearances
 from dflash_diag.samples.decode import Tested as Pass
-from dflash_diag.samples.decode import group_q, group_q_below, singletons
+from dflash_diag.samples.decode import _retest, group_q, group_q_below, singletons
 from dflash_diag.samples.evidence import SampleOptions
 from dflash_diag.samples.groups import _repeated, number_by_first
 from dflash_diag.samples.measured import _per_sample, order_within
@@ -459,3 +459,25 @@ def test_many_repeated_keys_are_searched_without_the_screen():
     key = np.random.default_rng(0).integers(0, 6000, 20000).astype(np.uint64) << np.uint64(20)
     want = pd.Series(key).duplicated(keep=False).to_numpy()
     assert _repeated(key).tolist() == want.tolist()
+
+
+@settings(max_examples=120, deadline=None)
+@given(runs(), st.integers(0, 2), st.integers(0, 2**16))
+def test_a_retest_of_some_samples_is_their_figures_over_the_points_left(run, allow_low, seed):
+    # the touched samples renumbered 0 .. len(ids) - 1: each one's count, score rank and
+    # points reaching its score, over its usable entries not lost, as a loop gives them
+    m, z = run
+    rng = np.random.default_rng(seed)
+    app = appearances(m, z)
+    ids = np.flatnonzero(rng.random(m.n_samples) < 0.5)
+    lost = np.flatnonzero(rng.random(m.n_entries) < 0.3)
+    k, score_rank, at_least = _retest(m, app, ids, lost, allow_low)
+    point = m.point_of_entry()
+    zs = np.append(app.z_sorted, np.inf)
+    for j, s in enumerate(ids):
+        mine = [e for e in np.flatnonzero(m.samples == s) if e not in set(lost.tolist())]
+        ranks = sorted(int(app.rank_of_point[point[e]]) for e in mine)
+        ranks = [r for r in ranks if r >= 0]
+        want = ranks[allow_low] if len(ranks) > allow_low else app.n_usable
+        assert (k[j], score_rank[j]) == (len(ranks), want)
+        assert at_least[j] == sum(zs[r] >= zs[want] for r in ranks)
