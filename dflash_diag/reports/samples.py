@@ -129,10 +129,7 @@ def sample_table(findings: SampleFindings, comp: Composition) -> pd.DataFrame:
     t = findings.evidence.table
     n = len(t)
     score, q = t["score"].to_numpy(dtype=np.float64), t["q"].to_numpy(dtype=np.float64)
-    descending = np.negative(score)  # (NaN last: one array, made in place)
-    descending[np.isnan(descending)] = np.inf
-    order = np.lexsort((descending, q))
-    del descending
+    order = table_order(score, q)
     ids = None if findings.ids is None else np.asarray(findings.ids)  # None: 0 .. n - 1
     named = np.zeros(n, dtype=bool)
     for members in findings.named["members"]:
@@ -161,6 +158,49 @@ def sample_table(findings: SampleFindings, comp: Composition) -> pd.DataFrame:
         },
         copy=False,  # (each column is a new array already)
     )
+
+
+def table_order(score: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """The rows by ``q`` ascending, then ``score`` descending, then row (NaN last in
+    both): ``np.lexsort((-score, q))``, int64.
+
+    Each key is replaced by its rank among its distinct values (a hash of the values,
+    then a sort of the distinct ones: q-values take few), and the ranks and the row
+    packed into one unsigned integer whose values are sorted (no arg-sort, no sort of a
+    float as long as the table); :func:`np.lexsort` when they do not fit in 64 bits."""
+    import numpy as np
+
+    descending = np.negative(score)  # (NaN last: one array, made in place)
+    descending[np.isnan(descending)] = np.inf
+    descending += 0.0  # (-0.0 is 0.0: a tie, as lexsort sees it)
+    n = q.size
+    q_rank, n_q = _dense_rank(q)
+    s_rank, n_s = _dense_rank(descending)
+    if n_q * n_s * max(n, 1) >= 2**64:
+        return np.lexsort((descending, q))
+    key = q_rank.astype(np.uint64)  # ((q rank x n_s + score rank) x n + row, in place)
+    del q_rank
+    key *= np.uint64(n_s)
+    key += s_rank.astype(np.uint64, copy=False)
+    del s_rank
+    key *= np.uint64(n)
+    key += np.arange(n, dtype=np.uint64)
+    key.sort()
+    key %= np.uint64(max(n, 1))
+    return key.view(np.int64)  # (rows < 2**63: the same values)
+
+
+def _dense_rank(x: np.ndarray) -> tuple[np.ndarray, int]:
+    """The rank of each value among the distinct values of ``x`` (float64; NaN after
+    every number), int64, and how many ranks there are."""
+    import numpy as np
+    import pandas as pd
+
+    codes, distinct = pd.factorize(x, use_na_sentinel=True)
+    rank_of_code = np.empty(distinct.size + 1, dtype=np.int64)  # (the last: NaN's, -1)
+    rank_of_code[np.argsort(distinct)] = np.arange(distinct.size, dtype=np.int64)
+    rank_of_code[-1] = distinct.size
+    return rank_of_code[codes], distinct.size + 1
 
 
 def _categories(comp: Composition, n: int, order: np.ndarray) -> object:

@@ -1,10 +1,13 @@
 """A membership reduced to its usable entries, each point replaced by its z's rank.
 
 Every per-sample statistic of :mod:`.evidence` is a reduction over the entries grouped by
-sample (a count, a minimum, a sum), done with ``np.bincount`` and ``np.minimum.at`` in
-one pass each, never a sort of the entries: at 60M entries one ``argsort`` costs more
-than all the reductions together.  Replacing each point by the rank of its z among the
-usable points makes "the lowest z of a sample" an integer minimum.
+sample (a count, a minimum, a sum), never a sort of the entries: at 60M entries one
+``argsort`` costs more than all the reductions together.  When the entries fall into a
+few windows in which no sample repeats (a shuffling sampler's epochs) they come from a
+dense table of each sample's entries (:mod:`.layout`), in column passes; otherwise from
+``np.add.at`` and ``np.minimum.at``, one pass over the entries each.  Replacing each
+point by the rank of its z among the usable points makes "the lowest z of a sample" an
+integer minimum.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import numpy as np
 
 from ..arrays import chunks
 from ..errors import InputError
+from .layout import Layout, dense_layout
 from .membership import Membership
 
 
@@ -30,6 +34,9 @@ class Appearances:
     :param rank_of_point: int ``[n_points]``, the rank of each point (-1: unusable).
     :param kept: bool ``[n_entries]`` mask of the kept entries, None when all are.
     :param n_samples: samples in the dataset.
+    :param layout: each sample's entries in a dense table, with its counts, rank sums
+        and two lowest ranks (:mod:`.layout`), when the entries fall into a few
+        duplicate-free windows; None: the passes over the entries compute them.
     """
 
     sample: np.ndarray
@@ -39,6 +46,7 @@ class Appearances:
     rank_of_point: np.ndarray
     kept: np.ndarray | None
     n_samples: int
+    layout: Layout | None = None
 
     @property
     def n_usable(self) -> int:
@@ -49,7 +57,10 @@ class Appearances:
         """Appearances per sample (distinct usable points), int64 ``[n_samples]``.
 
         ``np.add.at`` a chunk of entries at a time: ``np.bincount`` would first copy
-        int32 samples into an int64 array as long as the entries (480 MB at 60M)."""
+        int32 samples into an int64 array as long as the entries (480 MB at 60M).  With
+        a layout, its count (a copy: the caller's to keep)."""
+        if self.layout is not None:
+            return self.layout.k.copy()
         if self.sample.dtype == np.intp:
             return np.bincount(self.sample, minlength=self.n_samples).astype(np.int64)
         k = np.zeros(self.n_samples, dtype=np.int64)
@@ -63,8 +74,11 @@ class Appearances:
         entries at a time (exact, and no float array as long as the entries).
 
         :param k: the appearances, if already counted; when no sample has two, each
-            sum is the sample's one rank, put in place (no ``np.add.at``).
+            sum is the sample's one rank, put in place (no ``np.add.at``).  With a
+            layout, its sums (read-only).
         """
+        if self.layout is not None:
+            return (self.layout.k.copy() if k is None else k), self.layout.rank_sum
         k = self.counts() if k is None else k
         sums = np.zeros(self.n_samples, dtype=np.int64)
         if seen_at_most_once(k):
@@ -89,8 +103,14 @@ class Appearances:
             (a sorted-greedy epoch), the lowest rank is each sample's one rank, put in
             place, and every higher order is ``n_usable`` (no pass; a read-only view of
             one value).
+
+        With a layout and ``allow_low <= 1``, its two lowest ranks (read-only).
         """
         n = self.n_usable
+        if self.layout is not None and allow_low <= 1:
+            # (read-only: the layout's own arrays)
+            nth = self.layout.second if allow_low else self.layout.lowest.copy()
+            return self.layout.lowest, nth
         if k is not None and seen_at_most_once(k):
             lowest = np.full(self.n_samples, n, dtype=np.int64)
             lowest[self.sample] = self.rank
@@ -131,12 +151,12 @@ def appearances(membership: Membership, z: np.ndarray | None = None) -> Appearan
     rank = np.repeat(rank_of_point, membership.counts())
     kept: np.ndarray | None = None
     sample = membership.samples
+    layout = dense_layout(sample, rank, membership.n_samples, usable.size, usable.size < n_points)
     if usable.size < n_points:
         kept = rank >= 0
         rank, sample = rank[kept], sample[kept]
-    return Appearances(
-        sample, rank, z[usable][order], usable[order], rank_of_point, kept, membership.n_samples
-    )
+    z_sorted, n = z[usable][order], membership.n_samples
+    return Appearances(sample, rank, z_sorted, usable[order], rank_of_point, kept, n, layout)
 
 
 def point_array(values: object, n_points: int, name: str) -> np.ndarray:

@@ -75,7 +75,9 @@ def first_pass(
 ) -> Tested:
     """Every sample tested on all its ``k`` usable appearances."""
     seen = k > 0
-    if app.kept is not None:  # (a mask put in place: no count per sample)
+    if app.kept is not None and app.layout is not None:
+        seen = app.layout.seen
+    elif app.kept is not None:  # (a mask put in place: no count per sample)
         seen = np.zeros(membership.n_samples, dtype=bool)
         seen[membership.samples] = True
     reason = np.zeros(membership.n_samples, dtype=np.int8)
@@ -137,6 +139,12 @@ def _scores(app: Appearances, score_rank: np.ndarray) -> np.ndarray:
     return np.append(app.z_sorted, np.nan)[score_rank]
 
 
+def singletons(group: np.ndarray) -> bool:
+    """Whether every sample is a group of its own and in some point: numbered by first
+    member, ``group`` is then ``0 .. n - 1``, and a group's p or q is its sample's."""
+    return bool(group.size) and int(group.max()) + 1 == group.size and int(group.min()) == 0
+
+
 def _group_p(p: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     idx = np.flatnonzero(np.isfinite(p))
     n_groups = int(group.max()) + 1 if group.size else 0
@@ -152,16 +160,18 @@ def group_q(tested: Tested, group: np.ndarray, n_usable: int) -> tuple[np.ndarra
     samples), so BH sorts the distinct pairs only (:func:`.bh_qvalues_keyed`).
     """
     p = tested.p
-    p_group, idx = _group_p(p, group)
     width = n_usable + 1
     key = tested.k.astype(np.int64)  # (in place: one array, not three)
     key *= width
     key += tested.n_ge
     if tested.own is not None:
         key[tested.own] = -1
+    n_keys = (int(tested.k.max(initial=0)) + 1) * width
+    if singletons(group):  # (no gather into groups and back)
+        return bh_qvalues_keyed(p, key, n_keys), int(np.isfinite(p).sum())
+    p_group, idx = _group_p(p, group)
     key_group = np.full(p_group.shape, -1, dtype=np.int64)
     key_group[group[idx]] = key[idx]  # the same member as p_group's
-    n_keys = (int(tested.k.max(initial=0)) + 1) * width
     q_group = bh_qvalues_keyed(p_group, key_group, n_keys)
     q = np.full(p.shape, np.nan)
     q[idx] = q_group[group[idx]]
@@ -170,6 +180,8 @@ def group_q(tested: Tested, group: np.ndarray, n_usable: int) -> tuple[np.ndarra
 
 def group_q_below(p: np.ndarray, group: np.ndarray, level: float) -> np.ndarray:
     """``q <= level`` per sample, as :func:`group_q` would say, sorting only ``p <= level``."""
+    if singletons(group):
+        return bh_below(p, level)
     p_group, idx = _group_p(p, group)
     out = np.zeros(p.shape, dtype=bool)
     out[idx] = bh_below(p_group, level)[group[idx]]
@@ -182,6 +194,15 @@ def held_points(membership: Membership, entries: np.ndarray, group: np.ndarray) 
     width = int(group.max()) + 1
     pairs = unique_values(point * width + group[membership.samples[entries]])
     return np.bincount(pairs // width, minlength=membership.n_points)
+
+
+def samples_entries(membership: Membership, app: Appearances, ids: np.ndarray) -> np.ndarray:
+    """The entries of the samples ``ids`` (distinct), int64 ascending: from the layout's
+    columns for a few samples, else by a pass over every entry
+    (:func:`.membership.entries_with`)."""
+    if app.layout is not None and app.layout.few(ids, membership.n_entries):
+        return app.layout.entries(ids)
+    return entries_with(membership.samples, ids, membership.n_samples)
 
 
 def entries_of(membership: Membership, points: np.ndarray) -> np.ndarray:
@@ -217,17 +238,18 @@ def explain_away(
     touched[membership.samples[lost]] = True
     touched |= named
     touched &= first.reason == 0
-    k, score_rank, at_least = _retest(membership, app, touched, lost, allow_low)
-    k = np.where(touched, k, first.k)
-    score_rank = np.where(touched, score_rank, first.score_rank)
+    ids = np.flatnonzero(touched)  # (few: their figures put in place in copies)
+    k_ids, rank_ids, at_least = _retest(membership, app, ids, lost, allow_low)
+    k, score_rank = first.k.copy(), first.score_rank.copy()
+    k[ids], score_rank[ids] = k_ids, rank_ids
     reason = first.reason.copy()
-    reason[touched & (k < need)] = REASONS.index("explained")
+    reason[ids[k_ids < need]] = REASONS.index("explained")
     again = pvalues(app, k, first.k - k, score_rank, reason, held_rank, allow_low)
     own = named & (reason == 0)
     if own.any():
-        # a member's own points are in its null population too
+        # a member's own points are in its null population too (a member is touched)
         n_own = again.n_null + k[own]
-        n_ge = again.n_ge[own] + at_least[own]
+        n_ge = again.n_ge[own] + at_least[np.searchsorted(ids, np.flatnonzero(own))]
         again.n_ge[own], again.p[own] = n_ge, order_pvalue(k[own], n_ge, n_own, allow_low)
     return replace(again, own=own)
 
@@ -235,21 +257,24 @@ def explain_away(
 def _retest(
     membership: Membership,
     app: Appearances,
-    touched: np.ndarray,
+    ids: np.ndarray,
     lost: np.ndarray,
     allow_low: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``k``, the score's rank and how many kept points reach the score, of the touched
-    samples over their usable points not ``lost`` (entry indices); int64 each."""
-    idx = entries_with(membership.samples, np.flatnonzero(touched), membership.n_samples)
+    """``k``, the score's rank and how many kept points reach the score, of the samples
+    ``ids`` (ascending) over their usable points not ``lost`` (entry indices); int64
+    each, aligned with ``ids`` (the samples renumbered ``0 .. len(ids) - 1``: no array
+    as long as the dataset)."""
+    idx = samples_entries(membership, app, ids)
     idx = idx[~np.isin(idx, lost)]
     rank = app.rank_of_point[np.searchsorted(membership.offsets, idx, side="right") - 1]
     idx, rank = idx[rank >= 0], rank[rank >= 0]
-    sub = replace(app, sample=membership.samples[idx], rank=rank, kept=None)
+    local = np.searchsorted(ids, membership.samples[idx])
+    sub = replace(app, sample=local, rank=rank, kept=None, layout=None, n_samples=ids.size)
     _, score_rank = sub.lowest(allow_low)
     z = np.append(app.z_sorted, np.inf)  # rank n_usable: no score
     reach = (z[sub.rank] >= z[score_rank[sub.sample]]).astype(np.float64)
-    at_least = np.bincount(sub.sample, weights=reach, minlength=membership.n_samples)
+    at_least = np.bincount(sub.sample, weights=reach, minlength=ids.size)
     return sub.counts(), score_rank, at_least.astype(np.int64)
 
 
@@ -307,7 +332,7 @@ def strongest(
     new_value = np.concatenate([[True], (p[1:] != p[:-1]) | (score[1:] != score[:-1])])
     strength = np.full(membership.n_samples, ids.size, dtype=np.int64)
     strength[ids[order]] = np.cumsum(new_value) - 1
-    every = entries_with(membership.samples, ids, membership.n_samples)
+    every = samples_entries(membership, app, ids)
     point = np.searchsorted(membership.offsets, every, side="right") - 1
     usable = app.rank_of_point[point] >= 0
     entries, point = every[usable], point[usable]

@@ -34,9 +34,9 @@ import numpy as np
 
 from ..errors import InputError
 from .appearances import Appearances, appearances, point_array
-from .decode import REASONS, DecodeOptions, constant, decode, entries_of
+from .decode import REASONS, DecodeOptions, constant, decode, entries_of, samples_entries
 from .groups import group_of
-from .membership import Membership, entries_with
+from .membership import Membership
 from .nulls import median_interval_ranks
 
 if TYPE_CHECKING:
@@ -270,7 +270,7 @@ def _details(
     names = ["median_z", "median_z_lo", "median_z_hi", "median_coverage", "share"]
     names += ["excess", "own_excess", "own_excess_se", "own_excess_nats"]
     cols = dict.fromkeys(names, constant(n, np.nan))
-    entries = entries_with(membership.samples, np.flatnonzero(cand), n)
+    entries = samples_entries(membership, app, np.flatnonzero(cand))
     if app.kept is not None:
         entries = entries[app.kept[entries]]
     if entries.size == 0:

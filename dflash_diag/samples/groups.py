@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..arrays import unique_values
+from ..arrays import chunks, unique_values
 from .appearances import Appearances, appearances, seen_at_most_once
 from .membership import Membership, entries_with
 
@@ -128,7 +128,10 @@ def _by_one_point(app: Appearances) -> tuple[np.ndarray, np.ndarray]:
 def _point_sums(app: Appearances, ids: np.ndarray) -> np.ndarray:
     """``h`` of the given samples (float64 aligned with ``ids``): a pass over their
     entries, in the entries' order."""
-    entries = entries_with(app.sample, ids, app.n_samples)
+    if app.kept is None and app.layout is not None and app.layout.few(ids, app.sample.size):
+        entries = app.layout.entries(ids)  # (every entry kept: the same positions)
+    else:
+        entries = entries_with(app.sample, ids, app.n_samples)
     weights = np.random.default_rng(_SEED).uniform(1.0, 2.0, max(app.n_usable, 1))
     sample = app.sample[entries]
     h = np.bincount(sample, weights=weights[app.rank[entries]], minlength=app.n_samples)
@@ -137,15 +140,29 @@ def _point_sums(app: Appearances, ids: np.ndarray) -> np.ndarray:
 
 def _repeated(key: np.ndarray) -> np.ndarray:
     """bool ``[n]``: the keys another position holds too (a sort of the values, then a
-    search of the few repeated ones)."""
+    search of the few repeated ones).
+
+    With few repeated keys, a chunk of keys at a time is first screened by a 64 KiB
+    mask of the repeated keys' low 16 bits (it stays in cache), and only the survivors
+    searched: a binary search of every key costs more than the sort."""
     out = np.zeros(key.size, dtype=bool)
     if key.size < 2:
         return out
     ordered = np.sort(key)
     repeated = unique_values(ordered[1:][ordered[1:] == ordered[:-1]])
-    if repeated.size:
+    del ordered
+    if not repeated.size:
+        return out
+    if repeated.size * 32 > 2**16 or key.dtype.kind not in "iu":
         at = np.minimum(np.searchsorted(repeated, key), repeated.size - 1)
-        out = repeated[at] == key
+        return repeated[at] == key
+    low = np.zeros(2**16, dtype=bool)
+    low[(repeated & 0xFFFF).astype(np.intp)] = True
+    for part in chunks(key.size):
+        some = key[part]
+        maybe = np.flatnonzero(low[(some & 0xFFFF).astype(np.intp)])
+        at = np.minimum(np.searchsorted(repeated, some[maybe]), repeated.size - 1)
+        out[part.start + maybe[repeated[at] == some[maybe]]] = True
     return out
 
 

@@ -36,6 +36,9 @@ class Membership:
     :param n_samples: samples in the dataset (ids are ``0 .. n_samples - 1``).
     :param tokens: optional ``[n_entries]``, finite, >= 0: each entry's real tokens in its
         point (for token-weighted shares); None: every entry of a point weighs the same.
+    :param sample_tokens: instead of ``tokens``, optional ``[n_samples]``, finite, >= 0:
+        each sample's real tokens, an entry's being its sample's (looked up where asked,
+        :meth:`tokens_at`: no array as long as the entries).
 
     >>> m = Membership.from_entries([0, 0, 1, -1, 1], [3, 1, 1, 2, 0], n_samples=4)
     >>> m.offsets.tolist(), m.samples.tolist()
@@ -46,6 +49,7 @@ class Membership:
     samples: np.ndarray
     n_samples: int
     tokens: np.ndarray | None = None
+    sample_tokens: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         off, smp = self.offsets, self.samples
@@ -73,6 +77,26 @@ class Membership:
             raise InputError(_WHERE, "tokens must be finite, one per entry")
         if tok is not None and tok.size and tok.min() < 0:
             raise InputError(_WHERE, f"tokens hold a negative count ({tok.min()})")
+        per = self.sample_tokens
+        if per is None:
+            return
+        if tok is not None:
+            raise InputError(_WHERE, "give tokens or sample_tokens, not both")
+        if per.shape != (self.n_samples,) or not _clean(per):
+            raise InputError(_WHERE, "sample_tokens must be finite and >= 0, one per sample")
+
+    @property
+    def has_tokens(self) -> bool:
+        """Whether entries carry tokens (``tokens`` or ``sample_tokens``)."""
+        return self.tokens is not None or self.sample_tokens is not None
+
+    def tokens_at(self, entries: np.ndarray | slice) -> np.ndarray:
+        """The tokens of the given entries (``tokens[entries]``, or their samples'
+        ``sample_tokens``), in the dtype either holds."""
+        if self.tokens is not None:
+            return self.tokens[entries]
+        assert self.sample_tokens is not None
+        return self.sample_tokens[self.samples[entries]]
 
     @property
     def n_points(self) -> int:
@@ -102,17 +126,16 @@ class Membership:
         point = np.searchsorted(self.offsets, entries, side="right") - 1
         counts = self.counts()[point].astype(np.float64)
         share = 1.0 / np.maximum(counts, 1.0)
-        if self.tokens is None:
+        if not self.has_tokens:
             return share
         totals = self._tokens_of(point)
         has = totals > 0
-        share[has] = self.tokens[entries[has]] / totals[has]
+        share[has] = self.tokens_at(entries[has]) / totals[has]
         return share
 
     def _tokens_of(self, point: np.ndarray) -> np.ndarray:
         """:meth:`point_tokens` of the given points only (a pass over their entries,
         not the whole table's), float64 aligned with ``point``."""
-        assert self.tokens is not None
         wanted, inverse = np.unique(point, return_inverse=True)
         starts = self.offsets[wanted]
         lengths = self.offsets[wanted + 1] - starts
@@ -124,19 +147,20 @@ class Membership:
         nonempty = lengths > 0
         if entries.size:
             at = (np.cumsum(lengths) - lengths)[nonempty]
-            sums[nonempty] = np.add.reduceat(self.tokens[entries].astype(np.float64), at)
+            sums[nonempty] = np.add.reduceat(self.tokens_at(entries).astype(np.float64), at)
         return sums[inverse]
 
     def point_tokens(self) -> np.ndarray:
         """Real tokens per point, float64 ``[n_points]`` (entries per point without tokens)."""
-        if self.tokens is None:
+        if not self.has_tokens:
             return self.counts().astype(np.float64)
         out = np.zeros(self.n_points)
         nonempty = np.flatnonzero(np.diff(self.offsets) > 0)
         if not nonempty.size:
             return out
-        if self.tokens.dtype.kind not in "iu":
-            tok = self.tokens.astype(np.float64, copy=False)
+        held = self.tokens if self.tokens is not None else self.sample_tokens
+        if held is not None and held.dtype.kind not in "iu":
+            tok = self.tokens_at(slice(None)).astype(np.float64, copy=False)
             out[nonempty] = np.add.reduceat(tok, self.offsets[nonempty])
             return out
         # whole numbers: summed exactly in any grouping, so a run of whole points at a
@@ -145,7 +169,7 @@ class Membership:
             lo, hi = int(self.offsets[a]), int(self.offsets[b])
             points = nonempty[np.searchsorted(nonempty, a) : np.searchsorted(nonempty, b)]
             if lo < hi:
-                tok = self.tokens[lo:hi].astype(np.float64)
+                tok = self.tokens_at(slice(lo, hi)).astype(np.float64)
                 out[points] = np.add.reduceat(tok, self.offsets[points] - lo)
         return out
 
@@ -181,7 +205,9 @@ class Membership:
         :param tokens: optional ``[n]`` real tokens of each entry.
         :param sample_tokens: instead of ``tokens``, ``[n_samples]`` real tokens of each
             sample (an entry's tokens are its sample's, times its repeats in the point):
-            the entries are then sorted by their keys' values alone.
+            the entries are then sorted by their keys' values alone, and, when no sample
+            repeats in a point, the table keeps them per sample (no look-up of every
+            entry's).
         """
         if sample_tokens is not None and tokens is not None:
             raise InputError(_WHERE, "give tokens or sample_tokens, not both")
@@ -204,18 +230,24 @@ class Membership:
         if sm.size and (sm.min() < 0 or sm.max() >= n_s):
             raise InputError(_WHERE, f"sample ids span {sm.min()}..{sm.max()}, n is {n_s}")
         pt, sm, tok, repeats = _by_point_then_sample(pt, sm, tok, max(n_s, 1))
+        lazy: np.ndarray | None = None
         if sample_tokens is not None:
             per = np.asarray(sample_tokens)
             per = per if per.dtype.kind in "iu" else per.astype(np.float64)
             if per.shape != (n_s,):
                 raise InputError(_WHERE, f"sample_tokens has shape {per.shape}, not ({n_s},)")
-            tok = _gathered(per, sm) if repeats is None else per[sm] * repeats
+            if repeats is not None:
+                tok = per[sm] * repeats
+            elif _clean(per):
+                lazy = _narrowed(per)
+            else:  # (a bad count: looked up, so the table's check names it as before)
+                tok = _narrowed(per)[sm]
         # (pt now rises: each point's first entry is a binary search, no count of them)
         # (in pt's dtype: int64 needles would cast 60M int32 points to int64 first)
         small = pt.dtype if n_p < np.iinfo(pt.dtype).max else np.int64
         offsets = np.searchsorted(pt, np.arange(n_p + 1, dtype=small), side="left")
         dtype = np.int32 if n_s < 2**31 else np.int64
-        return cls(offsets.astype(np.int64), sm.astype(dtype, copy=False), n_s, tok)
+        return cls(offsets.astype(np.int64), sm.astype(dtype, copy=False), n_s, tok, lazy)
 
 
 def _by_point_then_sample(
@@ -295,18 +327,20 @@ def _equal_points(pt: np.ndarray) -> int | None:
     return pt.size // size
 
 
-def _gathered(per: np.ndarray, sm: np.ndarray) -> np.ndarray:
-    """``per[sm]``, int32 when ``per`` holds whole numbers that fit (a sample's tokens),
-    a chunk at a time (no int64 array as long as the entries)."""
+def _clean(per: np.ndarray) -> bool:
+    """Whether every sample's tokens are finite and >= 0."""
+    finite = per.dtype.kind in "iu" or bool(np.all(np.isfinite(per)))
+    return finite and not (per.size and per.min() < 0)
+
+
+def _narrowed(per: np.ndarray) -> np.ndarray:
+    """``per`` as int32 when it holds whole numbers that fit (a sample's tokens): a table
+    half as large, so fewer cache misses where entries look it up."""
     if per.dtype.kind not in "iu" or per.dtype.itemsize <= 4 or not per.size:
-        return per[sm]
+        return per
     if int(per.min()) < 0 or int(per.max()) >= 2**31:
-        return per[sm]
-    small = per.astype(np.int32)  # (a table half as large: fewer cache misses)
-    out = np.empty(sm.size, dtype=np.int32)
-    for part in chunks(sm.size):
-        out[part] = small[sm[part]]
-    return out
+        return per
+    return per.astype(np.int32)
 
 
 def _keys_rise(pt: np.ndarray, sm: np.ndarray, width: int) -> bool:

@@ -20,8 +20,10 @@ from dflash_diag.samples import (
     separable_groups,
 )
 from dflash_diag.samples.appearances import appearances
+from dflash_diag.samples.decode import Tested as Pass
+from dflash_diag.samples.decode import _retest, group_q, group_q_below, singletons
 from dflash_diag.samples.evidence import SampleOptions
-from dflash_diag.samples.groups import number_by_first
+from dflash_diag.samples.groups import _repeated, number_by_first
 from dflash_diag.samples.measured import _per_sample, order_within
 from dflash_diag.samples.membership import entries_with
 from dflash_diag.samples.nulls import bh_below, bh_qvalues_keyed
@@ -274,8 +276,14 @@ def test_a_table_without_tokens_or_with_sample_tokens_is_the_plain_one(pairs, gr
     for m in (bare, fed):
         assert m.offsets.tolist() == plain.offsets.tolist()
         assert m.samples.tolist() == plain.samples.tolist()
-    assert bare.tokens is None
-    assert fed.tokens.tolist() == plain.tokens.tolist()
+    assert bare.tokens is None and not bare.has_tokens
+    # (kept per sample, looked up where asked, unless a sample repeats in a point)
+    assert (fed.tokens is None) == (fed.sample_tokens is not None)
+    assert fed.tokens_at(slice(None)).tolist() == plain.tokens.tolist()
+    some = np.arange(0, plain.n_entries, 3)
+    assert fed.tokens_at(some).tolist() == plain.tokens[some].tolist()
+    assert fed.point_tokens().tolist() == plain.point_tokens().tolist()
+    assert fed.entry_share().tolist() == plain.entry_share().tolist()
 
 
 @settings(max_examples=60, deadline=None)
@@ -393,6 +401,83 @@ def test_a_replay_sorted_within_its_points_by_chunks_is_the_plain_table(sizes, e
     assert fed.offsets.tolist() == plain.offsets.tolist()
     assert fed.samples.tolist() == plain.samples.tolist()
     assert fed.samples.dtype == np.int32
-    assert fed.tokens.tolist() == plain.tokens.tolist()
+    assert fed.tokens_at(slice(None)).tolist() == plain.tokens.tolist()
+    if fed.tokens is None:  # (a sample's whole tokens, as int32)
+        assert fed.tokens_at(slice(None)).dtype == np.int32
     assert point_tokens.tolist() == plain.point_tokens().tolist()
     assert counts.tolist() == np.bincount(plain.samples, minlength=10).tolist()
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.tuples(P_VALUES, st.integers(0, 5), st.booleans()), min_size=1, max_size=40),
+    st.integers(8, 12),
+)
+def test_singleton_groups_take_the_q_of_their_sample_without_a_gather(rows, n_usable):
+    # every sample its own group (group = 0 .. n - 1): the q-values and the cut at a
+    # level are those of the gather into groups and back
+    p = np.array([r[0] for r in rows])
+    tested = Pass(
+        k=np.array([r[1] for r in rows], dtype=np.int64),
+        explained=np.zeros(len(rows), dtype=np.int64),
+        score_rank=np.zeros(len(rows), dtype=np.int64),
+        score=np.zeros(len(rows)),
+        n_ge=np.array([r[1] + 2 for r in rows], dtype=np.int64),
+        p=p,
+        reason=np.zeros(len(rows), dtype=np.int8),
+        n_null=n_usable,
+        own=np.array([r[2] for r in rows]),
+    )
+    group = np.arange(len(rows), dtype=np.int64)
+    assert singletons(group)
+    fast = group_q(tested, group, n_usable), group_q_below(p, group, 0.25)
+    with mock.patch("dflash_diag.samples.decode.singletons", lambda g: False):
+        slow = group_q(tested, group, n_usable), group_q_below(p, group, 0.25)
+    assert np.array_equal(fast[0][0], slow[0][0], equal_nan=True)
+    assert fast[0][1] == slow[0][1]
+    assert fast[1].tolist() == slow[1].tolist()
+    assert not singletons(np.array([0, 0, 1])) and not singletons(np.array([-1, 0, 1]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 5)), max_size=80),
+    st.integers(1, 9),
+    st.sampled_from([np.uint64, np.int64]),
+)
+def test_repeated_keys_screened_by_their_low_bits_are_the_duplicated_ones(pairs, chunk, dtype):
+    # keys that share their low 16 bits with a repeated one but are not repeated must
+    # not slip through the screen, and none is lost at a chunk's edge
+    key = np.array([(hi << 40) + lo for hi, lo in pairs], dtype=dtype)
+    want = pd.Series(key).duplicated(keep=False).to_numpy()
+    with small_chunks(chunk):
+        got = _repeated(key)
+    assert got.tolist() == want.tolist()
+
+
+def test_many_repeated_keys_are_searched_without_the_screen():
+    key = np.random.default_rng(0).integers(0, 6000, 20000).astype(np.uint64) << np.uint64(20)
+    want = pd.Series(key).duplicated(keep=False).to_numpy()
+    assert _repeated(key).tolist() == want.tolist()
+
+
+@settings(max_examples=120, deadline=None)
+@given(runs(), st.integers(0, 2), st.integers(0, 2**16))
+def test_a_retest_of_some_samples_is_their_figures_over_the_points_left(run, allow_low, seed):
+    # the touched samples renumbered 0 .. len(ids) - 1: each one's count, score rank and
+    # points reaching its score, over its usable entries not lost, as a loop gives them
+    m, z = run
+    rng = np.random.default_rng(seed)
+    app = appearances(m, z)
+    ids = np.flatnonzero(rng.random(m.n_samples) < 0.5)
+    lost = np.flatnonzero(rng.random(m.n_entries) < 0.3)
+    k, score_rank, at_least = _retest(m, app, ids, lost, allow_low)
+    point = m.point_of_entry()
+    zs = np.append(app.z_sorted, np.inf)
+    for j, s in enumerate(ids):
+        mine = [e for e in np.flatnonzero(m.samples == s) if e not in set(lost.tolist())]
+        ranks = sorted(int(app.rank_of_point[point[e]]) for e in mine)
+        ranks = [r for r in ranks if r >= 0]
+        want = ranks[allow_low] if len(ranks) > allow_low else app.n_usable
+        assert (k[j], score_rank[j]) == (len(ranks), want)
+        assert at_least[j] == sum(zs[r] >= zs[want] for r in ranks)

@@ -145,3 +145,16 @@ def test_entries_of_no_point_around_one_block_are_left_out_as_anywhere(head, tai
     )
     for name in ("offsets", "samples", "tokens"):
         assert np.array_equal(getattr(got, name), getattr(want, name))
+
+
+def test_sample_tokens_are_kept_per_sample_unless_a_count_is_bad() -> None:
+    # clean counts: kept per sample, an entry's looked up where asked; a negative count
+    # (of a sample no entry holds) is looked up for every entry, as the table always did
+    per = np.array([5, 7, 9, 11])
+    m = Membership.from_entries([0, 0, 1], [2, 0, 2], n_samples=4, sample_tokens=per)
+    assert m.tokens is None and m.tokens_at(np.array([0, 2])).tolist() == [5, 9]
+    bad = Membership.from_entries([0, 0, 1], [2, 0, 2], n_samples=4, sample_tokens=[5, 7, 9, -1])
+    assert bad.sample_tokens is None and bad.tokens is not None
+    assert bad.tokens.tolist() == [5, 9, 9]
+    with pytest.raises(InputError, match="not both"):
+        Membership(m.offsets, m.samples, 4, m.tokens_at(slice(None)), per)
