@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
@@ -12,7 +13,7 @@ from dflash_diag.arrays import unique_values
 DTYPES = st.sampled_from([np.int8, np.int32, np.int64, np.uint64, np.float32, np.float64, bool])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(DTYPES.flatmap(lambda d: arrays(d, st.integers(0, 60))))
 def test_unique_values_is_np_unique(x):
     got, want = unique_values(x), np.unique(x)

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 import pandas as pd
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -79,14 +80,14 @@ def knots(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     return xp, fp, x, gap
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(knots())
 def test_interp_equals_the_plain_interpolation(case: tuple) -> None:
     xp, fp, x, gap = case
     assert same_bits(interp(xp, fp, x, gap), plain_interp(xp, fp, x, gap))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(knots(), st.integers(0, 2**32 - 1))
 def test_curves_on_shared_knots_equal_one_at_a_time(case: tuple, seed: int) -> None:
     xp, fp, x, gap = case
@@ -125,7 +126,7 @@ def logs(draw: st.DrawFn, most: int = 400) -> tuple[np.ndarray, list[np.ndarray]
     return x, metrics
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(logs(), st.integers(3, 25), st.sampled_from([None, 7, 40, 10**9]))
 def test_fits_sharing_the_points_geometry_equal_fresh_ones(
     data: tuple[np.ndarray, list[np.ndarray]], window: int, grid_from: int | None
@@ -138,7 +139,7 @@ def test_fits_sharing_the_points_geometry_equal_fresh_ones(
         assert all(same_bits(a, b) for a, b in zip(kept, fresh, strict=True))
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(logs(), st.integers(3, 25), st.sampled_from([None, 7, 40]), st.booleans())
 def test_milestones_from_a_kept_fit_equal_the_scan(
     data: tuple[np.ndarray, list[np.ndarray]], window: int, grid_from: int | None, up: bool
@@ -161,7 +162,7 @@ def test_milestones_from_a_kept_fit_equal_the_scan(
     assert all(scanned == kept for scanned in scans)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(logs(most=200), st.integers(1, 6), st.integers(0, 2**32 - 1))
 def test_bands_with_a_memo_equal_bands_without(
     data: tuple[np.ndarray, list[np.ndarray]], n_bases: int, seed: int
@@ -197,7 +198,7 @@ def plain_print_step(values: np.ndarray) -> float:
     return 0.0
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.lists(st.integers(-(10**6), 10**6), min_size=0, max_size=60),
     st.lists(st.integers(0, 8), min_size=1, max_size=60),
@@ -242,7 +243,7 @@ def plain_departure(steps: np.ndarray, v: np.ndarray, b: BandAt) -> Departure | 
     )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(1, 80), st.integers(0, 2**32 - 1))
 def test_largest_departure_among_outside_points_equals_over_all(n: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
@@ -274,7 +275,7 @@ def plain_table(log: RunLog) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
     return t.reset_index(drop=True), marks
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.lists(st.integers(0, 40), min_size=0, max_size=30),
     st.booleans(),
@@ -299,7 +300,7 @@ def test_a_table_in_step_order_is_kept_as_the_full_pass_leaves_it(
     assert all(same_bits(marks[c], want_marks[c]) for c in marks)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.integers(-20, 40), min_size=2, max_size=30, unique=True), st.data())
 def test_points_at_knots_read_the_knots_as_np_interp(knot_list: list, data: st.DataObject) -> None:
     """A run logged at its baseline's steps (every point a knot, in any order, repeated,
@@ -315,7 +316,7 @@ def test_points_at_knots_read_the_knots_as_np_interp(knot_list: list, data: st.D
     assert same_bits(spots.values(fp), plain_interp(xp, fp, x, gap))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(logs(most=200), st.booleans())
 def test_one_bands_curve_on_its_points_is_band_at_there(
     data: tuple[np.ndarray, list[np.ndarray]], overflow: bool

@@ -7,6 +7,7 @@ import math
 import warnings
 
 import numpy as np
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,7 +25,7 @@ def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 cell = st.sampled_from([math.nan, -0.0, 0.0, 1.0, -1.0, 2.5, math.inf, -math.inf, 1e-300])
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     st.integers(1, 12),
     st.integers(0, 30),
@@ -47,7 +48,7 @@ def test_order_statistics_equal_nanquantile(
     assert [str(w.message) for w in fast_warned] == [str(w.message) for w in plain_warned]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.integers(5, 11), st.integers(1, 500), st.integers(0, 2**32 - 1))
 def test_order_statistics_of_bands_equal_nanquantile(rows: int, cols: int, seed: int) -> None:
     """Band edges as the quantile band sees them: baselines that end early (NaN tails),
@@ -84,7 +85,7 @@ wide = st.one_of(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(st.lists(wide, min_size=1, max_size=40), st.integers(1, 50))
 def test_rolling_median_ends_in_one_sort_equal_one_at_a_time(cells: list, size: int) -> None:
     a = np.array(cells, dtype=float)
@@ -98,7 +99,7 @@ def test_rolling_median_ends_in_one_sort_equal_one_at_a_time(cells: list, size: 
     assert [str(w.message) for w in fast_warned] == [str(w.message) for w in plain_warned]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.integers(1, 400), st.integers(1, 70), st.integers(0, 2**32 - 1))
 def test_rolling_median_of_noise_scales_equals_one_at_a_time(n: int, size: int, seed: int) -> None:
     """Scales as the band smooths them: positive, rounded (ties), some exactly 0."""
@@ -107,7 +108,7 @@ def test_rolling_median_of_noise_scales_equals_one_at_a_time(n: int, size: int, 
     assert same_bits(rolling_median(a, size), plain_rolling_median(a, size))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.integers(0, 60), st.integers(0, 60), st.integers(0, 60), st.booleans())
 def test_a_phase_as_a_slice_selects_what_its_mask_does(
     before: int, inside: int, after: int, holes: bool
@@ -123,7 +124,7 @@ def test_a_phase_as_a_slice_selects_what_its_mask_does(
     assert isinstance(rows, slice) == (inside > 0 and not (holes and inside > 2))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(cell, max_size=30), st.integers(0, 2**32 - 1))
 def test_present_points_equal_the_selection(cells: list, seed: int) -> None:
     v = np.array(cells, dtype=float)
@@ -159,7 +160,7 @@ def slope_plain(x: np.ndarray, v: np.ndarray, scale: float) -> tuple[float, floa
     return float(beta[1]), float(math.sqrt(max((bread @ meat @ bread)[1, 1], 0.0)))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.integers(0, 400),
     st.integers(0, 2**32 - 1),
@@ -195,7 +196,7 @@ def test_slope_writing_over_its_arrays_is_the_plain_slope(
             assert (got.value, got.se) == want
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.integers(8, 300),
     st.integers(0, 2**32 - 1),
@@ -248,7 +249,7 @@ def test_band_worked_out_in_place_is_the_plain_band(
         assert same_bits(h.at(ya, da), plain)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.booleans(), max_size=40))
 def test_rows_select_what_the_mask_selects(mask: list) -> None:
     from dflash_diag.arrays import rows
@@ -261,7 +262,7 @@ def test_rows_select_what_the_mask_selects(mask: list) -> None:
     assert isinstance(r, slice) == bool(idx.size and idx[-1] - idx[0] + 1 == idx.size)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(cell, min_size=0, max_size=30), st.integers(0, 2**32 - 1))
 def test_a_phases_first_and_last_are_its_first_and_last_values(cells: list, seed: int) -> None:
     from dflash_diag.compare.band import BandAt

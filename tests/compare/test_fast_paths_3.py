@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -65,7 +66,7 @@ def plain_fit_windows(v: np.ndarray, win: _Windows) -> tuple[np.ndarray, ...]:
 level = st.sampled_from([0.0, -0.0, 0.5, 1.0, 1.0001, 2.0, 40.0, 1e6])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.integers(4, 120),
     st.integers(3, 25),
@@ -90,7 +91,7 @@ def test_fit_rounds_over_arrays_already_made_equal_the_plain_rounds(
     assert all(same_bits(a, b) for a, b in zip(got, want, strict=True))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.integers(1, 150),
     st.integers(1, 25),
@@ -112,7 +113,7 @@ def test_plain_fits_worked_out_once_a_run_of_like_windows_equal_every_window(
     assert same_bits(win.c00, np.linalg.inv(plain)[:, 0, 0])
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(st.sampled_from([math.nan, math.inf, 0.0, 1.5, -2.0]), max_size=30))
 def test_present_points_are_the_logs_own_read_only_or_a_selection(cells: list) -> None:
     # Every point present: the log's arrays themselves, through views that cannot write
@@ -129,7 +130,7 @@ def test_present_points_are_the_logs_own_read_only_or_a_selection(cells: list) -
     assert x.flags.writeable and v.flags.writeable
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(st.integers(-50, 50), min_size=2, max_size=40, unique=True),
     st.data(),
@@ -160,7 +161,7 @@ def test_points_that_are_a_stretch_of_the_knots_equal_the_plain_interpolation(
         assert same_bits(got[1], plain_interp(xp, fp * 3.0, x, gap))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.integers(2, 400), st.integers(1, 60), st.integers(0, 2**32 - 1), st.booleans())
 def test_grid_intervals_from_a_running_count_equal_the_search(
     n: int, grid_from: int, seed: int, repeats: bool
@@ -177,7 +178,7 @@ def test_grid_intervals_from_a_running_count_equal_the_search(
     assert all(same_bits(a, b) for a, b in zip(got, want, strict=True))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.integers(0, 3), max_size=200))
 def test_side_counts_equal_bincount(codes: list) -> None:
     from dflash_diag.compare.summary import side_counts

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -56,7 +57,7 @@ def series(draw: st.DrawFn, most: int = 120) -> tuple[np.ndarray, np.ndarray]:
     return x, v
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(series(), st.integers(5, 25))
 def test_fast_fit_equals_the_reference(data: tuple[np.ndarray, np.ndarray], window: int) -> None:
     # Every point fitted (a log shorter than the grid's threshold): the same numbers as
@@ -69,7 +70,7 @@ def test_fast_fit_equals_the_reference(data: tuple[np.ndarray, np.ndarray], wind
         np.testing.assert_allclose(g, r, rtol=1e-7, atol=1e-9 * size)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(series(most=400), st.integers(5, 25), st.integers(10, 80))
 def test_grid_points_are_fitted_exactly(
     data: tuple[np.ndarray, np.ndarray], window: int, grid_from: int
@@ -83,7 +84,7 @@ def test_grid_points_are_fitted_exactly(
         np.testing.assert_allclose(g[at], f[at], rtol=1e-12, atol=1e-12)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     st.integers(40, 400),
     st.integers(5, 25),
@@ -105,7 +106,7 @@ def test_grid_reproduces_a_cubic_free_of_noise(
     np.testing.assert_allclose(grid, full, atol=1e-8 * (1 + abs(a) + abs(b) + abs(c)))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(series(most=300), st.integers(5, 25), st.sampled_from([None, 15, 40]), st.booleans())
 def test_milestone_scan_finds_the_first_crossing(
     data: tuple[np.ndarray, np.ndarray], window: int, grid_from: int | None, up: bool
@@ -127,7 +128,7 @@ def test_milestone_scan_finds_the_first_crossing(
     assert got == want
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.lists(st.floats(0, 10, allow_nan=False), min_size=1, max_size=200),
     st.integers(1, 70),

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from budget import examples
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -208,7 +209,7 @@ def consoles(draw) -> str:
 
 
 @pytest.mark.slow
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(consoles())
 def test_built_consoles_read_as_the_line_parser_reads_them(text):
     jsonlines.MIN_BYTES, keep = 0, jsonlines.MIN_BYTES
@@ -301,7 +302,7 @@ _VALUES = st.text(
 )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.lists(
         st.dictionaries(st.sampled_from(_KEYS), _VALUES, min_size=1, max_size=5),
@@ -375,7 +376,7 @@ def tricky_consoles(draw) -> str:
     return "".join(out) + "\n"
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tricky_consoles())
 def test_dicts_with_commas_and_braces_read_as_the_line_parser_reads_them(text):
     # (a value or key holding ", " or "': '" or a brace is cut in Python, at its quotes)
@@ -409,7 +410,7 @@ _NOISE = [b"\xff", b"\xe2\x80", b"\r", b"\n", b"%", b"%|", b"{'", b"'", b",", b"
 
 
 @pytest.mark.slow
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(consoles(), st.lists(st.tuples(st.floats(0, 1), st.sampled_from(_NOISE)), max_size=4))
 def test_damaged_consoles_read_as_the_line_parser_reads_them(text, noise):
     # (a byte put anywhere: the fast path reads the log as the line parser does, or

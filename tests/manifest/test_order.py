@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -80,7 +81,7 @@ def test_split_names_another_split(tmp_path, load_dataset, layout):
 NAME = st.text(alphabet="abt_-.0123", min_size=1, max_size=6)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.lists(NAME, min_size=1, max_size=3), min_size=1, max_size=6, unique_by=tuple))
 def test_every_shard_of_a_folder_without_splits_is_read_once_in_text_order(parts):
     # invariant: with no split keyword anywhere, every visible shard once, in the sorted

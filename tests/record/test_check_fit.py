@@ -4,6 +4,7 @@ the same cap, or the same refusal naming the same first sample (Hypothesis)."""
 from __future__ import annotations
 
 import numpy as np
+from budget import examples
 from chunking import small_chunks
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -42,7 +43,7 @@ def chunked(ids, recorded, man, cap, chunk):
         return str(err).split("does not fit the manifest: ")[1].split(" (")[0].split("; ")[0]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     man=st.lists(st.integers(1, 12), min_size=1, max_size=8),
     rows=st.lists(st.tuples(st.integers(0, 9), st.integers(0, 3)), min_size=1, max_size=30),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from unittest import mock
 
 import numpy as np
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,7 +16,7 @@ from dflash_diag.reports.samples import table_order
 VALUES = st.sampled_from([np.nan, -np.inf, -2.5, -0.0, 0.0, 1e-300, 0.01, 0.5, 1.0, np.inf])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.tuples(VALUES | st.floats(-3, 3), VALUES | st.floats(0, 1)), max_size=60))
 def test_the_table_order_is_lexsort_of_q_then_descending_score(rows):
     score = np.array([r[0] for r in rows], dtype=np.float64)

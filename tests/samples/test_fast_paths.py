@@ -7,6 +7,7 @@ from unittest import mock
 
 import numpy as np
 import pandas as pd
+from budget import examples
 from chunking import small_chunks
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -48,7 +49,7 @@ def bh_reference(p: np.ndarray) -> np.ndarray:
 P_VALUES = st.sampled_from([np.nan, 1e-9, 0.001, 0.01, 0.04, 0.2, 0.5, 1.0])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.one_of(P_VALUES, st.floats(0.0, 1.0)), max_size=80))
 def test_bh_equals_the_loop(p: list[float]) -> None:
     arr = np.array(p, dtype=np.float64)
@@ -60,7 +61,7 @@ def test_bh_equals_the_loop(p: list[float]) -> None:
         assert np.array_equal(bh_below(arr, level), np.nan_to_num(want, nan=2.0) <= level)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.integers(0, 12), max_size=120))
 def test_number_by_first_equals_factorize(values: list[int]) -> None:
     key = np.array(values, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
@@ -69,7 +70,7 @@ def test_number_by_first_equals_factorize(values: list[int]) -> None:
     assert got.dtype == np.int64 and np.array_equal(got, want)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(runs())
 def test_groups_are_numbered_like_a_dict_of_point_sets(run) -> None:
     # reference: each sample's frozenset of usable points; groups numbered in the order
@@ -89,7 +90,7 @@ def test_groups_are_numbered_like_a_dict_of_point_sets(run) -> None:
     assert size.tolist() == [want.count(g) for g in range(len(numbers))]
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.integers(1, 3000), st.integers(1, 12), st.integers(0, 2**32 - 1))
 def test_the_log_gamma_table_gives_the_same_bits(n: int, k_max: int, seed: int) -> None:
     # enough samples for the table path (more samples than half the table)
@@ -119,7 +120,7 @@ def test_groups_of_a_greedy_schedule_are_its_batches() -> None:
     assert size.tolist() == [3, 3, 3, 3]
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(runs(), st.integers(1, 7), st.integers(0, 3))
 def test_chunked_counts_rank_sums_and_order_statistics_are_the_plain_ones(
     run, chunk, allow_low
@@ -138,7 +139,7 @@ def test_chunked_counts_rank_sums_and_order_statistics_are_the_plain_ones(
     assert nth.tolist() == [r[allow_low] if len(r) > allow_low else none for r in ranks]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.lists(st.one_of(P_VALUES, st.floats(0.0, 1.0)), min_size=1, max_size=12),
     st.lists(st.tuples(st.integers(-1, 11), st.booleans(), P_VALUES), max_size=80),
@@ -153,7 +154,7 @@ def test_keyed_bh_equals_bh(table: list[float], rows: list[tuple[int, bool, floa
     assert np.array_equal(bh_qvalues_keyed(p, keys, len(table)), want, equal_nan=True)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.sampled_from([50, 2**16, 2**16 + 1, 3 * 2**16 + 7]),
     st.lists(st.integers(0, 2**20), max_size=200),
@@ -173,7 +174,7 @@ def test_entries_with_equals_a_mask_look_up(n: int, entries: list[int], ids: lis
     assert got.tolist() == np.flatnonzero(mask[samples]).tolist()
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(
     pairs=st.lists(
         st.tuples(
@@ -230,7 +231,7 @@ def test_samples_seen_once_or_twice_are_grouped_by_their_points_alone():
     assert group.tolist() == [0, 0, 1, 2] and size.tolist() == [2, 1, 1]
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(
     pairs=st.lists(st.tuples(st.integers(-1, 5), st.integers(0, 9)), max_size=60),
     seed=st.integers(0, 2**16),
@@ -254,7 +255,7 @@ def test_entries_in_order_need_no_sort_and_give_the_same_table(pairs, seed):
         assert a.tokens.tolist() == b.tokens.tolist()
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(
     pairs=st.lists(st.tuples(st.integers(-1, 5), st.integers(0, 9)), max_size=60),
     grouped=st.booleans(),
@@ -286,7 +287,7 @@ def test_a_table_without_tokens_or_with_sample_tokens_is_the_plain_one(pairs, gr
     assert fed.entry_share().tolist() == plain.entry_share().tolist()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     n=st.integers(1, 3000),
     k_max=st.integers(2, 12),
@@ -316,7 +317,7 @@ def test_p_values_by_distinct_pair_and_table_give_the_same_bits(n, k_max, allow_
     assert np.array_equal(got, want, equal_nan=True)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     pairs=st.lists(st.tuples(st.integers(0, 40), st.integers(0, 2**31 - 2)), max_size=80),
     chunk=st.integers(1, 9),
@@ -340,7 +341,7 @@ def test_keys_rise_a_chunk_at_a_time_as_over_the_whole(pairs, chunk, sort):
         assert (m.samples.astype(np.int64) + 2**31 * m.point_of_entry()).tolist() == want.tolist()
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(st.integers(1, 40), st.integers(1, 8), st.integers(0, 2**16), st.integers(0, 2))
 def test_samples_seen_at_most_once_take_a_short_path_to_the_same_figures(
     n_samples, n_points, seed, allow_low
@@ -377,7 +378,7 @@ def test_samples_seen_at_most_once_take_a_short_path_to_the_same_figures(
     assert short[2][0].tolist() == want_group
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(
     sizes=st.lists(st.integers(0, 6), min_size=1, max_size=12),
     equal=st.booleans(),
@@ -408,7 +409,7 @@ def test_a_replay_sorted_within_its_points_by_chunks_is_the_plain_table(sizes, e
     assert counts.tolist() == np.bincount(plain.samples, minlength=10).tolist()
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     st.lists(st.tuples(P_VALUES, st.integers(0, 5), st.booleans()), min_size=1, max_size=40),
     st.integers(8, 12),
@@ -439,7 +440,7 @@ def test_singleton_groups_take_the_q_of_their_sample_without_a_gather(rows, n_us
     assert not singletons(np.array([0, 0, 1])) and not singletons(np.array([-1, 0, 1]))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.lists(st.tuples(st.integers(0, 3), st.integers(0, 5)), max_size=80),
     st.integers(1, 9),
@@ -461,7 +462,7 @@ def test_many_repeated_keys_are_searched_without_the_screen():
     assert _repeated(key).tolist() == want.tolist()
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(runs(), st.integers(0, 2), st.integers(0, 2**16))
 def test_a_retest_of_some_samples_is_their_figures_over_the_points_left(run, allow_low, seed):
     # the touched samples renumbered 0 .. len(ids) - 1: each one's count, score rank and

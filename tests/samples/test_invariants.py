@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from budget import examples
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -47,7 +48,7 @@ def brute_p(m: Membership, z: np.ndarray, sample: int) -> float:
 
 
 @pytest.mark.slow
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(runs())
 def test_p_equals_the_enumerated_permutation_null(run: tuple[Membership, np.ndarray]) -> None:
     m, z = run
@@ -64,7 +65,7 @@ LOST_COUNT = (
 
 
 @pytest.mark.slow
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(runs())
 @example(LOST_COUNT)
 def test_p_in_unit_interval_and_q_at_least_p(run: tuple[Membership, np.ndarray]) -> None:
@@ -78,7 +79,7 @@ def test_p_in_unit_interval_and_q_at_least_p(run: tuple[Membership, np.ndarray])
 
 
 @pytest.mark.slow
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(runs(), st.randoms(use_true_random=False))
 def test_permuting_sample_labels_permutes_the_output(run, rnd) -> None:
     m, z = run
@@ -94,7 +95,7 @@ def test_permuting_sample_labels_permutes_the_output(run, rnd) -> None:
 
 
 @pytest.mark.slow
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(runs(), st.data())
 def test_raising_a_points_z_never_raises_the_p_of_its_samples(run, data) -> None:
     m, z = run
@@ -112,7 +113,7 @@ def test_raising_a_points_z_never_raises_the_p_of_its_samples(run, data) -> None
 
 
 @pytest.mark.slow
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(runs())
 def test_groups_are_exactly_the_samples_with_the_same_points(run) -> None:
     m, z = run

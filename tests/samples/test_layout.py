@@ -9,6 +9,7 @@ from unittest import mock
 
 import numpy as np
 import pandas as pd
+from budget import examples
 from chunking import small_chunks
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -47,7 +48,7 @@ def plain(app):
     return replace(app, layout=None)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(epochs(), st.integers(1, 7), st.integers(0, 2))
 def test_the_layout_gives_the_counts_sums_and_order_statistics_of_the_plain_passes(
     run, chunk, allow_low
@@ -72,7 +73,7 @@ def test_the_layout_gives_the_counts_sums_and_order_statistics_of_the_plain_pass
         assert got.tolist() == entries_with(m.samples, ids, m.n_samples).tolist()
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(epochs(), st.integers(1, 7))
 def test_windows_hold_every_entry_once_and_no_sample_twice(run, chunk):
     m, _ = run
@@ -88,7 +89,7 @@ def test_windows_hold_every_entry_once_and_no_sample_twice(run, chunk):
         assert (m.samples[col[has]] == has).all()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(epochs(), st.integers(1, 7), st.integers(0, 1), st.booleans())
 def test_evidence_over_the_layout_is_the_plain_evidence(run, chunk, allow_low, tokens):
     m, z = run

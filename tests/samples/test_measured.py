@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -83,7 +84,7 @@ def test_kinds_must_be_one_code_per_sample() -> None:
 
 
 @pytest.mark.slow
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(st.integers(0, 2**16), st.randoms(use_true_random=False))
 def test_relabelling_the_samples_relabels_the_measured_evidence(seed, rnd) -> None:
     m, loss, kinds, _ = _hard_kind(seed % 50)

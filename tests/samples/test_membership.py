@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -113,7 +114,7 @@ def test_the_evidence_says_its_method() -> None:
     assert "over 2 separable groups" in ev.method and ev.ground == "inferred"
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.integers(0, 2**32 - 1), st.integers(1, 40))
 def test_share_of_some_entries_is_their_share_of_all(seed: int, every: int) -> None:
     # a few entries' shares are summed over their points only; most, in one pass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import hypergeom
@@ -19,7 +20,7 @@ def draws(draw):
     return n, k, a, n_ge
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(draws())
 def test_order_pvalue_is_the_hypergeometric_tail(d):
     n, k, a, n_ge = d
@@ -29,7 +30,7 @@ def test_order_pvalue_is_the_hypergeometric_tail(d):
     assert abs(got - want) <= 1e-9 * want + 1e-300
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=60))
 def test_q_is_at_least_p_and_keeps_the_order(p):
     p = np.array(p)
@@ -39,7 +40,7 @@ def test_q_is_at_least_p_and_keeps_the_order(p):
     assert (np.diff(q[order]) >= -1e-15).all()
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(st.lists(draws(), min_size=1, max_size=20), st.integers(0, 3))
 def test_order_pvalue_takes_one_count_of_points_per_sample(ds, a):
     ds = [(n, k, min(a, k - 1), max(g, k - min(a, k - 1))) for n, k, _, g in ds]

@@ -7,6 +7,7 @@ import importlib
 
 import numpy as np
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +17,7 @@ from dflash_diag.schedule import epoch_batches
 from dflash_diag.schedule.replay import micro_batches_per_epoch
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     lengths=st.lists(st.integers(0, 900), min_size=1, max_size=150),
     budget=st.integers(1, 2000),
@@ -45,7 +46,7 @@ def test_fixed_batches_are_counted_without_a_shuffle(strategy, monkeypatch):
     assert micro_batches_per_epoch(lengths, params) > 1
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     lengths=st.lists(st.integers(0, 300), max_size=200),
     budget=st.integers(1, 1200),

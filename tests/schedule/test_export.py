@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,7 +26,7 @@ from dflash_diag.schedule.export import (
 from dflash_diag.schedule.replay import batch_ids
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     n=st.integers(1, 300),
     strategy=st.sampled_from(STRATEGY_NAMES),
@@ -49,7 +50,7 @@ def test_pieces_made_epoch_by_epoch_are_the_held_replays(
         pd.testing.assert_frame_equal(a, b)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(st.lists(st.integers(0, 12), max_size=30), max_size=6))
 def test_first_seen_numbers_pieces_as_batch_ids_numbers_them_whole(pieces):
     keys = [np.array(p, dtype=np.uint64) for p in pieces]

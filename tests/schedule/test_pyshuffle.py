@@ -8,6 +8,7 @@ import random
 
 import numpy as np
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,7 +22,7 @@ def reference(rnd: random.Random, n: int) -> list[int]:
     return x
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(seed=st.integers(-(2**70), 2**70), sizes=st.lists(st.integers(0, 20_000), max_size=4))
 def test_same_lists_and_state_as_random_shuffle(seed, sizes):
     mine, theirs = random.Random(seed), random.Random(seed)
@@ -39,7 +40,7 @@ def test_at_the_edges_of_the_blocks(n):
     assert mine.getstate() == theirs.getstate()
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(data=st.data(), n=st.integers(1, 60))
 def test_any_swaps_give_the_loops_list(data, n):
     # not only the swaps a generator draws: any j_i <= i

@@ -10,6 +10,7 @@ import itertools
 
 import numpy as np
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -48,7 +49,7 @@ def test_rows_with_categories(strategy):
     assert repr(rows) == repr(whole)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     lengths=st.lists(st.integers(0, 900), min_size=1, max_size=120),
     budget=st.integers(1, 2000),
@@ -86,7 +87,7 @@ def test_steps_are_stored_once_they_stop_counting_up():
     assert rows.step.tolist() == replay(LENGTHS, params).micro["step"].tolist()
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     values=st.lists(st.integers(0, 2**64 - 1) | st.integers(0, 20), max_size=30),
     pool=st.lists(st.integers(0, 2**64 - 1) | st.integers(0, 20), max_size=30),

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from budget import examples
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -179,7 +180,7 @@ def test_the_real_run_verifies_without_its_replay(lengths, log_table):
     assert (v.tokens_match, v.n_compared, v.first_mismatch) == (1.0, 488, None)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     n=st.integers(1, 400),
     strategy=st.sampled_from(STRATEGY_NAMES),
