@@ -66,6 +66,16 @@ RUNS = {
 }
 
 
+#: a run of a schedule over 2 epochs, and how its log's points cover it
+POINTS = {
+    "params": schedules,
+    "n": st.integers(1, 200),
+    "seed": st.integers(0, 1000),
+    "interval": st.integers(1, 3),
+    "covers": st.sampled_from(["window", "step"]),
+}
+
+
 def lengths_and_categories(n: int, seed: int, n_cat: int):
     rng = np.random.default_rng(seed)
     return rng.integers(1, 60, n), (rng.integers(0, n_cat, n) if n_cat else None)
@@ -157,13 +167,7 @@ def test_steps_per_point_counts_distinct_pairs(
 
 
 @settings(max_examples=examples(40), deadline=None)
-@given(
-    params=schedules,
-    n=st.integers(1, 200),
-    seed=st.integers(0, 1000),
-    interval=st.integers(1, 3),
-    covers=st.sampled_from(["window", "step"]),
-)
+@given(**POINTS)
 def test_point_features_with_the_pooled_points_given_are_the_same(
     params: ScheduleParams, n: int, seed: int, interval: int, covers: str
 ) -> None:
@@ -188,11 +192,7 @@ def test_point_features_with_the_pooled_points_given_are_the_same(
 
 @settings(max_examples=examples(40), deadline=None)
 @given(
-    params=schedules,
-    n=st.integers(1, 200),
-    seed=st.integers(0, 1000),
-    interval=st.integers(1, 3),
-    covers=st.sampled_from(["window", "step"]),
+    **POINTS,
     pick=st.integers(0, 2**16),
 )
 def test_rank_features_of_some_points_are_those_rows_of_all(
@@ -234,11 +234,7 @@ def every_rank_feature(rep, logged, interval, covers, pooled=None):
 
 @settings(max_examples=examples(40), deadline=None)
 @given(
-    params=schedules,
-    n=st.integers(1, 200),
-    seed=st.integers(0, 1000),
-    interval=st.integers(1, 3),
-    covers=st.sampled_from(["window", "step"]),
+    **POINTS,
     pick=st.one_of(st.none(), st.integers(0, 2**16)),
 )
 def test_rank_features_rows_of_the_used_points_only_are_the_plain_table(
