@@ -33,7 +33,8 @@ import numpy as np
 
 from ..arrays import unique_values
 from .appearances import Appearances
-from .membership import Membership, entries_with
+from .layout import sample_entries
+from .membership import Membership
 from .nulls import bh_below, bh_qvalues_keyed, order_pvalue
 
 #: Why a sample is not tested (``reason``; "" when it is).
@@ -200,9 +201,7 @@ def samples_entries(membership: Membership, app: Appearances, ids: np.ndarray) -
     """The entries of the samples ``ids`` (distinct), int64 ascending: from the layout's
     columns for a few samples, else by a pass over every entry
     (:func:`.membership.entries_with`)."""
-    if app.layout is not None and app.layout.few(ids, membership.n_entries):
-        return app.layout.entries(ids)
-    return entries_with(membership.samples, ids, membership.n_samples)
+    return sample_entries(membership.samples, ids, membership.n_samples, app.layout)
 
 
 def entries_of(membership: Membership, points: np.ndarray) -> np.ndarray:

@@ -22,7 +22,8 @@ import numpy as np
 
 from ..arrays import chunks, unique_values
 from .appearances import Appearances, appearances, seen_at_most_once
-from .membership import Membership, entries_with
+from .layout import sample_entries
+from .membership import Membership
 
 _SEED = 20261201
 
@@ -128,10 +129,9 @@ def _by_one_point(app: Appearances) -> tuple[np.ndarray, np.ndarray]:
 def _point_sums(app: Appearances, ids: np.ndarray) -> np.ndarray:
     """``h`` of the given samples (float64 aligned with ``ids``): a pass over their
     entries, in the entries' order."""
-    if app.kept is None and app.layout is not None and app.layout.few(ids, app.sample.size):
-        entries = app.layout.entries(ids)  # (every entry kept: the same positions)
-    else:
-        entries = entries_with(app.sample, ids, app.n_samples)
+    # (the layout's entries are the membership's: app.sample's only when all are kept)
+    layout = app.layout if app.kept is None else None
+    entries = sample_entries(app.sample, ids, app.n_samples, layout)
     weights = np.random.default_rng(_SEED).uniform(1.0, 2.0, max(app.n_usable, 1))
     sample = app.sample[entries]
     h = np.bincount(sample, weights=weights[app.rank[entries]], minlength=app.n_samples)

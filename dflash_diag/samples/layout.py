@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..arrays import chunks
+from .membership import entries_with
 
 #: At most this many slots (windows x samples) an entry; beyond, no layout.
 BUDGET = 2
@@ -200,3 +201,14 @@ def _reduced(
     for arr in out:  # (shared with the callers: none may write into them)
         arr.flags.writeable = False
     return out
+
+
+def sample_entries(
+    samples: np.ndarray, ids: np.ndarray, n_samples: int, layout: Layout | None
+) -> np.ndarray:
+    """The entries of the samples ``ids`` (distinct), int64 ascending, as positions in
+    ``samples``: from ``layout``'s columns for a few samples (``layout`` built over these
+    same entries, or None), else by a pass over every entry (:func:`.entries_with`)."""
+    if layout is not None and layout.few(ids, samples.size):
+        return layout.entries(ids)
+    return entries_with(samples, ids, n_samples)
