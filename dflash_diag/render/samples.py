@@ -24,15 +24,15 @@ def samples_json(report: SamplesReport, top: int = TOP) -> dict[str, Any]:
     from .spikes import ground_json
 
     r = report
-    ctx = r.spikes.context
-    att = r.spikes.attribution
+    ctx = r.context
+    check = r.composition.ground
     ev = r.findings.evidence
     rows = r.table.head(top).to_dict(orient="records")
     return {
         "log": ctx.log,
         "manifest": ctx.manifest,
         "composition": ctx.composition,
-        "schedule_check": ground_json(att.schedule_check) if att and att.schedule_check else None,
+        "schedule_check": ground_json(check) if check else None,
         "ground": ev.ground,
         "basis": r.findings.basis,
         "method": ev.method,
@@ -51,14 +51,14 @@ def render_text(report: SamplesReport, console: Console, top: int = TOP) -> None
     from rich.table import Table
 
     r = report
-    ctx = r.spikes.context
-    att = r.spikes.attribution
+    ctx = r.context
+    check = r.composition.ground
     t = r.table
-    console.print(f"{ctx.log}: {r.spikes.detection.n_points} points of {r.spikes.detection.metric}")
+    console.print(f"{ctx.log}: {r.detection.n_points} points of {r.detection.metric}")
     if ctx.composition:
         console.print(f"composition: recorded in {ctx.composition}", markup=False)
-    if att is not None and att.schedule_check is not None:
-        g = att.schedule_check
+    if check is not None:
+        g = check
         console.print(f"schedule check: {g.status}: {g.detail}", markup=False)
     console.print()
     for sentence in answer(report):
@@ -128,8 +128,7 @@ def answer(report: SamplesReport) -> list[str]:
         f"{r.findings.basis}).",
         "Each one's evidence is its row below; a group is named whole, never one member.",
     ]
-    att = r.spikes.attribution
-    check = att.schedule_check if att is not None else None
+    check = r.composition.ground
     if check is not None and not check.ids_confirmed:
         out.append(
             f"These ids are the manifest's rows as the {check.status} schedule assigns them: "

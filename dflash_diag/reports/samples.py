@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import InputError
-from .common import Stage, quiet
-from .spikes import SpikesOptions, SpikesReport, spikes_report
+from .common import Context, Stage, quiet
+from .spikes import PointsRead, SpikesOptions, read_points, sample_losses
 
 if TYPE_CHECKING:
     import numpy as np
@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from ..composition import Composition, Request
     from ..spikes.culprits import SampleFindings
+    from ..spikes.detect import Detection
 
 #: The suffixes ``--to`` writes.
 TO_SUFFIXES = (".parquet", ".csv")
@@ -67,13 +68,17 @@ class SamplesReport:
                              per-sample losses (NaN elsewhere)
     =============== ======== =======================================================
 
-    :param spikes: the spikes report the samples were tested on (its detection, its
-        attribution and its composition).
-    :param findings: the per-sample evidence behind the table.
+    :param context: where the inputs came from.
+    :param detection: the log's points the samples were tested over.
+    :param composition: what each step held.
+    :param findings: the per-sample evidence behind the table (the same as
+        ``spikes_report(...).attribution.samples``).
     :param written: the file ``to`` wrote (None: none).
     """
 
-    spikes: SpikesReport
+    context: Context
+    detection: Detection
+    composition: Composition
     findings: SampleFindings
     table: pd.DataFrame
     written: str | None = None
@@ -100,18 +105,35 @@ def samples_report(
     if to is not None:
         protect = [log, *(_inputs(batches) if batches is not None else ())]
         out = check_output_path(to, TO_SUFFIXES, "output", protect=protect)
-    rep = spikes_report(log, options, batches, stage)
-    att, comp = rep.attribution, rep.composition
-    if att is None or att.samples is None or comp is None:
+    o = options or SpikesOptions()
+    read = read_points(log, o, batches, stage)
+    comp = read.composition
+    if comp is None:
         raise InputError(
             str(log),
             "no composition: nothing says which samples each step held",
             "give --composition FILE (a recording), or --manifest and the run's schedule",
         )
-    table = sample_table(att.samples, comp)
+    findings = _findings(read, comp, o, stage)
+    table = sample_table(findings, comp)
     if out is not None:
         write_table(table, out)
-    return SamplesReport(rep, att.samples, table, display_path(out) if out else None)
+    where = display_path(out) if out else None
+    return SamplesReport(read.context, read.detection, comp, findings, table, where)
+
+
+def _findings(
+    read: PointsRead, comp: Composition, o: SpikesOptions, stage: Stage
+) -> SampleFindings:
+    """The per-sample test on the points, as ``spikes`` runs it, without its verdicts."""
+    from ..spikes.attribute import samples_only
+
+    measured = sample_losses(comp, o.ground)
+    with stage("testing the samples"):
+        findings, _ = samples_only(
+            read.detection, comp.replay, o.covers, read.metric_rank, comp.ids, measured
+        )
+    return findings
 
 
 def _inputs(batches: Request) -> list[str | Path]:

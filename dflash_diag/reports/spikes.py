@@ -112,29 +112,19 @@ def spikes_report(
         resolved by :func:`~dflash_diag.composition.resolve`: a recording named or found
         beside the log, else a schedule replayed from a manifest, else none (log only).
     """
-    from ..composition import Request, resolve
-    from ..logs import check_format, read_log
     from ..spikes.attribute import log_only_evidence
-    from ..spikes.detect import detect_spikes, near_misses, noise_reach
+    from ..spikes.detect import near_misses, noise_reach
     from ..spikes.variance import variance_proxies
 
     o = options or SpikesOptions()
-    log = str(log)
-    fmt = check_format(o.format)
-    res = resolve(replace(batches or Request(), log=log))
-    metric_rank = o.metric_rank if o.metric_rank is not None else res.schedule.metric_rank
-    with stage("reading log") as bar:
-        run = read_log(log, format=fmt, rank=o.rank, progress=bar, step_every=o.step_every)
-    logged = run.logged(o.metric) if o.metric in run.table.columns else None
-    detection = detect_spikes(
-        run.table, o.metric, o.detector, o.window, o.threshold, path=log, logged=logged
-    )
-    check_steps_in(detection.steps, o.steps)
-    comp = _composition(res, log, run, detection, stage)
+    read = read_points(log, o, batches, stage)
+    run, detection, comp = read.run, read.detection, read.composition
     attribution, samples = None, {}
     if comp is not None:
-        measured = _measured(comp, o.ground)
-        attribution = _attribute(comp, run.table, detection, o.covers, metric_rank, stage, measured)
+        measured = sample_losses(comp, o.ground)
+        attribution = _attribute(
+            comp, run.table, detection, o.covers, read.metric_rank, stage, measured
+        )
         samples = spike_batches(
             comp.replay, comp.ids, detection, attribution.spikes, o.covers, attribution
         )
@@ -147,9 +137,7 @@ def spikes_report(
         variance = variance_proxies(
             detection, run.table, attribution, replayed, source, progress=bar
         )
-    notes = res.schedule.value_notes + res.notes
-    notes += res.source.notes() if comp is not None and res.source else ()
-    ctx = _context(log, run, res, comp, detection, o, notes)
+    ctx = read.context
     if o.steps is not None:
         evidence = tuple(s for s in evidence if in_steps(s.event.peak_step, o.steps))
         samples = {k: v for k, v in samples.items() if in_steps(k, o.steps)}
@@ -165,6 +153,51 @@ def spikes_report(
         noise_reach=noise_reach(detection),
         composition=comp,
     )
+
+
+@dataclass(frozen=True, eq=False)
+class PointsRead:
+    """What ``spikes`` and ``samples`` both start from (:func:`read_points`).
+
+    :param run: the log read; ``detection``: its points and spikes;
+    :param composition: what each step held, lined up with the points (None: none);
+    :param metric_rank: whose micro-batches the metric follows, as asked (the option,
+        else the config's; None: found from the batches);
+    :param context: where the inputs came from, for the header.
+    """
+
+    run: RunLog
+    detection: Detection
+    composition: Composition | None
+    metric_rank: int | str | None
+    context: Context
+
+
+def read_points(
+    log: str | Path, o: SpikesOptions, batches: Request | None, stage: Stage = quiet
+) -> PointsRead:
+    """Read ``log``, detect its spikes and line the composition ``batches`` names up with
+    its points (:func:`spikes_report`'s first half)."""
+    from ..composition import Request, resolve
+    from ..logs import check_format, read_log
+    from ..spikes.detect import detect_spikes
+
+    log = str(log)
+    fmt = check_format(o.format)
+    res = resolve(replace(batches or Request(), log=log))
+    metric_rank = o.metric_rank if o.metric_rank is not None else res.schedule.metric_rank
+    with stage("reading log") as bar:
+        run = read_log(log, format=fmt, rank=o.rank, progress=bar, step_every=o.step_every)
+    logged = run.logged(o.metric) if o.metric in run.table.columns else None
+    detection = detect_spikes(
+        run.table, o.metric, o.detector, o.window, o.threshold, path=log, logged=logged
+    )
+    check_steps_in(detection.steps, o.steps)
+    comp = _composition(res, log, run, detection, stage)
+    notes = res.schedule.value_notes + res.notes
+    notes += res.source.notes() if comp is not None and res.source else ()
+    ctx = _context(log, run, res, comp, detection, o, notes)
+    return PointsRead(run, detection, comp, metric_rank, ctx)
 
 
 def _composition(
@@ -207,7 +240,7 @@ def _attribute(
         )
 
 
-def _measured(comp: Composition, ground: str) -> Measured | None:
+def sample_losses(comp: Composition, ground: str) -> Measured | None:
     """The per-sample losses the samples are tested on, as ``ground`` asks (None: the
     logged points).
 

@@ -411,20 +411,17 @@ def attribute_spikes(
 
     d = detection
     sign = -1.0 if d.direction == "down" else 1.0
-    trend, residual = detrend(d.values, d.window)
-    pooled = micro_points(replay, d.steps, d.log_interval, covers)
-    chosen, feats, scores = _choose_rank(replay, d, covers, metric_rank, residual, pooled)
+    fit = fit_points(d, replay, covers, metric_rank)
+    trend, residual, pooled, chosen = fit.trend, fit.residual, fit.pooled, fit.chosen
+    feats, scores, design, names = fit.feats, fit.scores, fit.design, fit.names
+    model, predicted, pidx = fit.model, fit.predicted, fit.pidx
     points = pd.DataFrame(
         {"value": d.values, "trend": trend, "residual": residual, "flagged": d.flagged}
     )
     points = pd.concat([feats[["step"]], points, feats.drop(columns="step")], axis=1)
     cats = [c for c in feats.columns if c.startswith("cat_")]
     corr = correlations(points, [*CORRELATION_FEATURES, *cats])
-    design, names = design_matrix(feats)
-    model = fit_model(design, names, residual, ~d.flagged)
-    predicted = model_predict(model, feats) if model is not None else np.full(len(feats), np.nan)
     points["predicted"] = predicted
-    pidx = micro_points(replay, d.steps, d.log_interval, covers, chosen, pooled)
     # Similar = closest in mean length: one plain axis a reader can check, and the one
     # along which sorted batches differ most (categories and spread follow from it).
     length = design[:, [names.index("log_mean_len")]]
@@ -477,6 +474,77 @@ def attribute_spikes(
         notes=tuple(notes),
         samples=findings,
     )
+
+
+@dataclass(frozen=True, eq=False)
+class PointsFit:
+    """The logged points lined up with their batches and the composition model fitted
+    on them (:func:`fit_points`): what the verdicts and the per-sample test share.
+
+    ``trend``, ``residual``: float64 ``[n_points]`` (``residual = x - trend``);
+    ``pooled``: each micro-batch's point over every rank; ``chosen``, ``feats``,
+    ``scores``: the rank the metric follows, its batch features and the candidates'
+    scores (:func:`_choose_rank`); ``design``, ``names``: the model's regressors;
+    ``model``: the fit (None below its minimum); ``predicted``: its residual per point
+    (NaN where none); ``pidx``: each micro-batch's point for the chosen rank (-1: none).
+    """
+
+    trend: np.ndarray
+    residual: np.ndarray
+    pooled: np.ndarray
+    chosen: int | None
+    feats: pd.DataFrame
+    scores: dict[str, float]
+    design: np.ndarray
+    names: tuple[str, ...]
+    model: CompositionModel | None
+    predicted: np.ndarray
+    pidx: np.ndarray
+
+
+def fit_points(
+    detection: Detection,
+    replay: Replay,
+    covers: str = "window",
+    metric_rank: int | str | None = None,
+    cross_validate: bool = True,
+) -> PointsFit:
+    """Detrend the metric, line its points up with the replay's micro-batches and fit
+    the composition model (``cross_validate=False``: without its held-out refits, whose
+    figures only the verdicts read)."""
+    import numpy as np
+
+    d = detection
+    trend, residual = detrend(d.values, d.window)
+    pooled = micro_points(replay, d.steps, d.log_interval, covers)
+    chosen, feats, scores = _choose_rank(replay, d, covers, metric_rank, residual, pooled)
+    design, names = design_matrix(feats)
+    model = fit_model(design, names, residual, ~d.flagged, cross_validate=cross_validate)
+    predicted = model_predict(model, feats) if model is not None else np.full(len(feats), np.nan)
+    pidx = micro_points(replay, d.steps, d.log_interval, covers, chosen, pooled)
+    return PointsFit(
+        trend, residual, pooled, chosen, feats, scores, design, names, model, predicted, pidx
+    )
+
+
+def samples_only(
+    detection: Detection,
+    replay: Replay,
+    covers: str = "window",
+    metric_rank: int | str | None = None,
+    ids: np.ndarray | None = None,
+    measured: Measured | None = None,
+) -> tuple[SampleFindings, int | None]:
+    """The per-sample evidence alone (``dflash-diag samples``): the same findings
+    :func:`attribute_spikes` keeps in ``Attribution.samples``, without judging the
+    spikes (no correlations, held-out refits, neighbours or per-spike evidence).
+
+    :returns: the findings and the rank whose batches the metric follows."""
+    d = detection
+    sign = -1.0 if d.direction == "down" else 1.0
+    f = fit_points(d, replay, covers, metric_rank, cross_validate=False)
+    findings = _samples(replay, d, f.pidx, f.residual, f.predicted, f.model, sign, ids, measured)
+    return findings, f.chosen
 
 
 def _samples(

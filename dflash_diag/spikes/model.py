@@ -157,12 +157,15 @@ def fit_model(
     y: np.ndarray,
     quiet: np.ndarray,
     robust: bool = True,
+    cross_validate: bool = True,
 ) -> CompositionModel | None:
     """Fit the composition model on rows with finite values; None below MIN_POINTS.
 
     ``robust=False`` fits plain ridge least squares (one IRLS pass with unit weights):
     for the mixture model, whose rare cells (the longest samples) are learnt from the
-    very points a Huber fit would down-weight."""
+    very points a Huber fit would down-weight.  ``cross_validate=False`` skips the
+    blocked K-fold refits (``r2_cv`` NaN, no folds): for a caller that needs only the
+    fit's predictions and residual scale, which are the same either way."""
     import numpy as np
 
     ok = np.isfinite(y) & np.isfinite(design).all(axis=1)
@@ -182,21 +185,7 @@ def fit_model(
     )
     r2 = _r2(yy, yy - resid, regular)
     r2_q = _r2(yy, yy - resid, regular & quiet[ok])
-    # Blocked K-fold: contiguous blocks of steps, so neighbours do not leak into a fold.
-    folds = np.array_split(np.arange(yy.shape[0]), CV_FOLDS)
-    pred = np.empty_like(yy)
-    fold_r2 = []
-    for idx in folds:
-        train = np.ones(yy.shape[0], dtype=bool)
-        train[idx] = False
-        c, s = x[train].mean(axis=0), x[train].std(axis=0)
-        s = np.where(s > 0, s, 1.0)
-        fb0, fb = _huber((x[train] - c) / s, yy[train], iters)
-        pred[idx] = fb0 + ((x[idx] - c) / s) @ fb
-        r2_f = _r2(yy[idx], pred[idx], regular[idx])
-        if np.isfinite(r2_f):
-            fold_r2.append(r2_f)
-    r2_cv = _r2(yy, pred, regular)
+    r2_cv, fold_r2 = _cross_validated(x, yy, regular, iters) if cross_validate else (np.nan, [])
     return CompositionModel(
         features=tuple(names[j] for j in keep),
         coef=tuple(float(v) for v in b),
@@ -213,6 +202,29 @@ def fit_model(
         lo=tuple(float(v) for v in x.min(axis=0)),
         hi=tuple(float(v) for v in x.max(axis=0)),
     )
+
+
+def _cross_validated(
+    x: np.ndarray, y: np.ndarray, regular: np.ndarray, iters: int
+) -> tuple[float, list[float]]:
+    """``r2_cv`` and each fold's R² of the Huber fit refitted on blocked K-fold splits:
+    contiguous blocks of steps, so neighbours do not leak into a fold."""
+    import numpy as np
+
+    folds = np.array_split(np.arange(y.shape[0]), CV_FOLDS)
+    pred = np.empty_like(y)
+    fold_r2 = []
+    for idx in folds:
+        train = np.ones(y.shape[0], dtype=bool)
+        train[idx] = False
+        c, s = x[train].mean(axis=0), x[train].std(axis=0)
+        s = np.where(s > 0, s, 1.0)
+        fb0, fb = _huber((x[train] - c) / s, y[train], iters)
+        pred[idx] = fb0 + ((x[idx] - c) / s) @ fb
+        r2_f = _r2(y[idx], pred[idx], regular[idx])
+        if np.isfinite(r2_f):
+            fold_r2.append(r2_f)
+    return _r2(y, pred, regular), fold_r2
 
 
 def model_predict(model: CompositionModel, features: pd.DataFrame) -> np.ndarray:

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from dflash_diag.composition import Request
 from dflash_diag.reports import SpikesOptions, samples_report, spikes_report
+from dflash_diag.reports.samples import sample_table
 
 RUNS = Path(__file__).resolve().parents[1] / "data" / "trainer_runs"
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
@@ -25,9 +28,31 @@ SAMPLE = Path(__file__).resolve().parents[2] / "sample_logs"
 pytestmark = pytest.mark.slow
 
 
+class Ran(NamedTuple):
+    """A run's spikes report, and the per-sample findings it holds as ``samples``' table."""
+
+    spikes: object
+    findings: object
+    table: object
+
+
 def _run(run, ground="auto"):
     batches = Request(composition=run.batches, manifest=run.manifest)
-    return samples_report(run.state, SpikesOptions(ground=ground), batches), run.poison
+    rep = spikes_report(run.state, SpikesOptions(ground=ground), batches)
+    findings = rep.attribution.samples
+    return Ran(rep, findings, sample_table(findings, rep.composition)), run.poison
+
+
+@pytest.mark.parametrize(("name", "ground"), [("poison_ordinary", "inferred"), ("grouped", "auto")])
+def test_samples_ranks_the_samples_as_spikes_tests_them(trainer_run, name, ground):
+    """``samples`` runs the per-sample test without judging the spikes: the same table."""
+    ran, _ = _run(trainer_run(name), ground)
+    run = trainer_run(name)
+    batches = Request(composition=run.batches, manifest=run.manifest)
+    alone = samples_report(run.state, SpikesOptions(ground=ground), batches)
+    pd.testing.assert_frame_equal(alone.table, ran.table)
+    assert alone.findings.named.equals(ran.findings.named)
+    assert alone.detection.n_points == ran.spikes.detection.n_points
 
 
 def _held(report, step: int) -> set[int]:
