@@ -39,3 +39,35 @@ def test_length_bins_hold_equal_shares_of_tokens():
     assert n <= MIXTURE_BINS + len(MIXTURE_TOP)
     assert len(set(cells[:1000])) == 1 and len(set(cells[1000:])) == 1
     assert cells[0] != cells[-1]
+
+
+@settings(max_examples=examples(25), deadline=None)
+@given(
+    n=st.integers(60, 400),
+    k=st.integers(1, 4),
+    seed=st.integers(0, 2**32 - 1),
+    outliers=st.integers(0, 10),
+)
+def test_a_fit_without_its_held_out_refits_predicts_the_same(n, k, seed, outliers):
+    """``cross_validate=False`` (what ``samples`` asks) skips the K-fold refits only:
+    the fit, its residual scale and its predictions are the same to the bit."""
+    from dflash_diag.spikes.model import fit_model
+
+    rng = np.random.default_rng(seed)
+    design = rng.normal(size=(n, k))
+    y = design @ rng.normal(size=k) + rng.standard_t(3, size=n)
+    y[rng.choice(n, outliers, replace=False)] += 20.0
+    names = tuple(f"x{j}" for j in range(k))
+    quiet = np.ones(n, dtype=bool)
+    full = fit_model(design, names, y, quiet)
+    alone = fit_model(design, names, y, quiet, cross_validate=False)
+    assert full is not None and alone is not None
+    assert (alone.coef, alone.intercept, alone.resid_scale) == (
+        full.coef,
+        full.intercept,
+        full.resid_scale,
+    )
+    assert np.array_equal(alone.predict(design), full.predict(design))
+    assert (alone.r2, alone.r2_quiet) == (full.r2, full.r2_quiet)
+    assert np.isnan(alone.r2_cv) and alone.r2_cv_folds == ()
+    assert np.isfinite(full.r2_cv) and len(full.r2_cv_folds) > 0
