@@ -43,6 +43,7 @@ import numpy as np
 from ..arrays import unique_values
 from ..errors import InputError
 from .evidence import REASONS, SampleEvidence, SampleOptions
+from .layout import DENSE_FROM, windows
 from .membership import Membership
 from .nulls import bh_qvalues
 
@@ -93,11 +94,42 @@ def order_within(group: np.ndarray, values: np.ndarray) -> np.ndarray:
     [3, 1, 2, 0]
     """
     n = values.size
+    within = _within_runs(group, values)
+    if within is not None:
+        return within
     rank = np.empty(n, dtype=np.int64)
     rank[np.argsort(values, kind="stable")] = np.arange(n, dtype=np.int64)
     key = group.astype(np.int64) * max(n, 1)
     key += rank
     return np.argsort(key)
+
+
+#: Run lengths :func:`_within_runs` sorts a length at a time; more distinct lengths than
+#: this, and the two whole sorts serve.
+FEW_LENGTHS = 64
+
+
+def _within_runs(group: np.ndarray, values: np.ndarray) -> np.ndarray | None:
+    """:func:`order_within` when ``group`` never falls (the entries of a membership's
+    points, point by point): each run of one group sorted alone, the runs of one length
+    ``L`` as the rows of a ``[runs, L]`` table (a stable row sort: NaN last, ties in entry
+    order, as the whole sort has them).  None when ``group`` falls somewhere or its runs
+    have more than :data:`FEW_LENGTHS` lengths."""
+    n = values.size
+    if n == 0 or bool(np.any(group[1:] < group[:-1])):
+        return None
+    starts = np.flatnonzero(group[1:] != group[:-1]) + 1
+    starts = np.concatenate([np.zeros(1, dtype=np.int64), starts])
+    lengths = np.diff(np.append(starts, n))
+    distinct = unique_values(lengths)
+    if distinct.size > FEW_LENGTHS:
+        return None
+    out = np.empty(n, dtype=np.int64)
+    for length in distinct.tolist():
+        at = starts[lengths == length][:, None] + np.arange(length, dtype=np.int64)
+        row = values[at].argsort(axis=1, kind="stable")
+        out[at] = np.take_along_axis(at, row, axis=1)
+    return out
 
 
 def batch_residual(
@@ -158,10 +190,14 @@ def measured_evidence(
     n = membership.n_samples
     kind = _kinds(kinds, n)
     u = _against_kind(membership, r, kind)
-    frame = pd.DataFrame({"s": membership.samples, "u": u, "r": r})
-    frame["share"] = membership.entry_share()
-    frame = frame[np.isfinite(frame["u"].to_numpy())]
-    table = _per_sample(frame, n, opts)
+    share = membership.entry_share()
+    enough = membership.n_entries >= DENSE_FROM * n
+    slots = windows(membership.samples, n) if enough else None
+    if slots is not None:
+        table = _per_sample_dense(slots, u, r, share, opts)
+    else:
+        frame = pd.DataFrame({"s": membership.samples, "u": u, "r": r, "share": share})
+        table = _per_sample(frame[np.isfinite(u)], n, opts)
     need = max(opts.min_appearances, opts.allow_low + 1)
     seen = np.bincount(membership.samples, minlength=n) > 0
     k = table["appearances"].to_numpy()
@@ -184,29 +220,49 @@ def _kinds(kinds: object | None, n: int) -> np.ndarray:
 
 def _against_kind(membership: Membership, r: np.ndarray, kind: np.ndarray) -> np.ndarray:
     """Step 2: ``u_e``, float64 (NaN where ``r`` is)."""
-    import pandas as pd
 
     n_points = membership.n_points
     point = membership.point_of_entry()
     window = (point * WINDOWS) // max(n_points, 1)
     tokens = membership.tokens if membership.tokens is not None else np.ones(r.size)
     lbin = np.floor(2 * np.log2(np.maximum(tokens, 1.0))).astype(np.int64)
-    k = kind[membership.samples]
     good = np.isfinite(r)
-    frame = pd.DataFrame({"k": k[good], "w": window[good], "l": lbin[good], "r": r[good]})
-    center = np.full(int(good.sum()), np.nan)
-    for keys in (["k", "l", "w"], ["k", "w"], ["k"]):
-        g = frame.groupby(keys, sort=False)["r"]
-        size = g.transform("size").to_numpy()
-        med = g.transform("median").to_numpy()
-        fill = np.isnan(center) & ((size >= MIN_CELL) | (keys == ["k"]))
+    k = kind[membership.samples[good]]
+    w, lb, rr = window[good], lbin[good], r[good]
+    center = np.full(rr.size, np.nan)
+    n_w, n_l = WINDOWS, int(lb.max(initial=0)) + 1
+    levels = ((k * n_l + lb) * n_w + w, k * n_w + w, k)  # (kind, length, stretch) ...
+    for level, code in enumerate(levels):
+        size, med = _cell_medians(code, rr)
+        fill = np.isnan(center) & ((size >= MIN_CELL) | (level == len(levels) - 1))
         center[fill] = med[fill]
-    d = frame["r"].to_numpy() - center
-    mad = pd.Series(np.abs(d)).groupby(frame["k"].to_numpy()).transform("median").to_numpy()
+    d = rr - center
+    _, mad = _cell_medians(k, np.abs(d))
     scale = np.where(mad > 0, 1.4826 * mad, np.nan)
     out = np.full(r.size, np.nan)
     out[good] = d / scale
     return out
+
+
+def _cell_medians(code: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per entry, the size and the median of its cell (the entries sharing its ``code``,
+    int >= 0), as ``groupby(code).transform("size")`` and ``("median")`` give them: the
+    cells numbered densely, the entries ordered by cell (a stable sort of 16-bit numbers
+    where the cells are that few, numpy's radix sort), each cell's median taken alone
+    (``np.median``: the middle value, or the mean of the middle two)."""
+    present = np.bincount(code)
+    dense = np.cumsum(present > 0) - 1  # (cell number of each present code)
+    cell = dense[code]
+    n_cells = int(dense[-1]) + 1 if dense.size else 0
+    cell = cell.astype(np.int16 if n_cells < 2**15 else np.int64)
+    order = np.argsort(cell, kind="stable")
+    sizes = np.bincount(cell, minlength=n_cells)
+    ends = np.cumsum(sizes)
+    ordered = values[order]
+    med = np.array(
+        [np.median(ordered[b - m : b]) for m, b in zip(sizes.tolist(), ends.tolist(), strict=True)]
+    )
+    return sizes[cell], med[cell]
 
 
 def _per_sample(frame: pd.DataFrame, n: int, opts: SampleOptions) -> pd.DataFrame:
@@ -248,6 +304,71 @@ def _per_sample(frame: pd.DataFrame, n: int, opts: SampleOptions) -> pd.DataFram
             "median_r": median(r_sorted),
             "share": mean_share,
             "median_z": median(u_sorted),
+        }
+    )
+
+
+def _per_sample_dense(
+    slots: tuple[np.ndarray, ...],
+    u: np.ndarray,
+    r: np.ndarray,
+    share: np.ndarray,
+    opts: SampleOptions,
+) -> pd.DataFrame:
+    """:func:`_per_sample` from the samples' entries a window a row (:func:`.windows`:
+    at most one entry of a sample a window, the windows in the entries' order), over
+    the entries with a finite ``u``: the same table, bit for bit.
+
+    ``u`` and ``r`` are put in ``[n_windows, n_samples]`` tables (+inf where a window
+    holds no such entry) and each column sorted (a few values a sample, not a sort of
+    every entry): the order statistics are the same values whatever the order of
+    ties.  The counts and the share sums are added a window at a time, which is each
+    sample's entries in their order, as :func:`np.bincount` adds them."""
+    import pandas as pd
+
+    n = slots[0].size
+    u_tab = np.full((len(slots), n), np.inf)
+    r_tab = np.full((len(slots), n), np.inf)
+    k = np.zeros(n, dtype=np.int64)
+    high = np.zeros(n, dtype=np.int64)
+    total, count = np.zeros(n), np.zeros(n)
+    for w, col in enumerate(slots):
+        at = np.flatnonzero(col >= 0)
+        entry = col[at]
+        finite = np.isfinite(u[entry])
+        at, entry = at[finite], entry[finite]
+        u_tab[w, at], r_tab[w, at] = u[entry], r[entry]
+        k[at] += 1
+        high[at] += u[entry] >= opts.high_z
+        sh = share[entry]
+        fine = np.isfinite(sh)
+        total[at] += np.where(fine, sh, 0.0)
+        count[at] += fine
+    u_tab.sort(axis=0)
+    r_tab.sort(axis=0)
+    has = k > 0
+
+    def row(table: np.ndarray, i: np.ndarray | int, ok: np.ndarray) -> np.ndarray:
+        if isinstance(i, int):
+            picked = table[min(i, table.shape[0] - 1)]
+        else:
+            picked = np.take_along_axis(table, np.clip(i, 0, table.shape[0] - 1)[None], 0)[0]
+        return np.where(ok, picked, np.nan)
+
+    def median(table: np.ndarray) -> np.ndarray:
+        return (row(table, (k - 1) // 2, has) + row(table, k // 2, has)) / 2
+
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_share = total / count
+    return pd.DataFrame(
+        {
+            "appearances": k,
+            "high": high,
+            "min_z": row(u_tab, 0, has),
+            "t": row(u_tab, opts.allow_low, k > opts.allow_low),
+            "median_r": median(r_tab),
+            "share": mean_share,
+            "median_z": median(u_tab),
         }
     )
 

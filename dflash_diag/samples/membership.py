@@ -118,8 +118,16 @@ class Membership:
 
     def entry_share(self) -> np.ndarray:
         """Each entry's share of its point, float64 ``[n_entries]``: ``tokens[e] / sum of
-        the point's tokens`` (``1 / entries`` without tokens, or where a point has none)."""
-        return self.share_of(np.arange(self.n_entries))
+        the point's tokens`` (``1 / entries`` without tokens, or where a point has none):
+        :meth:`share_of` every entry, whose points are known without a search."""
+        point = self.point_of_entry()
+        share = 1.0 / np.maximum(self.counts()[point].astype(np.float64), 1.0)
+        if not self.has_tokens:
+            return share
+        totals = self.point_tokens()[point]
+        has = np.flatnonzero(totals > 0)
+        share[has] = self.tokens_at(has) / totals[has]
+        return share
 
     def share_of(self, entries: np.ndarray) -> np.ndarray:
         """:meth:`entry_share` of the given entry indices only, float64."""
