@@ -56,18 +56,28 @@ class Budget:
         return cost <= self.tokens
 
 
-def stable_argsort(lengths: np.ndarray) -> np.ndarray:
-    """Indices that sort ``lengths`` ascending, equal lengths keeping index order, as
+def stable_argsort(values: np.ndarray) -> np.ndarray:
+    """Indices that sort ``values`` ascending, equal values keeping index order, as
     Python's ``sorted(enumerate(lens), key=lambda x: x[1])``.
 
-    Lengths below 2**16 are sorted as uint16, where numpy's stable sort is a radix sort
-    (several times faster than the merge sort it uses for int64).
+    Whole numbers below 2**16 are sorted as uint16, where numpy's stable sort is a radix
+    sort (several times faster than the merge sort it uses for int64); below 2**32 by
+    two of those, the low 16 bits then the high (a stable sort by the high bits keeps
+    the order of the low ones among equals: least significant digit first).
+
+    >>> stable_argsort(np.array([70000, 3, 65539, 3])).tolist()
+    [1, 3, 2, 0]
     """
-    lengths = np.asarray(lengths)
-    if lengths.size and 0 <= int(lengths.min()) and int(lengths.max()) < 2**16:
-        order = np.argsort(lengths.astype(np.uint16), kind="stable")
+    values = np.asarray(values)
+    low, high = (int(values.min()), int(values.max())) if values.size else (0, 0)
+    if values.dtype.kind not in "iu" or low < 0 or high >= 1 << 32:
+        order = np.argsort(values, kind="stable")
+    elif high < 1 << 16:
+        order = np.argsort(values.astype(np.uint16), kind="stable")
     else:
-        order = np.argsort(lengths, kind="stable")
+        order = np.argsort(values.astype(np.uint16), kind="stable")  # (mod 2**16)
+        upper = np.right_shift(values[order], 16).astype(np.uint16)
+        order = order[np.argsort(upper, kind="stable")]
     return order.astype(np.int64, copy=False)
 
 

@@ -46,6 +46,22 @@ def as_lists(batches):
 
 @settings(max_examples=examples(60), deadline=None)
 @given(
+    values=st.one_of(
+        st.lists(st.integers(0, 40), max_size=300),  # many ties
+        st.lists(st.integers(0, 2**16 - 1), max_size=300),
+        st.lists(st.integers(0, 2**32 - 1), max_size=300),  # two radix passes
+        st.lists(st.integers(2**16 - 3, 2**16 + 3), max_size=300),  # ties across the halves
+        st.lists(st.integers(-(2**40), 2**40), max_size=50),
+    )
+)
+def test_stable_argsort_is_numpys_stable_sort(values):
+    """The radix sorts of small whole numbers give numpy's stable order."""
+    x = np.array(values, dtype=np.int64)
+    assert packing.stable_argsort(x).tolist() == np.argsort(x, kind="stable").tolist()
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
     lens=lengths_st,
     budget=st.integers(1, 1000),
     mode=st.sampled_from(["padded", "tokens"]),
