@@ -31,7 +31,7 @@ from ..data import ScheduleParams, registered_strategy
 from .base import Batches, EpochPlan
 from .edges import default_edges
 from .packing import Budget, pack_in_order
-from .rng import Shuffler
+from .rng import Shuffler, shuffle_in_place
 
 
 def bucket_of(lengths: np.ndarray, edges: tuple[int, ...]) -> np.ndarray:
@@ -122,8 +122,9 @@ class Bucketed:
         done = 0
         for m in bucket_members(codes, n_buckets):
             shuffled = ids[done : done + len(m)]
-            shuffled[:] = m[shuffler.permutation(len(m))]
+            shuffled[:] = m
             del m
+            shuffle_in_place(shuffler, shuffled)
             starts.append(pack_in_order(lengths[shuffled], budget) + done)
             done += len(shuffled)
         pool = Batches.from_bounds(ids, np.concatenate(starts) if starts else np.zeros(0, np.int64))

@@ -78,3 +78,41 @@ def test_rank_features_add_up_to_the_step(rep) -> None:
     assert sorted(per_rank["rank"].unique().tolist()) == [0, 1]
     total = per_rank.groupby("step")["tokens"].sum()
     assert total.tolist() == rep.steps.set_index("step").loc[steps, "tokens"].astype(float).tolist()
+
+
+@settings(max_examples=examples(25), deadline=None)
+@given(
+    world=st.integers(2, 5),
+    accum=st.integers(1, 3),
+    interval=st.integers(1, 7),
+    covers=st.sampled_from(["window", "step"]),
+    seed=st.integers(0, 50),
+)
+def test_every_rank_features_are_each_ranks_own(world, accum, interval, covers, seed) -> None:
+    """One pass grouped by point x rank gives each rank's point features, bit for bit
+    (same columns, dtypes and values, NaN where the rank has nothing)."""
+    from dflash_diag.spikes.features import every_rank_features
+
+    params = ScheduleParams(
+        token_budget=8192, world_size=world, grad_accum=accum, first_step=1, seed=seed
+    )
+    r = replay(manifest(800), params, epochs=2)
+    top = int(r.steps["step"].max())
+    logged = np.arange(interval, top + interval + 3, interval)
+    got = every_rank_features(r, logged, interval, covers)
+    assert got is not None and len(got) == world
+    for rank in range(world):
+        expected = point_features(r, logged, interval, covers, rank)
+        assert got[rank].dtypes.equals(expected.dtypes)
+        assert got[rank].to_numpy().tobytes() == expected.to_numpy().tobytes()
+
+
+def test_every_rank_features_leave_rows_out_of_order_to_the_ranks(rep) -> None:
+    """Rows not in (step, rank) order are not grouped in one pass (None)."""
+    import dataclasses
+
+    from dflash_diag.spikes.features import every_rank_features
+
+    micro = rep.micro.iloc[::-1].reset_index(drop=True)
+    shuffled = dataclasses.replace(rep, micro=micro)
+    assert every_rank_features(shuffled, rep.steps["step"].to_numpy()) is None
