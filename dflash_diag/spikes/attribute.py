@@ -67,13 +67,7 @@ from .culprits import (
 )
 from .culprits import sample_findings as find_samples
 from .detect import Detection, SpikeEvent
-from .features import (
-    every_rank_features,
-    micro_points,
-    point_features,
-    points_only,
-    rank_features,
-)
+from .features import micro_points, point_features, points_only, rank_features
 from .model import (
     MIN_POINTS,
     NEIGHBOURS,
@@ -542,15 +536,8 @@ def _choose_rank(
     candidates = _rank_candidates(replay, metric_rank)
     scores: dict[str, float] = {}
     scored = []
-    # every rank's features from one pass when all are candidates
-    ranks = None
-    if len(candidates) > 2:
-        ranks = every_rank_features(replay, d.steps, d.log_interval, covers, pooled)
     for i, rank in enumerate(candidates):
-        if rank is not None and ranks is not None:
-            cand = ranks[rank]
-        else:
-            cand = point_features(replay, d.steps, d.log_interval, covers, rank, pooled)
+        cand = point_features(replay, d.steps, d.log_interval, covers, rank, pooled)
         score = _quick_r2(design_matrix(cand)[0], residual) if len(candidates) > 1 else 0.0
         scores["all" if rank is None else str(rank)] = score
         scored.append((score, -i, rank, cand))

@@ -232,51 +232,6 @@ def point_features(
     return pd.DataFrame(cols)
 
 
-def every_rank_features(
-    replay: Replay,
-    logged_steps: np.ndarray,
-    interval: int = 1,
-    covers: str = "window",
-    pooled: np.ndarray | None = None,
-) -> list[pd.DataFrame] | None:
-    """``[point_features(replay, ..., rank=r, pooled=pooled) for r in range(world)]``
-    from one pass over the micro-batches, grouped by ``point x world + rank``: each
-    group's sums take its rows in the same order as the rank's own pass, so the
-    same numbers.  None when the rows are not in (step, rank) order (a point's steps
-    are then not counted from where they change) or a rank is past the world size.
-    """
-    import numpy as np
-    import pandas as pd
-
-    s = np.asarray(logged_steps, dtype=np.int64)
-    micro = replay.micro
-    world = replay.params.world_size
-    ranks = micro["rank"].to_numpy()
-    steps = micro["step"].to_numpy()
-    if ranks.size and not (0 <= int(ranks.min()) and int(ranks.max()) < world):
-        return None
-    later = steps[1:] > steps[:-1]
-    if not bool((later | ((steps[1:] == steps[:-1]) & (ranks[1:] >= ranks[:-1]))).all()):
-        return None
-    del later
-    cats = [c for c in micro.columns if c.startswith("cat_")]
-    idx = micro_points(replay, s, interval, covers, None, pooled)
-    group = np.where(idx >= 0, idx * world + ranks, -1)
-    sums = _pool(micro, group, s.shape[0] * world, cats)
-    # a (point, rank)'s steps: its rows' first of each step (rows in (step, rank) order)
-    hit = group >= 0
-    g, t = group[hit], steps[hit]
-    first = np.ones(g.size, dtype=bool)
-    first[1:] = (t[1:] != t[:-1]) | (g[1:] != g[:-1])
-    n_steps = np.bincount(g[first], minlength=s.shape[0] * world).astype(np.int64)
-    out = []
-    for r in range(world):
-        part = {k: v[r::world] for k, v in sums.items()}
-        cols = {"step": s, "n_steps": n_steps[r::world], **_finish(part, cats)}
-        out.append(pd.DataFrame(cols))
-    return out
-
-
 def rank_features(
     replay: Replay,
     logged_steps: np.ndarray,
