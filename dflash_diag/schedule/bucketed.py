@@ -31,7 +31,7 @@ from ..data import ScheduleParams, registered_strategy
 from .base import Batches, EpochPlan
 from .edges import default_edges
 from .packing import Budget, pack_in_order
-from .rng import Shuffler
+from .rng import Shuffler, shuffle_in_place
 
 
 def bucket_of(lengths: np.ndarray, edges: tuple[int, ...]) -> np.ndarray:
@@ -49,7 +49,9 @@ def bucket_of(lengths: np.ndarray, edges: tuple[int, ...]) -> np.ndarray:
 def bucket_codes(lengths: np.ndarray, edges: tuple[int, ...]) -> np.ndarray:
     """:func:`bucket_of` in the smallest integer type that holds the bucket numbers
     (int8 below 128 buckets), found a chunk of lengths at a time (no int64 number a
-    sample): one byte a sample held by the prepared strategy.
+    sample): one byte a sample held by the prepared strategy.  Token lengths (whole
+    numbers below :data:`~dflash_diag.arrays.COUNTED_BELOW`) read theirs from a table
+    of every length's bucket (a gather, no search a sample).
 
     >>> bucket_codes(np.array([900, 5, 800, 0]), (0, 770, 8192)).tolist()
     [1, 0, 1, 0]
@@ -58,10 +60,21 @@ def bucket_codes(lengths: np.ndarray, edges: tuple[int, ...]) -> np.ndarray:
 
     n_buckets = len(edges) - 1
     dtype = np.int8 if n_buckets < 1 << 7 else np.int16 if n_buckets < 1 << 15 else np.int64
+    lengths = np.asarray(lengths)
+    if lengths.size and lengths.dtype.kind in "iu" and table_fits(lengths):
+        return bucket_of(np.arange(int(lengths.max()) + 1), edges).astype(dtype)[lengths]
     codes = np.empty(len(lengths), dtype=dtype)
     for part in chunks(len(lengths)):
         codes[part] = bucket_of(lengths[part], edges)
     return codes
+
+
+def table_fits(lengths: np.ndarray) -> bool:
+    """Whether whole-number ``lengths`` are all in ``[0, COUNTED_BELOW)``: a table with
+    an entry per length is then small."""
+    from ..arrays import COUNTED_BELOW
+
+    return 0 <= int(lengths.min()) and int(lengths.max()) < COUNTED_BELOW
 
 
 def bucket_members(codes: np.ndarray, n_buckets: int) -> Iterator[np.ndarray]:
@@ -109,8 +122,9 @@ class Bucketed:
         done = 0
         for m in bucket_members(codes, n_buckets):
             shuffled = ids[done : done + len(m)]
-            shuffled[:] = m[shuffler.permutation(len(m))]
+            shuffled[:] = m
             del m
+            shuffle_in_place(shuffler, shuffled)
             starts.append(pack_in_order(lengths[shuffled], budget) + done)
             done += len(shuffled)
         pool = Batches.from_bounds(ids, np.concatenate(starts) if starts else np.zeros(0, np.int64))

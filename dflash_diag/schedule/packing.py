@@ -21,6 +21,7 @@ end (:func:`batch_ends`, vectorised).  Both return batch start positions.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -55,18 +56,28 @@ class Budget:
         return cost <= self.tokens
 
 
-def stable_argsort(lengths: np.ndarray) -> np.ndarray:
-    """Indices that sort ``lengths`` ascending, equal lengths keeping index order, as
+def stable_argsort(values: np.ndarray) -> np.ndarray:
+    """Indices that sort ``values`` ascending, equal values keeping index order, as
     Python's ``sorted(enumerate(lens), key=lambda x: x[1])``.
 
-    Lengths below 2**16 are sorted as uint16, where numpy's stable sort is a radix sort
-    (several times faster than the merge sort it uses for int64).
+    Whole numbers below 2**16 are sorted as uint16, where numpy's stable sort is a radix
+    sort (several times faster than the merge sort it uses for int64); below 2**32 by
+    two of those, the low 16 bits then the high (a stable sort by the high bits keeps
+    the order of the low ones among equals: least significant digit first).
+
+    >>> stable_argsort(np.array([70000, 3, 65539, 3])).tolist()
+    [1, 3, 2, 0]
     """
-    lengths = np.asarray(lengths)
-    if lengths.size and 0 <= int(lengths.min()) and int(lengths.max()) < 2**16:
-        order = np.argsort(lengths.astype(np.uint16), kind="stable")
+    values = np.asarray(values)
+    low, high = (int(values.min()), int(values.max())) if values.size else (0, 0)
+    if values.dtype.kind not in "iu" or low < 0 or high >= 1 << 32:
+        order = np.argsort(values, kind="stable")
+    elif high < 1 << 16:
+        order = np.argsort(values.astype(np.uint16), kind="stable")
     else:
-        order = np.argsort(lengths, kind="stable")
+        order = np.argsort(values.astype(np.uint16), kind="stable")  # (mod 2**16)
+        upper = np.right_shift(values[order], 16).astype(np.uint16)
+        order = order[np.argsort(upper, kind="stable")]
     return order.astype(np.int64, copy=False)
 
 
@@ -138,10 +149,10 @@ def pack_in_order(lengths_in_order: np.ndarray, budget: Budget) -> np.ndarray:
 
     Every position ``i`` first gets the end of the batch that would start there
     (:func:`batch_ends`, vectorised); the batches are then the chain ``0, end[0],
-    end[end[0]], ...``, followed one batch (not one sample) at a time.  The ends are
-    found a window of :data:`CHAIN_WINDOW` positions at a time, as the chain reaches
-    it: their work arrays are a window's, not the whole order's (fresh memory costs a
-    page fault a page).
+    end[end[0]], ...`` (:func:`chain_in`).  The ends are found a window of
+    :data:`CHAIN_WINDOW` positions at a time, as the chain reaches it: their work
+    arrays are a window's, not the whole order's (fresh memory costs a page fault a
+    page).
 
     >>> pack_in_order(np.array([5, 1, 1, 9, 2]), Budget(6)).tolist()
     [0, 1, 3, 4]
@@ -152,27 +163,70 @@ def pack_in_order(lengths_in_order: np.ndarray, budget: Budget) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     ends = BatchEnds(ls, budget)
     pieces = []
-    # the chain only moves forward: a window's ends are read as Python ints, counted
-    # from the window's first position, and followed until the chain leaves it
+    # the chain only moves forward: a window's ends, counted from its first position,
+    # are followed until the chain leaves it
     lo = 0
     while lo < n:
         hi = min(n, lo + CHAIN_WINDOW)
         local = ends.between(lo, hi)
         local -= lo
-        window = local.tolist()
-        starts = []
-        pos, top = 0, hi - lo
-        while pos < top:
-            starts.append(pos)
-            pos = window[pos]
-        pieces.append(np.array(starts, dtype=np.int64) + lo)
-        lo += pos
+        starts, past = chain_in(local)
+        starts += lo
+        pieces.append(starts)
+        lo += past
     return np.concatenate(pieces)
+
+
+def chain_in(local: np.ndarray) -> tuple[np.ndarray, int]:
+    """The chain ``0, local[0], local[local[0]], ...`` while it stays below ``top =
+    len(local)`` (``local[p] > p``: the end of the batch from ``p``), and the first of
+    it at or past ``top``.
+
+    Python follows only every :data:`CHAIN_JUMP`-th link, in a table of jumps over that
+    many batches (by doubling: ``jump_2k = jump_k[jump_k]``, ``top`` absorbing); the
+    links between are gathers, one per batch of a jump, over all the jumps at once.
+    The last few batches, whose jump would leave the window, are followed one by one.
+
+    >>> [x.tolist() if hasattr(x, "tolist") else x for x in chain_in(np.array([2, 3, 4, 5, 7]))]
+    [[0, 2, 4], 7]
+    """
+    top = len(local)
+    link = np.empty(top + 1, dtype=np.int64)
+    np.minimum(local, top, out=link[:top])
+    link[top] = top
+    jump, size = link, 1
+    while size < CHAIN_JUMP:
+        jump = jump[jump]
+        size *= 2
+    heads = []
+    pos = 0
+    while (after := jump.item(pos)) < top:  # every batch of the jump inside the window
+        heads.append(pos)
+        pos = after
+    rows = np.empty((len(heads), size), dtype=np.int64)
+    if heads:
+        rows[:, 0] = heads
+        for k in range(1, size):
+            rows[:, k] = link[rows[:, k - 1]]
+    tail = []
+    while pos < top:
+        tail.append(pos)
+        pos = local.item(pos)
+    return np.concatenate([rows.reshape(-1), np.array(tail, dtype=np.int64)]), pos
+
+
+#: Batches :func:`chain_in` jumps over at once (a power of 2).
+CHAIN_JUMP = 16
 
 
 #: Positions whose batch ends :func:`pack_in_order` finds at once, as it follows the
 #: chain of batches.
 CHAIN_WINDOW = 1 << 16
+
+
+#: Batch sizes past the least one (``kmin``) that ``padded`` mode's sweep tries before it
+#: leaves a range to binary lifting (:meth:`BatchEnds._swept`).
+SWEEP_SIZES = 64
 
 
 #: Positions handled at once by :func:`batch_ends` in ``padded`` mode (memory: about
@@ -225,6 +279,13 @@ class BatchEnds:
         self.kmax = max(1, min(self.limit, n, cap // low if low > 0 else n))
         self.too_long = cap + 1  # stands for the positions past the end: nothing fits beside it
         self.small = self.too_long * 2 * self.kmax < 1 << 62  # count x longest fits in int64
+        # every batch away from the end takes kmin samples: kmin x the longest of all fits
+        high = int(ls.max())
+        self.kmin = max(1, min(self.limit, n, cap // high if high > 0 else n))
+        narrow = (
+            np.int16 if self.too_long < 1 << 15 else np.int32 if self.too_long < 1 << 31 else None
+        )
+        self.narrow = ls.astype(narrow) if narrow is not None else None
 
     def between(self, a: int, b: int) -> np.ndarray:
         """The ends of the batches starting at positions ``a`` to ``b - 1``."""
@@ -233,7 +294,48 @@ class BatchEnds:
             end = np.searchsorted(self.sums, self.sums[a:b] + self.cap, side="right")
             end -= 1
             return np.clip(end, idx + 1, np.minimum(idx + self.limit, self.n), out=end)
-        return self._padded(a, b, idx)
+        if self.narrow is None:
+            return self._padded(a, b, idx)
+        # the sweep needs kmin samples after a position (the last kmin - 1 have fewer)
+        mid = max(a, min(b, self.n - self.kmin + 1))
+        swept = self._swept(a, mid) if mid > a else idx[:0]
+        if swept is None:
+            return self._padded(a, b, idx)
+        if mid == b:
+            return swept
+        return np.concatenate([swept, self._padded(mid, b, idx[mid - a :])])
+
+    def _swept(self, a: int, b: int) -> np.ndarray | None:
+        """``padded`` mode's ends over ``a:b`` (each with ``kmin`` samples after it)
+        by a sweep over batch sizes, in the narrow lengths: the longest of the first
+        ``kmin`` samples from each position (by doubling, as a sparse table), then
+        ``M_c = max(M_(c-1), ls[i + c - 1])`` for ``c = kmin + 1, ...``; the batch takes
+        ``c`` samples while ``M_c <= cap // c`` (monotone in ``c``: the count is ``kmin``
+        plus the sizes that fit).  None when some batch still grows after
+        :data:`SWEEP_SIZES` sizes (left to binary lifting)."""
+        kmin, m = self.kmin, b - a
+        last = min(self.limit, kmin + SWEEP_SIZES)  # the largest size tried
+        narrow = cast(np.ndarray, self.narrow)
+        window = np.full(m + last - 1, self.too_long, dtype=narrow.dtype)
+        real = narrow[a : a + m + last - 1]
+        window[: len(real)] = real
+        top, width = window, 1  # top[i] = max(window[i : i + width])
+        while 2 * width <= kmin:
+            top = np.maximum(top[:-width], top[width:])
+            width *= 2
+        longest = np.maximum(top[:m], top[kmin - width : kmin - width + m])
+        count = np.full(m, kmin, dtype=np.int64)
+        for c in range(kmin + 1, last + 1):
+            np.maximum(longest, window[c - 1 : c - 1 + m], out=longest)
+            fits = longest <= self.cap // c
+            if not fits.any():
+                break
+            count += fits
+        else:
+            if last < self.limit:  # (a batch took ``last`` samples: it may take more)
+                return None
+        count += np.arange(a, b, dtype=np.int64)
+        return count
 
     def _padded(self, a: int, b: int, idx: np.ndarray) -> np.ndarray:
         """``padded`` mode's ends over ``a:b`` (``idx``: those positions), by binary

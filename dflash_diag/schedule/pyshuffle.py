@@ -124,13 +124,15 @@ def apply_swaps(js: np.ndarray, n: int) -> np.ndarray:
     i]``) on ``x = list(range(n))``, as an int64 array, without the Python loop."""
     import numpy as np
 
+    from .packing import stable_argsort
+
     if n <= 1:
         return np.arange(n, dtype=np.int64)
     index = np.arange(n, dtype=np.int64)
     j = np.empty(n, dtype=np.int64)
     j[0] = n  # (no step 0: sorts last, aims nowhere)
     j[1:] = js[::-1]  # j[s], the position step s swaps with (s = 1 .. n - 1)
-    order = np.argsort(j, kind="stable")  # steps by target, ascending within one
+    order = stable_argsort(j)  # steps by target, ascending within one
     sj = j[order]
     same = sj[1:] == sj[:-1]
     later = np.full(n, -1, dtype=np.int64)  # the next step aiming at the same position

@@ -32,6 +32,7 @@ from ..data import BATCH_FEATURES, Manifest, Progress, Replay, ScheduleParams, v
 from ..errors import InputError
 from .accelerate import even_batches, step_positions
 from .base import Batches, EpochPlan, FixedStrategy, Strategy, gather_segments, get_strategy
+from .packing import stable_argsort
 from .rng import EpochShufflers
 
 if TYPE_CHECKING:
@@ -82,7 +83,11 @@ def _categories(
 
     if categories is None:
         if isinstance(source, Manifest) and source.categories is not None:
-            return np.asarray(source.categories, dtype=np.int64), tuple(source.category_names)
+            # (whole numbers of the manifest's own type: no int64 copy of them)
+            codes = np.asarray(source.categories)
+            if codes.dtype.kind not in "iu":
+                codes = codes.astype(np.int64)
+            return codes, tuple(source.category_names)
         return None, ()
     labels = np.asarray(categories)
     if labels.shape != (n,):
@@ -144,6 +149,10 @@ def pool_features(
     sizes = pool_sizes(pool)
     names = ["tokens", "sumsq", "min", "max", "key"] + [f"cat{c}" for c in range(n_cat)]
     parts: dict[str, list[np.ndarray]] = {name: [] for name in names}
+    # codes outside 0 .. n_cat - 1 count in no category: then a pass a category
+    counted = codes is not None and (
+        not len(codes) or (0 <= int(codes.min()) and int(codes.max()) < n_cat)
+    )
     for a, b in group_chunks(pool.offsets, CHUNK):
         lo, hi = int(pool.offsets[a]), int(pool.offsets[b])
         ids = pool.ids[lo:hi]
@@ -156,13 +165,34 @@ def pool_features(
         parts["key"].append(np.add.reduceat(sample_keys(ids), starts))
         if codes is not None:
             c = codes[ids]
+            counts = category_counts(c, sizes[a:b], n_cat) if counted else None
             for k in range(n_cat):
-                parts[f"cat{k}"].append(np.add.reduceat((c == k).astype(np.int64), starts))
+                parts[f"cat{k}"].append(
+                    counts[:, k]
+                    if counts is not None
+                    else np.add.reduceat((c == k).astype(np.int64), starts)
+                )
     feats = {"n": sizes}
     for name, pieces in parts.items():
         dtype = np.uint64 if name == "key" else (np.float64 if name == "sumsq" else np.int64)
         feats[name] = np.concatenate(pieces) if pieces else np.zeros(0, dtype=dtype)
     return feats
+
+
+def category_counts(cats: np.ndarray, sizes: np.ndarray, n_cat: int) -> np.ndarray:
+    """``(len(sizes), n_cat)`` int64: how many of each batch's entries (``sizes[i]``
+    consecutive entries of ``cats``, in order) are of each category ``0 .. n_cat - 1``;
+    one count of ``batch x n_cat + category`` (not a pass a category).
+
+    >>> import numpy as np
+    >>> category_counts(np.array([1, 0, 1, 1]), np.array([3, 1]), 2).tolist()
+    [[1, 2], [0, 1]]
+    """
+    import numpy as np
+
+    key = np.repeat(np.arange(len(sizes), dtype=np.int64) * n_cat, sizes)
+    key += cats
+    return np.bincount(key, minlength=len(sizes) * n_cat).reshape(len(sizes), n_cat)
 
 
 def _frame(
@@ -244,7 +274,7 @@ class ReplaySetup:
     """What every epoch of a replay shares (:func:`replay_setup`).
 
     :param lengths: int64 capped lengths by dataset index.
-    :param codes: int64 category code per sample, or None.
+    :param codes: integer category code per sample, or None.
     :param cat_names: the categories' names.
     :param n_epochs: epochs to replay (fewer than asked when the seed decides fewer).
     :param determined: :attr:`Replay.determined_epochs`.
@@ -556,7 +586,7 @@ def batch_ids(keys: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     rank = np.empty(len(first), dtype=np.int64)
-    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+    rank[stable_argsort(first)] = np.arange(len(first))
     return rank[inverse.reshape(-1)]
 
 
@@ -603,7 +633,7 @@ def pool_batch_ids(pool_keys: np.ndarray, rows: np.ndarray) -> np.ndarray:
     first = np.full(n_classes, len(rows), dtype=np.int64)
     np.minimum.at(first, rows, np.arange(len(rows), dtype=np.int64))
     rank = np.empty(len(first), dtype=np.int64)
-    rank[np.argsort(first, kind="stable")] = np.arange(len(first))
+    rank[stable_argsort(first)] = np.arange(len(first))
     return np.take(rank, rows, out=rows)
 
 

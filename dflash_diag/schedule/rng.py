@@ -99,6 +99,13 @@ class NumpyShuffler:
 
         return self.generator.permutation(n).astype(np.int64, copy=False)
 
+    def shuffle(self, values: np.ndarray) -> None:
+        """``values[:] = values[self.permutation(len(values))]``, in place: numpy's
+        ``permutation(n)`` is ``shuffle`` of ``arange(n)``, and a shuffle moves
+        positions whatever they hold, so the same draws and the same order (no index
+        array, no gather)."""
+        self.generator.shuffle(values)
+
 
 class LegacyNumpyShuffler:
     """``numpy.random.RandomState(seed).permutation(n)`` (= ``np.random.seed(seed)`` then
@@ -194,6 +201,23 @@ _SHUFFLERS: dict[str, type] = {
     "numpy-legacy": LegacyNumpyShuffler,
     "torch": TorchShuffler,
 }
+
+
+def shuffle_in_place(shuffler: Shuffler, values: np.ndarray) -> None:
+    """``values[:] = values[shuffler.permutation(len(values))]`` (a 1-D array), by the
+    shuffler's own in-place shuffle where it has one (:meth:`NumpyShuffler.shuffle`).
+
+    >>> import numpy as np
+    >>> a = np.array([10, 20, 30, 40])
+    >>> shuffle_in_place(NumpyShuffler(0), a)
+    >>> a.tolist() == np.array([10, 20, 30, 40])[NumpyShuffler(0).permutation(4)].tolist()
+    True
+    """
+    own = getattr(shuffler, "shuffle", None)
+    if own is not None:
+        own(values)
+    else:
+        values[:] = values[shuffler.permutation(len(values))]
 
 
 def make_shuffler(rng: str, seed: int) -> Shuffler:

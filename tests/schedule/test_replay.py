@@ -254,3 +254,31 @@ def test_user_file_missing():
     with pytest.raises(InputError) as e:
         replay(np.arange(5), ScheduleParams(strategy="nowhere/train.py:build_batches"))
     assert str(e.value) == "nowhere/train.py: file not found; check the --strategy path"
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 6), min_size=1, max_size=40),
+    n_cat=st.integers(1, 5),
+    outside=st.booleans(),
+    data=st.data(),
+)
+def test_pool_features_count_categories_as_a_pass_a_category(sizes, n_cat, outside, data):
+    """A pool's category counts, from one count of batch x category (or, with codes
+    outside the categories, a pass a category that leaves them out), are the counts a
+    pass a category makes."""
+    from dflash_diag.schedule.base import Batches
+    from dflash_diag.schedule.replay import pool_features
+
+    n = sum(sizes)
+    top = n_cat + 2 if outside else n_cat - 1
+    codes = np.array(data.draw(st.lists(st.integers(0, top), min_size=n, max_size=n)))
+    codes = codes.astype(data.draw(st.sampled_from([np.int8, np.int32, np.int64])))
+    ids = np.random.default_rng(len(sizes)).permutation(n)
+    pool = Batches.from_bounds(ids, np.cumsum([0, *sizes[:-1]]))
+    feats = pool_features(pool, np.ones(n, dtype=np.int64), codes, n_cat)
+    c = codes[ids]
+    for k in range(n_cat):
+        expected = np.add.reduceat((c == k).astype(np.int64), pool.offsets[:-1])
+        assert feats[f"cat{k}"].tolist() == expected.tolist()
+        assert feats[f"cat{k}"].dtype == np.int64

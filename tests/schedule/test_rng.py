@@ -105,3 +105,18 @@ def test_torch_replica_against_torch_itself():
         mine, g = make_shuffler("torch", seed), torch.Generator().manual_seed(seed)
         for n in (1, 2, 10, 1000):
             assert mine.permutation(n).tolist() == torch.randperm(n, generator=g).tolist()
+
+
+@pytest.mark.parametrize("rng", ["python", "numpy", "numpy-legacy", "torch"])
+@pytest.mark.parametrize("n", [0, 1, 7, 5000])
+def test_shuffle_in_place_is_the_permutation_gather(rng, n):
+    """In place (numpy's own shuffle) or by a gather, the same order, and the stream
+    left where the permutation leaves it."""
+    from dflash_diag.schedule.rng import shuffle_in_place
+
+    values = np.arange(n, dtype=np.int64) * 3 + 1
+    mine, theirs = make_shuffler(rng, 11), make_shuffler(rng, 11)
+    got = values.copy()
+    shuffle_in_place(mine, got)
+    assert got.tolist() == values[theirs.permutation(n)].tolist()
+    assert mine.permutation(9).tolist() == theirs.permutation(9).tolist()

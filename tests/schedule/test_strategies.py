@@ -11,6 +11,7 @@ from budget import examples
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from dflash_diag import arrays
 from dflash_diag.data import ScheduleParams
 from dflash_diag.schedule import (
     STRATEGIES,
@@ -41,6 +42,22 @@ def as_lists(batches):
 
 
 # --- literal transcriptions ---------------------------------------------------------
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    values=st.one_of(
+        st.lists(st.integers(0, 40), max_size=300),  # many ties
+        st.lists(st.integers(0, 2**16 - 1), max_size=300),
+        st.lists(st.integers(0, 2**32 - 1), max_size=300),  # two radix passes
+        st.lists(st.integers(2**16 - 3, 2**16 + 3), max_size=300),  # ties across the halves
+        st.lists(st.integers(-(2**40), 2**40), max_size=50),
+    )
+)
+def test_stable_argsort_is_numpys_stable_sort(values):
+    """The radix sorts of small whole numbers give numpy's stable order."""
+    x = np.array(values, dtype=np.int64)
+    assert packing.stable_argsort(x).tolist() == np.argsort(x, kind="stable").tolist()
 
 
 @settings(max_examples=examples(60), deadline=None)
@@ -184,6 +201,8 @@ def test_vectorised_packer_equals_the_loop(lens, budget, mode, max_bs):
     max_bs=st.one_of(st.none(), st.integers(1, 9)),
     chunk=st.sampled_from([1, 3, 16, packing.ENDS_CHUNK]),
     window=st.sampled_from([1, 2, 5, packing.CHAIN_WINDOW]),
+    sweep=st.sampled_from([0, 1, 3, packing.SWEEP_SIZES]),
+    jump=st.sampled_from([1, 2, 4, packing.CHAIN_JUMP]),
 )
 # 5 x 3 = 15 fits, though no window of 4 has a maximum below 15 // 4 = 3: the doubling
 # levels must not stop at 4
@@ -194,18 +213,40 @@ def test_vectorised_packer_equals_the_loop(lens, budget, mode, max_bs):
     max_bs=None,
     chunk=packing.ENDS_CHUNK,
     window=packing.CHAIN_WINDOW,
+    sweep=packing.SWEEP_SIZES,
+    jump=packing.CHAIN_JUMP,
 )
-def test_packing_in_any_order_equals_the_literal_loop(lens, budget, mode, max_bs, chunk, window):
-    """The vectorised packer (batch ends by prefix sums or binary lifting, positions in
-    chunks, the chain of batches read a window at a time) builds the literal loop's
-    batches, budgets far beyond any run included."""
+def test_packing_in_any_order_equals_the_literal_loop(
+    lens, budget, mode, max_bs, chunk, window, sweep, jump
+):
+    """The vectorised packer (batch ends by prefix sums, a sweep over batch sizes or
+    binary lifting, positions in chunks, the chain of batches read a window at a time,
+    by jumps over several batches) builds the literal loop's batches, budgets far
+    beyond any run included."""
     with (
         mock.patch.object(packing, "ENDS_CHUNK", chunk),
         mock.patch.object(packing, "CHAIN_WINDOW", window),
+        mock.patch.object(packing, "SWEEP_SIZES", sweep),
+        mock.patch.object(packing, "CHAIN_JUMP", jump),
     ):
         got = pack_in_order(np.array(lens, dtype=np.int64), Budget(budget, mode, max_bs))
     expected = oracles.greedy_pack(list(enumerate(lens)), budget, mode, max_bs)
     assert got.tolist() == [b[0] for b in expected]
+
+
+@pytest.mark.parametrize("jump", [1, 4, packing.CHAIN_JUMP])
+@pytest.mark.parametrize("seed", range(3))
+def test_long_orders_pack_as_the_literal_loop(seed, jump):
+    """Thousands of lengths in random order, whose batches are dozens long and often
+    exactly at the budget (``c x longest == budget``): the sweep over batch sizes and
+    the chain's jumps over many windows' batches build the literal loop's batches."""
+    rng = np.random.default_rng(seed)
+    lens = rng.integers(1, 13, 5000) * 10
+    with mock.patch.object(packing, "CHAIN_JUMP", jump):
+        for budget in (120, 600, 2400):
+            got = pack_in_order(lens, Budget(budget))
+            expected = oracles.greedy_pack(list(enumerate(lens.tolist())), budget)
+            assert got.tolist() == [b[0] for b in expected]
 
 
 # --- invariants, for every registered strategy ----------------------------------------
@@ -298,16 +339,22 @@ def test_every_strategy_name_is_registered_and_named_alike():
     lens=st.lists(st.integers(0, 3000), max_size=300),
     edges=st.lists(st.integers(0, 3000), min_size=2, max_size=200, unique=True).map(sorted),
     picked=st.booleans(),
+    table=st.booleans(),
 )
-def test_bucket_members_are_a_stable_sort_by_bucket(lens, edges, picked):
+@example(
+    lens=[0, 769, 770, 1215, 1216, 8191, 9000], edges=[0, 770, 1216, 8192], picked=True, table=True
+)
+def test_bucket_members_are_a_stable_sort_by_bucket(lens, edges, picked, table):
     """Each bucket's members picked in a pass of their own (or, many buckets, sorted),
-    from the small bucket codes, are the plain stable sort's, in dataset order."""
+    from the small bucket codes (read from a table of every length's, or searched), are
+    the plain stable sort's, in dataset order."""
     ls = np.array(lens, dtype=np.int64)
     edges = tuple(edges)
     buckets = bucket_of(ls, edges)
     order = np.argsort(buckets, kind="stable")
     plain = [order[buckets[order] == i].tolist() for i in range(len(edges) - 1)]
-    codes = bucket_codes(ls, edges)
+    with mock.patch.object(arrays, "COUNTED_BELOW", arrays.COUNTED_BELOW if table else 0):
+        codes = bucket_codes(ls, edges)
     assert codes.tolist() == buckets.tolist()
     assert codes.itemsize == (1 if len(edges) - 1 < 128 else 2)
     with mock.patch.object(bucketed, "PICKED_BUCKETS", 1 << 20 if picked else 0):

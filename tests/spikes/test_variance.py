@@ -152,3 +152,23 @@ def test_grad_norm_cv_of_huge_norms_warns_nothing_and_is_scale_free():
         huge, _ = grad_norm_stats(g * 1e200, None, 20)
     assert small is not None and huge is not None
     assert abs(small - huge) < 1e-12
+
+
+@pytest.mark.parametrize("n", [1, 7, 1000, 213_406])
+def test_predictions_in_place_are_the_models(n):
+    """The counterfactual predicts its table in place: the same numbers, bit for bit,
+    as the model's own prediction (the product over the whole table either way, which
+    BLAS may split over threads by its size)."""
+    from dflash_diag.spikes.model import fit_model
+    from dflash_diag.spikes.variance import predict_in_place
+
+    rng = np.random.default_rng(7)
+    x = rng.dirichlet(np.ones(27), size=3000)
+    y = x @ rng.normal(size=27) + rng.normal(0, 0.01, 3000)
+    names = tuple(f"cell_{k}" for k in range(27))
+    model = fit_model(x, names, y, np.ones(3000, dtype=bool), robust=False)
+    keep = [names.index(f) for f in model.features]
+    table = rng.dirichlet(np.ones(27), size=n)[:, keep] * 1.5  # (some past the fit's range)
+    table = table[np.isfinite(table).all(axis=1)]  # (C order, as the counterfactual's)
+    expected = model.predict(table).tobytes()
+    assert predict_in_place(model, table).tobytes() == expected
