@@ -161,19 +161,46 @@ def slope_with_ci(
     e = np.subtract(v, fit, out=fit)
     bread = np.linalg.inv(xtx)
     lag = int(math.floor(4 * (n / 100) ** (2 / 9)))
-    cols = (
-        e,
-        np.multiply(xc, e, out=xc),
-    )  # the columns of X e, contiguous: each lag is four dot products
-    # (einsum, not BLAS: a threaded BLAS call per lag costs more than the sum itself)
-    meat = np.array([[np.einsum("i,i->", a, b) for b in cols] for a in cols])
-    for lag_i in range(1, min(lag, n - 1) + 1):
-        g = np.array([[np.einsum("i,i->", a[lag_i:], b[:-lag_i]) for b in cols] for a in cols])
-        meat += (1 - lag_i / (lag + 1)) * (g + g.T)
-    se = float(math.sqrt(max((bread @ meat @ bread)[1, 1], 0.0)))
+    se = math.sqrt(max(_slope_variance(e, xc, bread[1], lag), 0.0))
     half = t_quantile(0.975, n - 2) * se
     b = float(beta[1])
     return Slope(file, b, (b - half, b + half), n, per, se=se)
+
+
+def _slope_variance(e: np.ndarray, xc: np.ndarray, b: np.ndarray, lag: int) -> float:
+    """``b' S b``, the slope's Newey-West variance, for ``b`` the slope's row of
+    ``(X'X)^-1`` (``X = [1, xc]``, residuals ``e``; both are written over).
+
+    ``S``'s bilinear form is a sum over lags of one series' autocovariance: with
+    ``u_t = b_0 e_t + b_1 xc_t e_t``, ``b' S b = sum_t u_t^2 + 2 sum_{l=1..L} w_l
+    sum_t u_t u_{t-l}``: one dot product a lag instead of the four of ``S``'s entries
+    (the same sum in other roundings: within a few units of the last digit, and no
+    further from an exact sum; tests/compare/test_fast_paths_4.py measures both).
+    """
+    u = np.multiply(xc, e, out=xc)
+    u *= b[1]
+    u += np.multiply(e, b[0], out=e)  # (``e`` no longer needed)
+    var = _lag_product(u, 0)
+    for lag_i in range(1, min(lag, u.size - 1) + 1):
+        var += 2 * (1 - lag_i / (lag + 1)) * _lag_product(u, lag_i)
+    return var
+
+
+#: :func:`_lag_product` sums pieces of this many products, each one BLAS ``dot``.
+LAG_PIECE = 8192
+
+
+def _lag_product(u: np.ndarray, lag: int) -> float:
+    """``sum_t u_t u_{t-lag}``, the sum of pieces' ``np.dot`` (BLAS's ``dot`` on at most
+    :data:`LAG_PIECE` values, which OpenBLAS runs on one thread: over 10,000 it splits
+    the sum across threads, which on a busy machine costs more than the sum).  BLAS's
+    fused multiply-adds and the short pieces keep it at least as near the exact sum as
+    one long ``einsum``, and twice as fast."""
+    a, b = u[lag:], u[: u.size - lag]
+    return math.fsum(
+        float(np.dot(a[lo : lo + LAG_PIECE], b[lo : lo + LAG_PIECE]))
+        for lo in range(0, a.size, LAG_PIECE)
+    )
 
 
 def slopes_after_warmup(

@@ -138,7 +138,7 @@ def test_present_points_equal_the_selection(cells: list, seed: int) -> None:
 def slope_plain(x: np.ndarray, v: np.ndarray, scale: float) -> tuple[float, float] | None:
     """The Newey-West slope and its standard error as first written: copies of the
     finite points, a new array for each step."""
-    from dflash_diag.compare.summary import MIN_SLOPE_POINTS
+    from dflash_diag.compare.summary import MIN_SLOPE_POINTS, _lag_product
 
     ok = np.isfinite(x) & np.isfinite(v)
     x, v = x[ok] / scale, v[ok]
@@ -152,12 +152,13 @@ def slope_plain(x: np.ndarray, v: np.ndarray, scale: float) -> tuple[float, floa
     e = v - (beta[0] + beta[1] * xc)
     bread = np.linalg.inv(xtx)
     lag = int(math.floor(4 * (n / 100) ** (2 / 9)))
-    cols = (e, xc * e)
-    meat = np.array([[np.einsum("i,i->", a, b) for b in cols] for a in cols])
+    # (the variance as ``_slope_variance`` sums it: one series' autocovariances;
+    # test_fast_paths_4.py holds that to the four sums of ``S`` first written)
+    u = bread[1, 0] * e + bread[1, 1] * (xc * e)
+    var = _lag_product(u, 0)
     for lag_i in range(1, min(lag, n - 1) + 1):
-        g = np.array([[np.einsum("i,i->", a[lag_i:], b[:-lag_i]) for b in cols] for a in cols])
-        meat += (1 - lag_i / (lag + 1)) * (g + g.T)
-    return float(beta[1]), float(math.sqrt(max((bread @ meat @ bread)[1, 1], 0.0)))
+        var += 2 * (1 - lag_i / (lag + 1)) * _lag_product(u, lag_i)
+    return float(beta[1]), float(math.sqrt(max(var, 0.0)))
 
 
 @settings(max_examples=examples(200), deadline=None)

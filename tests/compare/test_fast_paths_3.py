@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from dflash_diag.compare import band
 from dflash_diag.compare.align import Memo, interp, interp_many
-from dflash_diag.compare.band import MAD_SCALE, _normal_matrix, _Windows
+from dflash_diag.compare.band import MAD_SCALE, _normal_matrix, _Windows, solve_3x3
 
 from .test_fast_paths import plain_interp
 
@@ -35,7 +35,9 @@ def plain_solve(
         [wwv.sum(axis=1), np.einsum("ij,ij->i", wwv, u), np.einsum("ij,ij->i", wwv, u2)],
         axis=1,
     )
-    return np.linalg.solve(a, rhs[:, :, None])[:, :, 0]
+    if u.shape[1] < band.CLOSED_FORM_FROM:  # (short windows: LAPACK's, as always)
+        return np.linalg.solve(a, rhs[:, :, None])[:, :, 0]
+    return solve_3x3(a, rhs)  # (held to LAPACK's solve in test_fast_paths_4.py)
 
 
 def plain_fit_windows(v: np.ndarray, win: _Windows) -> tuple[np.ndarray, ...]:
