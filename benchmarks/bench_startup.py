@@ -18,7 +18,11 @@ it; with ``PYTHONDONTWRITEBYTECODE`` set, every run compiles the package again (
 0.1 s).  The children run with the cache allowed (the untimed round writes it), unless
 ``--no-bytecode-cache`` keeps what the environment says.
 
-    python benchmarks/bench_startup.py [--repeat 7] [--no-bytecode-cache]
+With ``--against CHECKOUT`` the three start-up cases (``--help``, ``parse --help``,
+``parse`` of 10 lines) are also run with that checkout's code on ``PYTHONPATH``, in the
+same interleaved rounds, their names prefixed ``OLD``.
+
+    python benchmarks/bench_startup.py [--repeat 7] [--no-bytecode-cache] [--against DIR]
 """
 
 from __future__ import annotations
@@ -50,7 +54,11 @@ def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     """Run ``argv`` to the end, output discarded: (wall seconds, CPU seconds)."""
     start = time.perf_counter()
     proc = subprocess.Popen(
-        argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env
+        argv,
+        cwd=env.get("PYTHONPATH", ROOT),  # (`-m` puts the working folder first on sys.path)
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
     )
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
@@ -74,16 +82,21 @@ def child_env(bytecode_cache: bool) -> dict[str, str]:
 
 
 def measure(
-    cases: dict[str, list[str]], repeat: int, env: dict[str, str]
+    cases: dict[str, list[str]],
+    repeat: int,
+    env: dict[str, str],
+    envs: dict[str, dict[str, str]] | None = None,
 ) -> dict[str, tuple[float, float]]:
-    """Median (wall, CPU) seconds of each case over ``repeat`` interleaved rounds."""
-    for argv in cases.values():
-        run_once(argv, env)
+    """Median (wall, CPU) seconds of each case over ``repeat`` interleaved rounds (a
+    case named in ``envs`` runs with that environment instead of ``env``)."""
+    envs = envs or {}
+    for name, argv in cases.items():
+        run_once(argv, envs.get(name, env))
     walls: dict[str, list[float]] = {name: [] for name in cases}
     cpus: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(repeat):
         for name, argv in cases.items():
-            wall, cpu = run_once(argv, env)
+            wall, cpu = run_once(argv, envs.get(name, env))
             walls[name].append(wall)
             cpus[name].append(cpu)
     return {n: (statistics.median(walls[n]), statistics.median(cpus[n])) for n in cases}
@@ -97,8 +110,10 @@ def main() -> None:
         action="store_true",
         help="keep PYTHONDONTWRITEBYTECODE as the environment sets it",
     )
+    ap.add_argument("--against", type=Path, help="another checkout to time as well")
     args = ap.parse_args()
     env = child_env(bytecode_cache=not args.no_bytecode_cache)
+    envs: dict[str, dict[str, str]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         logs = {}
         for n in (10, 1000):
@@ -113,7 +128,12 @@ def main() -> None:
             "dflash-diag parse (10 lines)": [*DIAG, "parse", str(logs[10])],
             "dflash-diag parse (1000 lines)": [*DIAG, "parse", str(logs[1000])],
         }
-        figures = measure(cases, args.repeat, env)
+        if args.against is not None:
+            old = dict(env, PYTHONPATH=str(args.against.resolve()))
+            for name in ("--help", "parse --help", "parse (10 lines)"):
+                cases[f"OLD {name}"] = cases[f"dflash-diag {name}"]
+                envs[f"OLD {name}"] = old
+        figures = measure(cases, args.repeat, env, envs)
     ref_wall, ref_cpu = figures["python -c pass (reference)"]
     cache = "off" if env.get("PYTHONDONTWRITEBYTECODE") else "on"
     print(
