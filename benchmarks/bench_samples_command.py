@@ -20,9 +20,14 @@ hands out on first touch, system time is mostly page faults), their ratios and e
 peak memory, at each size, with the poison the command named as a check that the timed
 run did its work.
 
+With ``--losses`` the recording also holds each sample's own loss (``losses=``, as
+``record_trainer(..., sample_losses=True)`` writes them: a per-sample difficulty, noise,
+and +1.5 nats for the poison), so the command tests on measured ground.
+
     python benchmarks/bench_samples_command.py                 # 1M x 6 and 10M x 6
     python benchmarks/bench_samples_command.py --sizes 1000000 # one size
     python benchmarks/bench_samples_command.py --against ../old --stages
+    python benchmarks/bench_samples_command.py --sizes 1000000 --losses  # measured ground
         # also the command from another checkout, alternating (its wall time and CPU),
         # and once more with each stage's user and system CPU printed
 """
@@ -56,9 +61,13 @@ read_recording(sys.argv[1]).to_replay(read_manifest(sys.argv[2]))
 """
 
 
-def build(folder: Path, n_samples: int, seed: int = 0) -> tuple[Path, Path, Path, np.ndarray]:
-    """The manifest, recording and log of a shuffled run; returns the poison ids too."""
+def build(
+    folder: Path, n_samples: int, seed: int = 0, losses: bool = False
+) -> tuple[Path, Path, Path, np.ndarray]:
+    """The manifest, recording and log of a shuffled run (``losses``: the recording holds
+    each sample's loss); returns the poison ids too."""
     rng = np.random.default_rng(seed)
+    hard = rng.normal(2.0, 0.3, n_samples).astype(np.float32)
     lengths = long_tailed_lengths(n_samples, seed)
     manifest = folder / "manifest.parquet"
     pd.DataFrame({"length": lengths}).to_parquet(manifest, index=False)
@@ -79,9 +88,14 @@ def build(folder: Path, n_samples: int, seed: int = 0) -> tuple[Path, Path, Path
             batches = order.reshape(per_epoch, PER_STEP)
             loss = 2.0 + 0.02 * rng.standard_normal(per_epoch) + 0.25 * bad[batches].any(1)
             lines = []
+            own = None
+            if losses:
+                own = hard[batches] + rng.normal(0.0, 0.2, batches.shape).astype(np.float32)
+                own += np.float32(1.5) * bad[batches]
             for b in range(per_epoch):
                 step += 1
-                rec.log(step, batches[b], lengths[batches[b]])
+                ids = batches[b]
+                rec.log(step, ids, lengths[ids], losses=None if own is None else own[b])
                 lines.append(f"step {step} | loss {loss[b]:.5f}\n")
             out.writelines(lines)
     return manifest, rec_path, log, poison
@@ -108,7 +122,8 @@ import functools, importlib, resource, runpy, sys
 STAGES = [
     ("dflash_diag.composition.recorded", "RecordedSource.load", "read the recording, replay"),
     ("dflash_diag.spikes.detect", "detect_spikes", "detect"),
-    ("dflash_diag.spikes.attribute", "attribute_spikes", "attribute (all)"),
+    ("dflash_diag.spikes.attribute", "samples_only", "the points' fit and the test"),
+    ("dflash_diag.spikes.attribute", "fit_points", "  the points' fit"),
     ("dflash_diag.spikes.attribute", "find_samples", "  the per-sample test"),
     ("dflash_diag.reports.samples", "sample_table", "the table"),
     ("dflash_diag.outpath", "write_table", "its file"),
@@ -154,11 +169,17 @@ def stages(args: list[str]) -> None:
         print(f"  {label:<30} {user_s:7.2f}   {system_s:7.2f}")
 
 
-def run(n_samples: int, repeat: int, against: Path | None = None, staged: bool = False) -> None:
+def run(
+    n_samples: int,
+    repeat: int,
+    against: Path | None = None,
+    staged: bool = False,
+    losses: bool = False,
+) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         start = time.perf_counter()
-        manifest, rec, log, poison = build(folder, n_samples)
+        manifest, rec, log, poison = build(folder, n_samples, losses=losses)
         built = time.perf_counter() - start
         table = folder / "samples.parquet"
         args = ["samples", str(log), "--composition", str(rec), "--manifest", str(manifest)]
@@ -178,8 +199,9 @@ def run(n_samples: int, repeat: int, against: Path | None = None, staged: bool =
             ref.append(with_cpu(lambda: read_reference(rec, manifest)))
             if against is not None:
                 other.append(with_cpu(lambda: command(against)))
-        named = pd.read_parquet(table)
-        named = set(named.loc[named["named"], "sample_id"].tolist())
+        ranked = pd.read_parquet(table, columns=["sample_id", "named", "ground"])
+        named = set(ranked.loc[ranked["named"], "sample_id"].tolist())
+        ground = ", ".join(sorted(set(ranked["ground"].astype(str))))
         size = os.path.getsize(rec) / 2**20
         c, r = min(cmd), min(ref)
         print(
@@ -189,7 +211,7 @@ def run(n_samples: int, repeat: int, against: Path | None = None, staged: bool =
             f"{r[3]:.1f} s), {r[1]:,.0f} MB; ratio {c[0] / r[0]:.2f}x wall, "
             f"{(c[2] + c[3]) / (r[2] + r[3]):.2f}x CPU, {c[2] / r[2]:.2f}x user CPU; "
             f"poison named {len(named & set(poison.tolist()))} of {N_POISON}, "
-            f"others named {len(named - set(poison.tolist()))}"
+            f"others named {len(named - set(poison.tolist()))} ({ground} ground)"
         )
         if other:
             o = min(other)
@@ -207,10 +229,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2, help="timed rounds (best kept)")
     parser.add_argument("--against", type=Path, help="another checkout, run alternating")
     parser.add_argument("--stages", action="store_true", help="print each stage's CPU")
+    parser.add_argument("--losses", action="store_true", help="record per-sample losses")
     args = parser.parse_args()
     against = None if args.against is None else args.against.resolve()
     for n in (int(x) for x in args.sizes.split(",")):
-        run(n, args.repeat, against, args.stages)
+        run(n, args.repeat, against, args.stages, args.losses)
 
 
 if __name__ == "__main__":
