@@ -219,50 +219,76 @@ def _kinds(kinds: object | None, n: int) -> np.ndarray:
 
 
 def _against_kind(membership: Membership, r: np.ndarray, kind: np.ndarray) -> np.ndarray:
-    """Step 2: ``u_e``, float64 (NaN where ``r`` is)."""
+    """Step 2: ``u_e``, float64 (NaN where ``r`` is).
 
-    n_points = membership.n_points
-    point = membership.point_of_entry()
-    window = (point * WINDOWS) // max(n_points, 1)
-    tokens = membership.tokens if membership.tokens is not None else np.ones(r.size)
-    lbin = np.floor(2 * np.log2(np.maximum(tokens, 1.0))).astype(np.int64)
-    good = np.isfinite(r)
+    The cells nest: a (kind, stretch, length) cell is within its (kind, stretch), which is
+    within its kind, so one order of the entries by ``(kind x WINDOWS + stretch) x
+    n_lengths + length`` makes every cell of every level a run of it; each cell's
+    median is taken over its run (:func:`_nested_medians`), the centre chosen per finest
+    cell (its own median when it holds :data:`MIN_CELL` entries, else its (kind,
+    stretch)'s when that does, else its kind's) and each entry's looked up once."""
+    good = np.flatnonzero(np.isfinite(r))
+    point = membership.point_of_entry()[good]
+    w = (point * WINDOWS) // max(membership.n_points, 1)
+    del point
+    tokens = membership.tokens[good] if membership.tokens is not None else np.ones(good.size)
+    lb = np.floor(2 * np.log2(np.maximum(tokens, 1.0))).astype(np.int64)
+    del tokens
     k = kind[membership.samples[good]]
-    w, lb, rr = window[good], lbin[good], r[good]
-    center = np.full(rr.size, np.nan)
-    n_w, n_l = WINDOWS, int(lb.max(initial=0)) + 1
-    levels = ((k * n_l + lb) * n_w + w, k * n_w + w, k)  # (kind, length, stretch) ...
-    for level, code in enumerate(levels):
-        size, med = _cell_medians(code, rr)
-        fill = np.isnan(center) & ((size >= MIN_CELL) | (level == len(levels) - 1))
-        center[fill] = med[fill]
-    d = rr - center
-    _, mad = _cell_medians(k, np.abs(d))
-    scale = np.where(mad > 0, 1.4826 * mad, np.nan)
+    rr = r[good]
+    n_l = int(lb.max(initial=0)) + 1
+    fine = k * WINDOWS
+    fine += w
+    fine *= n_l
+    fine += lb
+    del w, lb
+    cell, order, codes, counts = _cells(fine)
+    del fine
+    sizes, medians = _nested_medians(rr[order], codes, counts, (n_l, n_l * WINDOWS))
+    fine_size, kw_size = sizes[0], sizes[1]
+    centre = np.where(
+        fine_size >= MIN_CELL, medians[0], np.where(kw_size >= MIN_CELL, medians[1], medians[2])
+    )
+    d = rr - centre[cell]
+    del rr
+    _, mad = _nested_medians(np.abs(d[order]), codes, counts, (n_l * WINDOWS,))
+    scale = np.where(mad[1] > 0, 1.4826 * mad[1], np.nan)
     out = np.full(r.size, np.nan)
-    out[good] = d / scale
+    out[good] = d / scale[cell]
     return out
 
 
-def _cell_medians(code: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per entry, the size and the median of its cell (the entries sharing its ``code``,
-    int >= 0), as ``groupby(code).transform("size")`` and ``("median")`` give them: the
-    cells numbered densely, the entries ordered by cell (a stable sort of 16-bit numbers
-    where the cells are that few, numpy's radix sort), each cell's median taken alone
-    (``np.median``: the middle value, or the mean of the middle two)."""
+def _cells(code: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The cells of ``code`` (int >= 0), numbered densely in the codes' order: each
+    entry's cell, the entries ordered by cell (a stable sort of 16-bit cell numbers
+    where the cells are that few: numpy's radix sort), each cell's code and its size."""
     present = np.bincount(code)
-    dense = np.cumsum(present > 0) - 1  # (cell number of each present code)
-    cell = dense[code]
-    n_cells = int(dense[-1]) + 1 if dense.size else 0
-    cell = cell.astype(np.int16 if n_cells < 2**15 else np.int64)
-    order = np.argsort(cell, kind="stable")
-    sizes = np.bincount(cell, minlength=n_cells)
-    ends = np.cumsum(sizes)
-    ordered = values[order]
-    med = np.array(
-        [np.median(ordered[b - m : b]) for m, b in zip(sizes.tolist(), ends.tolist(), strict=True)]
-    )
-    return sizes[cell], med[cell]
+    codes = np.flatnonzero(present)
+    number = np.cumsum(present > 0) - 1
+    cell = number[code].astype(np.int16 if codes.size < 2**15 else np.int64)
+    return cell, np.argsort(cell, kind="stable"), codes, present[codes]
+
+
+def _nested_medians(
+    ordered: np.ndarray, codes: np.ndarray, sizes: np.ndarray, widths: tuple[int, ...]
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per cell (as :func:`_cells` gives them), its size and median at each level: the
+    cells themselves, then the cells whose codes agree once divided by each of
+    ``widths`` (the coarser levels, whose cells are runs of finer ones).  ``ordered``:
+    the values ordered by cell.  A median is ``np.median`` of the run's values (the
+    middle value, or the mean of the middle two), as pandas' group-by median gives it."""
+    first = np.zeros(codes.size + 1, dtype=np.int64)
+    np.cumsum(sizes, out=first[1:])
+    level_sizes, level_medians = [], []
+    for key in [codes, *(codes // width for width in widths)]:
+        new = np.r_[True, key[1:] != key[:-1]]
+        bounds = first[np.r_[np.flatnonzero(new), codes.size]]
+        runs = zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)
+        med = np.array([np.median(ordered[a:b]) for a, b in runs])
+        group = np.cumsum(new) - 1
+        level_sizes.append(np.diff(bounds)[group])
+        level_medians.append(med[group])
+    return level_sizes, level_medians
 
 
 def _per_sample(frame: pd.DataFrame, n: int, opts: SampleOptions) -> pd.DataFrame:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import dflash_diag.samples.measured as measured
 from dflash_diag.samples import Membership, SampleOptions, measured_evidence
-from dflash_diag.samples.measured import FEW_LENGTHS, _cell_medians, order_within
+from dflash_diag.samples.measured import FEW_LENGTHS, order_within
 
 VALUES = st.sampled_from([np.nan, -0.0, 0.0, 1.0, -2.5]) | st.floats(-1e9, 1e9)
 
@@ -42,15 +42,48 @@ def test_order_within_many_run_lengths_takes_the_whole_sorts():
     assert order_within(group, values).tolist() == np.lexsort((values, group)).tolist()
 
 
-@settings(max_examples=examples(80), deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 40), VALUES.filter(lambda v: v == v)), min_size=1))
-def test_cell_medians_are_pandas_group_by(pairs):
-    code = np.array([c for c, _ in pairs], dtype=np.int64)
-    values = np.array([v for _, v in pairs], dtype=np.float64)
-    size, med = _cell_medians(code, values)
-    g = pd.Series(values).groupby(code, sort=False)
-    assert size.tolist() == g.transform("size").tolist()
-    assert med.tolist() == g.transform("median").tolist()
+def against_kind_by_pandas(m: Membership, r: np.ndarray, kind: np.ndarray) -> np.ndarray:
+    """Step 2 as written: pandas' group-by medians of every level, then the kind's MAD."""
+    point = m.point_of_entry()
+    window = (point * measured.WINDOWS) // max(m.n_points, 1)
+    tokens = m.tokens if m.tokens is not None else np.ones(r.size)
+    lbin = np.floor(2 * np.log2(np.maximum(tokens, 1.0))).astype(np.int64)
+    good = np.isfinite(r)
+    k = kind[m.samples]
+    frame = pd.DataFrame({"k": k[good], "w": window[good], "l": lbin[good], "r": r[good]})
+    center = np.full(int(good.sum()), np.nan)
+    for keys in (["k", "l", "w"], ["k", "w"], ["k"]):
+        g = frame.groupby(keys, sort=False)["r"]
+        size = g.transform("size").to_numpy()
+        med = g.transform("median").to_numpy()
+        fill = np.isnan(center) & ((size >= measured.MIN_CELL) | (keys == ["k"]))
+        center[fill] = med[fill]
+    d = frame["r"].to_numpy() - center
+    mad = pd.Series(np.abs(d)).groupby(frame["k"].to_numpy()).transform("median").to_numpy()
+    out = np.full(r.size, np.nan)
+    out[good] = d / np.where(mad > 0, 1.4826 * mad, np.nan)
+    return out
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(5, 300),
+    per=st.integers(2, 40),
+    n_kinds=st.integers(1, 4),
+    nan_share=st.sampled_from([0.0, 0.1, 0.6]),
+    rounded=st.booleans(),
+)
+def test_cells_against_their_kind_are_pandas_group_by(seed, n, per, n_kinds, nan_share, rounded):
+    # cells of every size (under and over MIN_CELL), ties (rounded r), NaN r, kinds
+    rng = np.random.default_rng(seed)
+    m = _shuffled(rng, n, 3, per)
+    r = rng.normal(size=m.n_entries)
+    r = r.round(1) if rounded else r
+    r[rng.random(r.size) < nan_share] = np.nan
+    kind = rng.integers(0, n_kinds, n)
+    got = measured._against_kind(m, r, kind)
+    assert np.array_equal(got, against_kind_by_pandas(m, r, kind), equal_nan=True)
 
 
 def _shuffled(rng: np.random.Generator, n: int, epochs: int, per: int) -> Membership:
@@ -119,3 +152,20 @@ def test_entry_share_is_share_of_every_entry(seed, tokens):
     m = Membership.from_entries(point, sample, n, n_points, tokens=tok)
     got, want = m.entry_share(), m.share_of(np.arange(m.n_entries))
     assert got.tolist() == want.tolist() or np.array_equal(got, want, equal_nan=True)
+
+
+def test_a_cell_of_exactly_min_cell_entries_is_its_own_centre():
+    # each stretch (one point here) holds MIN_CELL short samples and 5 long, harder ones:
+    # the short ones' cell is just big enough to be its own centre
+    short, long_ = measured.MIN_CELL, 5
+    per = short + long_
+    n_points = measured.WINDOWS
+    offsets = np.arange(n_points + 1, dtype=np.int64) * per
+    samples = np.arange(n_points * per, dtype=np.int32)
+    tokens = np.tile(np.r_[np.full(short, 100.0), np.full(long_, 3000.0)], n_points)
+    m = Membership(offsets, samples, samples.size, tokens)
+    rng = np.random.default_rng(0)
+    r = rng.normal(size=samples.size) + 5.0 * (tokens > 1000)
+    kind = np.zeros(samples.size, dtype=np.int64)
+    got = measured._against_kind(m, r, kind)
+    assert np.array_equal(got, against_kind_by_pandas(m, r, kind), equal_nan=True)
