@@ -169,3 +169,11 @@ def test_a_cell_of_exactly_min_cell_entries_is_its_own_centre():
     kind = np.zeros(samples.size, dtype=np.int64)
     got = measured._against_kind(m, r, kind)
     assert np.array_equal(got, against_kind_by_pandas(m, r, kind), equal_nan=True)
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(st.lists(VALUES | st.sampled_from([1.0, 2.0, 2.0]), min_size=1, max_size=60))
+def test_first_at_or_above_is_a_search_of_the_sorted_values(values):
+    x = np.array(values, dtype=np.float64)
+    want = np.searchsorted(np.sort(x), x, side="left")
+    assert measured._first_at_or_above(x).tolist() == want.tolist()
