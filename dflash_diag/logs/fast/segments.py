@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 _NOT = "\r\n\u2022"  # (no segment the console path reads holds a rich bar's bullet)
-#: tqdm's bar with no postfix, spaces before it.
+#: tqdm's bar with no postfix, spaces before it (``pre``: what comes before its count).
 BARE_BAR = (
-    rf"^ *\d{{1,3}}%\|[^|{_NOT}]*\| *(?P<n>\d{{1,15}})/(?P<total>\d{{1,15}}) *"
+    rf"^(?P<pre> *\d{{1,3}}%\|[^|{_NOT}]*\| *)(?P<n>\d{{1,15}})/(?P<total>\d{{1,15}}) *"
     rf"\[[^\],{_NOT}]*(?:,[^\],{_NOT}]*)?\]"
 )
 #: A segment the console path reads, with its ``\\r`` or ``\\n``: spaces only, a bare bar,
@@ -189,11 +189,13 @@ def cut_segments(data: Any) -> Segments | None:
 
 
 def _kinds_by_bytes(buf: Any, strings: Any, starts: Any, ends: Any, term: Any) -> Any:
-    """Per segment its kind as far as its bytes tell it (``BLANK``: only spaces before
-    its terminator; ``DICT``: ``{'`` first, ``}`` last; else ``OTHER``), its first
-    byte and its last before the terminator (0 when it has none)."""
+    """Per segment its kind as far as its bytes tell it (``BLANK``: only whitespace,
+    Arrow's ``ascii_is_space``, its terminator included; ``DICT``: ``{'`` first, ``}``
+    last; else ``OTHER``), its first byte and its last before the terminator (0 when it
+    has none).  Whitespace but the terminator is a control byte, but for the space: so
+    only a segment of the terminator alone, or one with a space first and last, is
+    asked ``ascii_is_space`` (those with a control byte are told again by the caller)."""
     import numpy as np
-    import pyarrow.compute as pc
 
     first = buf[starts]
     content_end = ends - 1
@@ -202,13 +204,34 @@ def _kinds_by_bytes(buf: Any, strings: Any, starts: Any, ends: Any, term: Any) -
     np.maximum(content_end, 0, out=content_end)
     end_byte = buf[content_end]
     end_byte[~has_content] = 0
-    del content_end
     kinds = np.full(len(starts), OTHER, dtype=np.int8)
-    kinds[pc.ascii_is_space(strings).to_numpy(zero_copy_only=False)] = BLANK
+    kinds[~has_content] = BLANK
+    spaced = np.flatnonzero(has_content & (first == ord(" ")) & (end_byte == ord(" ")))
+    content_end += 1
+    kinds[spaced[_only_spaces(buf, strings.type, starts[spaced], content_end[spaced])]] = BLANK
+    del content_end
     braced = np.flatnonzero((first == ord("{")) & (end_byte == ord("}")))
     second = buf[np.minimum(starts[braced] + 1, len(buf) - 1)]
     kinds[braced[second == ord("'")]] = DICT
     return kinds, first, end_byte
+
+
+def _only_spaces(buf: Any, kind: Any, lo: Any, hi: Any) -> Any:
+    """Whether each ``buf[lo:hi]`` (ascending, apart) is whitespace, by Arrow's
+    ``ascii_is_space`` over one string array of them and the bytes between them (no
+    copy)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not len(lo):
+        return np.zeros(0, dtype=bool)
+    bounds = np.empty((len(lo), 2), lo.dtype)
+    bounds[:, 0], bounds[:, 1] = lo, hi
+    pieces = pa.Array.from_buffers(
+        kind, bounds.size - 1, [None, pa.py_buffer(bounds), pa.py_buffer(buf)]
+    )
+    return pc.ascii_is_space(pieces).to_numpy(zero_copy_only=False)[0::2]
 
 
 class _BarCounts:
@@ -221,21 +244,18 @@ class _BarCounts:
         self.totals: list[Any] = []
 
     def read(self, strings: Any, rows: Any, pattern: str, kind: int, kinds: Any) -> None:
-        """Segments ``rows`` that match ``pattern`` (which captures ``n`` and ``total``)
-        made ``kind``, their counts and totals kept; the others made ``OTHER``."""
+        """Segments ``rows`` that match ``pattern`` (:data:`BARE_BAR` and what follows
+        it) made ``kind``, their counts and totals kept; the others made ``OTHER``."""
         import numpy as np
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         for lo in range(0, len(rows), BAR_CHUNK):  # (small copies, reused memory)
             part = rows[lo : lo + BAR_CHUNK]
-            got = pc.extract_regex(strings.take(pa.array(part)), pattern)
-            ok = got.is_valid().to_numpy(zero_copy_only=False)
+            ok, counts, totals = read_bars(strings.take(pa.array(part)), pattern)
             kinds[part] = np.where(ok, kind, OTHER)
-            got = got.filter(pa.array(ok))
             self.rows.append(part[ok])
-            for into, field in ((self.counts, "n"), (self.totals, "total")):
-                into.append(pc.cast(got.field(field), pa.int64()).to_numpy(zero_copy_only=False))
+            self.counts.append(counts)
+            self.totals.append(totals)
 
     def drop(self, rows: Any) -> None:
         """Forget what was read of segments ``rows`` (to be read again)."""
@@ -255,6 +275,79 @@ class _BarCounts:
         counts = np.concatenate([np.zeros(0, np.int64), *self.counts])
         totals = np.concatenate([np.zeros(0, np.int64), *self.totals])
         return rows[order], counts[order], totals[order]
+
+
+def read_bars(bars: Any, pattern: str) -> tuple[Any, Any, Any]:
+    """Which of the strings ``bars`` match ``pattern`` (:data:`BARE_BAR`, then what
+    follows it), and the ``n`` and ``total`` of those that do (int64).
+
+    Each distinct shape is read once by RE2: a bar's shape is its text with every
+    ASCII digit made ``0`` (:func:`digits_as_zeros`), and a tqdm bar's draws share a
+    few shapes.  ``pattern`` tells digits from other bytes only by ``\\d`` (ASCII
+    digits), so it matches a bar exactly when it matches the bar's shape, and its
+    groups (``pre``, ``n``, ``total``) span the same bytes in both: the counts are read
+    from the bar's own digits there, by Arrow's cast to int64."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    at = offsets_of(bars)
+    raw = text_bytes(bars)
+    starts = at - at[0]
+    shapes = pa.Array.from_buffers(
+        bars.type, len(bars), [None, pa.py_buffer(starts), pa.py_buffer(digits_as_zeros(raw))]
+    )
+    encoded = pc.dictionary_encode(shapes)
+    which = encoded.indices.to_numpy(zero_copy_only=False)
+    got = pc.extract_regex(encoded.dictionary, pattern)
+    ok = got.is_valid().to_numpy(zero_copy_only=False)[which]
+    pre, n, total = (
+        pc.binary_length(got.field(g)).fill_null(0).to_numpy(zero_copy_only=False)
+        for g in ("pre", "n", "total")
+    )
+    which = which[ok]
+    if not len(which):
+        return ok, np.zeros(0, np.int64), np.zeros(0, np.int64)
+    cut = np.empty((len(which), 4), starts.dtype)  # (per bar: n's first byte and end, total's)
+    cut[:, 0] = starts[:-1][ok] + pre[which]
+    cut[:, 1] = cut[:, 0] + n[which]
+    cut[:, 2] = cut[:, 1] + 1  # (the "/")
+    cut[:, 3] = cut[:, 2] + total[which]
+    numbers = pa.Array.from_buffers(bars.type, cut.size - 1, [None, pa.py_buffer(cut), raw])
+    both = pc.cast(numbers.take(pa.array(np.arange(0, cut.size, 2))), pa.int64())
+    both = both.to_numpy(zero_copy_only=False)
+    return ok, both[0::2], both[1::2]
+
+
+#: Byte masks for :func:`digits_as_zeros` (eight bytes in a 64-bit word).
+_LOW7, _HIGH = 0x7F7F7F7F7F7F7F7F, 0x8080808080808080
+_PLUS_50, _PLUS_46 = 0x5050505050505050, 0x4646464646464646
+
+
+def digits_as_zeros(raw: Any) -> Any:
+    """A copy of the bytes ``raw`` with every ASCII digit made ``0`` (numpy uint8),
+    eight bytes at a time: with ``b7`` a byte's low seven bits, ``b7 + 0x50`` sets its
+    top bit exactly when ``b7 >= 0x30`` and ``b7 + 0x46`` when ``b7 >= 0x3A`` (no carry
+    leaves the byte), so a digit is a byte with the first set, the second not, and no
+    top bit of its own; its low four bits are then cleared (``0x3d & 0xF0 = 0x30``)."""
+    import numpy as np
+
+    size = len(raw)
+    words = np.zeros((size + 7) // 8, np.uint64)
+    out = words.view(np.uint8)
+    out[:size] = np.frombuffer(raw, np.uint8)
+    low = words & np.uint64(_LOW7)
+    above = low + np.uint64(_PLUS_46)
+    low += np.uint64(_PLUS_50)
+    above |= words
+    np.invert(above, out=above)
+    low &= above
+    low &= np.uint64(_HIGH)
+    low >>= np.uint64(7)
+    low *= np.uint64(0x0F)
+    np.invert(low, out=low)
+    words &= low
+    return out[:size]
 
 
 def offsets_of(text: Any) -> Any:
