@@ -82,12 +82,23 @@ def logs(draw) -> bytes:
 
 
 @settings(max_examples=examples(300), deadline=None)
-@given(logs())
-def test_blanks_told_by_their_bytes_are_what_ascii_is_space_says(data):
+@given(logs(), st.sampled_from([1, 2, 5, 1 << 20]))
+def test_segments_told_by_their_bytes_are_what_each_segments_bytes_say(data, chunk):
+    # (the bytes either side of each separator are read chunk by chunk, a chunk's
+    # first and last separators included)
     if not data:
         return
-    seg = segments.cut_segments(data)
+    keep, segments.SCAN_CHUNK = segments.SCAN_CHUNK, chunk
+    try:
+        seg = segments.cut_segments(data)
+    finally:
+        segments.SCAN_CHUNK = keep
     assert seg is not None
+    buf = np.frombuffer(data, np.uint8)
+    starts, ends = seg.offsets[:-1], seg.offsets[1:]
+    content = ends - starts - (seg.term > 0)
+    assert seg.first.tolist() == buf[starts].tolist()
+    assert seg.end_byte.tolist() == np.where(content > 0, buf[starts + content - 1], 0).tolist()
     # (a segment with a control byte but its terminator is told by the regexes instead)
     plain = ~np.isin(np.arange(len(seg.kinds)), seg.odd)
     space = pc.ascii_is_space(seg.strings).to_numpy(zero_copy_only=False)

@@ -86,13 +86,13 @@ def console_records(data: Any) -> Console | None:
         len(data) < jsonlines.MIN_BYTES
         or data.find(b"\r") < 0
         or data.find(b"%|") < 0
-        or (data.find(b"\x1b") >= 0 and data.find(b"\x1b]") >= 0)
         or is_rich_bytes(data)
     ):
         return None
     with heap_memory():
         seg = cut_segments(data)
-        if seg is None:
+        # (an escape is a control byte: only a log with such segments can hold an OSC)
+        if seg is None or (len(seg.odd) and data.find(b"\x1b]") >= 0):
             return None
         try:
             return _console(data, seg)
@@ -333,12 +333,12 @@ def _dicts(
     import numpy as np
 
     rows = np.flatnonzero(is_dict)
-    if log.find(b'"') >= 0 and _QUOTE.search(memoryview(_dict_bytes(seg, rows))):
-        return None
     got = None
     if not np.isin(rows, seg.odd).any():  # (no tab, no escape: as JSON would read them)
         lines = _DictLines(seg, rows)
         cut = quoted.quoted_columns(lines, lines.first())
+        if cut is not None and '"' in cut.cells:  # (all but the fixed bytes are cells)
+            return None
         if cut is not None and seg.by_bytes and ("%" in cut.cells or "\u2022" in cut.cells):
             raise _Retell
         if cut is not None and not any(w in cut.cells for w in _NOT_QUOTED):
@@ -346,6 +346,8 @@ def _dicts(
             if got is None:
                 return None
     if got is None:
+        if log.find(b'"') >= 0 and _QUOTE.search(memoryview(_dict_bytes(seg, rows))):
+            return None
         view = memoryview(_dict_bytes(seg, rows))
         if seg.by_bytes and (_PERCENT.search(view) or _BULLET.search(view)):
             raise _Retell

@@ -110,21 +110,60 @@ SCAN_CHUNK = 1 << 20
 BAR_CHUNK = 1 << 16
 
 
-def _controls(buf: Any, dtype: Any) -> Any:
+def _controls(buf: Any, dtype: Any) -> tuple[Any, Any, Any, Any]:
     """The positions of the bytes below 32 (``\\r``, ``\\n``, tabs, escapes), chunk by
-    chunk, as ``dtype``."""
+    chunk, as ``dtype``; and per such byte the byte itself, the one before it and the
+    one after it (0 past either end of the log): one 32-bit word read from the byte
+    before, while the chunk is in the cache (read afterwards from all over the log,
+    they cost several times more)."""
     import numpy as np
 
-    out = np.empty(min(len(buf), SCAN_CHUNK), dtype=bool)
-    found = [np.zeros(0, dtype)]
-    for lo in range(0, len(buf), SCAN_CHUNK):
-        part = buf[lo : lo + SCAN_CHUNK]
-        below = out[: len(part)]
-        np.less(part, 32, out=below)
-        at = np.flatnonzero(below).astype(dtype)
+    size = len(buf)
+    padded = buf if size >= 4 else np.r_[buf, np.zeros(4 - size, np.uint8)]
+    # (the four bytes from each position: little-endian, the first the lowest)
+    words = np.ndarray((len(padded) - 3,), "<u4", buffer=padded, strides=(1,))
+    out = np.empty(min(size, SCAN_CHUNK), dtype=bool)
+    found: list[list[Any]] = [[np.zeros(0, dtype)], [np.zeros(0, np.uint32)]]
+    for lo in range(0, size, SCAN_CHUNK):
+        hi = min(lo + SCAN_CHUNK, size)
+        below = out[: hi - lo]
+        np.less(buf[lo:hi], 32, out=below)
+        at = np.flatnonzero(below)
         at += lo
-        found.append(at)
-    return np.concatenate(found)
+        found[0].append(at.astype(dtype))
+        at -= 1
+        np.clip(at, 0, len(words) - 1, out=at)  # (the log's first bytes and last: below)
+        found[1].append(words[at])
+    low, word = (np.concatenate(parts) for parts in found)
+    before, byte, after = ((word >> np.uint32(k)).astype(np.uint8) for k in (0, 8, 16))
+    for i in np.flatnonzero((low < 1) | (low > len(words))).tolist():  # (a word clipped)
+        at = int(low[i])
+        byte[i] = buf[at]
+        before[i] = buf[at - 1] if at > 0 else 0
+        after[i] = buf[at + 1] if at + 1 < size else 0
+    return low, byte, before, after
+
+
+def _edge_bytes(
+    buf: Any, sep_before: Any, sep_after: Any, starts: Any, ends: Any, term: Any
+) -> tuple[Any, Any, Any]:
+    """Per segment its first byte, its last before its terminator (0 when it has
+    none) and whether it has any, from the bytes either side of the separators
+    (``sep_before``, ``sep_after``: :func:`_controls`'): a segment starts right after
+    the separator before it and its content ends right before its own."""
+    import numpy as np
+
+    n = len(starts)
+    first = np.empty(n, np.uint8)
+    first[0] = buf[0]
+    first[1:] = sep_after[: n - 1]
+    has_content = (ends - starts) > (term > 0)
+    end_byte = np.zeros(n, np.uint8)
+    end_byte[: len(sep_before)] = sep_before[:n]
+    if n > len(sep_before):  # (a last segment without a terminator: not empty)
+        end_byte[-1] = buf[-1]
+    end_byte[~has_content] = 0
+    return first, end_byte, has_content
 
 
 def cut_segments(data: Any) -> Segments | None:
@@ -144,8 +183,7 @@ def cut_segments(data: Any) -> Segments | None:
     buf = np.frombuffer(data, np.uint8)
     small = len(buf) < 2**31 - 1
     ix = np.int32 if small else np.int64
-    low = _controls(buf, ix)
-    low_byte = buf[low]
+    low, low_byte, before, after = _controls(buf, ix)
     is_sep = (low_byte == 13) | (low_byte == 10)
     sep = low[is_sep]
     sep_byte = low_byte[is_sep]
@@ -169,7 +207,10 @@ def cut_segments(data: Any) -> Segments | None:
     term[: len(sep)] = sep_byte
     line_of = np.zeros(n, dtype=ix)
     np.cumsum(term[:-1] == 10, out=line_of[1:])
-    kinds, first, end_byte = _kinds_by_bytes(buf, strings, starts, ends, term)
+    first, end_byte, has_content = _edge_bytes(
+        buf, before[is_sep], after[is_sep], starts, ends, term
+    )
+    kinds = _kinds_by_bytes(buf, strings, starts, ends, first, end_byte, has_content)
     bars = _BarCounts()
     digit_or_space = ((first >= ord("0")) & (first <= ord("9"))) | (first == ord(" "))
     rows = np.flatnonzero(digit_or_space & (end_byte == ord("]")))
@@ -188,32 +229,28 @@ def cut_segments(data: Any) -> Segments | None:
     )
 
 
-def _kinds_by_bytes(buf: Any, strings: Any, starts: Any, ends: Any, term: Any) -> Any:
+def _kinds_by_bytes(
+    buf: Any, strings: Any, starts: Any, ends: Any, first: Any, end_byte: Any, has_content: Any
+) -> Any:
     """Per segment its kind as far as its bytes tell it (``BLANK``: only whitespace,
     Arrow's ``ascii_is_space``, its terminator included; ``DICT``: ``{'`` first, ``}``
-    last; else ``OTHER``), its first byte and its last before the terminator (0 when it
-    has none).  Whitespace but the terminator is a control byte, but for the space: so
-    only a segment of the terminator alone, or one with a space first and last, is
-    asked ``ascii_is_space`` (those with a control byte are told again by the caller)."""
+    last; else ``OTHER``), from its first byte and its last before the terminator
+    (:func:`_edge_bytes`).  Whitespace but the terminator is a control byte, but for
+    the space: so only a segment of the terminator alone, or one with a space first
+    and last, is asked ``ascii_is_space`` (those with a control byte are told again by
+    the caller)."""
     import numpy as np
 
-    first = buf[starts]
-    content_end = ends - 1
-    content_end -= term > 0  # (the last byte before the terminator)
-    has_content = content_end >= starts
-    np.maximum(content_end, 0, out=content_end)
-    end_byte = buf[content_end]
-    end_byte[~has_content] = 0
     kinds = np.full(len(starts), OTHER, dtype=np.int8)
     kinds[~has_content] = BLANK
     spaced = np.flatnonzero(has_content & (first == ord(" ")) & (end_byte == ord(" ")))
-    content_end += 1
-    kinds[spaced[_only_spaces(buf, strings.type, starts[spaced], content_end[spaced])]] = BLANK
-    del content_end
+    content_end = ends[spaced] - 1  # (its terminator, or its last space at the log's end)
+    content_end += buf[content_end] == ord(" ")
+    kinds[spaced[_only_spaces(buf, strings.type, starts[spaced], content_end)]] = BLANK
     braced = np.flatnonzero((first == ord("{")) & (end_byte == ord("}")))
     second = buf[np.minimum(starts[braced] + 1, len(buf) - 1)]
     kinds[braced[second == ord("'")]] = DICT
-    return kinds, first, end_byte
+    return kinds
 
 
 def _only_spaces(buf: Any, kind: Any, lo: Any, hi: Any) -> Any:
