@@ -137,10 +137,10 @@ def _controls(buf: Any, dtype: Any) -> tuple[Any, Any, Any, Any]:
     low, word = (np.concatenate(parts) for parts in found)
     before, byte, after = ((word >> np.uint32(k)).astype(np.uint8) for k in (0, 8, 16))
     for i in np.flatnonzero((low < 1) | (low > len(words))).tolist():  # (a word clipped)
-        at = int(low[i])
-        byte[i] = buf[at]
-        before[i] = buf[at - 1] if at > 0 else 0
-        after[i] = buf[at + 1] if at + 1 < size else 0
+        pos = int(low[i])
+        byte[i] = buf[pos]
+        before[i] = buf[pos - 1] if pos > 0 else 0
+        after[i] = buf[pos + 1] if pos + 1 < size else 0
     return low, byte, before, after
 
 
