@@ -103,3 +103,23 @@ def test_segments_told_by_their_bytes_are_what_each_segments_bytes_say(data, chu
     plain = ~np.isin(np.arange(len(seg.kinds)), seg.odd)
     space = pc.ascii_is_space(seg.strings).to_numpy(zero_copy_only=False)
     assert ((seg.kinds == segments.BLANK) == space)[plain].all()
+    second = buf[np.minimum(starts + 1, len(buf) - 1)]
+    braced = (buf[starts] == ord("{")) & (second == ord("'")) & (seg.end_byte == ord("}"))
+    assert ((seg.kinds == segments.DICT) == braced)[plain].all()
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    logs(), st.lists(st.tuples(st.integers(0, 400), st.sampled_from([b"\xc3", b"\xa9", b"\xff"])))
+)
+def test_a_log_is_cut_exactly_when_it_is_utf8(data, bad):
+    for at, piece in bad:  # (a lone lead byte, a lone continuation byte, a byte no UTF-8 holds)
+        data = data[:at] + piece + data[at:]
+    if not data:
+        return
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        assert segments.cut_segments(data) is None
+    else:
+        assert segments.cut_segments(data) is not None

@@ -110,17 +110,16 @@ SCAN_CHUNK = 1 << 20
 BAR_CHUNK = 1 << 16
 
 
-def _controls(buf: Any, dtype: Any) -> tuple[Any, Any, Any, Any]:
+def _controls(buf: Any, dtype: Any) -> tuple[Any, Any]:
     """The positions of the bytes below 32 (``\\r``, ``\\n``, tabs, escapes), chunk by
-    chunk, as ``dtype``; and per such byte the byte itself, the one before it and the
-    one after it (0 past either end of the log): one 32-bit word read from the byte
-    before, while the chunk is in the cache (read afterwards from all over the log,
-    they cost several times more)."""
+    chunk, as ``dtype``; and per such byte the four bytes from the one before it, as a
+    little-endian 32-bit word (the byte before it lowest, then the byte itself, the two
+    after it; 0 past either end of the log), read while the chunk is in the cache (read
+    afterwards from all over the log, they cost several times more)."""
     import numpy as np
 
     size = len(buf)
     padded = buf if size >= 4 else np.r_[buf, np.zeros(4 - size, np.uint8)]
-    # (the four bytes from each position: little-endian, the first the lowest)
     words = np.ndarray((len(padded) - 3,), "<u4", buffer=padded, strides=(1,))
     out = np.empty(min(size, SCAN_CHUNK), dtype=bool)
     found: list[list[Any]] = [[np.zeros(0, dtype)], [np.zeros(0, np.uint32)]]
@@ -134,36 +133,45 @@ def _controls(buf: Any, dtype: Any) -> tuple[Any, Any, Any, Any]:
         at -= 1
         np.clip(at, 0, len(words) - 1, out=at)  # (the log's first bytes and last: below)
         found[1].append(words[at])
-    low, word = (np.concatenate(parts) for parts in found)
-    before, byte, after = ((word >> np.uint32(k)).astype(np.uint8) for k in (0, 8, 16))
-    for i in np.flatnonzero((low < 1) | (low > len(words))).tolist():  # (a word clipped)
+    low, around = (np.concatenate(parts) for parts in found)
+    for i in np.flatnonzero((low < 1) | (low > size - 3)).tolist():  # (a word clipped)
         pos = int(low[i])
-        byte[i] = buf[pos]
-        before[i] = buf[pos - 1] if pos > 0 else 0
-        after[i] = buf[pos + 1] if pos + 1 < size else 0
-    return low, byte, before, after
+        near = [int(buf[j]) if 0 <= j < size else 0 for j in range(pos - 1, pos + 3)]
+        around[i] = sum(b << (8 * k) for k, b in enumerate(near))
+    return low, around
+
+
+def _byte(around: Any, k: int) -> Any:
+    """Byte ``k`` (0: the one before) of :func:`_controls`' words, as uint8."""
+    import numpy as np
+
+    return (around >> np.uint32(8 * k)).astype(np.uint8)
 
 
 def _edge_bytes(
-    buf: Any, sep_before: Any, sep_after: Any, starts: Any, ends: Any, term: Any
-) -> tuple[Any, Any, Any]:
+    buf: Any, sep_around: Any, starts: Any, ends: Any, term: Any
+) -> tuple[Any, Any, Any, Any]:
     """Per segment its first byte, its last before its terminator (0 when it has
-    none) and whether it has any, from the bytes either side of the separators
-    (``sep_before``, ``sep_after``: :func:`_controls`'): a segment starts right after
-    the separator before it and its content ends right before its own."""
+    none), whether it has any, and its second byte (0 past the log's end), from the
+    bytes around the separators (``sep_around``: :func:`_controls`' words): a segment
+    starts right after the separator before it and its content ends right before its
+    own."""
     import numpy as np
 
     n = len(starts)
     first = np.empty(n, np.uint8)
     first[0] = buf[0]
-    first[1:] = sep_after[: n - 1]
+    first[1:] = _byte(sep_around[: n - 1], 2)
+    second = np.empty(n, np.uint8)
+    second[0] = buf[1] if len(buf) > 1 else 0
+    second[1:] = _byte(sep_around[: n - 1], 3)
     has_content = (ends - starts) > (term > 0)
     end_byte = np.zeros(n, np.uint8)
-    end_byte[: len(sep_before)] = sep_before[:n]
-    if n > len(sep_before):  # (a last segment without a terminator: not empty)
+    end_byte[: len(sep_around)] = _byte(sep_around[:n], 0)
+    if n > len(sep_around):  # (a last segment without a terminator: not empty)
         end_byte[-1] = buf[-1]
     end_byte[~has_content] = 0
-    return first, end_byte, has_content
+    return first, end_byte, has_content, second
 
 
 def cut_segments(data: Any) -> Segments | None:
@@ -183,7 +191,8 @@ def cut_segments(data: Any) -> Segments | None:
     buf = np.frombuffer(data, np.uint8)
     small = len(buf) < 2**31 - 1
     ix = np.int32 if small else np.int64
-    low, low_byte, before, after = _controls(buf, ix)
+    low, around = _controls(buf, ix)
+    low_byte = _byte(around, 1)
     is_sep = (low_byte == 13) | (low_byte == 10)
     sep = low[is_sep]
     sep_byte = low_byte[is_sep]
@@ -198,8 +207,10 @@ def cut_segments(data: Any) -> Segments | None:
         n,
         [None, pa.py_buffer(offsets), pa.py_buffer(buf)],
     )
-    try:
-        strings.validate(full=True)
+    try:  # (the log as one string: cut at ASCII bytes, it is UTF-8 where each piece is)
+        pa.Array.from_buffers(
+            strings.type, 1, [None, pa.py_buffer(offsets[[0, -1]]), pa.py_buffer(buf)]
+        ).validate(full=True)
     except pa.ArrowInvalid:
         return None
     starts, ends = offsets[:-1], offsets[1:]
@@ -207,10 +218,8 @@ def cut_segments(data: Any) -> Segments | None:
     term[: len(sep)] = sep_byte
     line_of = np.zeros(n, dtype=ix)
     np.cumsum(term[:-1] == 10, out=line_of[1:])
-    first, end_byte, has_content = _edge_bytes(
-        buf, before[is_sep], after[is_sep], starts, ends, term
-    )
-    kinds = _kinds_by_bytes(buf, strings, starts, ends, first, end_byte, has_content)
+    first, end_byte, has_content, second = _edge_bytes(buf, around[is_sep], starts, ends, term)
+    kinds = _kinds_by_bytes(buf, strings, starts, ends, (first, second, end_byte, has_content))
     bars = _BarCounts()
     digit_or_space = ((first >= ord("0")) & (first <= ord("9"))) | (first == ord(" "))
     rows = np.flatnonzero(digit_or_space & (end_byte == ord("]")))
@@ -230,26 +239,26 @@ def cut_segments(data: Any) -> Segments | None:
 
 
 def _kinds_by_bytes(
-    buf: Any, strings: Any, starts: Any, ends: Any, first: Any, end_byte: Any, has_content: Any
+    buf: Any, strings: Any, starts: Any, ends: Any, edges: tuple[Any, Any, Any, Any]
 ) -> Any:
     """Per segment its kind as far as its bytes tell it (``BLANK``: only whitespace,
     Arrow's ``ascii_is_space``, its terminator included; ``DICT``: ``{'`` first, ``}``
     last; else ``OTHER``), from its first byte and its last before the terminator
-    (:func:`_edge_bytes`).  Whitespace but the terminator is a control byte, but for
+    (``edges``: :func:`_edge_bytes`'s first, second and last bytes, and whether it has
+    content).  Whitespace but the terminator is a control byte, but for
     the space: so only a segment of the terminator alone, or one with a space first
     and last, is asked ``ascii_is_space`` (those with a control byte are told again by
     the caller)."""
     import numpy as np
 
+    first, second, end_byte, has_content = edges
     kinds = np.full(len(starts), OTHER, dtype=np.int8)
     kinds[~has_content] = BLANK
     spaced = np.flatnonzero(has_content & (first == ord(" ")) & (end_byte == ord(" ")))
     content_end = ends[spaced] - 1  # (its terminator, or its last space at the log's end)
     content_end += buf[content_end] == ord(" ")
     kinds[spaced[_only_spaces(buf, strings.type, starts[spaced], content_end)]] = BLANK
-    braced = np.flatnonzero((first == ord("{")) & (end_byte == ord("}")))
-    second = buf[np.minimum(starts[braced] + 1, len(buf) - 1)]
-    kinds[braced[second == ord("'")]] = DICT
+    kinds[(first == ord("{")) & (second == ord("'")) & (end_byte == ord("}"))] = DICT
     return kinds
 
 
