@@ -52,8 +52,8 @@ from .segments import (
     DICT,
     ESCAPED,
     Segments,
+    collector_paused,
     cut_segments,
-    heap_memory,
     offsets_of,
     text_bytes,
 )
@@ -89,7 +89,7 @@ def console_records(data: Any) -> Console | None:
         or is_rich_bytes(data)
     ):
         return None
-    with heap_memory():
+    with collector_paused():
         seg = cut_segments(data)
         # (an escape is a control byte: only a log with such segments can hold an OSC)
         if seg is None or (len(seg.odd) and data.find(b"\x1b]") >= 0):

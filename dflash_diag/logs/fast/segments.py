@@ -36,26 +36,19 @@ OTHER, BLANK, BAR, DICT, BAR_DICT, ESCAPED = 0, 1, 2, 3, 4, 5
 
 
 @contextmanager
-def heap_memory() -> Iterator[None]:
-    """Arrow's allocations made from the C heap (``malloc``, where numpy's are) and
-    Python's garbage collector paused while the log is read, then both as they were.
-    Memory a process touches for the first time is what costs (the kernel, or a
-    virtual machine's host, maps in and clears each page): Arrow's default pool
-    (mimalloc) takes fresh memory from the system for its many large short-lived
-    buffers, where the heap serves them from what the process already holds (a third
-    less system time on the benchmark's log: docs/logs.md)."""
+def collector_paused() -> Iterator[None]:
+    """Python's garbage collector paused while the log is read, then as it was (no
+    cycles are made here; a collection walks every object of pandas).  Arrow keeps its
+    own pool (mimalloc), which serves the path's many short-lived buffers (bar chunks,
+    the CSV reader's blocks) from memory it already holds: the C heap, tried instead,
+    took fresh pages for them, which the kernel must clear (docs/performance.md)."""
     import gc
 
-    import pyarrow as pa
-
-    before = pa.default_memory_pool()
-    pa.set_memory_pool(pa.system_memory_pool())
     collecting = gc.isenabled()
-    gc.disable()  # (no cycles made here; a collection walks every object of pandas)
+    gc.disable()
     try:
         yield
     finally:
-        pa.set_memory_pool(before)
         if collecting:
             gc.enable()
 
@@ -317,9 +310,11 @@ class _BarCounts:
         import numpy as np
 
         rows = np.concatenate([np.zeros(0, np.int64), *self.rows])
-        order = np.argsort(rows, kind="stable")
         counts = np.concatenate([np.zeros(0, np.int64), *self.counts])
         totals = np.concatenate([np.zeros(0, np.int64), *self.totals])
+        if (rows[1:] > rows[:-1]).all():  # (read in order already: the bare bars alone)
+            return rows, counts, totals
+        order = np.argsort(rows, kind="stable")
         return rows[order], counts[order], totals[order]
 
 
