@@ -27,12 +27,22 @@ among tqdm redraws and clears, ``logging_steps=1``, :func:`generate_hf`) at each
 against ``pandas.read_csv`` of the same numbers as CSV, in the same run, in this process
 and as whole processes (``dflash-diag parse --json`` against a Python running
 ``read_csv``, CPU seconds), and checks the table (steps dated by the bar's count at
-each write) against the CSV.
+each write) against the CSV.  ``--against CHECKOUT`` also times ``parse`` with that
+checkout's code, its processes alternating with this one's.  The processes run from a
+scratch folder (``-m`` puts the working folder first on the path) with Python's
+bytecode cache in a scratch folder too (``PYTHONPYCACHEPREFIX``; the untimed round
+writes it), as a user's second run reads it; ``--no-bytecode-cache`` keeps what the
+environment says (with ``PYTHONDONTWRITEBYTECODE`` set, each ``parse`` compiles the
+package again, 0.1-0.2 s, which ``read_csv``'s process, reading installed pandas, does
+not).
+
+    python benchmarks/bench_parse.py --hf 1000000 --repeat 3 [--against CHECKOUT]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -177,23 +187,39 @@ def check_hf(table, frame) -> None:
 
 #: The whole-process reference: a fresh Python reading the CSV with pandas.
 READ_CSV = "import sys, pandas; pandas.read_csv(sys.argv[1])"
+HERE = Path(__file__).resolve().parents[1]
 
 
-def process_cpu(args: list[str]) -> float:
+def process_cpu(
+    args: list[str], env: dict[str, str] | None = None, cwd: str | None = None
+) -> float:
     """CPU seconds (user + system) of a fresh process running ``args``."""
     import resource
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(args, check=True, stdout=subprocess.DEVNULL, env=env, cwd=cwd)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def hf_main(sizes: list[int], repeat: int, buffered: bool) -> None:
+def child_env(checkout: Path, cache: str | None) -> dict[str, str]:
+    """A child's environment: ``checkout``'s code first on the path; Python's bytecode
+    cache kept in the folder ``cache`` (None: as the environment says)."""
+    env = dict(os.environ, PYTHONPATH=str(checkout))
+    if cache is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = cache
+    return env
+
+
+def hf_main(
+    sizes: list[int], repeat: int, buffered: bool, against: Path | None, bytecode_cache: bool
+) -> None:
     """``--hf``: the HF Trainer's console output against ``read_csv``, at each size: in
     this process (best wall time of ``repeat`` alternating rounds), and as whole
     processes (``dflash-diag parse LOG --json`` against a Python running
-    ``pandas.read_csv``; CPU seconds, best of ``repeat``), as issue 26 measured."""
+    ``pandas.read_csv``; CPU seconds, best of ``repeat`` rounds after an untimed one,
+    ``against``'s ``parse`` in each round too), as issue 26 measured."""
     import pandas as pd
 
     from dflash_diag.logs import read_log
@@ -211,17 +237,29 @@ def hf_main(sizes: list[int], repeat: int, buffered: bool) -> None:
                 repeat, lambda csv=csv: pd.read_csv(csv), lambda log=log: read_log(log)
             )
             check_hf(run.table, frame)
+            cache = os.path.join(tmp, "pycache") if bytecode_cache else None
             parse = [sys.executable, "-m", "dflash_diag", "parse", str(log), "--json"]
-            reader = [sys.executable, "-c", READ_CSV, str(csv)]
-            c_log = c_csv = float("inf")
-            for _ in range(repeat):
-                c_csv = min(c_csv, process_cpu(reader))
-                c_log = min(c_log, process_cpu(parse))
+            cases = {"csv": ([sys.executable, "-c", READ_CSV, str(csv)], child_env(HERE, cache))}
+            cases["parse"] = (parse, child_env(HERE, cache))
+            if against is not None:
+                cases["against"] = (parse, child_env(against, cache))
+            best = {name: float("inf") for name in cases}
+            for timed in [False] + [True] * repeat:  # (the untimed round writes the cache)
+                for name, (argv, env) in cases.items():
+                    cpu = process_cpu(argv, env, cwd=tmp)
+                    best[name] = min(best[name], cpu) if timed else best[name]
             mb = log.stat().st_size / 1e6
+        c_csv, c_log = best["csv"], best["parse"]
         print(
             f"{n:>10,} {mb:6.0f} {t_log:8.2f}s {t_csv:8.2f}s {t_log / t_csv:6.1f}x"
             f" {c_log:9.2f}s {c_csv:7.2f}s {c_log / c_csv:6.1f}x  {run.step_source}"
         )
+        if against is not None:
+            c_old = best["against"]
+            print(
+                f"{'':>10} {'':>6} against: parse CPU {c_old:.2f}s, {c_old / c_csv:.1f}x read_csv;"
+                f" this checkout {c_log / c_old:.2f}x its time"
+            )
 
 
 def check(table, frame, n: int, ranks: int = 1) -> None:
@@ -316,10 +354,17 @@ def main() -> None:
         help="time the HF Trainer's stdout instead, at these sizes (e.g. 100000,1000000)",
     )
     ap.add_argument("--unbuffered", action="store_true", help="--hf: each dict after its clear")
+    ap.add_argument("--against", type=Path, help="--hf: also time parse with this checkout")
+    ap.add_argument(
+        "--no-bytecode-cache",
+        action="store_true",
+        help="--hf: keep PYTHONDONTWRITEBYTECODE as the environment sets it",
+    )
     args = ap.parse_args()
     if args.hf:
         sizes = [int(x) for x in args.hf.split(",") if x.strip()]
-        hf_main(sizes, args.repeat, not args.unbuffered)
+        against = args.against.resolve() if args.against is not None else None
+        hf_main(sizes, args.repeat, not args.unbuffered, against, not args.no_bytecode_cache)
         return
     rank = "all" if args.ranks > 1 else "0"
     import pandas as pd

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from budget import examples
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from dflash_diag.errors import InputError
@@ -143,6 +143,8 @@ TRAPS = {
     "empty": "{{'loss': '{loss}', 'note': ''}}\n",
     "long_key": "{{'loss': '{loss}', '" + "k" * 81 + "': '1'}}\n",
     "unicode": "{{'loss': '{loss}', 'd\u00e9bit': '3'}}\n",
+    "quote": "{{'loss': '{loss}', 'note': '\"2.5\"'}}\n",
+    "quote_key": "{{'loss': '{loss}', 'it\"s': '3'}}\n",
 }
 
 #: Lines a Trainer's console shows among its bars, and the traps of the line parser.
@@ -231,10 +233,16 @@ def test_a_plain_console_is_read_by_the_console_path(small_logs_too):
 
 
 @pytest.mark.parametrize(
-    "line", ["Config {'a': 1}\n", "\r 5%|#| 5/100 [00:01<00:02, 1it/s, loss=2]\n"]
+    "line",
+    [
+        "Config {'a': 1}\n",
+        "\r 5%|#| 5/100 [00:01<00:02, 1it/s, loss=2]\n",
+        "see \x1b]8;;https://hf.co\x1b\\the docs\x1b]8;;\x1b\\\n",  # (an OSC hyperlink)
+    ],
 )
 def test_what_the_line_parser_must_read_is_declined(line, small_logs_too):
-    # a dict on another line would interleave with the write order; a postfix is a record
+    # a dict on another line would interleave with the write order; a postfix is a
+    # record; an OSC escape is read by the line parser's rules only
     rng = np.random.default_rng(2)
     text = "".join(clear() + record(rng, s, "train") + bar(s, 50) for s in range(1, 51))
     data = (line + text + "\n").encode()
@@ -310,6 +318,7 @@ _VALUES = st.text(
         max_size=60,
     )
 )
+@example([{"loss": "1"}, {"epoch": "2"}, {"loss": "3"}])  # (a column of two keys)
 def test_quoted_columns_are_what_json_reads(rows):
     # an invariant: the cut at the quotes holds the JSON reader's keys (in order),
     # presence and strings, line by line (read in blocks of 1 KB: their dictionaries
@@ -342,7 +351,7 @@ def test_quoted_columns_are_what_json_reads(rows):
 @pytest.mark.parametrize(
     "value",
     ["null", "None", "nan", "-inf", "Infinity", "true", "1_000", " 2", "1e400", "0x10"]
-    + ["17/2353", "25.1K", "45%", "1h02m", "", "+3", ".5", "5."],
+    + ["17/2353", "25.1K", "45%", "1h02m", "", "+3", ".5", "5.", '"2.5"', 'say "hi"'],
 )
 def test_a_quoted_value_reads_as_the_line_parser_reads_it(value, small_logs_too):
     # (the JSON path left "null" to the line parser; a value cut at its quotes is read)
@@ -355,7 +364,7 @@ def test_a_quoted_value_reads_as_the_line_parser_reads_it(value, small_logs_too)
 
 #: Keys and values whose commas, braces and colons a cut at the commas could take for
 #: the cells' own (a cell is ``{'key': 'value'`` or `` 'key': 'value'`` or ``...}``).
-_TRICKY = st.text(alphabet=list("ab1.,{}: %") + ["\u00e9", "\u2022"], max_size=6)
+_TRICKY = st.text(alphabet=list('ab1.,{}: %"') + ["\u00e9", "\u2022"], max_size=6)
 
 
 @st.composite

@@ -6,7 +6,9 @@ import json
 import math
 import re
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from budget import examples
 from hypothesis import given, settings
@@ -14,6 +16,7 @@ from hypothesis import strategies as st
 
 from dflash_diag.errors import InputError
 from dflash_diag.logs.fast import jsonlines
+from dflash_diag.logs.fields import is_count_of_total
 from dflash_diag.logs.io import RawLog
 from dflash_diag.logs.text import read_lines
 
@@ -354,3 +357,41 @@ def test_dict_lines_after_a_long_head_are_read_after_the_line_shape_path(monkeyp
 def test_mutated_dict_lines_read_as_the_line_parser_reads_them(edits):
     lines = [repr({"loss": i / 7, "grad_norm": 1 + i / 50, "epoch": i / 60}) for i in range(60)]
     _same_once_edited(lines, edits)
+
+
+def _word_value(word: str) -> float | None:
+    """A distinct string read as the line parser reads a value, one at a time."""
+    from dflash_diag.logs.fields import number_with_unit
+    from dflash_diag.logs.names import to_float
+
+    x = to_float(word)
+    return x if x is not None else number_with_unit(word)
+
+
+_WORDS = st.one_of(
+    st.text("0123456789.eE+-", max_size=30),
+    st.text("0123456789.eE+-_ xnaif%kK:/", max_size=12),
+    st.floats(allow_nan=False).map(repr),
+    st.floats(allow_nan=False).map(lambda x: f"{x:.4g}"),
+    st.builds(lambda m, e: f"{m}e{e}", st.integers(-(10**25), 10**25), st.integers(-400, 400)),
+    st.builds(
+        lambda head, x, tail: f"{head}{x}{tail}",
+        st.sampled_from(["", " ", "+", "-", "\t", "0"]),
+        st.floats(0, 1e6).map(lambda x: f"{x:.5g}"),
+        st.sampled_from(["", " ", "%", "k", "e", "."]),
+    ),
+)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(st.lists(_WORDS, unique=True, max_size=40))
+def test_distinct_strings_cast_at_once_are_what_the_line_parser_reads(words):
+    try:
+        table, readable = jsonlines.word_values(pa.array(words, pa.string()))
+    except jsonlines.CountOfTotal:
+        assert any(_word_value(w) is None and is_count_of_total(w) for w in words)
+        return
+    want = [_word_value(w) for w in words]
+    assert readable.tolist() == [x is not None for x in want] + [False]
+    bits = np.array([math.nan if x is None else x for x in want] + [math.nan])
+    assert table.view(np.uint64).tolist() == bits.view(np.uint64).tolist()

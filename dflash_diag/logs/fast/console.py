@@ -52,8 +52,8 @@ from .segments import (
     DICT,
     ESCAPED,
     Segments,
+    collector_paused,
     cut_segments,
-    heap_memory,
     offsets_of,
     text_bytes,
 )
@@ -86,13 +86,13 @@ def console_records(data: Any) -> Console | None:
         len(data) < jsonlines.MIN_BYTES
         or data.find(b"\r") < 0
         or data.find(b"%|") < 0
-        or (data.find(b"\x1b") >= 0 and data.find(b"\x1b]") >= 0)
         or is_rich_bytes(data)
     ):
         return None
-    with heap_memory():
+    with collector_paused():
         seg = cut_segments(data)
-        if seg is None:
+        # (an escape is a control byte: only a log with such segments can hold an OSC)
+        if seg is None or (len(seg.odd) and data.find(b"\x1b]") >= 0):
             return None
         try:
             return _console(data, seg)
@@ -122,8 +122,8 @@ def _console(data: Any, seg: Segments) -> Console | None:
     got = _dicts(data, seg, is_dict, dict_lines)
     if got is None:
         return None
-    frame, skipped = got
-    _date(frame, dict_lines, writes, skipped)
+    frame, skipped, nth = got
+    _date(frame, nth, len(dict_lines), writes, skipped)
     bars = int((((kinds == BAR) | (kinds == BAR_DICT)) & in_mine).sum())
     if bars:
         skipped["progress_bar"] = skipped.get("progress_bar", 0) + bars
@@ -136,19 +136,19 @@ def _console(data: Any, seg: Segments) -> Console | None:
 def _my_lines(kinds: Any, term: Any, line_of: Any, ends_cleanly: bool) -> Any:
     """Per line, whether it is this module's: blanks and bare bars with a ``\\r``
     among them, a dict only as the line's last segment (or the line's one segment);
-    never an unterminated last line."""
+    never an unterminated last line.  (A line's segments are consecutive: each line is
+    read at once by ``reduceat`` from its first segment, the one after a ``\\n``.)"""
     import numpy as np
 
-    n_lines = int(line_of[-1]) + 1
     ok = (kinds == BLANK) | (kinds == BAR) | (kinds == ESCAPED)
     ok |= ((kinds == DICT) | (kinds == BAR_DICT)) & (term == 10)
-    bad = np.zeros(n_lines, dtype=bool)
-    bad[line_of[~ok]] = True
-    cr = np.zeros(n_lines, dtype=bool)
-    cr[line_of[term == 13]] = True
-    first = np.flatnonzero(np.r_[True, line_of[1:] != line_of[:-1]])
+    first = np.flatnonzero(term[:-1] == 10)
+    first += 1
+    first = np.r_[0, first]
+    bad = np.logical_or.reduceat(~ok, first)
+    cr = np.logical_or.reduceat(term == 13, first)
     lone_dict = kinds[first] == DICT  # (a line of one segment: its first is its only)
-    lone_dict &= np.bincount(line_of, minlength=n_lines) == 1
+    lone_dict &= np.diff(np.r_[first, len(kinds)]) == 1
     mine = ~bad & (cr | lone_dict)
     if not ends_cleanly:
         mine[-1] = False
@@ -321,24 +321,25 @@ class _Retell(Exception):
 
 def _dicts(
     log: Any, seg: Segments, is_dict: Any, lines_of: Any
-) -> tuple[Any, dict[str, int]] | None:
+) -> tuple[Any, dict[str, int], Any] | None:
     """The dict lines (each with its newline; a dict glued to a bar without the bar)
-    read by Arrow, ``line`` their line in the log; None where the dict regex could read
-    otherwise.  Dicts of quoted strings are cut at their quotes
-    (:func:`~.quoted.quoted_columns`; what the dict lines must not hold is looked for in
-    their cells' distinct strings), others read as JSON once every ``'`` is a ``"``.
+    read by Arrow, ``line`` their line in the log, and which dict line each record is
+    (from 0); None where the dict regex could read otherwise.  Dicts of quoted strings
+    are cut at their quotes (:func:`~.quoted.quoted_columns`; what the dict lines must
+    not hold is looked for in their cells' distinct strings), others read as JSON once
+    every ``'`` is a ``"``.
 
     :raises _Retell: a dict line holds a ``%`` or a bullet and the dict lines were told
         by their bytes."""
     import numpy as np
 
     rows = np.flatnonzero(is_dict)
-    if log.find(b'"') >= 0 and _QUOTE.search(memoryview(_dict_bytes(seg, rows))):
-        return None
     got = None
     if not np.isin(rows, seg.odd).any():  # (no tab, no escape: as JSON would read them)
         lines = _DictLines(seg, rows)
         cut = quoted.quoted_columns(lines, lines.first())
+        if cut is not None and '"' in cut.cells:  # (all but the fixed bytes are cells)
+            return None
         if cut is not None and seg.by_bytes and ("%" in cut.cells or "\u2022" in cut.cells):
             raise _Retell
         if cut is not None and not any(w in cut.cells for w in _NOT_QUOTED):
@@ -346,6 +347,8 @@ def _dicts(
             if got is None:
                 return None
     if got is None:
+        if log.find(b'"') >= 0 and _QUOTE.search(memoryview(_dict_bytes(seg, rows))):
+            return None
         view = memoryview(_dict_bytes(seg, rows))
         if seg.by_bytes and (_PERCENT.search(view) or _BULLET.search(view)):
             raise _Retell
@@ -353,8 +356,9 @@ def _dicts(
     if got is None:
         return None
     frame, skipped = got
-    frame["line"] = lines_of[frame["line"].to_numpy() - 1]
-    return frame, skipped
+    nth = frame["line"].to_numpy() - 1
+    frame["line"] = lines_of[nth]
+    return frame, skipped, nth
 
 
 class _DictLines:
@@ -432,10 +436,11 @@ _PERCENT = re.compile(b"%")
 _BULLET = re.compile("\u2022".encode())
 
 
-def _date(frame: Any, dict_lines: Any, writes: Any, skipped: dict[str, int]) -> None:
-    """Steps of the records without a step field: the ``k``-th dict line was written at
-    the ``k``-th write (:func:`~dflash_diag.logs.lines.read_records`'s rule: a log with
-    more dicts than writes dates none of them, and counts them ``undated_dict``)."""
+def _date(frame: Any, nth: Any, n_dicts: int, writes: Any, skipped: dict[str, int]) -> None:
+    """Steps of the records without a step field: the ``k``-th dict line (``nth``: each
+    record's ``k``, from 0) was written at the ``k``-th write
+    (:func:`~dflash_diag.logs.lines.read_records`'s rule: a log with more dicts than
+    writes dates none of them, and counts them ``undated_dict``)."""
     import numpy as np
     import pandas as pd
 
@@ -443,10 +448,9 @@ def _date(frame: Any, dict_lines: Any, writes: Any, skipped: dict[str, int]) -> 
     if "step" not in frame:
         frame["step"] = np.nan
     source = np.where(undated, 0, 1).astype(np.int8)  # none, field, progress
-    if len(dict_lines) <= len(writes):
-        k = np.searchsorted(dict_lines, frame["line"].to_numpy())
+    if n_dicts <= len(writes):
         step = frame["step"].to_numpy(dtype=np.float64, copy=True)
-        step[undated] = writes[k[undated]]
+        step[undated] = writes[nth[undated]]
         frame["step"] = step
         source[undated] = 2
     elif undated.any():

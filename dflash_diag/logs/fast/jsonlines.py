@@ -111,9 +111,6 @@ def _values(arr: Any) -> tuple[np.ndarray, np.ndarray] | None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from ..fields import is_count_of_total, number_with_unit
-    from ..names import to_float
-
     t = arr.type
     if pa.types.is_integer(t) or pa.types.is_floating(t):
         return pc.cast(arr, pa.float64()).to_numpy(zero_copy_only=False), np.ones(len(arr), bool)
@@ -123,15 +120,48 @@ def _values(arr: Any) -> tuple[np.ndarray, np.ndarray] | None:
         encoded = pc.dictionary_encode(arr)  # each distinct string read once
     else:
         return None
-    words = encoded.dictionary.to_pylist()
-    read = [to_float(w) for w in words]
-    read = [x if x is not None else number_with_unit(w) for x, w in zip(read, words, strict=True)]
-    if any(x is None and is_count_of_total(w) for x, w in zip(read, words, strict=True)):
-        raise CountOfTotal  # ("17/2353": the line parser splits it into a count and a total)
-    table = np.array([np.nan if x is None else x for x in read] + [np.nan])
-    readable = np.array([x is not None for x in read] + [False])
-    codes = encoded.indices.fill_null(len(words)).to_numpy(zero_copy_only=False)
+    table, readable = word_values(encoded.dictionary)
+    codes = encoded.indices.fill_null(len(table) - 1).to_numpy(zero_copy_only=False)
     return table[codes], readable[codes]
+
+
+#: A plain decimal number (ASCII digits): Arrow's cast to float64 reads it as Python's
+#: ``float`` does (both round correctly to the nearest double).
+DECIMAL = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$"
+
+
+def word_values(words: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Each distinct string of an Arrow string array read as the line parser reads a
+    value (:func:`~dflash_diag.logs.names.to_float`, else
+    :func:`~dflash_diag.logs.fields.number_with_unit`): its float (NaN for none) and
+    whether it is a number, with one more entry (NaN, False) for a missing value.
+    Plain decimals (:data:`DECIMAL`) are cast by Arrow at once, the others read in
+    Python one by one.
+
+    :raises CountOfTotal: a string that is a count of a total (``"17/2353"``)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ..fields import is_count_of_total, number_with_unit
+    from ..names import to_float
+
+    table = np.full(len(words) + 1, np.nan)
+    readable = np.zeros(len(words) + 1, dtype=bool)
+    plain = pc.match_substring_regex(words, DECIMAL).to_numpy(zero_copy_only=False)
+    if plain.any():
+        at = np.flatnonzero(plain)
+        table[at] = pc.cast(words.take(pa.array(at)), pa.float64()).to_numpy(zero_copy_only=False)
+        readable[at] = True
+    rest = np.flatnonzero(~plain)
+    for i, w in zip(rest.tolist(), words.take(pa.array(rest)).to_pylist(), strict=True):
+        x = to_float(w)
+        x = x if x is not None else number_with_unit(w)
+        if x is None and is_count_of_total(w):
+            raise CountOfTotal  # ("17/2353": the line parser splits it into a count and a total)
+        if x is not None:
+            table[i], readable[i] = x, True
+    return table, readable
 
 
 def dict_line_records(data: Any) -> tuple[Any, dict[str, int], list[tuple[int, str]]] | None:

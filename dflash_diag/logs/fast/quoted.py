@@ -139,16 +139,27 @@ def _column(j: int, n_keys: int, got: tuple[Any, Any], names: dict[str, int]) ->
     """Column ``j`` of ``n_keys``: its distinct cells read as ``P'key': 'value'S``
     (``P`` a ``{`` in the first column, else a space; ``S`` a ``}`` in the last), each
     key given an id in ``names`` (new keys added)."""
-    import numpy as np
     import pyarrow.compute as pc
 
     codes, cells = got
     head = r"\{" if j == 0 else " "
     tail = r"\}" if j == n_keys - 1 else ""
     pairs = pc.extract_regex(cells, rf"^{head}'(?P<key>[^']*)': '(?P<value>[^']*)'{tail}$")
-    keys = pairs.field("key").to_pylist()
-    ids = np.array([-1 if k is None else names.setdefault(k, len(names)) for k in keys], np.int64)
-    return _Column(codes, cells, ids, pairs.field("value"))
+    return _Column(codes, cells, _key_ids(pairs, names), pairs.field("value"))
+
+
+def _key_ids(pairs: Any, names: dict[str, int]) -> Any:
+    """Per cell the id of its key in ``names`` (keys new to it added, in the order
+    the cells first hold them), -1 where the cell is no pair (``pairs`` null)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    keys = pc.if_else(pairs.is_valid(), pairs.field("key"), pa.scalar(None, pa.string()))
+    encoded = pc.dictionary_encode(keys)  # (each key once, in the order of its first cell)
+    ids = [names.setdefault(k, len(names)) for k in encoded.dictionary.to_pylist()]
+    table = np.array([*ids, -1], np.int64)
+    return table[encoded.indices.fill_null(len(ids)).to_numpy(zero_copy_only=False)]
 
 
 def _layouts(

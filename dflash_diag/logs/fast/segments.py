@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 _NOT = "\r\n\u2022"  # (no segment the console path reads holds a rich bar's bullet)
-#: tqdm's bar with no postfix, spaces before it.
+#: tqdm's bar with no postfix, spaces before it (``pre``: what comes before its count).
 BARE_BAR = (
-    rf"^ *\d{{1,3}}%\|[^|{_NOT}]*\| *(?P<n>\d{{1,15}})/(?P<total>\d{{1,15}}) *"
+    rf"^(?P<pre> *\d{{1,3}}%\|[^|{_NOT}]*\| *)(?P<n>\d{{1,15}})/(?P<total>\d{{1,15}}) *"
     rf"\[[^\],{_NOT}]*(?:,[^\],{_NOT}]*)?\]"
 )
 #: A segment the console path reads, with its ``\\r`` or ``\\n``: spaces only, a bare bar,
@@ -36,26 +36,19 @@ OTHER, BLANK, BAR, DICT, BAR_DICT, ESCAPED = 0, 1, 2, 3, 4, 5
 
 
 @contextmanager
-def heap_memory() -> Iterator[None]:
-    """Arrow's allocations made from the C heap (``malloc``, where numpy's are) and
-    Python's garbage collector paused while the log is read, then both as they were.
-    Memory a process touches for the first time is what costs (the kernel, or a
-    virtual machine's host, maps in and clears each page): Arrow's default pool
-    (mimalloc) takes fresh memory from the system for its many large short-lived
-    buffers, where the heap serves them from what the process already holds (a third
-    less system time on the benchmark's log: docs/logs.md)."""
+def collector_paused() -> Iterator[None]:
+    """Python's garbage collector paused while the log is read, then as it was (no
+    cycles are made here; a collection walks every object of pandas).  Arrow keeps its
+    own pool (mimalloc), which serves the path's many short-lived buffers (bar chunks,
+    the CSV reader's blocks) from memory it already holds: the C heap, tried instead,
+    took fresh pages for them, which the kernel must clear (docs/performance.md)."""
     import gc
 
-    import pyarrow as pa
-
-    before = pa.default_memory_pool()
-    pa.set_memory_pool(pa.system_memory_pool())
     collecting = gc.isenabled()
-    gc.disable()  # (no cycles made here; a collection walks every object of pandas)
+    gc.disable()
     try:
         yield
     finally:
-        pa.set_memory_pool(before)
         if collecting:
             gc.enable()
 
@@ -110,21 +103,68 @@ SCAN_CHUNK = 1 << 20
 BAR_CHUNK = 1 << 16
 
 
-def _controls(buf: Any, dtype: Any) -> Any:
+def _controls(buf: Any, dtype: Any) -> tuple[Any, Any]:
     """The positions of the bytes below 32 (``\\r``, ``\\n``, tabs, escapes), chunk by
-    chunk, as ``dtype``."""
+    chunk, as ``dtype``; and per such byte the four bytes from the one before it, as a
+    little-endian 32-bit word (the byte before it lowest, then the byte itself, the two
+    after it; 0 past either end of the log), read while the chunk is in the cache (read
+    afterwards from all over the log, they cost several times more)."""
     import numpy as np
 
-    out = np.empty(min(len(buf), SCAN_CHUNK), dtype=bool)
-    found = [np.zeros(0, dtype)]
-    for lo in range(0, len(buf), SCAN_CHUNK):
-        part = buf[lo : lo + SCAN_CHUNK]
-        below = out[: len(part)]
-        np.less(part, 32, out=below)
-        at = np.flatnonzero(below).astype(dtype)
+    size = len(buf)
+    padded = buf if size >= 4 else np.r_[buf, np.zeros(4 - size, np.uint8)]
+    words = np.ndarray((len(padded) - 3,), "<u4", buffer=padded, strides=(1,))
+    out = np.empty(min(size, SCAN_CHUNK), dtype=bool)
+    found: list[list[Any]] = [[np.zeros(0, dtype)], [np.zeros(0, np.uint32)]]
+    for lo in range(0, size, SCAN_CHUNK):
+        hi = min(lo + SCAN_CHUNK, size)
+        below = out[: hi - lo]
+        np.less(buf[lo:hi], 32, out=below)
+        at = np.flatnonzero(below)
         at += lo
-        found.append(at)
-    return np.concatenate(found)
+        found[0].append(at.astype(dtype))
+        at -= 1
+        np.clip(at, 0, len(words) - 1, out=at)  # (the log's first bytes and last: below)
+        found[1].append(words[at])
+    low, around = (np.concatenate(parts) for parts in found)
+    for i in np.flatnonzero((low < 1) | (low > size - 3)).tolist():  # (a word clipped)
+        pos = int(low[i])
+        near = [int(buf[j]) if 0 <= j < size else 0 for j in range(pos - 1, pos + 3)]
+        around[i] = sum(b << (8 * k) for k, b in enumerate(near))
+    return low, around
+
+
+def _byte(around: Any, k: int) -> Any:
+    """Byte ``k`` (0: the one before) of :func:`_controls`' words, as uint8."""
+    import numpy as np
+
+    return (around >> np.uint32(8 * k)).astype(np.uint8)
+
+
+def _edge_bytes(
+    buf: Any, sep_around: Any, starts: Any, ends: Any, term: Any
+) -> tuple[Any, Any, Any, Any]:
+    """Per segment its first byte, its last before its terminator (0 when it has
+    none), whether it has any, and its second byte (0 past the log's end), from the
+    bytes around the separators (``sep_around``: :func:`_controls`' words): a segment
+    starts right after the separator before it and its content ends right before its
+    own."""
+    import numpy as np
+
+    n = len(starts)
+    first = np.empty(n, np.uint8)
+    first[0] = buf[0]
+    first[1:] = _byte(sep_around[: n - 1], 2)
+    second = np.empty(n, np.uint8)
+    second[0] = buf[1] if len(buf) > 1 else 0
+    second[1:] = _byte(sep_around[: n - 1], 3)
+    has_content = (ends - starts) > (term > 0)
+    end_byte = np.zeros(n, np.uint8)
+    end_byte[: len(sep_around)] = _byte(sep_around[:n], 0)
+    if n > len(sep_around):  # (a last segment without a terminator: not empty)
+        end_byte[-1] = buf[-1]
+    end_byte[~has_content] = 0
+    return first, end_byte, has_content, second
 
 
 def cut_segments(data: Any) -> Segments | None:
@@ -144,8 +184,8 @@ def cut_segments(data: Any) -> Segments | None:
     buf = np.frombuffer(data, np.uint8)
     small = len(buf) < 2**31 - 1
     ix = np.int32 if small else np.int64
-    low = _controls(buf, ix)
-    low_byte = buf[low]
+    low, around = _controls(buf, ix)
+    low_byte = _byte(around, 1)
     is_sep = (low_byte == 13) | (low_byte == 10)
     sep = low[is_sep]
     sep_byte = low_byte[is_sep]
@@ -160,8 +200,10 @@ def cut_segments(data: Any) -> Segments | None:
         n,
         [None, pa.py_buffer(offsets), pa.py_buffer(buf)],
     )
-    try:
-        strings.validate(full=True)
+    try:  # (the log as one string: cut at ASCII bytes, it is UTF-8 where each piece is)
+        pa.Array.from_buffers(
+            strings.type, 1, [None, pa.py_buffer(offsets[[0, -1]]), pa.py_buffer(buf)]
+        ).validate(full=True)
     except pa.ArrowInvalid:
         return None
     starts, ends = offsets[:-1], offsets[1:]
@@ -169,7 +211,8 @@ def cut_segments(data: Any) -> Segments | None:
     term[: len(sep)] = sep_byte
     line_of = np.zeros(n, dtype=ix)
     np.cumsum(term[:-1] == 10, out=line_of[1:])
-    kinds, first, end_byte = _kinds_by_bytes(buf, strings, starts, ends, term)
+    first, end_byte, has_content, second = _edge_bytes(buf, around[is_sep], starts, ends, term)
+    kinds = _kinds_by_bytes(buf, strings, starts, ends, (first, second, end_byte, has_content))
     bars = _BarCounts()
     digit_or_space = ((first >= ord("0")) & (first <= ord("9"))) | (first == ord(" "))
     rows = np.flatnonzero(digit_or_space & (end_byte == ord("]")))
@@ -188,27 +231,46 @@ def cut_segments(data: Any) -> Segments | None:
     )
 
 
-def _kinds_by_bytes(buf: Any, strings: Any, starts: Any, ends: Any, term: Any) -> Any:
-    """Per segment its kind as far as its bytes tell it (``BLANK``: only spaces before
-    its terminator; ``DICT``: ``{'`` first, ``}`` last; else ``OTHER``), its first
-    byte and its last before the terminator (0 when it has none)."""
+def _kinds_by_bytes(
+    buf: Any, strings: Any, starts: Any, ends: Any, edges: tuple[Any, Any, Any, Any]
+) -> Any:
+    """Per segment its kind as far as its bytes tell it (``BLANK``: only whitespace,
+    Arrow's ``ascii_is_space``, its terminator included; ``DICT``: ``{'`` first, ``}``
+    last; else ``OTHER``), from its first byte and its last before the terminator
+    (``edges``: :func:`_edge_bytes`'s first, second and last bytes, and whether it has
+    content).  Whitespace but the terminator is a control byte, but for
+    the space: so only a segment of the terminator alone, or one with a space first
+    and last, is asked ``ascii_is_space`` (those with a control byte are told again by
+    the caller)."""
     import numpy as np
+
+    first, second, end_byte, has_content = edges
+    kinds = np.full(len(starts), OTHER, dtype=np.int8)
+    kinds[~has_content] = BLANK
+    spaced = np.flatnonzero(has_content & (first == ord(" ")) & (end_byte == ord(" ")))
+    content_end = ends[spaced] - 1  # (its terminator, or its last space at the log's end)
+    content_end += buf[content_end] == ord(" ")
+    kinds[spaced[_only_spaces(buf, strings.type, starts[spaced], content_end)]] = BLANK
+    kinds[(first == ord("{")) & (second == ord("'")) & (end_byte == ord("}"))] = DICT
+    return kinds
+
+
+def _only_spaces(buf: Any, kind: Any, lo: Any, hi: Any) -> Any:
+    """Whether each ``buf[lo:hi]`` (ascending, apart) is whitespace, by Arrow's
+    ``ascii_is_space`` over one string array of them and the bytes between them (no
+    copy)."""
+    import numpy as np
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    first = buf[starts]
-    content_end = ends - 1
-    content_end -= term > 0  # (the last byte before the terminator)
-    has_content = content_end >= starts
-    np.maximum(content_end, 0, out=content_end)
-    end_byte = buf[content_end]
-    end_byte[~has_content] = 0
-    del content_end
-    kinds = np.full(len(starts), OTHER, dtype=np.int8)
-    kinds[pc.ascii_is_space(strings).to_numpy(zero_copy_only=False)] = BLANK
-    braced = np.flatnonzero((first == ord("{")) & (end_byte == ord("}")))
-    second = buf[np.minimum(starts[braced] + 1, len(buf) - 1)]
-    kinds[braced[second == ord("'")]] = DICT
-    return kinds, first, end_byte
+    if not len(lo):
+        return np.zeros(0, dtype=bool)
+    bounds = np.empty((len(lo), 2), lo.dtype)
+    bounds[:, 0], bounds[:, 1] = lo, hi
+    pieces = pa.Array.from_buffers(
+        kind, bounds.size - 1, [None, pa.py_buffer(bounds), pa.py_buffer(buf)]
+    )
+    return pc.ascii_is_space(pieces).to_numpy(zero_copy_only=False)[0::2]
 
 
 class _BarCounts:
@@ -221,21 +283,18 @@ class _BarCounts:
         self.totals: list[Any] = []
 
     def read(self, strings: Any, rows: Any, pattern: str, kind: int, kinds: Any) -> None:
-        """Segments ``rows`` that match ``pattern`` (which captures ``n`` and ``total``)
-        made ``kind``, their counts and totals kept; the others made ``OTHER``."""
+        """Segments ``rows`` that match ``pattern`` (:data:`BARE_BAR` and what follows
+        it) made ``kind``, their counts and totals kept; the others made ``OTHER``."""
         import numpy as np
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         for lo in range(0, len(rows), BAR_CHUNK):  # (small copies, reused memory)
             part = rows[lo : lo + BAR_CHUNK]
-            got = pc.extract_regex(strings.take(pa.array(part)), pattern)
-            ok = got.is_valid().to_numpy(zero_copy_only=False)
+            ok, counts, totals = read_bars(strings.take(pa.array(part)), pattern)
             kinds[part] = np.where(ok, kind, OTHER)
-            got = got.filter(pa.array(ok))
             self.rows.append(part[ok])
-            for into, field in ((self.counts, "n"), (self.totals, "total")):
-                into.append(pc.cast(got.field(field), pa.int64()).to_numpy(zero_copy_only=False))
+            self.counts.append(counts)
+            self.totals.append(totals)
 
     def drop(self, rows: Any) -> None:
         """Forget what was read of segments ``rows`` (to be read again)."""
@@ -251,10 +310,85 @@ class _BarCounts:
         import numpy as np
 
         rows = np.concatenate([np.zeros(0, np.int64), *self.rows])
-        order = np.argsort(rows, kind="stable")
         counts = np.concatenate([np.zeros(0, np.int64), *self.counts])
         totals = np.concatenate([np.zeros(0, np.int64), *self.totals])
+        if (rows[1:] > rows[:-1]).all():  # (read in order already: the bare bars alone)
+            return rows, counts, totals
+        order = np.argsort(rows, kind="stable")
         return rows[order], counts[order], totals[order]
+
+
+def read_bars(bars: Any, pattern: str) -> tuple[Any, Any, Any]:
+    """Which of the strings ``bars`` match ``pattern`` (:data:`BARE_BAR`, then what
+    follows it), and the ``n`` and ``total`` of those that do (int64).
+
+    Each distinct shape is read once by RE2: a bar's shape is its text with every
+    ASCII digit made ``0`` (:func:`digits_as_zeros`), and a tqdm bar's draws share a
+    few shapes.  ``pattern`` tells digits from other bytes only by ``\\d`` (ASCII
+    digits), so it matches a bar exactly when it matches the bar's shape, and its
+    groups (``pre``, ``n``, ``total``) span the same bytes in both: the counts are read
+    from the bar's own digits there, by Arrow's cast to int64."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    at = offsets_of(bars)
+    raw = text_bytes(bars)
+    starts = at - at[0]
+    shapes = pa.Array.from_buffers(
+        bars.type, len(bars), [None, pa.py_buffer(starts), pa.py_buffer(digits_as_zeros(raw))]
+    )
+    encoded = pc.dictionary_encode(shapes)
+    which = encoded.indices.to_numpy(zero_copy_only=False)
+    got = pc.extract_regex(encoded.dictionary, pattern)
+    ok = got.is_valid().to_numpy(zero_copy_only=False)[which]
+    pre, n, total = (
+        pc.binary_length(got.field(g)).fill_null(0).to_numpy(zero_copy_only=False)
+        for g in ("pre", "n", "total")
+    )
+    which = which[ok]
+    if not len(which):
+        return ok, np.zeros(0, np.int64), np.zeros(0, np.int64)
+    cut = np.empty((len(which), 4), starts.dtype)  # (per bar: n's first byte and end, total's)
+    cut[:, 0] = starts[:-1][ok] + pre[which]
+    cut[:, 1] = cut[:, 0] + n[which]
+    cut[:, 2] = cut[:, 1] + 1  # (the "/")
+    cut[:, 3] = cut[:, 2] + total[which]
+    numbers = pa.Array.from_buffers(bars.type, cut.size - 1, [None, pa.py_buffer(cut), raw])
+    both = pc.cast(numbers.take(pa.array(np.arange(0, cut.size, 2))), pa.int64())
+    both = both.to_numpy(zero_copy_only=False)
+    return ok, both[0::2], both[1::2]
+
+
+#: Byte masks for :func:`digits_as_zeros` (eight bytes in a 64-bit word).
+_LOW7, _HIGH = 0x7F7F7F7F7F7F7F7F, 0x8080808080808080
+_PLUS_50, _PLUS_46 = 0x5050505050505050, 0x4646464646464646
+
+
+def digits_as_zeros(raw: Any) -> Any:
+    """A copy of the bytes ``raw`` with every ASCII digit made ``0`` (numpy uint8),
+    eight bytes at a time: with ``b7`` a byte's low seven bits, ``b7 + 0x50`` sets its
+    top bit exactly when ``b7 >= 0x30`` and ``b7 + 0x46`` when ``b7 >= 0x3A`` (no carry
+    leaves the byte), so a digit is a byte with the first set, the second not, and no
+    top bit of its own; its low four bits are then cleared (``0x3d & 0xF0 = 0x30``)."""
+    import numpy as np
+
+    size = len(raw)
+    words = np.zeros((size + 7) // 8, np.uint64)
+    out = words.view(np.uint8)
+    out[:size] = np.frombuffer(raw, np.uint8)
+    low = words & np.uint64(_LOW7)
+    above = low + np.uint64(_PLUS_46)
+    low += np.uint64(_PLUS_50)
+    above |= words
+    np.invert(above, out=above)
+    low &= above
+    low &= np.uint64(_HIGH)
+    low >>= np.uint64(7)
+    low *= np.uint64(0x0F)
+    np.invert(low, out=low)
+    words &= low
+    return out[:size]
 
 
 def offsets_of(text: Any) -> Any:
