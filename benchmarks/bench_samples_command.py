@@ -67,7 +67,8 @@ def build(
     """The manifest, recording and log of a shuffled run (``losses``: the recording holds
     each sample's loss); returns the poison ids too."""
     rng = np.random.default_rng(seed)
-    hard = rng.normal(2.0, 0.3, n_samples).astype(np.float32)
+    # (drawn only with losses: without, the run is the one the earlier figures are of)
+    hard = rng.normal(2.0, 0.3, n_samples).astype(np.float32) if losses else None
     lengths = long_tailed_lengths(n_samples, seed)
     manifest = folder / "manifest.parquet"
     pd.DataFrame({"length": lengths}).to_parquet(manifest, index=False)
@@ -89,7 +90,7 @@ def build(
             loss = 2.0 + 0.02 * rng.standard_normal(per_epoch) + 0.25 * bad[batches].any(1)
             lines = []
             own = None
-            if losses:
+            if hard is not None:
                 own = hard[batches] + rng.normal(0.0, 0.2, batches.shape).astype(np.float32)
                 own += np.float32(1.5) * bad[batches]
             for b in range(per_epoch):
