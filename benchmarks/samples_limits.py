@@ -28,7 +28,8 @@ import numpy as np
 import pandas as pd
 
 from dflash_diag.composition import Request
-from dflash_diag.reports import SpikesOptions, samples_report
+from dflash_diag.reports import SpikesOptions, spikes_report
+from dflash_diag.reports.samples import sample_table
 from dflash_diag.spikes.culprits import point_z
 
 RUNS = Path(__file__).resolve().parents[1] / "tests" / "data" / "trainer_runs"
@@ -51,17 +52,22 @@ def truth(name: str) -> tuple[pd.DataFrame, set[int]]:
 
 
 def report(name: str, ground: str):
+    """The run's spikes report and its samples' table (``samples``' table: the same
+    findings)."""
     d = RUNS / name
     batches = Request(composition=d / "train.batches", manifest=d / "manifest.parquet")
-    return samples_report(d / "trainer_state.json", SpikesOptions(ground=ground), batches)
+    rep = spikes_report(d / "trainer_state.json", SpikesOptions(ground=ground), batches)
+    return rep, sample_table(rep.attribution.samples, rep.composition)
 
 
 def matched_filter_ranks(name: str, poison: set[int]) -> list[int]:
-    r = report(name, "inferred")
-    att, f = r.spikes.attribution, r.findings
+    r, _ = report(name, "inferred")
+    att = r.attribution
+    assert att is not None and att.samples is not None
+    f = att.samples
     assert att is not None and att.model is not None
     pts = att.points
-    sign = -1.0 if r.spikes.detection.direction == "down" else 1.0
+    sign = -1.0 if r.detection.direction == "down" else 1.0
     z, _ = point_z(
         sign * pts["residual"].to_numpy(),
         sign * pts["predicted"].to_numpy(),
@@ -98,7 +104,7 @@ def main() -> None:
     print("   and what they add to their batches, sigmas")
     for name in ("poison_ordinary", "poison_long"):
         s, poison = truth(name)
-        t = report(name, "inferred").table
+        t = report(name, "inferred")[1]
         for i in sorted(set(t.loc[t["named"], "sample_id"]) - poison):
             x = s[s["sample_id"] == i].sort_values("step")
             cat = t.loc[t["sample_id"] == i, "category"].iloc[0]
@@ -112,7 +118,7 @@ def main() -> None:
 
     for name in (*POISONED, "lr_surge", "clean"):
         _, poison = truth(name)
-        t = report(name, "measured").table.set_index("sample_id")
+        t = report(name, "measured")[1].set_index("sample_id")
         clean = t.drop(index=list(poison))
         got = t.loc[list(poison), "score"] if poison else pd.Series(dtype=float)
         shown = f"poison {got.min():.0f}-{got.max():.0f}, " if poison else ""
