@@ -242,9 +242,8 @@ def _measured_excess(comp: Composition, n: int, order: np.ndarray) -> np.ndarray
     """Per sample in ``order``, the median over its entries of (its loss - the median
     loss of its micro-batch), nats per token; NaN without measured losses (no gather)."""
     import numpy as np
-    import pandas as pd
 
-    from ..samples import Membership, batch_residual
+    from ..samples import Membership, batch_residual, sample_medians
 
     loss = comp.sample_loss
     if loss is None or not np.isfinite(loss).any():
@@ -252,8 +251,4 @@ def _measured_excess(comp: Composition, n: int, order: np.ndarray) -> np.ndarray
     rep = comp.replay
     micro = Membership(np.asarray(rep.offsets, dtype=np.int64), rep.sample_ids, len(rep.lengths))
     excess = batch_residual(micro, loss, min_entries=1)
-    per = pd.Series(excess).groupby(rep.sample_ids).median()
-    out = np.full(n, np.nan)
-    keep = per.index.to_numpy() < n
-    out[per.index.to_numpy()[keep]] = per.to_numpy()[keep]
-    return out[order]
+    return sample_medians(rep.sample_ids, excess, len(rep.lengths))[:n][order]

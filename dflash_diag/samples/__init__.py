@@ -13,7 +13,7 @@ The method, its null and its limits: ``docs/samples.md``.
 from .culprits import name_culprits
 from .evidence import REASONS, SampleEvidence, SampleOptions, sample_evidence
 from .groups import separable_groups
-from .measured import batch_residual, measured_evidence, measured_z
+from .measured import batch_residual, measured_evidence, measured_z, sample_medians
 from .membership import Membership
 from .nulls import bh_qvalues, order_pvalue
 
@@ -29,5 +29,6 @@ __all__ = [
     "name_culprits",
     "order_pvalue",
     "sample_evidence",
+    "sample_medians",
     "separable_groups",
 ]

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..arrays import unique_values
+from ..arrays import chunks, unique_values
 from ..errors import InputError
 from .evidence import REASONS, SampleEvidence, SampleOptions
 from .layout import DENSE_FROM, windows
@@ -148,19 +148,58 @@ def batch_residual(
             "give one loss per entry, in the membership's order",
         )
     loss = np.where(np.isfinite(loss), loss, np.nan)
+    median = point_medians(membership, loss, min_entries)
+    resid = loss - np.repeat(median, membership.counts())
+    if not np.isfinite(resid).any():
+        raise InputError("sample_loss", f"no point has {min_entries} finite sample losses")
+    return resid
+
+
+def point_medians(
+    membership: Membership, loss: np.ndarray, min_entries: int = MIN_ENTRIES
+) -> np.ndarray:
+    """The median of each point's finite losses (``loss``: float64 per entry, NaN where
+    not finite), float64 ``[n_points]``; NaN where fewer than ``min_entries`` (at least
+    one) are finite.  The median of ``f`` finite values sorted ascending is the mean of
+    those at ``(f - 1) // 2`` and ``f // 2``.
+
+    The points of one size ``L`` are sorted as the rows of a ``[points, L]`` table (a
+    value sort, NaN last: the order statistics, whichever of equal values stands where),
+    a chunk of rows at a time; with more than :data:`FEW_LENGTHS` sizes, one order of
+    every entry (:func:`order_within`) instead."""
+    need = max(min_entries, 1)
+    counts = membership.counts()
+    start = membership.offsets[:-1]
+    out = np.full(membership.n_points, np.nan)
+    sizes = unique_values(counts)
+    if sizes.size > FEW_LENGTHS:
+        return _medians_by_order(membership, loss, need)
+    for size in sizes[sizes >= need].tolist():
+        points = np.flatnonzero(counts == size)
+        for part in chunks(points.size * size):
+            rows = points[part.start // size : part.stop // size]
+            table = loss[start[rows][:, None] + np.arange(size)]
+            finite = size - np.count_nonzero(np.isnan(table), axis=1)
+            table.sort(axis=1)
+            ok = finite >= need
+            at = np.flatnonzero(ok)
+            lo = table[at, (finite[at] - 1) // 2]
+            hi = table[at, finite[at] // 2]
+            out[rows[ok]] = (lo + hi) / 2
+    return out
+
+
+def _medians_by_order(membership: Membership, loss: np.ndarray, need: int) -> np.ndarray:
+    """:func:`point_medians` from one order of every entry by point, then loss."""
     point = membership.point_of_entry()
     order = order_within(point, loss)
     nf = np.bincount(point, weights=np.isfinite(loss), minlength=membership.n_points)
     nf = nf.astype(np.int64)
     start = membership.offsets[:-1]
-    ok = nf >= max(min_entries, 1)
+    ok = nf >= need
     lo = order[np.where(ok, start + (nf - 1) // 2, 0)]
     hi = order[np.where(ok, start + nf // 2, 0)]
-    median = np.where(ok, (loss[lo] + loss[hi]) / 2, np.nan)
-    resid = loss - np.repeat(median, membership.counts())
-    if not np.isfinite(resid).any():
-        raise InputError("sample_loss", f"no point has {min_entries} finite sample losses")
-    return resid
+    return np.where(ok, (loss[lo] + loss[hi]) / 2, np.nan)
 
 
 def measured_evidence(
@@ -169,6 +208,7 @@ def measured_evidence(
     options: SampleOptions | None = None,
     min_entries: int = MIN_ENTRIES,
     kinds: object | None = None,
+    residual: np.ndarray | None = None,
 ) -> SampleEvidence:
     """Test every sample on its own measured losses (the module docstring), ground
     ``measured``.
@@ -178,6 +218,8 @@ def measured_evidence(
     :param sample_loss: float ``[n_entries]``, each entry's own mean loss per token.
     :param kinds: optional int ``[n_samples]``: each sample's kind (category code;
         negative: none); None: one kind.
+    :param residual: step 1's ``r``, ``batch_residual(membership, sample_loss,
+        min_entries)``, when the caller has it already (None: computed here).
     :returns: :class:`.SampleEvidence` whose ``score`` is ``z_i``, ``min_z`` the lowest
         ``u``, ``high`` the entries with ``u >= options.high_z``, ``own_excess_nats`` the
         median ``r`` (nats per token over its batch mates), ``share`` its mean token share;
@@ -186,7 +228,7 @@ def measured_evidence(
     import pandas as pd
 
     opts = options or SampleOptions()
-    r = batch_residual(membership, sample_loss, min_entries)
+    r = batch_residual(membership, sample_loss, min_entries) if residual is None else residual
     n = membership.n_samples
     kind = _kinds(kinds, n)
     u = _against_kind(membership, r, kind)
@@ -226,7 +268,8 @@ def _against_kind(membership: Membership, r: np.ndarray, kind: np.ndarray) -> np
     n_lengths + length`` makes every cell of every level a run of it; each cell's
     median is taken over its run (:func:`_nested_medians`), the centre chosen per finest
     cell (its own median when it holds :data:`MIN_CELL` entries, else its (kind,
-    stretch)'s when that does, else its kind's) and each entry's looked up once."""
+    stretch)'s when that does, else its kind's: a coarser median only where some cell
+    takes it) and each entry's looked up once."""
     good = np.flatnonzero(np.isfinite(r))
     point = membership.point_of_entry()[good]
     w = (point * WINDOWS) // max(membership.n_points, 1)
@@ -244,15 +287,17 @@ def _against_kind(membership: Membership, r: np.ndarray, kind: np.ndarray) -> np
     del w, lb
     cell, order, codes, counts = _cells(fine)
     del fine
-    sizes, medians = _nested_medians(rr[order], codes, counts, (n_l, n_l * WINDOWS))
-    fine_size, kw_size = sizes[0], sizes[1]
-    centre = np.where(
-        fine_size >= MIN_CELL, medians[0], np.where(kw_size >= MIN_CELL, medians[1], medians[2])
-    )
+    widths = (1, n_l, n_l * WINDOWS)
+    fine_size, kw_size, _ = (_level_sizes(codes, counts, width) for width in widths)
+    own = fine_size >= MIN_CELL
+    wanted = (own, ~own & (kw_size >= MIN_CELL), ~own & (kw_size < MIN_CELL))
+    medians = _nested_medians(rr[order], codes, counts, widths, wanted)
+    centre = np.where(wanted[0], medians[0], np.where(wanted[1], medians[1], medians[2]))
     d = rr - centre[cell]
     del rr
-    _, mad = _nested_medians(np.abs(d[order]), codes, counts, (n_l * WINDOWS,))
-    scale = np.where(mad[1] > 0, 1.4826 * mad[1], np.nan)
+    every = np.ones(codes.size, dtype=bool)
+    (mad,) = _nested_medians(np.abs(d[order]), codes, counts, (n_l * WINDOWS,), (every,))
+    scale = np.where(mad > 0, 1.4826 * mad, np.nan)
     out = np.full(r.size, np.nan)
     out[good] = d / scale[cell]
     return out
@@ -269,26 +314,54 @@ def _cells(code: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.nda
     return cell, np.argsort(cell, kind="stable"), codes, present[codes]
 
 
+def _level_sizes(codes: np.ndarray, sizes: np.ndarray, width: int) -> np.ndarray:
+    """Per cell, the entries of the cell of the level ``width`` (the cells whose codes
+    agree once divided by it) that holds it."""
+    key = codes // width
+    new = np.r_[True, key[1:] != key[:-1]]
+    group = np.cumsum(new) - 1
+    return np.add.reduceat(sizes, np.flatnonzero(new))[group] if sizes.size else sizes
+
+
 def _nested_medians(
-    ordered: np.ndarray, codes: np.ndarray, sizes: np.ndarray, widths: tuple[int, ...]
-) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Per cell (as :func:`_cells` gives them), its size and median at each level: the
-    cells themselves, then the cells whose codes agree once divided by each of
-    ``widths`` (the coarser levels, whose cells are runs of finer ones).  ``ordered``:
-    the values ordered by cell.  A median is ``np.median`` of the run's values (the
-    middle value, or the mean of the middle two), as pandas' group-by median gives it."""
+    ordered: np.ndarray,
+    codes: np.ndarray,
+    sizes: np.ndarray,
+    widths: tuple[int, ...],
+    wanted: tuple[np.ndarray, ...],
+) -> list[np.ndarray]:
+    """Per cell (as :func:`_cells` gives them), the median of its cell at each level
+    ``width`` (the cells whose codes agree once divided by it: 1 is the cells
+    themselves), where ``wanted`` (a bool per cell, one array a level) asks for it (NaN
+    elsewhere).  ``ordered``: the values ordered by cell, partitioned here in place.  A
+    median is the middle value of the run, or the mean of the middle two, as
+    ``np.median`` (and pandas' group-by median) gives it."""
     first = np.zeros(codes.size + 1, dtype=np.int64)
     np.cumsum(sizes, out=first[1:])
-    level_sizes, level_medians = [], []
-    for key in [codes, *(codes // width for width in widths)]:
+    out = []
+    for width, want in zip(widths, wanted, strict=True):
+        key = codes // width
         new = np.r_[True, key[1:] != key[:-1]]
-        bounds = first[np.r_[np.flatnonzero(new), codes.size]]
-        runs = zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)
-        med = np.array([np.median(ordered[a:b]) for a, b in runs])
         group = np.cumsum(new) - 1
-        level_sizes.append(np.diff(bounds)[group])
-        level_medians.append(med[group])
-    return level_sizes, level_medians
+        asked = np.zeros(int(group[-1]) + 1 if group.size else 0, dtype=bool)
+        asked[group[want]] = True
+        bounds = first[np.r_[np.flatnonzero(new), codes.size]]
+        med = np.full(asked.size, np.nan)
+        for g in np.flatnonzero(asked).tolist():
+            med[g] = _run_median(ordered[bounds[g] : bounds[g + 1]])
+        out.append(med[group])
+    return out
+
+
+def _run_median(run: np.ndarray) -> float:
+    """``np.median(run)`` of a non-empty run without NaN, partitioning it in place."""
+    m = run.size
+    lo, hi = (m - 1) // 2, m // 2
+    if lo == hi:
+        run.partition(hi)
+        return float(run[hi])
+    run.partition([lo, hi])
+    return float((run[lo] + run[hi]) / 2)
 
 
 def _per_sample(frame: pd.DataFrame, n: int, opts: SampleOptions) -> pd.DataFrame:
@@ -400,6 +473,48 @@ def _per_sample_dense(
     )
 
 
+def sample_medians(samples: np.ndarray, values: np.ndarray, n_samples: int) -> np.ndarray:
+    """Each sample's median over its entries' non-NaN ``values`` (float64 per entry),
+    float64 ``[n_samples]``, NaN where it has none: ``pandas``' group-by median of
+    ``values`` by ``samples``, as a look-up per sample.
+
+    Where the entries fall into a few windows in which no sample repeats
+    (:func:`.windows`), the values are put in a ``[n_windows, n_samples]`` table (NaN where
+    a window holds none of a sample's) whose columns are sorted; else one order of the
+    entries by sample, then value (:func:`order_within`)."""
+    slots = windows(samples, n_samples) if samples.size >= DENSE_FROM * n_samples else None
+    if slots is None:
+        order = order_within(samples, values)
+        k = np.bincount(samples, weights=~np.isnan(values), minlength=n_samples)
+        k = k.astype(np.int64)
+        start = np.zeros(n_samples, dtype=np.int64)
+        np.cumsum(np.bincount(samples, minlength=n_samples)[:-1], out=start[1:])
+        return _middle(values[order], start, k)
+    table = np.full((len(slots), n_samples), np.nan)
+    for w, col in enumerate(slots):
+        there = np.flatnonzero(col >= 0)
+        table[w, there] = values[col[there]]
+    k = len(slots) - np.count_nonzero(np.isnan(table), axis=0)
+    table.sort(axis=0)
+    rows = len(slots) - 1
+    lo = np.take_along_axis(table, np.clip((k - 1) // 2, 0, rows)[None], 0)[0]
+    hi = np.take_along_axis(table, np.clip(k // 2, 0, rows)[None], 0)[0]
+    with np.errstate(invalid="ignore"):  # (inf and -inf: NaN, as pandas has it)
+        return np.where(k > 0, (lo + hi) / 2, np.nan)
+
+
+def _middle(ordered: np.ndarray, start: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """The median of each run ``ordered[start : start + k]`` (sorted, NaN after), NaN
+    where ``k`` is 0."""
+    has = k > 0
+    if not has.any():
+        return np.full(k.size, np.nan)
+    lo = ordered[np.where(has, start + (k - 1) // 2, 0)]
+    hi = ordered[np.where(has, start + k // 2, 0)]
+    with np.errstate(invalid="ignore"):
+        return np.where(has, (lo + hi) / 2, np.nan)
+
+
 def _within_kind(t: np.ndarray, kind: np.ndarray, testable: np.ndarray) -> np.ndarray:
     """Step 3: ``z_i`` of the testable samples (NaN elsewhere), within ``kind`` (the
     kinds as :func:`_pooled` makes them)."""
@@ -438,12 +553,13 @@ def _tail_pvalues(z: np.ndarray, kind: np.ndarray, testable: np.ndarray) -> np.n
 
 def _first_at_or_above(x: np.ndarray) -> np.ndarray:
     """``np.searchsorted(np.sort(x), x, side="left")``, int64: how many values lie below
-    each, from one stable sort (ties share the first position of their value); the
+    each, from one sort (ties share the first position of their value, whatever order
+    the sort left them in); the
     search itself, whose 10M random probes cost several sorts, only when ``x`` holds NaN
     (each NaN sorts apart)."""
     if np.isnan(x).any():
         return np.searchsorted(np.sort(x), x, side="left")
-    order = np.argsort(x, kind="stable")
+    order = np.argsort(x)  # (ties all get their value's first position: any order serves)
     ranked = x[order]
     first = np.arange(x.size, dtype=np.int64)
     same = np.flatnonzero(ranked[1:] == ranked[:-1]) + 1

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ..data import Manifest, Replay
-    from ..samples import Membership, SampleEvidence, SampleOptions
+    from ..samples import Membership, SampleEvidence
 
 #: The false-discovery rate at which samples are named.
 FDR = 0.05
@@ -182,7 +182,14 @@ def sample_findings(
     """
     import numpy as np
 
-    from ..samples import Membership, SampleOptions, name_culprits, sample_evidence
+    from ..samples import (
+        Membership,
+        SampleOptions,
+        batch_residual,
+        measured_evidence,
+        name_culprits,
+        sample_evidence,
+    )
 
     counts = np.diff(replay.offsets)
     pidx = np.asarray(point_index, dtype=np.int32 if n_points < 2**31 else np.int64)
@@ -193,30 +200,20 @@ def sample_findings(
     options = SampleOptions(allow_low=ALLOW_LOW)
     added: dict[tuple[int, int], float] = {}
     if measured is not None:
-        evidence = _measured(replay, point, measured, options)
+        micro = _micro(replay)
+        loss = np.where(point >= 0, measured.sample_loss, np.nan)
+        residual = batch_residual(micro, loss)
+        evidence = measured_evidence(micro, loss, options, kinds=measured.kinds, residual=residual)
         basis = MEASURED_BASIS
     else:
         evidence = sample_evidence(membership, z, excess=excess, options=options)
     named = name_culprits(evidence, FDR)
     if measured is not None and not named.empty:
-        added = _added(replay, point, n_points, measured, named)
+        added = _added(micro, point, n_points, residual, named)
     t = evidence.table
     seen = t["group"].to_numpy() >= 0
     separable = bool((t["group_size"].to_numpy()[seen] == 1).any())
     return SampleFindings(evidence, named, membership, ids, basis, separable, added)
-
-
-def _measured(
-    replay: Replay, point: np.ndarray, measured: Measured, options: SampleOptions
-) -> SampleEvidence:
-    """The measured evidence over the micro-batches, with the losses of entries no
-    logged point covers left out."""
-    import numpy as np
-
-    from ..samples import measured_evidence
-
-    loss = np.where(point >= 0, measured.sample_loss, np.nan)
-    return measured_evidence(_micro(replay), loss, options, kinds=measured.kinds)
 
 
 def _micro(replay: Replay) -> Membership:
@@ -232,33 +229,31 @@ def _micro(replay: Replay) -> Membership:
 
 
 def _added(
-    replay: Replay,
+    micro: Membership,
     point: np.ndarray,
     n_points: int,
-    measured: Measured,
+    residual: np.ndarray,
     named: pd.DataFrame,
 ) -> dict[tuple[int, int], float]:
-    """:attr:`SampleFindings.added` for the named samples (a pass over the entries, the
-    rest over the named ones' few)."""
+    """:attr:`SampleFindings.added` for the named samples: each entry's ``residual``
+    (its loss over its micro-batch's median) times its share of its logged point's
+    tokens, summed per (point, sample); a pass over the entries, the rest over the
+    named ones' few."""
     import numpy as np
 
-    from ..samples import batch_residual
-
-    sample = replay.sample_ids
-    micro = _micro(replay)
-    r = batch_residual(micro, np.where(point >= 0, measured.sample_loss, np.nan))
+    sample = micro.samples
     tokens = micro.tokens
     assert tokens is not None
     covered = point >= 0
     totals = np.bincount(point[covered], weights=tokens[covered], minlength=n_points)
-    ids = np.zeros(len(replay.lengths), dtype=bool)
+    ids = np.zeros(micro.n_samples, dtype=bool)
     ids[[m for members in named["members"] for m in members]] = True
-    mine = np.flatnonzero(ids[sample] & covered & np.isfinite(r))
+    mine = np.flatnonzero(ids[sample] & covered & np.isfinite(residual))
     out: dict[tuple[int, int], float] = {}
     for e in mine.tolist():
         key = (int(point[e]), int(sample[e]))
         share = tokens[e] / totals[point[e]] if totals[point[e]] > 0 else 0.0
-        out[key] = out.get(key, 0.0) + float(r[e] * share)
+        out[key] = out.get(key, 0.0) + float(residual[e] * share)
     return out
 
 

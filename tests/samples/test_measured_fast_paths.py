@@ -3,11 +3,13 @@ must give the same table to the bit."""
 
 from __future__ import annotations
 
+from unittest.mock import patch
+
 import numpy as np
 import pandas as pd
 import pytest
 from budget import examples
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import dflash_diag.samples.measured as measured
@@ -40,6 +42,40 @@ def test_order_within_many_run_lengths_takes_the_whole_sorts():
     values = np.random.default_rng(0).normal(size=group.size).round(1)
     assert measured._within_runs(group, values) is None
     assert order_within(group, values).tolist() == np.lexsort((values, group)).tolist()
+
+
+@settings(max_examples=examples(80), deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 12), min_size=1, max_size=40),
+    seed=st.integers(0, 2**32 - 1),
+    nan_share=st.sampled_from([0.0, 0.2, 0.7]),
+    min_entries=st.integers(0, 4),
+    chunk=st.sampled_from([3, 7, 2**20]),
+)
+def test_point_medians_by_row_sorts_are_the_order_path(sizes, seed, nan_share, min_entries, chunk):
+    # points of a few sizes (empty ones too), NaN losses, ties, chunks cutting a size's
+    # rows anywhere: the row sorts give each point's median as the order path does
+    assume(sum(sizes) > 0)  # (the order path needs an entry)
+    rng = np.random.default_rng(seed)
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    m = Membership(offsets, rng.integers(0, 50, int(offsets[-1])), 50)
+    loss = rng.choice(np.array([-0.5, 0.0, 1.0, 2.25]), m.n_entries) + rng.integers(
+        0, 2, m.n_entries
+    ) * rng.normal(size=m.n_entries)
+    loss[rng.random(loss.size) < nan_share] = np.nan
+    with patch("dflash_diag.arrays.CHUNK", chunk):
+        got = measured.point_medians(m, loss, min_entries)
+    want = measured._medians_by_order(m, loss, max(min_entries, 1))
+    assert np.array_equal(got, want, equal_nan=True)
+
+
+def test_point_medians_of_many_sizes_take_the_order_path():
+    sizes = np.arange(1, FEW_LENGTHS + 3)
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    m = Membership(offsets, np.zeros(int(offsets[-1]), dtype=np.int64), 1)
+    loss = np.random.default_rng(1).normal(size=m.n_entries)
+    want = [np.median(loss[a:b]) for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
+    assert np.allclose(measured.point_medians(m, loss, 1), want, rtol=0, atol=1e-15)
 
 
 def against_kind_by_pandas(m: Membership, r: np.ndarray, kind: np.ndarray) -> np.ndarray:
@@ -177,3 +213,29 @@ def test_first_at_or_above_is_a_search_of_the_sorted_values(values):
     x = np.array(values, dtype=np.float64)
     want = np.searchsorted(np.sort(x), x, side="left")
     assert measured._first_at_or_above(x).tolist() == want.tolist()
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(1, 60),
+    epochs=st.integers(1, 5),
+    shuffled=st.booleans(),
+    nan_share=st.sampled_from([0.0, 0.3, 1.0]),
+)
+def test_sample_medians_are_pandas_group_by_median(seed, n, epochs, shuffled, nan_share):
+    # epochs of a permutation (the windows' table) or entries drawn at random (the
+    # order path), NaN, infinities, signed zeros and ties among the values
+    rng = np.random.default_rng(seed)
+    if shuffled:
+        samples = np.concatenate([rng.permutation(n) for _ in range(epochs)])
+    else:
+        samples = rng.integers(0, n, n * epochs)
+    values = rng.choice(np.array([-0.0, 0.0, 1.5, np.inf, -np.inf, 2.0]), samples.size)
+    values = np.where(rng.random(samples.size) < 0.5, rng.normal(size=samples.size), values)
+    values[rng.random(samples.size) < nan_share] = np.nan
+    want = np.full(n, np.nan)
+    per = pd.Series(values).groupby(samples).median()
+    want[per.index.to_numpy()] = per.to_numpy()
+    got = measured.sample_medians(samples, values, n)
+    assert np.array_equal(got, want, equal_nan=True)
