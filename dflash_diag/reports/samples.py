@@ -199,7 +199,9 @@ def table_order(score: np.ndarray, q: np.ndarray) -> np.ndarray:
     q_rank, n_q = _dense_rank(q)
     s_rank, n_s = _dense_rank(descending)
     if n_q * n_s * max(n, 1) >= 2**64:
-        return np.lexsort((descending, q))
+        if max(n_q, n_s) * n >= 2**64:
+            return np.lexsort((descending, q))
+        return _by_ranks(q_rank, s_rank)
     key = q_rank.astype(np.uint64)  # ((q rank x n_s + score rank) x n + row, in place)
     del q_rank
     key *= np.uint64(n_s)
@@ -210,6 +212,28 @@ def table_order(score: np.ndarray, q: np.ndarray) -> np.ndarray:
     key.sort()
     key %= np.uint64(max(n, 1))
     return key.view(np.int64)  # (rows < 2**63: the same values)
+
+
+def _by_ranks(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """``np.lexsort((second, first))`` of two rank arrays (ints >= 0 whose counts times
+    the rows fit in 64 bits): the rows by ``second`` then row (a sort of the unique keys
+    ``second x n + row``), then that order by ``first`` then position in it."""
+    import numpy as np
+
+    n = first.size
+    size = np.uint64(max(n, 1))
+    key = second.astype(np.uint64)
+    key *= size
+    key += np.arange(n, dtype=np.uint64)
+    key.sort()
+    key %= size
+    order = key.view(np.int64)
+    key = first[order].astype(np.uint64)
+    key *= size
+    key += np.arange(n, dtype=np.uint64)
+    key.sort()
+    key %= size
+    return order[key.view(np.int64)]
 
 
 def _dense_rank(x: np.ndarray) -> tuple[np.ndarray, int]:

@@ -213,8 +213,9 @@ def measured_evidence(
     """Test every sample on its own measured losses (the module docstring), ground
     ``measured``.
 
-    :param membership: the micro-batches (points) and their samples, ``tokens`` each
-        entry's real tokens (for the length cells; None: one length).
+    :param membership: the micro-batches (points) and their samples, their tokens
+        (``tokens`` or ``sample_tokens``) each entry's real tokens (for the length
+        cells; none: one length).
     :param sample_loss: float ``[n_entries]``, each entry's own mean loss per token.
     :param kinds: optional int ``[n_samples]``: each sample's kind (category code;
         negative: none); None: one kind.
@@ -274,7 +275,7 @@ def _against_kind(membership: Membership, r: np.ndarray, kind: np.ndarray) -> np
     point = membership.point_of_entry()[good]
     w = (point * WINDOWS) // max(membership.n_points, 1)
     del point
-    tokens = membership.tokens[good] if membership.tokens is not None else np.ones(good.size)
+    tokens = membership.tokens_at(good) if membership.has_tokens else np.ones(good.size)
     lb = np.floor(2 * np.log2(np.maximum(tokens, 1.0))).astype(np.int64)
     del tokens
     k = kind[membership.samples[good]]

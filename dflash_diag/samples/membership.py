@@ -119,12 +119,17 @@ class Membership:
     def entry_share(self) -> np.ndarray:
         """Each entry's share of its point, float64 ``[n_entries]``: ``tokens[e] / sum of
         the point's tokens`` (``1 / entries`` without tokens, or where a point has none):
-        :meth:`share_of` every entry, whose points are known without a search."""
-        point = self.point_of_entry()
-        share = 1.0 / np.maximum(self.counts()[point].astype(np.float64), 1.0)
+        :meth:`share_of` every entry, whose points are known without a search: each
+        point's figures repeated over its entries, not looked up entry by entry."""
+        counts = self.counts()
+        share = np.repeat(1.0 / np.maximum(counts.astype(np.float64), 1.0), counts)
         if not self.has_tokens:
             return share
-        totals = self.point_tokens()[point]
+        point_totals = self.point_tokens()
+        totals = np.repeat(point_totals, counts)
+        if bool((point_totals[counts > 0] > 0).all()):
+            np.divide(self.tokens_at(slice(None)), totals, out=share)
+            return share
         has = np.flatnonzero(totals > 0)
         share[has] = self.tokens_at(has) / totals[has]
         return share

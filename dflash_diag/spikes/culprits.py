@@ -222,10 +222,9 @@ def _micro(replay: Replay) -> Membership:
 
     from ..samples import Membership
 
-    sample = replay.sample_ids
     offsets = np.asarray(replay.offsets, dtype=np.int64)
-    tokens = replay.lengths[sample].astype(np.float64)
-    return Membership(offsets, sample, len(replay.lengths), tokens)
+    lengths = replay.lengths
+    return Membership(offsets, replay.sample_ids, len(lengths), sample_tokens=lengths)
 
 
 def _added(
@@ -242,17 +241,19 @@ def _added(
     import numpy as np
 
     sample = micro.samples
-    tokens = micro.tokens
-    assert tokens is not None
     covered = point >= 0
-    totals = np.bincount(point[covered], weights=tokens[covered], minlength=n_points)
+    at = np.flatnonzero(covered)
+    weights = micro.tokens_at(at).astype(np.float64)
+    totals = np.bincount(point[at], weights=weights, minlength=n_points)
+    del at, weights
     ids = np.zeros(micro.n_samples, dtype=bool)
     ids[[m for members in named["members"] for m in members]] = True
     mine = np.flatnonzero(ids[sample] & covered & np.isfinite(residual))
+    tokens = micro.tokens_at(mine).astype(np.float64)
     out: dict[tuple[int, int], float] = {}
-    for e in mine.tolist():
+    for e, tok in zip(mine.tolist(), tokens.tolist(), strict=True):
         key = (int(point[e]), int(sample[e]))
-        share = tokens[e] / totals[point[e]] if totals[point[e]] > 0 else 0.0
+        share = tok / totals[point[e]] if totals[point[e]] > 0 else 0.0
         out[key] = out.get(key, 0.0) + float(residual[e] * share)
     return out
 
