@@ -253,17 +253,45 @@ def small_varints(values: list[int]) -> bytes:
 
 def gather_ranges(data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """``concatenate([data[a:b] for a, b in zip(starts, ends)])`` for sorted,
-    non-overlapping ranges, in one pass (a mask, no Python loop)."""
+    non-overlapping ranges, without a Python loop a range: a mask over ``data`` where
+    the ranges hold much of it, else an index of each byte gathered, a run of ranges of
+    about :data:`~dflash_diag.arrays.CHUNK` bytes at a time."""
     import numpy as np
 
     keep = ends > starts
     starts, ends = starts[keep], ends[keep]
     if not len(starts):
         return data[:0]
+    lengths = ends - starts
+    done = np.zeros(len(starts) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=done[1:])
+    if 4 * int(done[-1]) < data.size:  # (a few bytes of many: each gathered)
+        return _gathered(data, starts, lengths, done)
     edge = np.zeros(len(data) + 1, dtype=np.int8)
     edge[starts] = 1
     edge[ends] -= 1  # (an end meeting the next start cancels it: the range goes on)
     return data[np.cumsum(edge[:-1], dtype=np.int8).view(np.bool_)]
+
+
+def _gathered(
+    data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, done: np.ndarray
+) -> np.ndarray:
+    """:func:`gather_ranges` by index: byte ``i`` of the output, in range ``r``, is
+    ``data[starts[r] + i - done[r]]`` (``done``: the bytes of the ranges before)."""
+    import numpy as np
+
+    from ..arrays import CHUNK
+
+    out = np.empty(int(done[-1]), dtype=data.dtype)
+    r0 = 0
+    while r0 < len(starts):
+        r1 = int(np.searchsorted(done, done[r0] + CHUNK, side="right")) - 1
+        r1 = min(max(r1, r0 + 1), len(starts))
+        at = np.repeat(starts[r0:r1] - done[r0:r1], lengths[r0:r1])
+        at += np.arange(done[r0], done[r1], dtype=np.int64)
+        np.take(data, at, out=out[done[r0] : done[r1]])
+        r0 = r1
+    return out
 
 
 def first_varints(data: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -387,11 +415,10 @@ def _rows_in_chunks(
         sub["per_block"] = recs["per_block"][b0:b1]
         at = {k: raw_at[k][m0:m1] - lo for k in raw_at}
         window = data[lo:hi]
-        rows = _block_rows(window, vals, bounds[b0 : b1 + 1], sub, at, path)
-        rows["loss"] = _losses(window, sub, at["losses"], ends[b0:b1] - lo)
         r0, r1 = int(row_at[m0]), int(row_at[m1])
-        for k, v in rows.items():
-            out[k][r0:r1] = v
+        into = {k: v[r0:r1] for k, v in out.items()}
+        _block_rows(window, vals, bounds[b0 : b1 + 1], sub, at, path, into)
+        _losses(window, sub, at["losses"], ends[b0:b1] - lo, into["loss"])
         b0 = b1
     return out
 
@@ -411,13 +438,18 @@ def _check_room(n: np.ndarray, size: int, path: str) -> None:
 
 
 def _losses(
-    data: np.ndarray, recs: dict[str, np.ndarray], at: np.ndarray, ends: np.ndarray
+    data: np.ndarray,
+    recs: dict[str, np.ndarray],
+    at: np.ndarray,
+    ends: np.ndarray,
+    out: np.ndarray,
 ) -> np.ndarray:
-    """float32 loss of every row: from the ``L`` blocks' tails, NaN elsewhere."""
+    """float32 loss of every row, written into ``out`` (as long as the rows): from the
+    ``L`` blocks' tails, NaN elsewhere."""
     import numpy as np
 
     with_losses = recs["losses"]
-    out = np.full(int(recs["n"].sum()), np.nan, dtype=np.float32)
+    out.fill(np.nan)
     if not with_losses.any():
         return out
     first = recs["first"]
@@ -511,8 +543,11 @@ def _block_rows(
     recs: dict[str, np.ndarray],
     raw_at: dict[str, np.ndarray],
     path: str,
+    into: dict[str, np.ndarray],
 ) -> dict[str, np.ndarray]:
-    """Sample ids (Elias-Fano decoded), flags and flagged lengths, rows in file order."""
+    """Sample ids (Elias-Fano decoded), flags and flagged lengths, rows in file order,
+    written into ``into``'s arrays (int64 ``sample_id`` and ``length``, bool ``flag``,
+    each as long as the rows)."""
     import numpy as np
 
     n, width = recs["n"], recs["width"]
@@ -558,10 +593,11 @@ def _block_rows(
     lo &= mask
     del mask
     hi <<= w
-    hi |= lo
-    ids = hi.view(np.int64)
-    del lo, w
-    flag = recs["mode"][rec] == 1
+    ids = into["sample_id"]
+    np.bitwise_or(hi, lo, out=ids.view(np.uint64))
+    del lo, w, hi
+    flag = into["flag"]
+    np.equal(recs["mode"][rec], 1, out=flag)
     two = np.flatnonzero(recs["mode"] == 2)
     if len(two):
         nbytes = (n[two] + 7) // 8
@@ -581,8 +617,8 @@ def _block_rows(
     dup = np.flatnonzero((ids[1:] == ids[:-1]) & (rec[1:] == rec[:-1]))
     if len(dup) and not (flag[dup].all() and flag[dup + 1].all()):
         raise _bad(path, "a sample id repeated in a micro-batch without its length")
-    length = _flagged_lengths(vals, bounds, recs, rec, flag, path)
-    return {"sample_id": ids, "flag": flag, "length": length}
+    _flagged_lengths(vals, bounds, recs, rec, flag, path, into["length"])
+    return into
 
 
 def _flagged_lengths(
@@ -592,8 +628,10 @@ def _flagged_lengths(
     rec: np.ndarray,
     flag: np.ndarray,
     path: str,
+    out: np.ndarray,
 ) -> np.ndarray:
-    """The lengths of flagged rows, in order, from each block's length varints; -1 else."""
+    """The lengths of flagged rows, in order, from each block's length varints; -1 else
+    (written into ``out``)."""
     import numpy as np
 
     per_block = recs["per_block"]
@@ -609,9 +647,9 @@ def _flagged_lengths(
     values = vals[length_at[rb] + np.arange(len(flagged)) - k_first[rb]]
     if (values >= np.uint64(2**63)).any():
         raise _bad(path, "a length beyond int64")
-    length = np.full(len(flag), -1, dtype=np.int64)
-    length[flagged] = values.astype(np.int64)
-    return length
+    out.fill(-1)
+    out[flagged] = values.astype(np.int64)
+    return out
 
 
 def resolve_lengths(sample_id: np.ndarray, length: np.ndarray, flag: np.ndarray) -> np.ndarray:

@@ -34,6 +34,25 @@ def test_varints_round_trip_and_both_encoders_agree(values):
     assert back.tolist() == values
 
 
+@settings(max_examples=examples(150), deadline=None)
+@given(
+    cuts=st.lists(st.integers(0, 400), max_size=40),
+    size=st.integers(400, 2000),
+    chunk=st.sampled_from([1, 5, 64, 1 << 20]),
+)
+def test_gathered_ranges_are_the_slices_joined(cuts, size, chunk):
+    # sorted ranges, empty ones and ones that meet among them, holding a little of the
+    # data (each byte looked up, in runs of ranges of about `chunk` bytes) or much of it
+    # (the mask): the slices one after the other either way
+    data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8)
+    bounds = np.sort(np.array(cuts, dtype=np.int64))
+    starts, ends = bounds[0::2][: len(bounds) // 2], bounds[1::2]
+    want = np.concatenate([data[:0]] + [data[a:b] for a, b in zip(starts, ends, strict=True)])
+    with mock.patch("dflash_diag.arrays.CHUNK", chunk):
+        got = fileformat.gather_ranges(data, starts, ends)
+    assert got.tolist() == want.tolist()
+
+
 def test_varints_cut_short_or_too_long_are_refused():
     with pytest.raises(ValueError, match="cut short"):
         decode_varints(np.frombuffer(b"\x80\x80", dtype=np.uint8))
