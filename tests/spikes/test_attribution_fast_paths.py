@@ -347,3 +347,29 @@ def test_a_spikes_rank_rows_are_the_rows_at_its_step(steps, values, step) -> Non
     fast = _rank_rows(per_rank, step)
     assert repr(fast) == repr(plain)
     assert _rank_rows(None, step) == ()
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(
+    groups=st.lists(st.integers(0, 6), max_size=40),
+    ordered=st.booleans(),
+    seed=st.integers(0, 1000),
+    floats=st.booleans(),
+)
+def test_the_extremes_of_groups_in_order_are_those_of_ufunc_at(groups, ordered, seed, floats):
+    # groups in order (a replay's rows) take reduceat over their runs: the same values as
+    # minimum.at / maximum.at over them in any order
+    from dflash_diag.spikes.features import _extremes
+
+    g = np.array(sorted(groups) if ordered else groups, dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    low, high = rng.integers(0, 9000, g.size), rng.integers(0, 9000, g.size)
+    if floats:  # (a column of floats, as a table may hold them)
+        low = low.astype(np.float64) / 7
+    lo, hi = np.full(7, np.inf), np.full(7, -np.inf)
+    np.minimum.at(lo, g, low.astype(np.float64))
+    np.maximum.at(hi, g, high.astype(np.float64))
+    fast_lo, fast_hi = _extremes(g, low, high, 7)
+    assert fast_lo.dtype == fast_hi.dtype == np.float64
+    assert np.array_equal(fast_lo, lo)
+    assert np.array_equal(fast_hi, hi)
