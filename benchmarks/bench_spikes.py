@@ -18,6 +18,12 @@ With ``--against CHECKOUT`` the command also runs from that checkout (``PYTHONPA
 ``--repeat`` rounds alternating with this one (a burst of load hits both alike); the
 best CPU seconds and the peak of each, and their ratios, are printed after.
 
+OpenBLAS runs at one thread (``OPENBLAS_NUM_THREADS=1``, set here before numpy is
+imported unless the environment already sets it) in this process and in every command
+it runs, for both checkouts alike: the figure is CPU seconds, which BLAS threads
+spinning on a shared machine inflate, and the product's last digits then do not
+depend on the thread count.  The line "OpenBLAS threads" says which value was used.
+
     python benchmarks/bench_spikes.py            # 100,000 steps, 10,000,000 samples
     python benchmarks/bench_spikes.py --quick    # 10,000 steps, 1,000,000 samples
     python benchmarks/bench_spikes.py --quick --against ../main --repeat 3
@@ -26,18 +32,23 @@ best CPU seconds and the peak of each, and their ratios, are printed after.
 from __future__ import annotations
 
 import argparse
-import tempfile
-import time
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+import os
 
-import numpy as np
-import pandas as pd
-from common import children_cpu, long_tailed_lengths, run_cli
+# (before numpy is imported, here or in a child: see the module docstring)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from dflash_diag.data import ScheduleParams
-from dflash_diag.schedule import replay
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from common import children_cpu, long_tailed_lengths, run_cli  # noqa: E402
+
+from dflash_diag.data import ScheduleParams  # noqa: E402
+from dflash_diag.schedule import replay  # noqa: E402
 
 PARAMS = ScheduleParams(
     strategy="sorted-greedy", seed=1, token_budget=16384, max_seq_len=8192, world_size=8
@@ -140,6 +151,7 @@ def main() -> None:
 
     total = t_log + t_man + t_det + t_rep + t_chk + t_att + t_var
     print(f"log: {n_steps:,} steps; manifest: {n_samples:,} samples; world_size 8")
+    print(f"OpenBLAS threads: {os.environ['OPENBLAS_NUM_THREADS']}")
     print(f"spikes found: {len(d.events)}; composition r2_cv {att.model.r2_cv:.2f}")
     print(f"reference  whole command (subprocess, CPU)  {t_cmd:7.2f} s   1.00x")
     print(f"           peak memory of the command       {peak_mb:7.0f} MB")

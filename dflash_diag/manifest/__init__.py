@@ -24,7 +24,7 @@ from ..data import Manifest, Progress
 from ..errors import InputError
 from ..limits import JSON_OBJECT_COST, check_fits, check_line_claims
 from ..storage import display, has_glob, is_uri, local_path, uri_text
-from .columns import IDS_COLUMN, no_length_column, pick_list_or_text, read_lengths
+from .columns import IDS_COLUMN, kind_of, no_length_column, pick_list_or_text, read_lengths
 from .npy import read_npy
 from .remote import local_copy, renamed, uri_source
 from .sources import ARROW_SUFFIXES, Source, clip, jsonl_file, names, open_source
@@ -509,6 +509,10 @@ def _from_source(
     """A manifest from a dataset read through Arrow (see :mod:`.sources`)."""
     length_col, cat_col, has_id = plan_columns(p, source, length_column, category_column, tokenizer)
     others = ([cat_col] if cat_col else []) + ([ID_COLUMN] if has_id else [])
+    if cat_col is not None and source.as_codes is not None and kind_of(source, cat_col) == "text":
+        # category names as codes and a few names a part (the same categories, their
+        # names sorted by _factorize either way), not a string object a row
+        source = source.as_codes((cat_col,))
     try:
         read = read_lengths(source, length_col, others, progress, tokenizer, special_tokens)
     except _read_errors() as e:

@@ -62,6 +62,9 @@ class Source:
     :param files: Parquet shards only: their paths in ``filesystem``, in dataset order
         (what an engine reading them elsewhere needs; empty for other sources).
     :param filesystem: the ``pyarrow.fs.FileSystem`` of ``files``.
+    :param as_codes: where the source can read columns dictionary-encoded, the same
+        source reading the named columns so (a column of a few category names then comes
+        as codes and the names once a part, not a string a row); None: it cannot.
     """
 
     path: Path | str
@@ -70,6 +73,7 @@ class Source:
     description: str
     files: tuple[str, ...] = ()
     filesystem: Any = None
+    as_codes: Callable[[tuple[str, ...]], Source] | None = None
 
     @property
     def columns(self) -> list[str]:
@@ -82,13 +86,18 @@ def _read_errors() -> tuple[type[BaseException], ...]:
     return (OSError, ValueError, EOFError, pa.ArrowException)
 
 
-def parquet_file(path: Path) -> Source:
-    """A Parquet file, one part per row group."""
+def parquet_file(path: Path, dictionary: tuple[str, ...] = (), schema: Any = None) -> Source:
+    """A Parquet file, one part per row group; the columns ``dictionary`` names are read
+    dictionary-encoded (Parquet's own dictionary pages, not decoded into a value a row).
+
+    :param schema: the file's schema as stored (None: read it), kept as the source's
+        whatever is read encoded.
+    """
     import pyarrow.parquet as pq
 
     from ..limits import ROW_BYTES, check_fits
 
-    pf = pq.ParquetFile(path)
+    pf = pq.ParquetFile(path, read_dictionary=list(dictionary) or None)
     rows = pf.metadata.num_rows  # (a few KB of run-length pages may claim 4e8 rows)
     check_fits(rows * ROW_BYTES, str(path), f"reading its {rows:,} rows")
 
@@ -98,7 +107,14 @@ def parquet_file(path: Path) -> Source:
     parts = tuple(group(g) for g in range(pf.num_row_groups))
     if not parts:  # (a file of no row groups still has its columns)
         parts = (lambda cols: pf.schema_arrow.empty_table().select(cols),)
-    return Source(path, pf.schema_arrow, parts, "Parquet file")
+    schema = pf.schema_arrow if schema is None else schema
+    return Source(
+        path,
+        schema,
+        parts,
+        "Parquet file",
+        as_codes=lambda cols: parquet_file(path, cols, schema),
+    )
 
 
 def _ipc_table(path: Path) -> Any:

@@ -316,12 +316,17 @@ def spike_batches(
     where = {int(s): i for i, s in enumerate(d.steps)}
     micro = replay.micro
     step, rank, mb = (micro[c].to_numpy() for c in ("step", "rank", "micro"))
+    # the micro-batches of every spike's point, found in one pass (then each point's
+    # among those few): the same rows, in order
+    peaks = np.zeros(len(d.steps) + 1, dtype=bool)  # (the extra one: index -1, none)
+    peaks[[where[p] for p in (int(s.event.peak_step) for s in spikes) if p in where]] = True
+    hit = np.flatnonzero(peaks[idx])
     out: dict[int, tuple[MicroBatch, ...]] = {}
     for s in spikes:
         peak = int(s.event.peak_step)
         if peak not in where:
             continue
-        rows = np.flatnonzero(idx == where[peak])
+        rows = hit[idx[hit] == where[peak]]
         out[peak] = tuple(
             MicroBatch(
                 int(step[r]),

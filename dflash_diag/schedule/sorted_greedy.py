@@ -38,7 +38,14 @@ def build_sorted_batches(lengths: np.ndarray, budget: Budget) -> Batches:
     [[1, 3], [2], [0], [4]]
     """
     order = stable_argsort(lengths)
-    starts = pack_sorted(np.asarray(lengths)[order], budget)
+    counts = length_counts(lengths)
+    if counts is None:
+        starts = pack_sorted(np.asarray(lengths)[order], budget)
+    else:
+        # token lengths: the runs of the sorted lengths are the counts per length, so
+        # the same starts without gathering the sorted lengths (pack_runs = pack_sorted)
+        values = np.flatnonzero(counts)
+        starts = pack_runs(values, counts[values], budget)
     return Batches.from_bounds(order, starts)
 
 

@@ -784,12 +784,20 @@ def _recurrences(f: _Fitted, p: int, rise: float, resid_scale: float) -> tuple[R
     return tuple(out)
 
 
+#: The columns of a spike's per-rank rows (:func:`_rank_rows`).
+RANK_COLUMNS = ("rank", "n_samples", "tokens", "mean_len", "max_len", "padding_eff")
+
+
 def _rank_rows(per_rank: pd.DataFrame | None, step: int) -> tuple[dict[str, float], ...]:
+    """The rows of ``per_rank`` at ``step``, as floats (each column's values as float64:
+    what a row read by ``iterrows`` holds, without a Series a row)."""
+    import numpy as np
+
     if per_rank is None:
         return ()
-    rows = per_rank[per_rank["step"] == step]
-    cols = ["rank", "n_samples", "tokens", "mean_len", "max_len", "padding_eff"]
-    return tuple({c: float(r[c]) for c in cols} for _, r in rows.iterrows())
+    at = per_rank["step"].to_numpy() == step
+    cols = {c: per_rank[c].to_numpy(dtype=np.float64)[at].tolist() for c in RANK_COLUMNS}
+    return tuple(dict(zip(cols, row, strict=True)) for row in zip(*cols.values(), strict=True))
 
 
 def log_only_evidence(detection: Detection) -> tuple[SpikeEvidence, ...]:

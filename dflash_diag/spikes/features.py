@@ -73,7 +73,7 @@ def _pool(micro: pd.DataFrame, group: np.ndarray, n_groups: int, cats: list[str]
     """Sums, mins and maxes of micro-batch columns by group (group -1 is left out)."""
     import numpy as np
 
-    keep = group >= 0
+    keep = np.flatnonzero(group >= 0)  # (positions: one pass, then a take a column)
     g = group[keep]
     names = ["n_samples", "mean_len", "len_std", "tokens", "padded_tokens", "min_len", "max_len"]
     col = {c: micro[c].to_numpy()[keep] for c in [*names, *cats]}
@@ -91,14 +91,31 @@ def _pool(micro: pd.DataFrame, group: np.ndarray, n_groups: int, cats: list[str]
         "padded_tokens": total(col["padded_tokens"].astype(np.float64)),
         "sumsq": total(n * (std**2 + mean**2)),
     }
-    lo = np.full(n_groups, np.inf)
-    hi = np.full(n_groups, -np.inf)
-    np.minimum.at(lo, g, col["min_len"].astype(np.float64))
-    np.maximum.at(hi, g, col["max_len"].astype(np.float64))
-    out["min_len"], out["max_len"] = lo, hi
+    out["min_len"], out["max_len"] = _extremes(g, col["min_len"], col["max_len"], n_groups)
     for c in cats:
         out[c] = total(col[c].astype(np.float64) * n)
     return out
+
+
+def _extremes(
+    g: np.ndarray, low: np.ndarray, high: np.ndarray, n_groups: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The least of ``low`` and the greatest of ``high`` in each group ``g`` (float64;
+    ``inf`` / ``-inf`` for a group of none).  Groups in order (a replay's rows by step)
+    take one ``reduceat`` over their runs, others ``minimum.at`` / ``maximum.at``: a
+    least and a greatest are the same values in any order."""
+    import numpy as np
+
+    lo = np.full(n_groups, np.inf)
+    hi = np.full(n_groups, -np.inf)
+    if g.size and bool((g[1:] >= g[:-1]).all()):
+        starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+        lo[g[starts]] = np.minimum.reduceat(low, starts)
+        hi[g[starts]] = np.maximum.reduceat(high, starts)
+    else:
+        np.minimum.at(lo, g, low.astype(np.float64))
+        np.maximum.at(hi, g, high.astype(np.float64))
+    return lo, hi
 
 
 def _finish(pooled: dict, cats: list[str]) -> dict:

@@ -102,7 +102,8 @@ def _huber(x: np.ndarray, y: np.ndarray, iters: int = 30) -> tuple[float, np.nda
     Each pass: ``beta = (A'WA + P)^-1 A'Wy``, residuals ``r = y - A beta``, robust
     sigma ``s = 1.4826 MAD(r)`` (or the std of ``r`` if 0), weights ``min(1, 1.345 s /
     |r|)``; stops when ``beta`` no longer moves.  The work arrays are reused across
-    passes (a pass allocates nothing of length ``n`` but a partition's copy)."""
+    passes (a pass allocates nothing of length ``n`` but a partition's copy); the last
+    pass allowed stops at its ``beta`` (``iters=1``: one ridge solve)."""
     import numpy as np
 
     n, k = x.shape
@@ -113,9 +114,12 @@ def _huber(x: np.ndarray, y: np.ndarray, iters: int = 30) -> tuple[float, np.nda
     beta = np.zeros(k + 1)
     aw = np.empty_like(a)
     r, dev = np.empty(n), np.empty(n)
-    for _ in range(iters):
+    for it in range(iters):
         np.multiply(a, w[:, None], out=aw)
         beta_new = np.linalg.solve(a.T @ aw + pen, aw.T @ y)
+        if it == iters - 1:  # (no pass follows: its weights would not be read)
+            beta = beta_new
+            break
         np.matmul(a, beta_new, out=r)
         np.subtract(y, r, out=r)  # y - A beta
         np.subtract(r, median_of(r), out=dev)

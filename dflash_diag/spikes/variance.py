@@ -506,7 +506,6 @@ def _add_tokens(
     import numpy as np
 
     from ..arrays import group_chunks
-    from ..schedule.base import segment_positions
 
     if not len(chosen):
         return
@@ -514,7 +513,7 @@ def _add_tokens(
     done = np.zeros(len(chosen) + 1, dtype=np.int64)
     np.cumsum(np.diff(offsets)[chosen], out=done[1:])
     for a, b in group_chunks(done, SHARE_CHUNK):
-        at = segment_positions(offsets, chosen[a:b])
+        at = _entries_of(offsets, chosen[a:b])
         if ids is not None:
             at = ids[at]
         part = row[a:b]
@@ -527,6 +526,28 @@ def _add_tokens(
         acc[lo : lo + span] += np.bincount(key, weights=w, minlength=span * n_cells).reshape(
             span, n_cells
         )
+
+
+def _entries_of(offsets: np.ndarray, chosen: np.ndarray) -> np.ndarray | slice:
+    """The entries of the batches ``chosen`` in their order: :func:`~dflash_diag.schedule.
+    base.segment_positions`, or, when ``chosen`` are consecutive batches (a replay's
+    rows, a random strategy's epoch), the one range they span, as a slice (what it
+    reads is then a view, not a gather).
+
+    >>> import numpy as np
+    >>> _entries_of(np.array([0, 2, 5, 6]), np.array([1, 2]))
+    slice(2, 6, None)
+    >>> _entries_of(np.array([0, 2, 5, 6]), np.array([2, 0])).tolist()
+    [5, 0, 1]
+    """
+    import numpy as np
+
+    from ..schedule.base import segment_positions
+
+    first, last = int(chosen[0]), int(chosen[-1])
+    if last - first == len(chosen) - 1 and bool((np.diff(chosen) == 1).all()):
+        return slice(int(offsets[first]), int(offsets[last + 1]))
+    return segment_positions(offsets, chosen)
 
 
 def entry_cells(

@@ -298,3 +298,30 @@ def test_progress_counts_parts_and_moves_inside_a_text_part(tmp_path, monkeypatc
     read_manifest(DATA / "ids.jsonl", tokenizer=tok, progress=lambda d, t: calls.append((d, t)))
     # 200 texts in batches of 64: 4 steps of the one part, the last at the end
     assert calls == [(320, 1000), (640, 1000), (960, 1000), (1000, 1000)]
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(
+    cats=st.lists(st.one_of(st.none(), st.sampled_from(["b", "a", "c", "é", ""])), max_size=60),
+    group=st.integers(1, 25),
+    large=st.booleans(),
+)
+def test_parquet_categories_read_as_codes_are_those_of_the_names(
+    tmp_path_factory, cats, group, large
+):
+    # A Parquet category column is read dictionary-encoded (codes, names once a row
+    # group); the manifest is the same as from the names a row (an Arrow file).
+    if not cats:
+        return
+    import pyarrow.feather as feather
+
+    folder = tmp_path_factory.mktemp("cats")
+    kind = pa.large_string() if large else pa.string()
+    table = pa.table({"length": list(range(len(cats))), "source": pa.array(cats, kind)})
+    pq.write_table(table, folder / "m.parquet", row_group_size=group)
+    feather.write_feather(table, folder / "m.arrow")
+    coded, plain = read_manifest(folder / "m.parquet"), read_manifest(folder / "m.arrow")
+    assert coded.category_names == plain.category_names
+    assert coded.categories is not None and plain.categories is not None
+    assert coded.categories.dtype == plain.categories.dtype
+    assert coded.categories.tolist() == plain.categories.tolist()

@@ -79,6 +79,27 @@ def test_sorted_greedy_batches_equal_build_batches(lens, budget, mode, max_bs, c
 
 
 @settings(max_examples=examples(40), deadline=None)
+@given(
+    lens=st.lists(st.integers(0, 40), max_size=120),
+    budget=st.integers(1, 200),
+    mode=st.sampled_from(["padded", "tokens"]),
+    far=st.booleans(),
+)
+def test_sorted_greedy_packs_from_the_counts_as_from_the_sorted_lengths(lens, budget, mode, far):
+    # Token lengths are packed from a count per length; lengths past the counted range
+    # (shifted by 2**22, the budget scaled with them) from the sorted lengths: both give
+    # the loop's batches.
+    from dflash_diag.arrays import COUNTED_BELOW
+    from dflash_diag.schedule.sorted_greedy import build_sorted_batches
+
+    shift = COUNTED_BELOW if far else 0
+    arr = np.array(lens, dtype=np.int64) + shift
+    tokens = budget * (shift + 1)
+    expected = oracles.build_batches(arr.tolist(), tokens, None, mode, None)
+    assert as_lists(build_sorted_batches(arr, packing.Budget(tokens, mode))) == expected
+
+
+@settings(max_examples=examples(40), deadline=None)
 @given(lens=tailed_st, budget=st.integers(100, 3000), seed=st.integers(0, 2**31))
 def test_sorted_greedy_epoch_orders_equal_the_pipeline(lens, budget, seed):
     params = ScheduleParams(token_budget=budget, seed=seed)

@@ -298,3 +298,78 @@ def test_the_counterfactual_predicts_from_rows_in_c_order(monkeypatch) -> None:
     report = spikes_report(Path(__file__).resolve().parents[2] / "sample_logs" / "run.log")
     assert len(report.variance.counterfactual) == 2
     assert layouts and all(layouts)
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 5), min_size=1, max_size=30),
+    data=st.data(),
+)
+def test_the_entries_of_consecutive_batches_are_their_range(sizes, data) -> None:
+    # consecutive batches (a range) are read as one slice; any others by their positions:
+    # the same entries in the same order either way
+    from dflash_diag.schedule.base import segment_positions
+    from dflash_diag.spikes.variance import _entries_of
+
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    n = len(sizes)
+    if data.draw(st.booleans()):
+        first = data.draw(st.integers(0, n - 1))
+        chosen = np.arange(first, data.draw(st.integers(first + 1, n)), dtype=np.int64)
+    else:
+        chosen = np.array(data.draw(st.lists(st.integers(0, n - 1), min_size=1)), np.int64)
+    entries = np.arange(int(offsets[-1]))
+    assert entries[_entries_of(offsets, chosen)].tolist() == (
+        segment_positions(offsets, chosen).tolist()
+    )
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    steps=st.lists(st.integers(0, 3), max_size=12),
+    values=st.lists(st.one_of(st.floats(allow_nan=True), st.integers(-5, 5)), min_size=12),
+    step=st.integers(0, 3),
+)
+def test_a_spikes_rank_rows_are_the_rows_at_its_step(steps, values, step) -> None:
+    # read column by column as float64: the rows iterrows reads, as floats
+    import pandas as pd
+
+    from dflash_diag.spikes.attribute import RANK_COLUMNS, _rank_rows
+
+    n = len(steps)
+    table = {"step": steps, "rank": list(range(n)), "n_micro": [1] * n}
+    for k, c in enumerate(RANK_COLUMNS[1:]):
+        table[c] = [values[(k + i) % len(values)] for i in range(n)]
+    table["n_samples"] = [3 * s + 1 for s in steps]  # (an int64 column among floats)
+    per_rank = pd.DataFrame(table)
+    rows = per_rank[per_rank["step"] == step]
+    plain = tuple({c: float(r[c]) for c in RANK_COLUMNS} for _, r in rows.iterrows())
+    fast = _rank_rows(per_rank, step)
+    assert repr(fast) == repr(plain)
+    assert _rank_rows(None, step) == ()
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(
+    groups=st.lists(st.integers(0, 6), max_size=40),
+    ordered=st.booleans(),
+    seed=st.integers(0, 1000),
+    floats=st.booleans(),
+)
+def test_the_extremes_of_groups_in_order_are_those_of_ufunc_at(groups, ordered, seed, floats):
+    # groups in order (a replay's rows) take reduceat over their runs: the same values as
+    # minimum.at / maximum.at over them in any order
+    from dflash_diag.spikes.features import _extremes
+
+    g = np.array(sorted(groups) if ordered else groups, dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    low, high = rng.integers(0, 9000, g.size), rng.integers(0, 9000, g.size)
+    if floats:  # (a column of floats, as a table may hold them)
+        low = low.astype(np.float64) / 7
+    lo, hi = np.full(7, np.inf), np.full(7, -np.inf)
+    np.minimum.at(lo, g, low.astype(np.float64))
+    np.maximum.at(hi, g, high.astype(np.float64))
+    fast_lo, fast_hi = _extremes(g, low, high, 7)
+    assert fast_lo.dtype == fast_hi.dtype == np.float64
+    assert np.array_equal(fast_lo, lo)
+    assert np.array_equal(fast_hi, hi)
