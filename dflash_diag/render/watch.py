@@ -96,7 +96,6 @@ def unjudged_lines(summary: Summary, width: int = 80) -> list[str]:
     """What was read and not judged when the watch ended in the middle of a poll
     (nothing when every line read was judged): ``1,532 points read and not yet judged
     (...)``."""
-    import textwrap
 
     parts = []
     if summary.unjudged_points:
@@ -118,7 +117,7 @@ def unjudged_lines(summary: Summary, width: int = 80) -> list[str]:
     text = "; ".join(parts)
     if not summary.unread_bytes:  # (else the unread bytes' line says it)
         text += f" (dflash-diag spikes {summary.path} judges the whole log)"
-    return textwrap.wrap(text, width)
+    return _wrapped(text, width)
 
 
 def summary_lines(summary: Summary, why: str, width: int = 80) -> list[str]:
@@ -145,5 +144,13 @@ def summary_lines(summary: Summary, why: str, width: int = 80) -> list[str]:
             f"watch ended: their points were never judged (dflash-diag spikes "
             f"{summary.path} judges the whole log)"
         )
-        lines += textwrap.wrap(left, width)
+        lines += _wrapped(left, width)
     return lines
+
+
+def _wrapped(text: str, width: int) -> list[str]:
+    """``text`` in lines of ``width``, a path or a command in it never cut (not at its
+    hyphens, nor inside a word longer than the width): a reader copies them whole."""
+    import textwrap
+
+    return textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=False)

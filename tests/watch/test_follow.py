@@ -155,3 +155,17 @@ def test_what_was_written_and_not_read_is_counted(tmp_path):
         f"25 bytes of the log were written and not read before the watch ended: their "
         f"points were never judged (dflash-diag spikes {log} judges the whole log)"
     ) in said
+
+
+@pytest.mark.parametrize("width", [20, 60, 200])
+def test_the_command_to_judge_the_rest_keeps_its_path_whole(width):
+    # a path with hyphens (pytest's own "popen-gw0", a run named "run-2024-05") and longer
+    # than the width: the summary's lines cut around it, never inside it
+    from dflash_diag.render.watch import summary_lines, unjudged_lines
+    from dflash_diag.watch.session import Summary
+
+    path = "/tmp/popen-gw0/a-long-run-name-2024-05-01-with-hyphens/run.log"
+    s = Summary(path, "loss", lines=9, points=9, last_step=9, unread_bytes=25)
+    assert any(path in line.split() for line in summary_lines(s, "interrupted", width))
+    s = Summary(path, "loss", lines=9, points=9, last_step=9, unjudged_points=3)
+    assert any(path in line.split() for line in unjudged_lines(s, width))
