@@ -37,20 +37,39 @@ OTHER, BLANK, BAR, DICT, BAR_DICT, ESCAPED = 0, 1, 2, 3, 4, 5
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
-    """Python's garbage collector paused while the log is read, then as it was (no
-    cycles are made here; a collection walks every object of pandas).  Arrow keeps its
-    own pool (mimalloc), which serves the path's many short-lived buffers (bar chunks,
-    the CSV reader's blocks) from memory it already holds: the C heap, tried instead,
-    took fresh pages for them, which the kernel must clear (docs/performance.md)."""
+    """Python's garbage collector paused while the log is read, and numpy's huge pages
+    asked for, then both as they were.
+
+    No cycles are made here, and a collection walks every object of pandas.  The
+    command line turns numpy's ``madvise(MADV_HUGEPAGE)`` off for the whole process
+    (``NUMPY_MADVISE_HUGEPAGE=0``, for the replays' large arrays): here the ~4M
+    segments' masks and positions are many fresh arrays of 4-16 MB, each of which
+    then costs a page fault every 4 KB (about 65,000 more for a 1M-line log, 0.1-0.3 s
+    of CPU; docs/performance.md).  Arrow keeps its own pool (mimalloc), which serves
+    the path's many short-lived buffers (bar chunks, the CSV reader's blocks) from
+    memory it already holds: the C heap, tried instead, took fresh pages for them."""
     import gc
 
     collecting = gc.isenabled()
     gc.disable()
+    huge = _madvise_hugepage(True)
     try:
         yield
     finally:
+        _madvise_hugepage(huge)
         if collecting:
             gc.enable()
+
+
+def _madvise_hugepage(enabled: bool) -> bool:
+    """Set whether numpy asks for huge pages for its large arrays; returns what it
+    was (numpy's own switch, which ``NUMPY_MADVISE_HUGEPAGE`` sets at import; left
+    alone, and reported on, where this numpy has none)."""
+    import numpy as np
+
+    core = getattr(np, "_core", None) or getattr(np, "core", None)  # (numpy 2, numpy 1)
+    switch = getattr(getattr(core, "multiarray", None), "_set_madvise_hugepage", None)
+    return enabled if switch is None else bool(switch(enabled))
 
 
 @dataclass
