@@ -344,7 +344,7 @@ def _assemble(
             if id(some) not in base:
                 base[id(some)] = sum(len(p) for p in parts)
                 parts.append(some)
-            where[lines] = codes + base[id(some)]
+            _place(where, lines, codes, base[id(some)])
         present = where >= 0
         pool = parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
         if len(parts) > 1:  # (one dictionary of the blocks')
@@ -357,3 +357,15 @@ def _assemble(
         )
         words += pool.to_pylist()
     return out, words
+
+
+def _place(where: Any, lines: Any, codes: Any, base: int) -> None:
+    """``where[lines] = codes + base`` (``lines`` ascending, each once), written as a
+    slice when ``lines`` is a stretch of consecutive lines (every dict line but the
+    summary at the end, in a Trainer's log): no index a line."""
+    import numpy as np
+
+    if len(lines) and int(lines[-1]) - int(lines[0]) + 1 == len(lines):
+        np.add(codes, base, out=where[int(lines[0]) : int(lines[-1]) + 1], casting="unsafe")
+    else:
+        where[lines] = codes + base
