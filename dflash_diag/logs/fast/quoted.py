@@ -34,8 +34,10 @@ from typing import Any
 MAX_ODD_LINES = 10_000
 
 #: Bytes the CSV reader reads at once (the dict lines are handed to it a piece at a
-#: time, and a line longer than this is left to the JSON reader).
-BLOCK = 1 << 21
+#: time, and a line longer than this is left to the JSON reader).  Each block's cells
+#: come with a dictionary of their own, merged at the end: a Trainer's values recur from
+#: block to block, so fewer, larger blocks leave fewer entries to merge (docs/performance.md).
+BLOCK = 1 << 23
 
 
 @dataclass
