@@ -42,12 +42,12 @@ def collector_paused() -> Iterator[None]:
 
     No cycles are made here, and a collection walks every object of pandas.  The
     command line turns numpy's ``madvise(MADV_HUGEPAGE)`` off for the whole process
-    (``NUMPY_MADVISE_HUGEPAGE=0``, for the replays' large arrays): here the ~4M
-    segments' masks and positions are many fresh arrays of 4-16 MB, each of which
-    then costs a page fault every 4 KB (about 65,000 more for a 1M-line log, 0.1-0.3 s
-    of CPU; docs/performance.md).  Arrow keeps its own pool (mimalloc), which serves
-    the path's many short-lived buffers (bar chunks, the CSV reader's blocks) from
-    memory it already holds: the C heap, tried instead, took fresh pages for them."""
+    (``NUMPY_MADVISE_HUGEPAGE=0``, for the replays' large arrays): here the segments'
+    masks and positions, a few bytes a segment, are many fresh arrays of megabytes,
+    each of which would then cost a page fault every 4 KB (docs/performance.md has the
+    figures).  Arrow keeps its own pool (mimalloc), which serves the path's many
+    short-lived buffers (bar chunks, the CSV reader's blocks) from memory it already
+    holds: the C heap, tried instead, took fresh pages for them."""
     import gc
 
     collecting = gc.isenabled()
@@ -62,9 +62,9 @@ def collector_paused() -> Iterator[None]:
 
 
 def _madvise_hugepage(enabled: bool) -> bool:
-    """Set whether numpy asks for huge pages for its large arrays; returns what it
-    was (numpy's own switch, which ``NUMPY_MADVISE_HUGEPAGE`` sets at import; left
-    alone, and reported on, where this numpy has none)."""
+    """Set whether numpy asks for huge pages for its large arrays (numpy's own switch,
+    which ``NUMPY_MADVISE_HUGEPAGE`` sets at import); returns what it was.  A numpy
+    without the switch is left as it is (and ``enabled`` returned)."""
     import numpy as np
 
     core = getattr(np, "_core", None) or getattr(np, "core", None)  # (numpy 2, numpy 1)
