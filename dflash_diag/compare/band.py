@@ -160,6 +160,7 @@ class _Windows(NamedTuple):
     span: np.ndarray
     plain: np.ndarray
     c00: np.ndarray
+    ldl: _LDL | None = None
 
     @staticmethod
     def of(x: np.ndarray, start: np.ndarray, at: np.ndarray, w: int) -> _Windows:
@@ -172,7 +173,9 @@ class _Windows(NamedTuple):
         u = (wx - xi[:, None]) / span[:, None]
         u2 = u * u
         plain, c00 = _plain_fits(u, u2)
-        return _Windows(idx, u, u2, span, plain, c00)
+        # (the plain fit's factors, for every metric fitted at these points)
+        ldl = factor_3x3(plain) if w >= CLOSED_FORM_FROM else None
+        return _Windows(idx, u, u2, span, plain, c00, ldl)
 
 
 def _plain_fits(u: np.ndarray, u2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -395,7 +398,7 @@ def _fit_windows(
     w = u.shape[1]
     mid = [w // 2] if w % 2 else [w // 2 - 1, w // 2]
     # (the first round's weights are all 1: ``1 x v`` is ``v``, so ``v`` itself)
-    beta = _solve(win.plain, None, wv, u, u2)
+    beta = _solve(win.plain, None, wv, u, u2, win.ldl)
     for it in range(3):
         r = _residuals(wv, beta, u, u2)
         s = _mad(r, mid)
@@ -461,14 +464,25 @@ def _normal_matrix(weights: np.ndarray, u: np.ndarray, u2: np.ndarray) -> np.nda
         np.einsum("ij,ij->i", wu, u2),
         np.einsum("ij,ij->i", wu2, u2),
     ]
-    return np.stack([np.stack(m[i : i + 3], axis=1) for i in range(3)], axis=1) + _RIDGE
+    # (entry ``(i, j)`` is ``m[i + j] + ridge[i, j]``, written in place: the sum a stack
+    # of the moments plus the ridge makes, without the stacks)
+    out = np.empty((weights.shape[0], 3, 3))
+    for i in range(3):
+        for j in range(3):
+            np.add(m[i + j], _RIDGE[i, j], out=out[:, i, j])
+    return out
 
 
 def _solve(
-    a: np.ndarray, weights: np.ndarray | None, wv: np.ndarray, u: np.ndarray, u2: np.ndarray
+    a: np.ndarray,
+    weights: np.ndarray | None,
+    wv: np.ndarray,
+    u: np.ndarray,
+    u2: np.ndarray,
+    ldl: _LDL | None = None,
 ) -> np.ndarray:
     """Per window, the weighted quadratic's coefficients ``a^-1 D'W v`` (``weights``
-    None: all 1)."""
+    None: all 1; ``ldl``: :func:`factor_3x3` of ``a``, when made already)."""
     wwv = wv if weights is None else weights * wv
     rhs = np.stack(
         [wwv.sum(axis=1), np.einsum("ij,ij->i", wwv, u), np.einsum("ij,ij->i", wwv, u2)],
@@ -476,7 +490,7 @@ def _solve(
     )
     if u.shape[1] < CLOSED_FORM_FROM:
         return np.linalg.solve(a, rhs[:, :, None])[:, :, 0]
-    return solve_3x3(a, rhs)
+    return solve_3x3(a, rhs, ldl)
 
 
 #: Windows of fewer points are solved by LAPACK, as they always were: under 7 points
@@ -492,7 +506,37 @@ CLOSED_FORM_FROM = 7
 PIVOT_SHARE = 1e-3
 
 
-def solve_3x3(a: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+class _LDL(NamedTuple):
+    """:func:`factor_3x3` of a stack of 3x3 matrices, in ``np.longdouble``: ``a00``,
+    ``L``'s ``l10``, ``l20``, ``l21``, the pivots ``d1``, ``d2``, and which rows are
+    ``weak`` (pivots under :data:`PIVOT_SHARE` of ``a00``, or not finite)."""
+
+    a00: np.ndarray
+    l10: np.ndarray
+    l20: np.ndarray
+    d1: np.ndarray
+    l21: np.ndarray
+    d2: np.ndarray
+    weak: np.ndarray
+
+
+def factor_3x3(a: np.ndarray) -> _LDL:
+    """The ``L D L'`` factors :func:`solve_3x3` solves with (its docstring gives them)."""
+    ld = np.longdouble
+    m = a.reshape(-1, 9)
+    # (the six entries of the upper triangle only, each widened as the whole was)
+    a00, a01, a02, a11, a12, a22 = (m[:, i].astype(ld) for i in (0, 1, 2, 4, 5, 8))
+    l10, l20 = a01 / a00, a02 / a00
+    t = a12 - l20 * a01
+    d1 = a11 - l10 * a01
+    l21 = t / d1
+    d2 = a22 - l20 * a02 - l21 * t
+    with np.errstate(invalid="ignore"):
+        weak = ~((d1 >= PIVOT_SHARE * a00) & (d2 >= PIVOT_SHARE * a00))
+    return _LDL(a00, l10, l20, d1, l21, d2, weak)
+
+
+def solve_3x3(a: np.ndarray, rhs: np.ndarray, ldl: _LDL | None = None) -> np.ndarray:
     """Per row, ``a^-1 rhs`` of a symmetric positive definite 3x3 ``a`` (``(n, 3, 3)``,
     ``rhs`` ``(n, 3)``), by ``a = L D L'`` in closed form, worked out in ``np.longdouble``
     (x87's 64-bit mantissa where numpy has it) and rounded to float64 once at the end.
@@ -504,26 +548,20 @@ def solve_3x3(a: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     costs a call a matrix; the answers lie within a relative 1e-12 of LAPACK's and
     nearer the exact solution of the float64 system (tests/compare/test_fast_paths_4.py).
     Rows whose pivots ``d1``, ``d2`` are under :data:`PIVOT_SHARE` of ``a00`` (or not
-    finite) are LAPACK's.
+    finite) are LAPACK's.  ``ldl``: :func:`factor_3x3` of ``a``, when made already
+    (the plain fits' matrices are the same for every metric fitted at the same points).
     """
-    ld = np.longdouble
-    m = a.reshape(-1, 9).astype(ld)
-    a00, a01, a02, a11, a12, a22 = (m[:, i] for i in (0, 1, 2, 4, 5, 8))
-    l10, l20 = a01 / a00, a02 / a00
-    t = a12 - l20 * a01
-    d1 = a11 - l10 * a01
-    l21 = t / d1
-    d2 = a22 - l20 * a02 - l21 * t
-    y = rhs.astype(ld)
+    f = factor_3x3(a) if ldl is None else ldl
+    y = rhs.astype(np.longdouble)
     y0 = y[:, 0]
-    y1 = y[:, 1] - l10 * y0
-    x2 = (y[:, 2] - l20 * y0 - l21 * y1) / d2
-    x1 = y1 / d1 - l21 * x2
-    x0 = y0 / a00 - l10 * x1 - l20 * x2
-    out = np.stack([x0, x1, x2], axis=1).astype(np.float64)
-    with np.errstate(invalid="ignore"):
-        weak = ~((d1 >= PIVOT_SHARE * a00) & (d2 >= PIVOT_SHARE * a00))
-    if weak.any():
+    y1 = y[:, 1] - f.l10 * y0
+    x2 = (y[:, 2] - f.l20 * y0 - f.l21 * y1) / f.d2
+    x1 = y1 / f.d1 - f.l21 * x2
+    x0 = y0 / f.a00 - f.l10 * x1 - f.l20 * x2
+    out = np.empty(rhs.shape)  # (each column rounded to float64 once, as astype rounds)
+    out[:, 0], out[:, 1], out[:, 2] = x0, x1, x2
+    if f.weak.any():
+        weak = f.weak
         out[weak] = np.linalg.solve(a[weak], rhs[weak][:, :, None])[:, :, 0]
     return out
 

@@ -433,3 +433,25 @@ def test_damaged_consoles_read_as_the_line_parser_reads_them(text, noise):
         same(RawLog("hf.log", data))
     finally:
         jsonlines.MIN_BYTES = keep
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(st.lists(st.booleans(), min_size=1, max_size=40), st.integers(0, 2**32 - 1))
+def test_a_stretch_of_dict_lines_is_placed_as_a_slice_as_an_index_places_it(chosen, seed):
+    # (the cut's codes put at their lines: a slice where the lines are consecutive)
+    from dflash_diag.logs.fast import quoted
+
+    rng = np.random.default_rng(seed)
+    if seed % 2:  # (a stretch: every line from one on, as a Trainer's dicts but the last)
+        lo = int(rng.integers(0, len(chosen)))
+        chosen = [
+            lo <= i < lo + int(rng.integers(1, len(chosen) - lo + 1)) for i in range(len(chosen))
+        ]
+    lines = np.flatnonzero(chosen)
+    codes = rng.integers(0, 50, len(lines)).astype(np.int32)
+    base = int(rng.integers(0, 1000))
+    got = np.full(len(chosen), -1, np.int32)
+    quoted._place(got, lines, codes, base)
+    want = np.full(len(chosen), -1, np.int32)
+    want[lines] = codes + base
+    assert got.tolist() == want.tolist()

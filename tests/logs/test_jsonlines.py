@@ -395,3 +395,16 @@ def test_distinct_strings_cast_at_once_are_what_the_line_parser_reads(words):
     assert readable.tolist() == [x is not None for x in want] + [False]
     bits = np.array([math.nan if x is None else x for x in want] + [math.nan])
     assert table.view(np.uint64).tolist() == bits.view(np.uint64).tolist()
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(st.integers(1, 8), st.integers(1, 60), st.integers(0, 2**32 - 1))
+def test_key_sets_of_a_byte_a_line_are_coded_as_the_wide_words_code_them(
+    n_keys: int, n_lines: int, seed: int
+) -> None:
+    # (a Trainer's few keys: one byte a line; the codes number the sets by first line)
+    rng = np.random.default_rng(seed)
+    sets = rng.random((n_lines, n_keys)) < rng.random(n_keys)
+    presents = [np.ascontiguousarray(sets[:, j]) for j in range(n_keys)]
+    got, want = jsonlines.key_set_codes(presents), jsonlines.key_set_codes_wide(presents)
+    assert got.dtype == want.dtype and got.tolist() == want.tolist()

@@ -123,3 +123,21 @@ def test_a_log_is_cut_exactly_when_it_is_utf8(data, bad):
         assert segments.cut_segments(data) is None
     else:
         assert segments.cut_segments(data) is not None
+
+
+def test_the_console_is_read_with_huge_pages_and_the_switch_put_back():
+    # (the command line turns numpy's huge pages off; the console path asks for them
+    # while it reads, and leaves the switch and the collector as it found them)
+    import gc
+
+    from numpy._core import multiarray
+
+    was = multiarray._set_madvise_hugepage(False)
+    try:
+        with segments.collector_paused():
+            assert multiarray._set_madvise_hugepage(True) is True  # (on while reading)
+            assert not gc.isenabled()
+        assert multiarray._set_madvise_hugepage(False) is False  # (off again after)
+        assert gc.isenabled()
+    finally:
+        multiarray._set_madvise_hugepage(was)

@@ -333,22 +333,14 @@ def _arrow_table(data: Any) -> Any:
 def _line_kinds(cols: list[Any], keys: tuple[str, ...]) -> tuple[Any, Any]:
     """Per line, whether its set of keys makes it a run summary and an eval record
     (:func:`mapping_shape` of that set), as bool arrays: the distinct key sets are found
-    by packing each line's keys into one number per 63 keys (a bit per key) and
-    factorizing those (codes in the order the sets first appear)."""
+    by packing each line's keys into numbers, a bit per key, and factorizing those
+    (:func:`key_set_codes`)."""
     import numpy as np
-    import pandas as pd
 
     from ..fields import mapping_shape
 
-    n = len(cols[0][2])
-    words = np.zeros((n, (len(keys) + 62) // 63), dtype=np.int64)
-    for j, (_, _, present) in enumerate(cols):
-        words[:, j // 63] |= present.astype(np.int64) << (j % 63)
-    if words.shape[1] == 1:
-        which, _ = pd.factorize(words[:, 0])
-    else:
-        which, _ = pd.factorize(pd.MultiIndex.from_arrays(list(words.T)))
-    which = np.asarray(which, dtype=np.int64)
+    presents = [present for _, _, present in cols]
+    which = key_set_codes(presents) if len(keys) <= 8 else key_set_codes_wide(presents)
     # (a set's first line: where the codes, numbered in order of appearance, go up)
     first = np.flatnonzero(np.r_[True, which[1:] > np.maximum.accumulate(which)[:-1]])
     summary = np.zeros(len(first), dtype=bool)
@@ -359,6 +351,37 @@ def _line_kinds(cols: list[Any], keys: tuple[str, ...]) -> tuple[Any, Any]:
             tuple(k for k, h in zip(keys, has, strict=True) if h)
         )
     return summary[which], is_eval[which]
+
+
+def key_set_codes(presents: list[Any]) -> Any:
+    """Per line, the code of its set of keys (numbered in the order the sets first
+    appear, int64), for at most 8 keys: a bit per key in one byte a line
+    (:func:`key_set_codes_wide` packs 63 keys into eight bytes; the codes are the same,
+    factorized from the same numbers)."""
+    import numpy as np
+    import pandas as pd
+
+    small = np.zeros(len(presents[0]), dtype=np.uint8)
+    for j, present in enumerate(presents):
+        small |= present.view(np.uint8) << np.uint8(j)
+    which, _ = pd.factorize(small)
+    return np.asarray(which, dtype=np.int64)
+
+
+def key_set_codes_wide(presents: list[Any]) -> Any:
+    """:func:`key_set_codes` for any number of keys: a bit per key, 63 keys a 64-bit
+    word, the words factorized together."""
+    import numpy as np
+    import pandas as pd
+
+    words = np.zeros((len(presents[0]), (len(presents) + 62) // 63), dtype=np.int64)
+    for j, present in enumerate(presents):
+        words[:, j // 63] |= present.astype(np.int64) << (j % 63)
+    if words.shape[1] == 1:
+        which, _ = pd.factorize(words[:, 0])
+    else:
+        which, _ = pd.factorize(pd.MultiIndex.from_arrays(list(words.T)))
+    return np.asarray(which, dtype=np.int64)
 
 
 def _fill_columns(

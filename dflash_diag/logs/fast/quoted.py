@@ -34,8 +34,10 @@ from typing import Any
 MAX_ODD_LINES = 10_000
 
 #: Bytes the CSV reader reads at once (the dict lines are handed to it a piece at a
-#: time, and a line longer than this is left to the JSON reader).
-BLOCK = 1 << 21
+#: time, and a line longer than this is left to the JSON reader).  Each block's cells
+#: come with a dictionary of their own, merged at the end: a Trainer's values recur from
+#: block to block, so fewer, larger blocks leave fewer entries to merge (docs/performance.md).
+BLOCK = 1 << 23
 
 
 @dataclass
@@ -344,7 +346,7 @@ def _assemble(
             if id(some) not in base:
                 base[id(some)] = sum(len(p) for p in parts)
                 parts.append(some)
-            where[lines] = codes + base[id(some)]
+            _place(where, lines, codes, base[id(some)])
         present = where >= 0
         pool = parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
         if len(parts) > 1:  # (one dictionary of the blocks')
@@ -357,3 +359,15 @@ def _assemble(
         )
         words += pool.to_pylist()
     return out, words
+
+
+def _place(where: Any, lines: Any, codes: Any, base: int) -> None:
+    """``where[lines] = codes + base`` (``lines`` ascending, each once), written as a
+    slice when ``lines`` is a stretch of consecutive lines (every dict line but the
+    summary at the end, in a Trainer's log): no index a line."""
+    import numpy as np
+
+    if len(lines) and int(lines[-1]) - int(lines[0]) + 1 == len(lines):
+        np.add(codes, base, out=where[int(lines[0]) : int(lines[-1]) + 1], casting="unsafe")
+    else:
+        where[lines] = codes + base

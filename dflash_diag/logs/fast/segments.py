@@ -37,20 +37,39 @@ OTHER, BLANK, BAR, DICT, BAR_DICT, ESCAPED = 0, 1, 2, 3, 4, 5
 
 @contextmanager
 def collector_paused() -> Iterator[None]:
-    """Python's garbage collector paused while the log is read, then as it was (no
-    cycles are made here; a collection walks every object of pandas).  Arrow keeps its
-    own pool (mimalloc), which serves the path's many short-lived buffers (bar chunks,
-    the CSV reader's blocks) from memory it already holds: the C heap, tried instead,
-    took fresh pages for them, which the kernel must clear (docs/performance.md)."""
+    """Python's garbage collector paused while the log is read, and numpy's huge pages
+    asked for, then both as they were.
+
+    No cycles are made here, and a collection walks every object of pandas.  The
+    command line turns numpy's ``madvise(MADV_HUGEPAGE)`` off for the whole process
+    (``NUMPY_MADVISE_HUGEPAGE=0``, for the replays' large arrays): here the segments'
+    masks and positions, a few bytes a segment, are many fresh arrays of megabytes,
+    each of which would then cost a page fault every 4 KB (docs/performance.md has the
+    figures).  Arrow keeps its own pool (mimalloc), which serves the path's many
+    short-lived buffers (bar chunks, the CSV reader's blocks) from memory it already
+    holds: the C heap, tried instead, took fresh pages for them."""
     import gc
 
     collecting = gc.isenabled()
     gc.disable()
+    huge = _madvise_hugepage(True)
     try:
         yield
     finally:
+        _madvise_hugepage(huge)
         if collecting:
             gc.enable()
+
+
+def _madvise_hugepage(enabled: bool) -> bool:
+    """Set whether numpy asks for huge pages for its large arrays (numpy's own switch,
+    which ``NUMPY_MADVISE_HUGEPAGE`` sets at import); returns what it was.  A numpy
+    without the switch is left as it is (and ``enabled`` returned)."""
+    import numpy as np
+
+    core = getattr(np, "_core", None) or getattr(np, "core", None)  # (numpy 2, numpy 1)
+    switch = getattr(getattr(core, "multiarray", None), "_set_madvise_hugepage", None)
+    return enabled if switch is None else bool(switch(enabled))
 
 
 @dataclass
@@ -360,35 +379,17 @@ def read_bars(bars: Any, pattern: str) -> tuple[Any, Any, Any]:
     return ok, both[0::2], both[1::2]
 
 
-#: Byte masks for :func:`digits_as_zeros` (eight bytes in a 64-bit word).
-_LOW7, _HIGH = 0x7F7F7F7F7F7F7F7F, 0x8080808080808080
-_PLUS_50, _PLUS_46 = 0x5050505050505050, 0x4646464646464646
-
-
 def digits_as_zeros(raw: Any) -> Any:
-    """A copy of the bytes ``raw`` with every ASCII digit made ``0`` (numpy uint8),
-    eight bytes at a time: with ``b7`` a byte's low seven bits, ``b7 + 0x50`` sets its
-    top bit exactly when ``b7 >= 0x30`` and ``b7 + 0x46`` when ``b7 >= 0x3A`` (no carry
-    leaves the byte), so a digit is a byte with the first set, the second not, and no
-    top bit of its own; its low four bits are then cleared (``0x3d & 0xF0 = 0x30``)."""
+    """A copy of the bytes ``raw`` with every ASCII digit made ``0`` (numpy uint8), in
+    three passes over bytes: ``d = b - 0x30`` (wrapping below 0), so exactly the digits
+    have ``d < 10``; ``d`` kept there and made 0 elsewhere; ``b - d`` is then ``0x30``
+    for a digit and ``b`` for any other byte."""
     import numpy as np
 
-    size = len(raw)
-    words = np.zeros((size + 7) // 8, np.uint64)
-    out = words.view(np.uint8)
-    out[:size] = np.frombuffer(raw, np.uint8)
-    low = words & np.uint64(_LOW7)
-    above = low + np.uint64(_PLUS_46)
-    low += np.uint64(_PLUS_50)
-    above |= words
-    np.invert(above, out=above)
-    low &= above
-    low &= np.uint64(_HIGH)
-    low >>= np.uint64(7)
-    low *= np.uint64(0x0F)
-    np.invert(low, out=low)
-    words &= low
-    return out[:size]
+    src = np.frombuffer(raw, np.uint8)
+    d = np.subtract(src, np.uint8(0x30))
+    d *= d < 10
+    return np.subtract(src, d, out=d)
 
 
 def offsets_of(text: Any) -> Any:
