@@ -297,15 +297,24 @@ def _root(
     """Is that loss spike your data pipeline or your optimizer?"""
 
 
+#: Commands whose process keeps numpy's huge pages: ``samples`` passes over every one of
+#: a run's entries (60M at 10M samples x 6 epochs) many times, in arrays made afresh,
+#: and there the huge pages save more than their first touches cost (about a fifth of
+#: its CPU at that size: docs/performance.md, *Huge pages*).
+HUGE_PAGE_COMMANDS = frozenset({"samples"})
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point (``dflash-diag``).
 
     Before numpy is imported, its ``NUMPY_MADVISE_HUGEPAGE`` is set to 0 unless the
-    environment sets it: numpy asks the kernel for transparent huge pages for every
-    large array, and where the kernel's ``defrag`` setting is ``madvise`` (Debian's and
-    Ubuntu's default) each first touch of such memory may compact memory on the spot,
-    which costs a short-lived command more than the huge pages save
-    (docs/performance.md, *Huge pages*)."""
-    if "numpy" not in sys.modules:
+    environment sets it or the command is one of :data:`HUGE_PAGE_COMMANDS`: numpy asks
+    the kernel for transparent huge pages for every large array, and where the
+    kernel's ``defrag`` setting is ``madvise`` (Debian's and Ubuntu's default) each
+    first touch of such memory may compact memory on the spot, which costs a
+    short-lived command more than the huge pages save (docs/performance.md, *Huge
+    pages*)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "numpy" not in sys.modules and not HUGE_PAGE_COMMANDS.intersection(args[:1]):
         os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
     app(args=argv)
