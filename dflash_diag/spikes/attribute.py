@@ -508,10 +508,12 @@ def fit_points(
     covers: str = "window",
     metric_rank: int | str | None = None,
     cross_validate: bool = True,
+    fit: bool = True,
 ) -> PointsFit:
     """Detrend the metric, line its points up with the replay's micro-batches and fit
     the composition model (``cross_validate=False``: without its held-out refits, whose
-    figures only the verdicts read)."""
+    figures only the verdicts read; ``fit=False``: no model, its predictions NaN, for
+    a caller that reads only the points' micro-batches)."""
     import numpy as np
 
     d = detection
@@ -519,7 +521,11 @@ def fit_points(
     pooled = micro_points(replay, d.steps, d.log_interval, covers)
     chosen, feats, scores = _choose_rank(replay, d, covers, metric_rank, residual, pooled)
     design, names = design_matrix(feats)
-    model = fit_model(design, names, residual, ~d.flagged, cross_validate=cross_validate)
+    model = (
+        fit_model(design, names, residual, ~d.flagged, cross_validate=cross_validate)
+        if fit
+        else None
+    )
     predicted = model_predict(model, feats) if model is not None else np.full(len(feats), np.nan)
     pidx = micro_points(replay, d.steps, d.log_interval, covers, chosen, pooled)
     return PointsFit(
@@ -542,7 +548,8 @@ def samples_only(
     :returns: the findings and the rank whose batches the metric follows."""
     d = detection
     sign = -1.0 if d.direction == "down" else 1.0
-    f = fit_points(d, replay, covers, metric_rank, cross_validate=False)
+    # (on measured ground the samples are tested on their own losses: no model read)
+    f = fit_points(d, replay, covers, metric_rank, cross_validate=False, fit=measured is None)
     findings = _samples(replay, d, f.pidx, f.residual, f.predicted, f.model, sign, ids, measured)
     return findings, f.chosen
 

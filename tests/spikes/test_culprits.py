@@ -43,15 +43,22 @@ def _run(run, ground="auto"):
     return Ran(rep, findings, sample_table(findings, rep.composition)), run.poison
 
 
-@pytest.mark.parametrize(("name", "ground"), [("poison_ordinary", "inferred"), ("grouped", "auto")])
+@pytest.mark.parametrize(
+    ("name", "ground"),
+    [("poison_ordinary", "inferred"), ("grouped", "auto"), ("poison_ordinary", "measured")],
+)
 def test_samples_ranks_the_samples_as_spikes_tests_them(trainer_run, name, ground):
-    """``samples`` runs the per-sample test without judging the spikes: the same table."""
+    """``samples`` runs the per-sample test without judging the spikes (on measured
+    ground without the composition model either): the same table."""
     ran, _ = _run(trainer_run(name), ground)
     run = trainer_run(name)
     batches = Request(composition=run.batches, manifest=run.manifest)
     alone = samples_report(run.state, SpikesOptions(ground=ground), batches)
     pd.testing.assert_frame_equal(alone.table, ran.table)
     assert alone.findings.named.equals(ran.findings.named)
+    assert alone.findings.added == ran.findings.added
+    assert bool(alone.findings.added) == (alone.findings.evidence.ground == "measured")
+    assert alone.findings.evidence.ground == ran.findings.evidence.ground
     assert alone.detection.n_points == ran.spikes.detection.n_points
 
 
