@@ -170,10 +170,10 @@ def point_medians(
     need = max(min_entries, 1)
     counts = membership.counts()
     start = membership.offsets[:-1]
-    out = np.full(membership.n_points, np.nan)
     sizes = unique_values(counts)
     if sizes.size > FEW_LENGTHS:
         return _medians_by_order(membership, loss, need)
+    out = np.full(membership.n_points, np.nan)
     for size in sizes[sizes >= need].tolist():
         points = np.flatnonzero(counts == size)
         for part in chunks(points.size * size):
@@ -196,10 +196,7 @@ def _medians_by_order(membership: Membership, loss: np.ndarray, need: int) -> np
     nf = np.bincount(point, weights=np.isfinite(loss), minlength=membership.n_points)
     nf = nf.astype(np.int64)
     start = membership.offsets[:-1]
-    ok = nf >= need
-    lo = order[np.where(ok, start + (nf - 1) // 2, 0)]
-    hi = order[np.where(ok, start + nf // 2, 0)]
-    return np.where(ok, (loss[lo] + loss[hi]) / 2, np.nan)
+    return _middle(loss, start, np.where(nf >= need, nf, 0), order)
 
 
 def measured_evidence(
@@ -385,10 +382,6 @@ def _per_sample(frame: pd.DataFrame, n: int, opts: SampleOptions) -> pd.DataFram
         out[ok] = sorted_values[where[ok]]
         return out
 
-    def median(sorted_values: np.ndarray) -> np.ndarray:
-        lo = at(sorted_values, start + (k - 1) // 2, has)
-        return (lo + at(sorted_values, start + k // 2, has)) / 2
-
     finite = np.isfinite(share)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean_share = np.bincount(smp, weights=np.where(finite, share, 0.0), minlength=n) / (
@@ -401,9 +394,9 @@ def _per_sample(frame: pd.DataFrame, n: int, opts: SampleOptions) -> pd.DataFram
             "high": high,
             "min_z": at(u_sorted, start, has),
             "t": at(u_sorted, start + opts.allow_low, k > opts.allow_low),
-            "median_r": median(r_sorted),
+            "median_r": _middle(r_sorted, start, k),
             "share": mean_share,
-            "median_z": median(u_sorted),
+            "median_z": _middle(u_sorted, start, k),
         }
     )
 
@@ -456,9 +449,6 @@ def _per_sample_dense(
             picked = np.take_along_axis(table, np.clip(i, 0, table.shape[0] - 1)[None], 0)[0]
         return np.where(ok, picked, np.nan)
 
-    def median(table: np.ndarray) -> np.ndarray:
-        return (row(table, (k - 1) // 2, has) + row(table, k // 2, has)) / 2
-
     with np.errstate(invalid="ignore", divide="ignore"):
         mean_share = total / count
     return pd.DataFrame(
@@ -467,9 +457,9 @@ def _per_sample_dense(
             "high": high,
             "min_z": row(u_tab, 0, has),
             "t": row(u_tab, opts.allow_low, k > opts.allow_low),
-            "median_r": median(r_tab),
+            "median_r": _table_middle(r_tab, k),
             "share": mean_share,
-            "median_z": median(u_tab),
+            "median_z": _table_middle(u_tab, k),
         }
     )
 
@@ -487,33 +477,43 @@ def sample_medians(samples: np.ndarray, values: np.ndarray, n_samples: int) -> n
     if slots is None:
         order = order_within(samples, values)
         k = np.bincount(samples, weights=~np.isnan(values), minlength=n_samples)
-        k = k.astype(np.int64)
         start = np.zeros(n_samples, dtype=np.int64)
         np.cumsum(np.bincount(samples, minlength=n_samples)[:-1], out=start[1:])
-        return _middle(values[order], start, k)
+        return _middle(values, start, k.astype(np.int64), order)
     table = np.full((len(slots), n_samples), np.nan)
     for w, col in enumerate(slots):
         there = np.flatnonzero(col >= 0)
         table[w, there] = values[col[there]]
     k = len(slots) - np.count_nonzero(np.isnan(table), axis=0)
     table.sort(axis=0)
-    rows = len(slots) - 1
-    lo = np.take_along_axis(table, np.clip((k - 1) // 2, 0, rows)[None], 0)[0]
-    hi = np.take_along_axis(table, np.clip(k // 2, 0, rows)[None], 0)[0]
-    with np.errstate(invalid="ignore"):  # (inf and -inf: NaN, as pandas has it)
-        return np.where(k > 0, (lo + hi) / 2, np.nan)
+    return _table_middle(table, k)
 
 
-def _middle(ordered: np.ndarray, start: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """The median of each run ``ordered[start : start + k]`` (sorted, NaN after), NaN
-    where ``k`` is 0."""
+def _middle(
+    values: np.ndarray, start: np.ndarray, k: np.ndarray, order: np.ndarray | None = None
+) -> np.ndarray:
+    """The median of each run ``values[order][start : start + k]`` (sorted ascending;
+    ``order`` None: ``values`` are in that order), the mean of the values at ``(k - 1)
+    // 2`` and ``k // 2`` into the run, NaN where ``k`` is 0."""
     has = k > 0
     if not has.any():
         return np.full(k.size, np.nan)
-    lo = ordered[np.where(has, start + (k - 1) // 2, 0)]
-    hi = ordered[np.where(has, start + k // 2, 0)]
+    lo = np.where(has, start + (k - 1) // 2, 0)
+    hi = np.where(has, start + k // 2, 0)
+    if order is not None:
+        lo, hi = order[lo], order[hi]
+    with np.errstate(invalid="ignore"):  # (inf and -inf: NaN, as pandas has it)
+        return np.where(has, (values[lo] + values[hi]) / 2, np.nan)
+
+
+def _table_middle(table: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """The median of each column's first ``k`` values (``table`` sorted down its
+    columns), NaN where ``k`` is 0: :func:`_middle` of a ``[rows, columns]`` table."""
+    rows = table.shape[0] - 1
+    lo = np.take_along_axis(table, np.clip((k - 1) // 2, 0, rows)[None], 0)[0]
+    hi = np.take_along_axis(table, np.clip(k // 2, 0, rows)[None], 0)[0]
     with np.errstate(invalid="ignore"):
-        return np.where(has, (lo + hi) / 2, np.nan)
+        return np.where(k > 0, (lo + hi) / 2, np.nan)
 
 
 def _within_kind(t: np.ndarray, kind: np.ndarray, testable: np.ndarray) -> np.ndarray:
