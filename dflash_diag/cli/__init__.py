@@ -314,7 +314,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     first touch of such memory may compact memory on the spot, which costs a
     short-lived command more than the huge pages save (docs/performance.md, *Huge
     pages*)."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if "numpy" not in sys.modules and not HUGE_PAGE_COMMANDS.intersection(args[:1]):
+    args = sys.argv[1:] if argv is None else argv
+    command = next((a for a in args if not a.startswith("-")), None)  # (past --debug)
+    if "numpy" not in sys.modules and command not in HUGE_PAGE_COMMANDS:
         os.environ.setdefault("NUMPY_MADVISE_HUGEPAGE", "0")
     app(args=argv)
