@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ..data import Manifest, Replay
-    from ..samples import Membership, SampleEvidence
+    from ..samples import Membership, SampleEvidence, SampleOptions
 
 #: The false-discovery rate at which samples are named.
 FDR = 0.05
@@ -182,14 +182,7 @@ def sample_findings(
     """
     import numpy as np
 
-    from ..samples import (
-        Membership,
-        SampleOptions,
-        batch_residual,
-        measured_evidence,
-        name_culprits,
-        sample_evidence,
-    )
+    from ..samples import Membership, SampleOptions, name_culprits, sample_evidence
 
     counts = np.diff(replay.offsets)
     pidx = np.asarray(point_index, dtype=np.int32 if n_points < 2**31 else np.int64)
@@ -200,20 +193,38 @@ def sample_findings(
     options = SampleOptions(allow_low=ALLOW_LOW)
     added: dict[tuple[int, int], float] = {}
     if measured is not None:
-        micro = _micro(replay)
-        loss = np.where(point >= 0, measured.sample_loss, np.nan)
-        residual = batch_residual(micro, loss)
-        evidence = measured_evidence(micro, loss, options, kinds=measured.kinds, residual=residual)
+        evidence, named, added = _measured(replay, point, n_points, measured, options)
         basis = MEASURED_BASIS
     else:
         evidence = sample_evidence(membership, z, excess=excess, options=options)
-    named = name_culprits(evidence, FDR)
-    if measured is not None and not named.empty:
-        added = _added(micro, point, n_points, residual, named)
+        named = name_culprits(evidence, FDR)
     t = evidence.table
     seen = t["group"].to_numpy() >= 0
     separable = bool((t["group_size"].to_numpy()[seen] == 1).any())
     return SampleFindings(evidence, named, membership, ids, basis, separable, added)
+
+
+def _measured(
+    replay: Replay,
+    point: np.ndarray,
+    n_points: int,
+    measured: Measured,
+    options: SampleOptions,
+) -> tuple[SampleEvidence, pd.DataFrame, dict[tuple[int, int], float]]:
+    """The measured evidence over the micro-batches (the losses of entries no logged
+    point covers left out), the samples it names, and what each added to its points:
+    the residual over the batch mates computed once for both."""
+    import numpy as np
+
+    from ..samples import batch_residual, measured_evidence, name_culprits
+
+    micro = _micro(replay)
+    loss = np.where(point >= 0, measured.sample_loss, np.nan)
+    residual = batch_residual(micro, loss)
+    evidence = measured_evidence(micro, loss, options, kinds=measured.kinds, residual=residual)
+    named = name_culprits(evidence, FDR)
+    added = {} if named.empty else _added(micro, point, n_points, residual, named)
+    return evidence, named, added
 
 
 def _micro(replay: Replay) -> Membership:
