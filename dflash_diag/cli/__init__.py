@@ -176,6 +176,11 @@ class _Boundary(TyperGroup):
         _plain_coercion([option])
         return option
 
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        from .helpscreen import format_help
+
+        format_help(self, ctx, formatter, super().format_help)
+
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         command = super().get_command(ctx, cmd_name)
         if command is not None:

@@ -108,6 +108,11 @@ def plain_help_types(command: Any) -> Any:
                     p.display_type_rich = _shows(kind)  # type: ignore[method-assign, assignment]
             return params
 
+        def format_help(self, ctx: Any, formatter: Any) -> None:
+            from .helpscreen import format_help
+
+            format_help(self, ctx, formatter, super().format_help)
+
         def collect_usage_pieces(self, ctx: Any) -> list[str]:
             pieces = ["[OPTIONS]"]
             for p in self.get_params(ctx):

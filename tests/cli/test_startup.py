@@ -80,6 +80,19 @@ def test_help_does_not_build_pydantic_adapters(args):
     assert "pydantic" not in tops(imported_by(*args))
 
 
+@pytest.mark.parametrize(
+    "args", [["--help"], *([name, "--help"] for name in COMMANDS)], ids=" ".join
+)
+def test_help_imports_no_markdown_or_traceback_renderer(args):
+    """The screens are drawn by ``cli/helpscreen.py``: typer's renderer imports rich's
+    Markdown (markdown-it, pygments) and traceback renderers, a third of ``--help``."""
+    modules = imported_by(*args)
+    assert "dflash_diag.cli.helpscreen" in modules  # the screen was drawn here
+    drawn_by_typer = {"typer.rich_utils", "rich.markdown", "rich.traceback"}
+    assert modules.isdisjoint(drawn_by_typer), sorted(modules & drawn_by_typer)
+    assert tops(modules).isdisjoint({"markdown_it", "pygments"})
+
+
 def test_parse_with_string_options_builds_no_pydantic_adapter(tmp_path):
     """Options not given (None) and strings for plain ``str`` options need no coercion:
     typer's pydantic adapters (~0.1 s of imports) are built only for the others."""

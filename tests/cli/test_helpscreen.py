@@ -1,0 +1,134 @@
+"""The help screens are drawn as typer draws them, without typer's renderer's imports.
+
+Each screen is drawn twice through the same app, once by ``dflash_diag.cli.helpscreen``
+and once by typer's own renderer (``typer.rich_utils``, imported here), and the two must
+be the same characters at every width, each printed character in the same style (the
+escape codes may split a run of one style differently; a space's style is not seen).
+The prose of a help text is drawn as rich's Markdown draws it whenever
+:func:`plain_paragraphs` says it can be.
+"""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rich.console import Console
+from rich.markdown import Markdown
+from typer.testing import CliRunner
+
+from dflash_diag.cli import COMMANDS, app, helpscreen
+from tests.budget import examples
+
+SCREENS = [[], *([name] for name in COMMANDS)]
+
+
+def _screen(args: list[str], width: int, monkeypatch, ours: bool) -> str:
+    if not ours:
+        monkeypatch.setattr(helpscreen, "can_draw", lambda command: False)
+    env = {"COLUMNS": str(width), "FORCE_COLOR": "1", "TERM": "xterm-256color"}
+    result = CliRunner().invoke(app, [*args, "--help"], env=env)
+    monkeypatch.undo()
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+@pytest.mark.parametrize("width", [60, 100, 200])
+@pytest.mark.parametrize("args", SCREENS, ids=lambda a: " ".join(a) or "dflash-diag")
+def test_every_help_screen_is_typers_to_the_colour(args, width, monkeypatch):
+    ours = _screen(args, width, monkeypatch, ours=True)
+    typers = _screen(args, width, monkeypatch, ours=False)
+    assert "\x1b[" in ours  # the colours are compared too
+    assert _seen(ours) == _seen(typers)
+
+
+def _seen(drawn: str) -> list[list[tuple[str, str]]]:
+    """Each line of ``drawn`` (with its escape codes) as (character, style) pairs, a
+    space's style and the spaces that end a line left out."""
+    from rich.text import Text
+
+    lines = []
+    for line in drawn.split("\n"):
+        text = Text.from_ansi(line)
+        text.rstrip()
+        styles = [""] * len(text.plain)
+        for span in text.spans:
+            for i in range(span.start, span.end):
+                styles[i] = f"{styles[i]} {span.style}".strip()
+        pairs = zip(text.plain, styles, strict=True)
+        lines.append([(c, "" if c == " " else st) for c, st in pairs])
+    return lines
+
+
+def test_the_screens_are_drawn_here_not_by_typer(monkeypatch):
+    """Every help text of the app is plain paragraphs, so no screen needs Markdown."""
+    drawn = []
+    monkeypatch.setattr(helpscreen, "print_help", lambda command, ctx: drawn.append(command))
+    for args in SCREENS:
+        assert CliRunner().invoke(app, [*args, "--help"]).exit_code == 0
+    assert len(drawn) == len(SCREENS)
+
+
+def test_typer_draws_plain_help_when_told_to(monkeypatch):
+    import typer.core
+
+    monkeypatch.setattr(typer.core, "HAS_RICH", False)
+    out = CliRunner().invoke(app, ["parse", "--help"], env={"COLUMNS": "100"}).stdout
+    assert out.startswith("Usage: dflash-diag parse") and "╭" not in out
+
+
+def _drawn(renderable, width: int) -> str:
+    console = Console(file=io.StringIO(), width=width, force_terminal=True, color_system="256")
+    console.print(renderable)
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+# pieces of help text: what plain paragraphs hold, and Markdown's marks
+PLAIN_BITS = st.sampled_from(
+    [" ", "  ", "\n", "\n\n", "word", "grad_norm", "--flag", "`code`", "` c `", "\\[",
+     "\\]", "W&B", " <= ", " >= ", "a|b", "!", ".", "(", ")", "x[, y]", "HOST:PORT"]
+)  # fmt: skip
+MARKDOWN_BITS = st.sampled_from(
+    ["\n    ", "_x", "x_", "*", "**", "- ", "1. ", "#", "> ", "`", "\\", "\\`", "\\*", "[a](b)",
+     "[x]", "<a>", "&amp;", "~~", ":smile:", "---", "===", "\t", "  \n", "``"]
+)  # fmt: skip
+
+
+def _with(bits: list[str], odd: str, at: int) -> str:
+    bits.insert(min(at, len(bits)), odd)
+    return "".join(bits)
+
+
+# plain pieces, and half the time one of Markdown's marks among them
+TEXTS = st.builds(
+    _with, st.lists(PLAIN_BITS, max_size=16), st.one_of(st.just(""), MARKDOWN_BITS),
+    st.integers(0, 16),
+)  # fmt: skip
+
+
+@settings(max_examples=examples(400), deadline=None)
+@given(TEXTS, st.integers(20, 90))
+def test_plain_paragraphs_are_drawn_as_markdown_draws_them(text, width):
+    text = text.strip()
+    if not text or not helpscreen.plain_paragraphs(text):
+        return
+    ours = _drawn(helpscreen.prose(text, style="dim"), width)
+    assert _seen(ours) == _seen(_drawn(Markdown(text, style="dim"), width))
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["a *b* c", "- item", "# Title", "see [this](http://x)", "a `b", "x  \ny", "__a__",
+     "> quote", "1. one", "a ~~b~~", "&amp;", ":smile:", "<b>bold</b>", "---"],
+)  # fmt: skip
+def test_markdown_that_is_not_plain_goes_to_rich(text):
+    assert not helpscreen.plain_paragraphs(text)
+    assert isinstance(helpscreen.prose(text), Markdown)
+
+
+def test_help_text_of_this_app_reads_as_markdown_would():
+    text = "Also metric_rank in \\[schedule]; what `spikes` needs,\n--at STEP answers."
+    assert helpscreen.plain_paragraphs(text)
+    assert _seen(_drawn(helpscreen.prose(text), 40)) == _seen(_drawn(Markdown(text), 40))
