@@ -24,6 +24,7 @@ import typer
 from typer.core import TyperGroup
 
 from ..errors import InputError
+from .coercion import plain_coercion
 
 #: command -> the module of this package that defines it (its ``register(app)``), in the
 #: order ``--help`` lists them.
@@ -120,41 +121,8 @@ def _build_command(module_name: str) -> Any:
         pretty_exceptions_short=app.pretty_exceptions_short,
         rich_markup_mode=app.rich_markup_mode,
     )
-    _plain_coercion(command.params)
+    plain_coercion(command.params)
     return command
-
-
-def _plain_coercion(params: Sequence[Any]) -> None:
-    """Give each typer parameter :class:`_PlainCoercion` (where typer has the hook: a
-    lazily built ``_runtime_param``, ``get_runtime_param`` and ``type_descriptor``)."""
-    for param in params:
-        hooked = hasattr(param, "get_runtime_param") and hasattr(param, "type_descriptor")
-        if hooked and getattr(param, "_runtime_param", False) is None:
-            param._runtime_param = _PlainCoercion()
-
-
-class _PlainCoercion:
-    """Stands in for typer's coercion of one parameter (typer >= 0.27 builds a pydantic
-    adapter for each parameter it coerces: ~0.1 s of imports) where no coercion is
-    needed: an option not given (None, or ``()`` for a repeated one), or a string for a
-    plain ``str`` parameter (no parser, no file, no choices: typer's adapter returns
-    ``str(value)``).  Any other value gets typer's own coercion, built then."""
-
-    def coerce(self, value: Any, param: Any, ctx: Any) -> Any:
-        many = param.multiple or param.nargs == -1
-        if value is None:
-            return () if many else None
-        desc = param.type_descriptor
-        if (
-            not many
-            and type(value) is str
-            and desc.annotation is str
-            and desc.file_annotation is None
-            and desc.parameter_info.parser is None
-        ):
-            return value
-        param._runtime_param = None  # (typer builds its own, from here on)
-        return param.get_runtime_param().coerce(value, param=param, ctx=ctx)
 
 
 class _Boundary(TyperGroup):
@@ -171,9 +139,9 @@ class _Boundary(TyperGroup):
     def get_help_option(self, ctx: Any) -> Any:
         # Not given, a --help flag's value is None, which typer would coerce through a
         # pydantic adapter (~0.1 s of imports) before the help is even read: the
-        # group's own flag and each command's get :class:`_PlainCoercion`.
+        # group's own flag and each command's get :class:`~.coercion.PlainCoercion`.
         option = super().get_help_option(ctx)
-        _plain_coercion([option])
+        plain_coercion([option])
         return option
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
@@ -184,7 +152,7 @@ class _Boundary(TyperGroup):
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         command = super().get_command(ctx, cmd_name)
         if command is not None:
-            _plain_coercion([command.get_help_option(ctx)])
+            plain_coercion([command.get_help_option(ctx)])
         return command
 
     def get_params(self, ctx: Any) -> list[Any]:

@@ -103,6 +103,17 @@ def test_parse_with_string_options_builds_no_pydantic_adapter(tmp_path):
     assert "pydantic" not in tops(modules)
 
 
+def test_numbers_and_paths_build_no_pydantic_adapter(tmp_path):
+    """An int and a path are read as typer reads them (``cli/coercion.py``)."""
+    log = tmp_path / "run.log"
+    log.write_text("".join(f"step={i} loss={3.0 - i / 10}\n" for i in range(1, 11)))
+    to = tmp_path / "table.csv"
+    modules = imported_by("parse", str(log), "--run", "1", "--to", str(to))
+    assert "dflash_diag.reports.parse" in modules  # it did the work
+    assert "pydantic" not in tops(modules)
+    assert to.read_text().startswith("step,")
+
+
 def test_options_that_need_coercion_still_get_it(tmp_path):
     log = tmp_path / "run.log"
     log.write_text("".join(f"step={i} loss={3.0 - i / 10}\n" for i in range(1, 11)))
