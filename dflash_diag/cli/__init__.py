@@ -14,10 +14,13 @@ are imported inside its body.  ``benchmarks/bench_startup.py`` times it.
 
 from __future__ import annotations
 
+import functools
 import importlib
+import inspect
 import os
 import sys
 from collections.abc import Callable, Iterator, MutableMapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import typer
@@ -109,20 +112,61 @@ class _LazyCommands(MutableMapping[str, Any]):
     def __len__(self) -> int:
         return len(set(self._modules) | set(self._built))
 
+    def listed(self, name: str) -> Any:
+        """The command ``name`` if it is built, else it as ``--help`` lists it
+        (:func:`_listed`), without building it."""
+        if name in self._built or name not in self._modules:
+            return self[name]
+        return _listed(self._modules[name])
 
-def _build_command(module_name: str) -> Any:
-    """The click command that ``dflash_diag.cli.<module_name>`` registers."""
+
+@functools.cache
+def _registered(module_name: str) -> Any:
+    """What ``dflash_diag.cli.<module_name>`` registers with typer (its ``CommandInfo``:
+    the function, the name, the help), not yet made a click command."""
     module = importlib.import_module(f"{__name__}.{module_name}")
     one = typer.Typer(rich_markup_mode=app.rich_markup_mode)
     module.register(one)
     (info,) = one.registered_commands
+    return info
+
+
+def _build_command(module_name: str) -> Any:
+    """The click command that ``dflash_diag.cli.<module_name>`` registers."""
     command = typer.main.get_command_from_info(
-        info,
+        _registered(module_name),
         pretty_exceptions_short=app.pretty_exceptions_short,
         rich_markup_mode=app.rich_markup_mode,
     )
     plain_coercion(command.params)
     return command
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A command as the group's ``--help`` lists it: what typer would make its click
+    command's ``name``, ``help``, ``short_help``, ``hidden`` and ``deprecated``."""
+
+    name: str
+    help: str
+    short_help: str | None = None
+    hidden: bool = False
+    deprecated: bool | str = False
+
+
+def _listed(module_name: str) -> Listed:
+    """The command of ``dflash_diag.cli.<module_name>`` as ``--help`` lists it, read
+    from what the module registers, without typer reading its function's parameters
+    (the help as typer takes it: the registered help, else the function's docstring)."""
+    info = _registered(module_name)
+    text = info.help if info.help is not None else inspect.getdoc(info.callback)
+    return Listed(
+        name=info.name or info.callback.__name__.replace("_", "-"),
+        help=inspect.cleandoc(text or ""),
+        short_help=info.short_help,
+        hidden=bool(info.hidden),
+        deprecated=info.deprecated,
+    )
 
 
 class _Boundary(TyperGroup):
@@ -134,7 +178,7 @@ class _Boundary(TyperGroup):
         super().__init__(**kwargs)
         lazy = _LazyCommands(COMMANDS, _build_command)
         lazy.update(self.commands)
-        self.commands = lazy
+        self.commands = self._lazy = lazy
 
     def get_help_option(self, ctx: Any) -> Any:
         # Not given, a --help flag's value is None, which typer would coerce through a
@@ -148,6 +192,15 @@ class _Boundary(TyperGroup):
         from .helpscreen import format_help
 
         format_help(self, ctx, formatter, super().format_help)
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        # (typer's reads the mapping's items, which would build every command)
+        return list(self._lazy)
+
+    def listing(self, ctx: Any) -> list[Any]:
+        """The commands as ``--help`` lists them (:meth:`_LazyCommands.listed`): the
+        screen needs their names and help, not their parameters."""
+        return [self._lazy.listed(name) for name in self.list_commands(ctx)]
 
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         command = super().get_command(ctx, cmd_name)

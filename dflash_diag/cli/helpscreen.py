@@ -309,6 +309,10 @@ def _envvar(param: Any, ctx: Any) -> str:
 
 
 def _commands(command: Any, ctx: Any) -> Iterable[Any]:
+    """A group's commands (each with ``name``, ``help``, ``short_help``, ``hidden``):
+    the group's own ``listing`` where it has one (commands it need not build)."""
+    if hasattr(command, "listing"):
+        return command.listing(ctx)  # type: ignore[no-any-return]
     if not hasattr(command, "list_commands"):
         return ()
     found = (command.get_command(ctx, name) for name in command.list_commands(ctx))

@@ -132,3 +132,26 @@ def test_help_text_of_this_app_reads_as_markdown_would():
     text = "Also metric_rank in \\[schedule]; what `spikes` needs,\n--at STEP answers."
     assert helpscreen.plain_paragraphs(text)
     assert _seen(_drawn(helpscreen.prose(text), 40)) == _seen(_drawn(Markdown(text), 40))
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_a_command_is_listed_as_its_built_command_says(name):
+    from dflash_diag import cli
+
+    listed = cli._listed(COMMANDS[name])
+    built = cli._build_command(COMMANDS[name])
+    fields = ("name", "help", "short_help", "hidden", "deprecated")
+    assert [getattr(listed, f) for f in fields] == [getattr(built, f) for f in fields]
+
+
+def test_the_list_of_commands_builds_none(monkeypatch):
+    """The group's screen reads the commands' names and help, not their parameters."""
+    from dflash_diag import cli
+
+    def refuse(module_name):
+        raise AssertionError(f"built {module_name}")
+
+    monkeypatch.setattr(cli, "_build_command", refuse)
+    result = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "100"})
+    assert result.exit_code == 0, result.output
+    assert all(name in result.stdout for name in COMMANDS)
