@@ -125,7 +125,9 @@ def schedule_spread(replay: Replay) -> tuple[Any, Any, Any, Any]:
     """``(length_icc, its CI, adjacent length corr, its p)`` of a replayed schedule."""
     from ..batches.stats import batch_moments, lag1_corr, length_icc
 
-    icc, ci, _ = length_icc(batch_moments(replay))
+    # (the micro-batches' sizes, token sums and longest from the replay's table: only
+    # their sums of squares need the samples)
+    icc, ci, _ = length_icc(batch_moments(replay, table=True))
     adj, p = lag1_corr(replay.steps["mean_len"].to_numpy(dtype=float))
     return icc, ci, adj, p
 
