@@ -198,10 +198,22 @@ def sample_findings(
     else:
         evidence = sample_evidence(membership, z, excess=excess, options=options)
         named = name_culprits(evidence, FDR)
+    apart = separable(evidence, membership, z)
+    return SampleFindings(evidence, named, membership, ids, basis, apart, added)
+
+
+def separable(evidence: SampleEvidence, membership: Membership, z: np.ndarray) -> bool:
+    """Whether some sample seen in a usable point (finite ``z``) is a group of its own.
+    Untested (each sample in one point at most) a group is the samples of one usable
+    point: then whether a usable point holds one sample, the table not read."""
+    import numpy as np
+
+    if evidence.untested:
+        m = membership
+        return bool(((m.counts() == 1) & np.isfinite(np.asarray(z, dtype=np.float64))).any())
     t = evidence.table
     seen = t["group"].to_numpy() >= 0
-    separable = bool((t["group_size"].to_numpy()[seen] == 1).any())
-    return SampleFindings(evidence, named, membership, ids, basis, separable, added)
+    return bool((t["group_size"].to_numpy()[seen] == 1).any())
 
 
 def _measured(
@@ -313,7 +325,7 @@ def ordinary_elsewhere(findings: SampleFindings, point: int) -> str | None:
 
     m = findings.membership
     here = m.samples[m.offsets[point] : m.offsets[point + 1]]
-    if not here.size:
+    if not here.size or findings.evidence.untested:  # (untested: none is testable)
         return None
     t = findings.evidence.table
     alone = t["group_size"].to_numpy()[here] == 1
