@@ -219,12 +219,37 @@ def evidence_with_ground(
     zp = point_array(z, n_points, "z")
     # (checked now, as the table would check them; the table is made from these copies)
     ex, base = _optional(excess, n_points, "excess"), _optional(baseline, n_points, "baseline")
-    need = max(opts.min_appearances, opts.allow_low + 1)
-    if ground == "inferred" and need >= 2 and each_sample_once(membership):
-        usable = int(np.isfinite(zp).sum())
-        make = partial(_table, membership, zp, ex, base, opts, ground)
-        return SampleEvidence(make, ground, opts, n_points, usable, 0, usable, 0, untested=True)
+    if ground == "inferred" and untestable_once(opts) and each_sample_once(membership):
+        return untested_evidence(membership, n_points, zp, ex, base, opts)
     return _evidence(membership, zp, ex, base, opts, ground)
+
+
+def untestable_once(options: SampleOptions) -> bool:
+    """Whether a sample seen once cannot be tested (a test needs two appearances)."""
+    return max(options.min_appearances, options.allow_low + 1) >= 2
+
+
+def untested_evidence(
+    members: Membership | Callable[[], Membership],
+    n_points: int,
+    z: object,
+    excess: object | None = None,
+    baseline: object | None = None,
+    options: SampleOptions | None = None,
+) -> SampleEvidence:
+    """The inferred evidence of a membership in which no sample is in two entries, when
+    :func:`untestable_once`: nothing is tested, no round runs, every usable point is in
+    the null; the table (and ``members``, if a function that makes the membership) is
+    made when :attr:`SampleEvidence.table` is first read.
+
+    :raises InputError: as :func:`sample_evidence` checks ``z``, ``excess``, ``baseline``.
+    """
+    opts = options or SampleOptions()
+    zp = point_array(z, n_points, "z")
+    ex, base = _optional(excess, n_points, "excess"), _optional(baseline, n_points, "baseline")
+    usable = int(np.isfinite(zp).sum())
+    make = partial(_table, members, zp, ex, base, opts, "inferred")
+    return SampleEvidence(make, "inferred", opts, n_points, usable, 0, usable, 0, untested=True)
 
 
 def each_sample_once(membership: Membership) -> bool:
@@ -239,14 +264,15 @@ def each_sample_once(membership: Membership) -> bool:
 
 
 def _table(
-    membership: Membership,
+    members: Membership | Callable[[], Membership],
     zp: np.ndarray,
     excess: np.ndarray | None,
     baseline: np.ndarray | None,
     opts: SampleOptions,
     ground: str,
 ) -> pd.DataFrame:
-    """The table of the evidence :func:`evidence_with_ground` defers."""
+    """The table of the evidence :func:`untested_evidence` defers."""
+    membership = members if isinstance(members, Membership) else members()
     return _evidence(membership, zp, excess, baseline, opts, ground).table
 
 

@@ -379,3 +379,46 @@ def test_the_extremes_of_groups_in_order_are_those_of_ufunc_at(groups, ordered, 
     assert fast_lo.dtype == fast_hi.dtype == np.float64
     assert np.array_equal(fast_lo, lo)
     assert np.array_equal(fast_hi, hi)
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(**RUNS)
+def test_findings_left_untested_are_the_findings(
+    params: ScheduleParams,
+    n: int,
+    seed: int,
+    n_cat: int,
+    epochs: int,
+    interval: int,
+    covers: str,
+    rank: int | None,
+) -> None:
+    """A run whose covered samples are each in one micro-batch (a sorted-greedy epoch)
+    defers the membership and the evidence's table: what is read of them, and they
+    once made, are what the plain path gives."""
+    from unittest import mock
+
+    from dflash_diag.spikes import culprits as c
+
+    lengths, _ = lengths_and_categories(n, seed, n_cat)
+    rep = replay(lengths, params, epochs=epochs)
+    logged = rep.steps["step"].to_numpy()[::2]
+    rank = None if rank is not None and rank >= params.world_size else rank
+    idx = micro_points(rep, logged, interval, covers, rank)
+    rng = np.random.default_rng(seed)
+    z = rng.choice([np.nan, -1.0, 0.5, 2.5, 4.0], logged.size)
+    excess = rng.normal(size=logged.size)
+    fast = c.sample_findings(rep, idx, logged.size, z, excess, None, "b")
+    with mock.patch.object(c, "covered_once", lambda *_: False):
+        plain = c.sample_findings(rep, idx, logged.size, z, excess, None, "b")
+    assert fast.separable == plain.separable
+    pd.testing.assert_frame_equal(fast.named, plain.named, check_exact=True)
+    for p in range(logged.size):
+        assert c.culprits_at(fast, p) == c.culprits_at(plain, p)
+        assert c.ordinary_elsewhere(fast, p) == c.ordinary_elsewhere(plain, p)
+    e, f = fast.evidence, plain.evidence
+    for name in ("ground", "n_points", "n_usable", "n_tested", "n_null", "rounds", "method"):
+        assert getattr(e, name) == getattr(f, name), name
+    pd.testing.assert_frame_equal(e.table, f.table, check_exact=True)
+    for name in ("offsets", "samples", "sample_tokens"):
+        assert np.array_equal(getattr(fast.membership, name), getattr(plain.membership, name))
