@@ -827,7 +827,6 @@ def micro_batches_per_epoch(
     >>> micro_batches_per_epoch(np.array([3, 1, 2, 2]), ScheduleParams(token_budget=4))
     3
     """
-    import numpy as np
 
     from ..data import strategy_info
 
@@ -836,8 +835,7 @@ def micro_batches_per_epoch(
         return len(epoch_batches(source, params, 0))
     # (the registry's fixed_batches trait: tests/schedule/test_epoch_count.py checks pool)
     strategy = cast(FixedStrategy, get_strategy(params.strategy))
-    raw = as_lengths(source)
-    lengths = raw if params.max_seq_len is None else np.minimum(raw, params.max_seq_len)
+    lengths = capped(as_lengths(source), params.max_seq_len)  # (no copy when none is over)
     size = getattr(strategy, "pool_size", None)  # (the count alone, where it has a way)
     if size is not None:
         return int(size(lengths, params))
