@@ -124,11 +124,15 @@ class BatchMoments:
     longest: np.ndarray
 
 
-def batch_moments(replay: Replay, chunk: int = MOMENT_CHUNK) -> BatchMoments:
+def batch_moments(replay: Replay, chunk: int = MOMENT_CHUNK, table: bool = False) -> BatchMoments:
     """Samples, token sum, sum of squares and longest length of every micro-batch.
 
     Works through ``sample_ids`` in chunks of about ``chunk`` samples with
     ``np.add.reduceat``, so memory stays bounded for any manifest size.
+
+    :param table: read ``n``, ``total`` and ``longest`` from the replay's micro table
+        (``n_samples``, ``tokens``, ``max_len``: the same sums, as :class:`~dflash_diag.
+        data.Replay` defines them), the pass over the samples making ``sumsq`` alone.
     """
     import numpy as np
 
@@ -136,9 +140,10 @@ def batch_moments(replay: Replay, chunk: int = MOMENT_CHUNK) -> BatchMoments:
     lengths = np.asarray(replay.lengths, dtype=np.int64)
     n_batches = offsets.shape[0] - 1
     n = np.diff(offsets)
-    total = np.zeros(n_batches, dtype=np.int64)
     sumsq = np.zeros(n_batches, dtype=np.float64)
-    longest = np.zeros(n_batches, dtype=np.int64)
+    sums = not table
+    total = np.zeros(n_batches if sums else 0, dtype=np.int64)
+    longest = np.zeros(n_batches if sums else 0, dtype=np.int64)
     for lo, hi in group_chunks(offsets, chunk):
         start, stop = offsets[lo], offsets[hi]
         if stop == start:
@@ -148,9 +153,14 @@ def batch_moments(replay: Replay, chunk: int = MOMENT_CHUNK) -> BatchMoments:
         nonempty = np.flatnonzero(n[lo:hi] > 0)
         idx = offsets[lo:hi][nonempty] - start
         where = lo + nonempty
-        total[where] = np.add.reduceat(x, idx)
         sumsq[where] = np.add.reduceat(np.square(x, dtype=np.float64), idx)
-        longest[where] = np.maximum.reduceat(x, idx)
+        if sums:
+            total[where] = np.add.reduceat(x, idx)
+            longest[where] = np.maximum.reduceat(x, idx)
+    if table:
+        micro = replay.micro
+        total = micro["tokens"].to_numpy(dtype=np.int64)
+        longest = micro["max_len"].to_numpy(dtype=np.int64)
     return BatchMoments(n=n, total=total, sumsq=sumsq, longest=longest)
 
 

@@ -11,7 +11,14 @@ The method, its null and its limits: ``docs/samples.md``.
 """
 
 from .culprits import name_culprits
-from .evidence import REASONS, SampleEvidence, SampleOptions, sample_evidence
+from .evidence import (
+    REASONS,
+    SampleEvidence,
+    SampleOptions,
+    sample_evidence,
+    untestable_once,
+    untested_evidence,
+)
 from .groups import separable_groups
 from .measured import batch_residual, measured_evidence, measured_z, sample_medians
 from .membership import Membership
@@ -31,4 +38,6 @@ __all__ = [
     "sample_evidence",
     "sample_medians",
     "separable_groups",
+    "untestable_once",
+    "untested_evidence",
 ]

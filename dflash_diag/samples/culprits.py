@@ -56,6 +56,8 @@ def name_culprits(evidence: SampleEvidence, fdr: float = 0.05) -> pd.DataFrame:
 
     if not 0.0 < fdr < 1.0:
         raise InputError("fdr", f"is {fdr}", "give a rate in (0, 1), e.g. 0.05")
+    if evidence.untested:  # (no sample tested: none named, the table not read)
+        return pd.DataFrame({c: pd.Series(dtype=_dtype(c)) for c in COLUMNS})
     t = evidence.table
     named = t[t["testable"].to_numpy() & (t["q"].to_numpy() <= fdr)]
     if named.empty:

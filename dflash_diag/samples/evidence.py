@@ -27,7 +27,9 @@ options.explain_q`` (so every sample named at an FDR up to it), and are NaN else
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property, partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -119,15 +121,19 @@ class SampleEvidence:
       excess), ``own_excess_se`` its standard error, ``own_excess_nats`` the same in
       nats per token (``e`` times the baseline loss; needs ``baseline``).
 
+    :param made: the table, or what makes it when :attr:`table` is first read (its
+        figures are then known without it: ``untested``).
     :param ground: ``inferred`` (from point-level z: group testing) or ``measured`` (from
         per-sample losses: :func:`.measured_evidence`).
     :param n_points: logged points; ``n_usable`` those with a finite z.
     :param n_tested: units tested (testable groups), the BH ``m``.
     :param n_null: points in the final null population (usable points holding no named
         sample); ``rounds``: explaining-away rounds run.
+    :param untested: known without the table: no sample has enough appearances to be
+        tested (each is in one point at most: a sorted-greedy epoch's), so none is.
     """
 
-    table: pd.DataFrame
+    made: pd.DataFrame | Callable[[], pd.DataFrame]
     ground: str
     options: SampleOptions
     n_points: int
@@ -135,6 +141,14 @@ class SampleEvidence:
     n_tested: int
     n_null: int
     rounds: int
+    untested: bool = False
+
+    @cached_property
+    def table(self) -> pd.DataFrame:
+        """One row per sample (the class docstring), made when first read if deferred."""
+        import pandas as pd
+
+        return self.made if isinstance(self.made, pd.DataFrame) else self.made()
 
     @property
     def method(self) -> str:
@@ -191,14 +205,89 @@ def evidence_with_ground(
     options: SampleOptions | None,
     ground: str,
 ) -> SampleEvidence:
-    """:func:`sample_evidence`, saying which ``ground`` (:data:`GROUNDS`) ``z`` rests on."""
-    import pandas as pd
+    """:func:`sample_evidence`, saying which ``ground`` (:data:`GROUNDS`) ``z`` rests on.
 
+    When no sample can be tested (:func:`each_sample_once`, and a test needs two
+    appearances or more) the table is made only when read (:attr:`SampleEvidence.
+    table`): its figures are known without it (nothing tested, no round, every usable
+    point in the null), and ``spikes`` reads none of its rows.
+    """
     if ground not in GROUNDS:
         raise InputError("ground", f"is {ground!r}", f"choose from {', '.join(GROUNDS)}")
     opts = options or SampleOptions()
     n_points = membership.n_points
     zp = point_array(z, n_points, "z")
+    # (checked now, as the table would check them; the table is made from these copies)
+    ex, base = _optional(excess, n_points, "excess"), _optional(baseline, n_points, "baseline")
+    if ground == "inferred" and untestable_once(opts) and each_sample_once(membership):
+        return untested_evidence(membership, n_points, zp, ex, base, opts)
+    return _evidence(membership, zp, ex, base, opts, ground)
+
+
+def untestable_once(options: SampleOptions) -> bool:
+    """Whether a sample seen once cannot be tested (a test needs two appearances)."""
+    return max(options.min_appearances, options.allow_low + 1) >= 2
+
+
+def untested_evidence(
+    members: Membership | Callable[[], Membership],
+    n_points: int,
+    z: object,
+    excess: object | None = None,
+    baseline: object | None = None,
+    options: SampleOptions | None = None,
+) -> SampleEvidence:
+    """The inferred evidence of a membership in which no sample is in two entries, when
+    :func:`untestable_once`: nothing is tested, no round runs, every usable point is in
+    the null; the table (and ``members``, if a function that makes the membership) is
+    made when :attr:`SampleEvidence.table` is first read.
+
+    :raises InputError: as :func:`sample_evidence` checks ``z``, ``excess``, ``baseline``.
+    """
+    opts = options or SampleOptions()
+    zp = point_array(z, n_points, "z")
+    ex, base = _optional(excess, n_points, "excess"), _optional(baseline, n_points, "baseline")
+    usable = int(np.isfinite(zp).sum())
+    make = partial(_table, members, zp, ex, base, opts, "inferred")
+    return SampleEvidence(make, "inferred", opts, n_points, usable, 0, usable, 0, untested=True)
+
+
+def each_sample_once(membership: Membership) -> bool:
+    """Whether no sample is in two entries (so in two points) of ``membership``: a mask
+    of the samples seen, put in place a chunk of entries at a time."""
+    from ..arrays import chunks
+
+    seen = np.zeros(membership.n_samples, dtype=bool)
+    for part in chunks(membership.n_entries):
+        seen[membership.samples[part]] = True
+    return int(np.count_nonzero(seen)) == membership.n_entries
+
+
+def _table(
+    members: Membership | Callable[[], Membership],
+    zp: np.ndarray,
+    excess: np.ndarray | None,
+    baseline: np.ndarray | None,
+    opts: SampleOptions,
+    ground: str,
+) -> pd.DataFrame:
+    """The table of the evidence :func:`untested_evidence` defers."""
+    membership = members if isinstance(members, Membership) else members()
+    return _evidence(membership, zp, excess, baseline, opts, ground).table
+
+
+def _evidence(
+    membership: Membership,
+    zp: np.ndarray,
+    excess: np.ndarray | None,
+    baseline: np.ndarray | None,
+    opts: SampleOptions,
+    ground: str,
+) -> SampleEvidence:
+    """The evidence with its table (:func:`evidence_with_ground`)."""
+    import pandas as pd
+
+    n_points = membership.n_points
     app = appearances(membership, zp)
     k = app.counts()
     lowest, score_rank = app.lowest(opts.allow_low, k)
@@ -224,9 +313,8 @@ def evidence_with_ground(
     }
     p = tested.p
     testable = tested.reason == 0
-    extra = [_optional(excess, n_points, "excess"), _optional(baseline, n_points, "baseline")]
     cand = testable & ((p <= opts.detail_p) | (q <= opts.explain_q))
-    columns.update(_details(membership, app, cand, extra[0], extra[1], opts))
+    columns.update(_details(membership, app, cand, excess, baseline, opts))
     # copy=False: a column a block (consolidating 20 columns of 10M rows copies them all)
     table = pd.DataFrame(columns, copy=False)
     n_null = int(tested.n_null)

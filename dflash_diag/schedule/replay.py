@@ -153,18 +153,27 @@ def pool_features(
     counted = codes is not None and (
         not len(codes) or (0 <= int(codes.min()) and int(codes.max()) < n_cat)
     )
+    # (a pool of few of the samples: the codes of all would cost more than they save)
+    most = 2 * len(pool.ids) >= len(lengths)
+    coded = coded_samples(lengths, codes, n_cat) if counted and codes is not None and most else None
     for a, b in group_chunks(pool.offsets, CHUNK):
         lo, hi = int(pool.offsets[a]), int(pool.offsets[b])
         ids = pool.ids[lo:hi]
         starts = pool.offsets[a:b] - lo
-        ls = lengths[ids]
+        c: np.ndarray | None
+        if coded is not None:  # (one gather a sample, the rest from tables in cache)
+            code = coded[0].take(ids).astype(np.intp)
+            ls, c = coded[1].take(code), coded[2].take(code)
+            del code
+        else:
+            ls = lengths[ids]
+            c = codes[ids] if codes is not None else None
         parts["tokens"].append(np.add.reduceat(ls, starts))
         parts["sumsq"].append(np.add.reduceat(np.square(ls, dtype=np.float64), starts))
         parts["min"].append(np.minimum.reduceat(ls, starts))
         parts["max"].append(np.maximum.reduceat(ls, starts))
         parts["key"].append(np.add.reduceat(sample_keys(ids), starts))
-        if codes is not None:
-            c = codes[ids]
+        if c is not None:
             counts = category_counts(c, sizes[a:b], n_cat) if counted else None
             for k in range(n_cat):
                 parts[f"cat{k}"].append(
@@ -177,6 +186,39 @@ def pool_features(
         dtype = np.uint64 if name == "key" else (np.float64 if name == "sumsq" else np.int64)
         feats[name] = np.concatenate(pieces) if pieces else np.zeros(0, dtype=dtype)
     return feats
+
+
+def coded_samples(
+    lengths: np.ndarray, codes: np.ndarray, n_cat: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(code, length, category)``: each sample's ``length x n_cat + category`` (int16
+    where it fits, else int32), and each code's length and category (int64), so one
+    gather of 2 bytes a sample reads both (not one of 8 and one of 4); None when the
+    lengths are not whole numbers below :data:`~dflash_diag.arrays.COUNTED_BELOW` or
+    there would be more codes than ``max(samples, 2**20)``.  ``codes`` must be in
+    ``0 .. n_cat - 1``.
+
+    >>> import numpy as np
+    >>> code, length, cat = coded_samples(np.array([3, 0, 2]), np.array([1, 0, 1]), 2)
+    >>> length[code].tolist(), cat[code].tolist(), code.dtype.name
+    ([3, 0, 2], [1, 0, 1], 'int16')
+    """
+    import numpy as np
+
+    from ..arrays import COUNTED_BELOW
+
+    if not len(lengths) or lengths.dtype.kind not in "iu":
+        return None
+    top = int(lengths.max())
+    n_codes = (top + 1) * n_cat
+    if int(lengths.min()) < 0 or top >= COUNTED_BELOW or n_codes > max(len(lengths), 1 << 20):
+        return None
+    small = np.int16 if n_codes <= 1 << 15 else np.int32
+    code: np.ndarray = lengths.astype(small)
+    code *= n_cat
+    code += codes
+    values = np.arange(n_codes, dtype=np.int64)
+    return code, values // n_cat, values % n_cat
 
 
 def category_counts(cats: np.ndarray, sizes: np.ndarray, n_cat: int) -> np.ndarray:
@@ -785,7 +827,6 @@ def micro_batches_per_epoch(
     >>> micro_batches_per_epoch(np.array([3, 1, 2, 2]), ScheduleParams(token_budget=4))
     3
     """
-    import numpy as np
 
     from ..data import strategy_info
 
@@ -794,8 +835,7 @@ def micro_batches_per_epoch(
         return len(epoch_batches(source, params, 0))
     # (the registry's fixed_batches trait: tests/schedule/test_epoch_count.py checks pool)
     strategy = cast(FixedStrategy, get_strategy(params.strategy))
-    raw = as_lengths(source)
-    lengths = raw if params.max_seq_len is None else np.minimum(raw, params.max_seq_len)
+    lengths = capped(as_lengths(source), params.max_seq_len)  # (no copy when none is over)
     size = getattr(strategy, "pool_size", None)  # (the count alone, where it has a way)
     if size is not None:
         return int(size(lengths, params))

@@ -766,9 +766,12 @@ def _culprits(f: _Fitted, p: int) -> tuple[Culprit, ...]:
     batch named as a group is composition's to explain, not a sample's)."""
     if f.samples is None:
         return ()
+    found = culprits_at(f.samples, p)
+    if not found:  # (the membership not read)
+        return ()
     m = f.samples.membership
     size = int(m.offsets[p + 1] - m.offsets[p])
-    return tuple(c for c in culprits_at(f.samples, p) if len(c.members) < max(size, 2))
+    return tuple(c for c in found if len(c.members) < max(size, 2))
 
 
 def _recurrences(f: _Fitted, p: int, rise: float, resid_scale: float) -> tuple[Recurrence, ...]:

@@ -22,7 +22,9 @@ at the false-discovery rate ``fdr``.  The method, its null and its limits:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache, cached_property
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -106,7 +108,8 @@ class SampleFindings:
 
     :param evidence: every sample's evidence (:class:`~dflash_diag.samples.SampleEvidence`).
     :param named: :func:`~dflash_diag.samples.name_culprits`' table at :data:`FDR`.
-    :param membership: the samples of each logged point.
+    :param members: the samples of each logged point (:attr:`membership`), or what
+        makes them when first read.
     :param ids: sample ids by dataset index (None: the indices are the ids).
     :param basis: what the points' z is, in words.
     :param separable: some samples can be told apart (False: every unit is a fixed
@@ -118,11 +121,16 @@ class SampleFindings:
 
     evidence: SampleEvidence
     named: pd.DataFrame
-    membership: Membership
+    members: Membership | Callable[[], Membership]
     ids: np.ndarray | None
     basis: str
     separable: bool
     added: dict[tuple[int, int], float] = field(default_factory=dict)
+
+    @cached_property
+    def membership(self) -> Membership:
+        """The samples of each logged point (made when first read if deferred)."""
+        return self.members() if callable(self.members) else self.members
 
     def sample_id(self, index: int) -> int:
         return int(index) if self.ids is None else int(self.ids[index])
@@ -182,26 +190,85 @@ def sample_findings(
     """
     import numpy as np
 
-    from ..samples import Membership, SampleOptions, name_culprits, sample_evidence
+    from ..samples import (
+        Membership,
+        SampleOptions,
+        name_culprits,
+        sample_evidence,
+        untestable_once,
+        untested_evidence,
+    )
 
     counts = np.diff(replay.offsets)
-    pidx = np.asarray(point_index, dtype=np.int32 if n_points < 2**31 else np.int64)
-    point = np.repeat(pidx, counts)
-    sample = replay.sample_ids
-    n = len(replay.lengths)
-    membership = Membership.from_entries(point, sample, n, n_points, sample_tokens=replay.lengths)
+    pidx: np.ndarray = np.asarray(point_index, dtype=np.int32 if n_points < 2**31 else np.int64)
     options = SampleOptions(allow_low=ALLOW_LOW)
+
+    @cache
+    def members() -> Membership:
+        point = np.repeat(pidx, counts)
+        n = len(replay.lengths)
+        return Membership.from_entries(
+            point, replay.sample_ids, n, n_points, sample_tokens=replay.lengths
+        )
+
+    if measured is None and untestable_once(options) and covered_once(replay, pidx):
+        # no sample can be tested: the membership and the table are made when read
+        evidence = untested_evidence(members, n_points, z, excess, options=options)
+        named = name_culprits(evidence, FDR)
+        # (a group is then the samples of one usable point: its entries, none repeated)
+        hit = pidx >= 0
+        size = np.bincount(pidx[hit], weights=counts[hit], minlength=n_points)
+        apart = bool(((size == 1) & np.isfinite(np.asarray(z, dtype=np.float64))).any())
+        return SampleFindings(evidence, named, members, ids, basis, apart)
+    membership = members()
     added: dict[tuple[int, int], float] = {}
     if measured is not None:
+        point = np.repeat(pidx, counts)
         evidence, named, added = _measured(replay, point, n_points, measured, options)
         basis = MEASURED_BASIS
     else:
         evidence = sample_evidence(membership, z, excess=excess, options=options)
         named = name_culprits(evidence, FDR)
+    apart = separable(evidence, membership, z)
+    return SampleFindings(evidence, named, membership, ids, basis, apart, added)
+
+
+def covered_once(replay: Replay, point_index: np.ndarray) -> bool:
+    """Whether no sample is in two of the micro-batches some logged point covers
+    (``point_index`` >= 0): a mask of the samples seen, a chunk of entries at a time."""
+    import numpy as np
+
+    from ..arrays import group_chunks
+    from ..schedule.base import segment_positions
+
+    offsets = replay.offsets
+    seen = np.zeros(len(replay.lengths), dtype=bool)
+    entries = 0
+    for a, b in group_chunks(offsets):
+        hit = np.flatnonzero(point_index[a:b] >= 0) + a
+        if not hit.size:
+            continue
+        if hit.size == b - a:  # (every row: one run of entries)
+            ids = replay.sample_ids[offsets[a] : offsets[b]]
+        else:
+            ids = replay.sample_ids[segment_positions(offsets, hit)]
+        seen[ids] = True
+        entries += ids.size
+    return int(np.count_nonzero(seen)) == entries
+
+
+def separable(evidence: SampleEvidence, membership: Membership, z: np.ndarray) -> bool:
+    """Whether some sample seen in a usable point (finite ``z``) is a group of its own.
+    Untested (each sample in one point at most) a group is the samples of one usable
+    point: then whether a usable point holds one sample, the table not read."""
+    import numpy as np
+
+    if evidence.untested:
+        m = membership
+        return bool(((m.counts() == 1) & np.isfinite(np.asarray(z, dtype=np.float64))).any())
     t = evidence.table
     seen = t["group"].to_numpy() >= 0
-    separable = bool((t["group_size"].to_numpy()[seen] == 1).any())
-    return SampleFindings(evidence, named, membership, ids, basis, separable, added)
+    return bool((t["group_size"].to_numpy()[seen] == 1).any())
 
 
 def _measured(
@@ -273,6 +340,8 @@ def culprits_at(findings: SampleFindings, point: int) -> tuple[Culprit, ...]:
     """The named units with a member in logged point ``point``."""
     import numpy as np
 
+    if findings.named.empty:  # (none named: none here, the membership not read)
+        return ()
     m = findings.membership
     here = set(m.samples[m.offsets[point] : m.offsets[point + 1]].tolist())
     out = []
@@ -311,6 +380,8 @@ def ordinary_elsewhere(findings: SampleFindings, point: int) -> str | None:
     :data:`ORDINARY_Z`); None otherwise (fixed batches have no "other batches")."""
     import numpy as np
 
+    if findings.evidence.untested:  # (none is testable: the membership not read)
+        return None
     m = findings.membership
     here = m.samples[m.offsets[point] : m.offsets[point + 1]]
     if not here.size:

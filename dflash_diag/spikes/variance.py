@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from ..data import Manifest, Replay, ScheduleParams
     from .attribute import Attribution
     from .detect import Detection
+    from .model import MixtureCells
 
 
 GNS_WINDOW = 100
@@ -124,7 +125,9 @@ def schedule_spread(replay: Replay) -> tuple[Any, Any, Any, Any]:
     """``(length_icc, its CI, adjacent length corr, its p)`` of a replayed schedule."""
     from ..batches.stats import batch_moments, lag1_corr, length_icc
 
-    icc, ci, _ = length_icc(batch_moments(replay))
+    # (the micro-batches' sizes, token sums and longest from the replay's table: only
+    # their sums of squares need the samples)
+    icc, ci, _ = length_icc(batch_moments(replay, table=True))
     adj, p = lag1_corr(replay.steps["mean_len"].to_numpy(dtype=float))
     return icc, ci, adj, p
 
@@ -300,18 +303,17 @@ def counterfactual(
     from ..batches.stats import params_for
     from ..errors import InputError
     from .features import micro_points
-    from .model import fit_model, sample_cells
+    from .model import fit_model, mixture_cells
 
     pts = attribution.points
     steps = pts["step"].to_numpy(dtype=np.int64)
     res = pts["residual"].to_numpy(dtype=np.float64)
-    cats = getattr(source, "categories", None)
-    cells, n_cells = sample_cells(replay.lengths, cats)
-    names = tuple(f"cell_{k}" for k in range(n_cells))
+    cells = mixture_cells(replay.lengths, getattr(source, "categories", None))
+    names = tuple(f"cell_{k}" for k in range(cells.n_cells))
 
     quiet = ~pts["flagged"].to_numpy()
     idx = micro_points(replay, steps, interval, attribution.covers, attribution.metric_rank)
-    shares = point_shares(replay, idx, steps.shape[0], cells, n_cells)
+    shares = point_shares(replay, idx, steps.shape[0], cells)
     model = fit_model(shares, names, res, quiet, robust=False)
     if model is None:
         why = "too few points for the mixture model"
@@ -336,7 +338,7 @@ def counterfactual(
             # (the run's lengths are capped as the strategy's would be: no copy of them)
             x = replayed_shares(
                 replay.lengths, params, epochs, interval, attribution.covers,
-                attribution.metric_rank, cells, n_cells,
+                attribution.metric_rank, cells,
             )[:, keep]  # fmt: skip
         except InputError as e:
             out.append(Counterfactual(name, None, None, f"cannot replay: {e.what}"))
@@ -373,7 +375,7 @@ def predict_in_place(model: Any, x: np.ndarray) -> np.ndarray:
 
 
 def point_shares(
-    replay: Replay, point_of_micro: np.ndarray, n_points: int, cells: np.ndarray, n_cells: int
+    replay: Replay, point_of_micro: np.ndarray, n_points: int, cells: MixtureCells
 ) -> np.ndarray:
     """``(n_points, n_cells)``: each point's share of real tokens from each cell, a chunk
     of micro-batches at a time (no per-sample temporaries of the whole replay).
@@ -381,15 +383,16 @@ def point_shares(
     Loss is a mean over a batch's tokens, so a batch's expected loss is the token-weighted
     mean of its samples' difficulty: the shares are the regressors of the mixture model,
     meaningful for any schedule's batches (nothing to extrapolate).  The sums are of whole
-    token counts, exact in float64 in any order."""
+    token counts, exact in float64 in any order.
+
+    :param cells: each sample's cell and tokens (:func:`~dflash_diag.spikes.model.
+        mixture_cells` of the replay's lengths).
+    """
     import numpy as np
 
     rows = np.flatnonzero(point_of_micro >= 0)
-    tot = np.zeros((n_points, n_cells))
-    _add_tokens(
-        tot, replay.offsets, point_of_micro[rows], rows, replay.lengths, cells, n_cells,
-        ids=replay.sample_ids,
-    )  # fmt: skip
+    tot = np.zeros((n_points, cells.n_cells))
+    _add_tokens(tot, replay.offsets, point_of_micro[rows], rows, cells, ids=replay.sample_ids)
     return _shares(tot)
 
 
@@ -400,8 +403,7 @@ def replayed_shares(
     interval: int,
     covers: str,
     rank: int | None,
-    cells: np.ndarray,
-    n_cells: int,
+    cells: MixtureCells,
 ) -> np.ndarray:
     """``(points, n_cells)``: the mixture shares (:func:`point_shares`) of every logged
     point of the replay of ``params`` over ``epochs``, a point every ``interval`` of its
@@ -416,7 +418,11 @@ def replayed_shares(
     2**53 tokens a point).  No sample ids are kept (8 bytes a sample an epoch), nor
     the replay's tables.
 
+    :param cells: each sample's cell and tokens (:func:`~dflash_diag.spikes.model.
+        mixture_cells`) of the lengths the strategy sees, ``source``'s capped at
+        ``params.max_seq_len``.
     :raises InputError: as :func:`~dflash_diag.schedule.replay.replay` raises it.
+    :raises ValueError: when ``cells`` are of other lengths.
     """
     import numpy as np
 
@@ -424,6 +430,9 @@ def replayed_shares(
     from .features import point_index
 
     setup = replay_setup(as_lengths(source), params, epochs)
+    if cells.lengths is not setup.lengths and not np.array_equal(cells.lengths, setup.lengths):
+        raise ValueError("the cells are not of the lengths the strategy sees")
+    n_cells = cells.n_cells
     # per epoch: its steps and their real tokens by cell (an epoch's steps follow the
     # last epoch's, so the epochs' rows in turn are the steps in order)
     steps_of: list[np.ndarray] = []
@@ -443,11 +452,11 @@ def replayed_shares(
         has[step] = True
         if use is not None:
             step, chosen = step[use], chosen[use]
-        tokens, cell = entry_cells(pool.ids, setup.lengths, cells)
+        entries = cells.entries(pool.ids)
         offsets = pool.offsets
         del pool  # (its sample ids: the entries' tokens and cells are all that is read)
-        _add_tokens(acc, offsets, step, chosen, tokens, cell, n_cells)
-        del offsets, step, chosen, tokens, cell
+        _add_tokens(acc, offsets, step, chosen, entries)
+        del offsets, step, chosen, entries
         steps_of.append(np.flatnonzero(has) + lo)
         tokens_of.append(acc if has.all() else acc[has])
         del acc
@@ -490,9 +499,7 @@ def _add_tokens(
     offsets: np.ndarray,
     row: np.ndarray,
     chosen: np.ndarray,
-    tokens: np.ndarray,
-    cells: np.ndarray,
-    n_cells: int,
+    cells: MixtureCells,
     ids: np.ndarray | None = None,
 ) -> None:
     """Add to ``acc[row[i], c]`` the real tokens of the samples of cell ``c`` in the
@@ -500,8 +507,8 @@ def _add_tokens(
     for every ``i`` and ``c``, about :data:`SHARE_CHUNK` samples at a time (a chunk's
     counts span ``row``'s range over it: rows in order keep them small).
 
-    :param tokens: ``cells``: each entry's real tokens and cell; with ``ids`` (each
-        entry's sample), each sample's.
+    :param cells: each entry's cell and real tokens; with ``ids`` (each entry's
+        sample), each sample's.
     """
     import numpy as np
 
@@ -509,6 +516,7 @@ def _add_tokens(
 
     if not len(chosen):
         return
+    n_cells = cells.n_cells
     # the samples before each chosen batch (the sizes, a chunk's at a time, from them)
     done = np.zeros(len(chosen) + 1, dtype=np.int64)
     np.cumsum(np.diff(offsets)[chosen], out=done[1:])
@@ -521,8 +529,9 @@ def _add_tokens(
         span = int(part.max()) - lo + 1
         key = np.repeat(part - lo, np.diff(done[a : b + 1]))
         key *= n_cells
-        key += cells[at]
-        w = tokens[at].astype(np.float64)
+        cell, w = cells.at(at)
+        key += cell
+        del cell
         acc[lo : lo + span] += np.bincount(key, weights=w, minlength=span * n_cells).reshape(
             span, n_cells
         )
@@ -548,33 +557,6 @@ def _entries_of(offsets: np.ndarray, chosen: np.ndarray) -> np.ndarray | slice:
     if last - first == len(chosen) - 1 and bool((np.diff(chosen) == 1).all()):
         return slice(int(offsets[first]), int(offsets[last + 1]))
     return segment_positions(offsets, chosen)
-
-
-def entry_cells(
-    ids: np.ndarray, lengths: np.ndarray, cells: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Each entry's real tokens and cell (``ids``: each entry's sample), read a chunk of
-    entries at a time into the smallest integers that hold them: a pool's sample ids
-    (int64) can then be freed before its sums, for a quarter of their bytes.
-
-    >>> import numpy as np
-    >>> t, c = entry_cells(np.array([2, 0]), np.array([7, 9, 40000]), np.array([1, 2, 3]))
-    >>> t.tolist(), t.dtype.name, c.tolist()
-    ([40000, 7], 'int32', [3, 1])
-    """
-    import numpy as np
-
-    from ..arrays import chunks
-
-    top = int(lengths.max()) if lengths.size else 0
-    dtype = np.int16 if top < 1 << 15 else np.int32 if top < 1 << 31 else np.int64
-    tokens = np.empty(len(ids), dtype=dtype)
-    cell = np.empty(len(ids), dtype=cells.dtype)
-    for part in chunks(len(ids)):
-        at = ids[part]
-        tokens[part] = lengths[at]
-        cell[part] = cells[at]
-    return tokens, cell
 
 
 def variance_proxies(

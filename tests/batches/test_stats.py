@@ -222,6 +222,27 @@ def test_moments_do_not_depend_on_the_chunk_size(lengths, size, chunk, rnd):
     assert big.total.tolist() == [sum(lengths[i] for i in b) for b in batches + batches[::-1]]
 
 
+@settings(max_examples=examples(40), deadline=None)
+@given(
+    strategy=st.sampled_from(["sorted-greedy", "bucketed", "random", "distributed"]),
+    lengths=st.lists(st.integers(0, 9000), min_size=1, max_size=200),
+    seed=st.integers(0, 50),
+    world_size=st.integers(1, 3),
+    chunk=st.sampled_from([3, 1 << 20]),
+)
+def test_moments_from_the_micro_table_are_the_sums(strategy, lengths, seed, world_size, chunk):
+    """The sizes, token sums and longest lengths read from a replay's micro table are
+    the sums over its sample ids (only the squares are summed from them)."""
+    params = ScheduleParams(
+        strategy=strategy, seed=seed, token_budget=20000, batch_size=4, world_size=world_size
+    )
+    r = replay(np.asarray(lengths), params, epochs=2)
+    plain, table = batch_moments(r, chunk=chunk), batch_moments(r, chunk=chunk, table=True)
+    for name in ("n", "total", "sumsq", "longest"):
+        assert np.array_equal(getattr(table, name), getattr(plain, name)), name
+        assert getattr(table, name).dtype == getattr(plain, name).dtype
+
+
 def test_empty_micro_batches_do_not_break_the_moments():
     r = make_replay([[[0, 1], [2]]], [3, 4, 5])
     hollow = Replay(

@@ -482,3 +482,49 @@ def test_a_retest_of_some_samples_is_their_figures_over_the_points_left(run, all
         want = ranks[allow_low] if len(ranks) > allow_low else app.n_usable
         assert (k[j], score_rank[j]) == (len(ranks), want)
         assert at_least[j] == sum(zs[r] >= zs[want] for r in ranks)
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(
+    n_samples=st.integers(1, 60),
+    n_points=st.integers(1, 12),
+    seed=st.integers(0, 10_000),
+    allow_low=st.integers(0, 2),
+    min_appearances=st.integers(1, 3),
+    with_excess=st.booleans(),
+)
+def test_evidence_left_untested_is_the_evidence(
+    n_samples, n_points, seed, allow_low, min_appearances, with_excess
+) -> None:
+    """Each sample in one point at most: the evidence is known without its table, and
+    the table made when read, the names and the separability are the plain path's."""
+    from dflash_diag.samples import evidence, name_culprits
+    from dflash_diag.spikes.culprits import SampleFindings, ordinary_elsewhere, separable
+
+    rng = np.random.default_rng(seed)
+    who = rng.permutation(n_samples)[: rng.integers(0, n_samples + 1)]
+    point = np.sort(rng.integers(0, n_points, who.size))
+    m = Membership.from_entries(point, who, n_samples=n_samples, n_points=n_points)
+    z = rng.choice([np.nan, np.inf, -1.0, 0.5, 2.5, 4.0], n_points)
+    excess = rng.normal(size=n_points) if with_excess else None
+    opts = SampleOptions(allow_low=allow_low, min_appearances=min_appearances)
+    fast = sample_evidence(m, z, excess=excess, options=opts)
+    with mock.patch.object(evidence, "each_sample_once", lambda _: False):
+        plain = sample_evidence(m, z, excess=excess, options=opts)
+    assert not plain.untested
+    assert fast.untested == (max(min_appearances, allow_low + 1) >= 2)
+    for name in ("ground", "n_points", "n_usable", "n_tested", "n_null", "rounds", "method"):
+        assert getattr(fast, name) == getattr(plain, name), name
+    pd.testing.assert_frame_equal(name_culprits(fast), name_culprits(plain), check_exact=True)
+    assert separable(fast, m, z) == separable(plain, m, z)
+    found = [SampleFindings(e, name_culprits(e), m, None, "", False) for e in (fast, plain)]
+    for p in range(n_points):
+        assert ordinary_elsewhere(found[0], p) == ordinary_elsewhere(found[1], p)
+    pd.testing.assert_frame_equal(fast.table, plain.table, check_exact=True)
+
+
+def test_a_sample_seen_twice_is_not_left_untested() -> None:
+    from dflash_diag.samples.evidence import each_sample_once
+
+    assert each_sample_once(Membership.from_entries([0, 1], [3, 2], n_samples=5))
+    assert not each_sample_once(Membership.from_entries([0, 1], [3, 3], n_samples=5))

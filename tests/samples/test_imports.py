@@ -9,7 +9,7 @@ from pathlib import Path
 import dflash_diag.samples as samples
 
 ALLOWED = {"numpy", "pandas", "scipy", "dataclasses", "typing", "__future__", "itertools"}
-ALLOWED |= {"collections"}  # (collections.abc)
+ALLOWED |= {"collections", "functools"}  # (collections.abc; partial, cached_property)
 
 
 def test_samples_imports_only_numpy_pandas_scipy_and_errors() -> None:

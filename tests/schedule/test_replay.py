@@ -282,3 +282,38 @@ def test_pool_features_count_categories_as_a_pass_a_category(sizes, n_cat, outsi
         expected = np.add.reduceat((c == k).astype(np.int64), pool.offsets[:-1])
         assert feats[f"cat{k}"].tolist() == expected.tolist()
         assert feats[f"cat{k}"].dtype == np.int64
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 12_000), min_size=1, max_size=60),
+    n_cat=st.integers(1, 4),
+    seed=st.integers(0, 100),
+    sizes=st.lists(st.integers(1, 6), min_size=1, max_size=30),
+)
+def test_pool_features_through_codes_are_the_plain_ones(lengths, n_cat, seed, sizes):
+    """A pool holding most of the samples reads each one's length and category behind
+    one code (:func:`coded_samples`): the same features as the plain look-ups, which a
+    pool of few samples (or codes past the table's bound) still makes."""
+    from importlib import import_module
+    from unittest import mock
+
+    from dflash_diag.schedule.base import Batches
+
+    r = import_module("dflash_diag.schedule.replay")  # (the module, not its function)
+
+    ls = np.array(lengths, dtype=np.int64)
+    codes = np.random.default_rng(seed).integers(0, n_cat, ls.size).astype(np.int32)
+    take = min(ls.size, sum(sizes))
+    ids = np.random.default_rng(seed + 1).permutation(ls.size)[:take]
+    bounds = np.minimum(np.cumsum([0, *sizes[:-1]]), take)
+    pool = Batches.from_bounds(ids, np.unique(bounds[bounds < take]))
+    fast = r.pool_features(pool, ls, codes, n_cat)
+    with mock.patch.object(r, "coded_samples", lambda *_: None):
+        plain = r.pool_features(pool, ls, codes, n_cat)
+    assert fast.keys() == plain.keys()
+    for name in fast:
+        assert np.array_equal(fast[name], plain[name]), name
+        assert fast[name].dtype == plain[name].dtype, name
+    code, length, cat = r.coded_samples(ls, codes, n_cat)
+    assert np.array_equal(length[code], ls) and np.array_equal(cat[code], codes)

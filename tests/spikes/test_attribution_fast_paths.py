@@ -18,7 +18,7 @@ from dflash_diag.spikes.features import (
     rank_features,
     steps_per_point,
 )
-from dflash_diag.spikes.model import sample_cells
+from dflash_diag.spikes.model import MixtureCells, mixture_cells, sample_cells
 from dflash_diag.spikes.variance import point_shares, replayed_shares
 
 schedules = st.builds(
@@ -94,19 +94,23 @@ def test_replayed_shares_are_the_shares_of_the_replay(
     rank: int | None,
 ) -> None:
     lengths, cats = lengths_and_categories(n, seed, n_cat)
-    cells, n_cells = sample_cells(np.minimum(lengths, params.max_seq_len or 1 << 30), cats)
+    seen = np.minimum(lengths, params.max_seq_len or 1 << 30)
+    cells, n_cells = sample_cells(seen, cats)
     rep = replay(lengths, params, epochs=epochs)
     steps = rep.steps["step"].to_numpy()
     logged = steps[interval - 1 :: interval] if interval > 1 else steps
     rank = None if rank is not None and rank >= params.world_size else rank
     idx = micro_points(rep, logged, interval, covers, rank)
     plain = mixture_shares(rep, idx, logged.shape[0], cells, n_cells)
-    fast = replayed_shares(lengths, params, epochs, interval, covers, rank, cells, n_cells)
-    assert fast.shape == plain.shape
-    assert np.array_equal(fast, plain, equal_nan=True)
-    assert np.array_equal(np.signbit(fast), np.signbit(plain))
+    # the cells plain (each sample's cell and length) and coded (a code a sample)
+    for mixture in (MixtureCells(cells, seen, n_cells, seen), mixture_cells(seen, cats)):
+        fast = replayed_shares(lengths, params, epochs, interval, covers, rank, mixture)
+        assert fast.shape == plain.shape
+        assert np.array_equal(fast, plain, equal_nan=True)
+        assert np.array_equal(np.signbit(fast), np.signbit(plain))
     # the counterfactual hands it the run's capped lengths: the same shares
-    capped = replayed_shares(rep.lengths, params, epochs, interval, covers, rank, cells, n_cells)
+    mixture = mixture_cells(rep.lengths, cats)
+    capped = replayed_shares(rep.lengths, params, epochs, interval, covers, rank, mixture)
     assert np.array_equal(capped, fast, equal_nan=True)
 
 
@@ -130,8 +134,10 @@ def test_point_shares_are_mixture_shares(
     rank = None if rank is not None and rank >= params.world_size else rank
     idx = micro_points(rep, logged, interval, covers, rank)
     plain = mixture_shares(rep, idx, logged.shape[0], cells, n_cells)
-    fast = point_shares(rep, idx, logged.shape[0], cells, n_cells)
-    assert np.array_equal(fast, plain, equal_nan=True)
+    for mixture in (MixtureCells(cells, rep.lengths, n_cells, rep.lengths),
+                    mixture_cells(rep.lengths, cats)):  # fmt: skip
+        fast = point_shares(rep, idx, logged.shape[0], mixture)
+        assert np.array_equal(fast, plain, equal_nan=True)
 
 
 def _plain_steps_per_point(steps: np.ndarray, index: np.ndarray, n_points: int) -> np.ndarray:
@@ -266,7 +272,7 @@ def test_entry_cells_are_the_lookups(lengths, picks, top, chunk) -> None:
     from unittest import mock
 
     from dflash_diag import arrays
-    from dflash_diag.spikes.variance import entry_cells
+    from dflash_diag.spikes.model import entry_cells
 
     ls = np.minimum(np.array(lengths, dtype=np.int64), top)
     ids = np.array([p % len(ls) for p in picks], dtype=np.int64)
@@ -373,3 +379,46 @@ def test_the_extremes_of_groups_in_order_are_those_of_ufunc_at(groups, ordered, 
     assert fast_lo.dtype == fast_hi.dtype == np.float64
     assert np.array_equal(fast_lo, lo)
     assert np.array_equal(fast_hi, hi)
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(**RUNS)
+def test_findings_left_untested_are_the_findings(
+    params: ScheduleParams,
+    n: int,
+    seed: int,
+    n_cat: int,
+    epochs: int,
+    interval: int,
+    covers: str,
+    rank: int | None,
+) -> None:
+    """A run whose covered samples are each in one micro-batch (a sorted-greedy epoch)
+    defers the membership and the evidence's table: what is read of them, and they
+    once made, are what the plain path gives."""
+    from unittest import mock
+
+    from dflash_diag.spikes import culprits as c
+
+    lengths, _ = lengths_and_categories(n, seed, n_cat)
+    rep = replay(lengths, params, epochs=epochs)
+    logged = rep.steps["step"].to_numpy()[::2]
+    rank = None if rank is not None and rank >= params.world_size else rank
+    idx = micro_points(rep, logged, interval, covers, rank)
+    rng = np.random.default_rng(seed)
+    z = rng.choice([np.nan, -1.0, 0.5, 2.5, 4.0], logged.size)
+    excess = rng.normal(size=logged.size)
+    fast = c.sample_findings(rep, idx, logged.size, z, excess, None, "b")
+    with mock.patch.object(c, "covered_once", lambda *_: False):
+        plain = c.sample_findings(rep, idx, logged.size, z, excess, None, "b")
+    assert fast.separable == plain.separable
+    pd.testing.assert_frame_equal(fast.named, plain.named, check_exact=True)
+    for p in range(logged.size):
+        assert c.culprits_at(fast, p) == c.culprits_at(plain, p)
+        assert c.ordinary_elsewhere(fast, p) == c.ordinary_elsewhere(plain, p)
+    e, f = fast.evidence, plain.evidence
+    for name in ("ground", "n_points", "n_usable", "n_tested", "n_null", "rounds", "method"):
+        assert getattr(e, name) == getattr(f, name), name
+    pd.testing.assert_frame_equal(e.table, f.table, check_exact=True)
+    for name in ("offsets", "samples", "sample_tokens"):
+        assert np.array_equal(getattr(fast.membership, name), getattr(plain.membership, name))

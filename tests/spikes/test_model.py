@@ -8,7 +8,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from dflash_diag.spikes.model import MIXTURE_BINS, MIXTURE_TOP, sample_cells
+from dflash_diag.spikes import model
+from dflash_diag.spikes.model import MIXTURE_BINS, MIXTURE_TOP, mixture_cells, sample_cells
 
 token_lengths = arrays(
     np.int64,
@@ -29,6 +30,48 @@ def test_cells_from_counts_per_length_equal_the_sorted_quantiles(lengths, n_cat,
     want, want_n = sample_cells(lengths.astype(np.float64), cats)
     assert n == want_n
     np.testing.assert_array_equal(cells, want)
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(
+    lengths=token_lengths,
+    n_cat=st.one_of(st.none(), st.integers(1, 4)),
+    seed=st.integers(0, 9),
+    free=st.sampled_from([0, 1 << 20]),
+    picks=st.lists(st.integers(0, 399), max_size=60),
+)
+def test_coded_cells_read_each_samples_cell_and_length(lengths, n_cat, seed, free, picks):
+    """The mixture cells behind one code a sample (``length x n_cat + category``) read
+    every sample's cell and length as :func:`sample_cells` and the lengths give them,
+    sample by sample and entry by entry; past :data:`CODES_FREE` codes (and more than
+    one a sample) they are plain, the same."""
+    from unittest import mock
+
+    cats = None if n_cat is None else np.random.default_rng(seed).integers(0, n_cat, lengths.size)
+    cells, n = sample_cells(lengths, cats)
+    with mock.patch.object(model, "CODES_FREE", free):
+        mixture = mixture_cells(lengths, cats)
+    if free:  # (at most 9001 x 4 codes: coded, in int16 up to 2**15 codes; none free: plain)
+        small = (int(lengths.max()) + 1) * (n_cat or 1) <= 1 << 15
+        assert mixture.code is not None
+        assert mixture.code.dtype == (np.int16 if small else np.int32)
+    assert mixture.n_cells == n
+    cell, tokens = mixture.at(slice(None))
+    np.testing.assert_array_equal(cell, cells)
+    assert tokens.dtype == np.float64
+    np.testing.assert_array_equal(tokens, lengths.astype(np.float64))
+    ids = np.array([p % lengths.size for p in picks], dtype=np.int64)
+    cell, tokens = mixture.entries(ids).at(slice(None))
+    np.testing.assert_array_equal(cell, cells[ids])
+    np.testing.assert_array_equal(tokens, lengths[ids].astype(np.float64))
+
+
+def test_cells_with_a_negative_category_are_plain():
+    """A negative category code has no place in a code: the cells are then plain."""
+    lengths, cats = np.array([3, 5, 5]), np.array([0, -1, 1])
+    mixture = mixture_cells(lengths, cats)
+    assert mixture.code is None
+    np.testing.assert_array_equal(mixture.at(slice(None))[0], sample_cells(lengths, cats)[0])
 
 
 def test_length_bins_hold_equal_shares_of_tokens():
