@@ -48,7 +48,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import alternating
+from common import alternating, child_env
 
 LINE = (
     "2026-03-02 14:{mm:02d}:{ss:02d},{ms:03d} | INFO | dflash.train | epoch={ep} "
@@ -200,16 +200,6 @@ def process_cpu(
     subprocess.run(args, check=True, stdout=subprocess.DEVNULL, env=env, cwd=cwd)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-
-
-def child_env(checkout: Path, cache: str | None) -> dict[str, str]:
-    """A child's environment: ``checkout``'s code first on the path; Python's bytecode
-    cache kept in the folder ``cache`` (None: as the environment says)."""
-    env = dict(os.environ, PYTHONPATH=str(checkout))
-    if cache is not None:
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env["PYTHONPYCACHEPREFIX"] = cache
-    return env
 
 
 def hf_main(

@@ -18,6 +18,12 @@ With ``--against CHECKOUT`` the command also runs from that checkout (``PYTHONPA
 ``--repeat`` rounds alternating with this one (a burst of load hits both alike); the
 best CPU seconds and the peak of each, and their ratios, are printed after.
 
+Every command runs with Python's bytecode cache beside the sources, each checkout's
+package compiled first (``compileall``), as an installed package is: a shell with
+``PYTHONDONTWRITEBYTECODE`` set would otherwise make each run compile the package again
+(about 0.3 s of CPU), and a checkout with a partial cache be timed unequally.
+``--no-bytecode-cache`` keeps what the environment says.
+
 OpenBLAS runs at one thread (``OPENBLAS_NUM_THREADS=1``, set here before numpy is
 imported unless the environment already sets it) in this process and in every command
 it runs, for both checkouts alike: the figure is CPU seconds, which BLAS threads
@@ -45,7 +51,7 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from common import children_cpu, long_tailed_lengths, run_cli  # noqa: E402
+from common import children_cpu, compile_package, long_tailed_lengths, run_cli  # noqa: E402
 
 from dflash_diag.data import ScheduleParams  # noqa: E402
 from dflash_diag.schedule import replay  # noqa: E402
@@ -93,24 +99,25 @@ def cpu_timed(fn: Callable[..., Any], *args: Any) -> tuple[Any, float]:
     return out, time.process_time() - start
 
 
-def run_from(checkout: Path, args: list[str]) -> tuple[float, float]:
-    """``dflash-diag ARGS`` in a fresh process with ``checkout`` first on the path:
-    (its CPU seconds, user + system; its peak MB, ``VmHWM``)."""
+def run_from(checkout: Path, args: list[str], cache: str | None) -> tuple[float, float]:
+    """``dflash-diag ARGS`` in a fresh process with ``checkout`` first on the path and
+    its bytecode in ``cache`` (:func:`common.child_env`): (its CPU seconds, user +
+    system; its peak MB, ``VmHWM``)."""
     user, system = children_cpu()
-    done, _, peak_mb = run_cli(args, checkout)
+    done, _, peak_mb = run_cli(args, checkout, cache)
     if done.returncode != 0:
         raise SystemExit(done.stderr[-600:])
     user2, system2 = children_cpu()
     return (user2 - user) + (system2 - system), peak_mb
 
 
-def against(other: Path, args: list[str], repeat: int) -> None:
+def against(other: Path, args: list[str], repeat: int, cache: str | None) -> None:
     """The command from this checkout and from ``other``, alternating, ``repeat`` rounds:
     best CPU seconds and peak of each, and this one's over the other's."""
     best = {HERE: (float("inf"), 0.0), other: (float("inf"), 0.0)}
     for _ in range(repeat):
         for checkout in (other, HERE):
-            cpu, peak = run_from(checkout, args)
+            cpu, peak = run_from(checkout, args, cache)
             best[checkout] = (min(best[checkout][0], cpu), max(best[checkout][1], peak))
     (cpu_o, peak_o), (cpu_h, peak_h) = best[other], best[HERE]
     print(f"command, {repeat} alternating rounds (best CPU s, user+sys; highest VmHWM):")
@@ -124,15 +131,22 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="10,000 steps, 1,000,000 samples")
     parser.add_argument("--against", type=Path, help="another checkout to run as well")
     parser.add_argument("--repeat", type=int, default=3, help="rounds with --against")
+    parser.add_argument(
+        "--no-bytecode-cache", action="store_true", help="keep the environment's setting"
+    )
     args = parser.parse_args()
     n_samples, n_steps = (1_000_000, 10_000) if args.quick else (10_000_000, 100_000)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
+        cache = None if args.no_bytecode_cache else ""  # (beside the sources)
+        for checkout in {HERE, *([args.against.resolve()] if args.against else [])}:
+            if cache is not None:
+                compile_package(checkout, cache)
         log, manifest = build(folder, n_samples, n_steps)
         command = ["spikes", str(log), "--manifest", str(manifest), *FLAGS, "--json"]
         if args.against is not None:
-            against(args.against.resolve(), command, args.repeat)
-        t_cmd, peak_mb = run_from(HERE, command)
+            against(args.against.resolve(), command, args.repeat, cache)
+        t_cmd, peak_mb = run_from(HERE, command, cache)
 
         from dflash_diag.composition.ground import check_schedule, epochs_to_cover
         from dflash_diag.logs import read_log

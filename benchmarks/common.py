@@ -56,13 +56,41 @@ finally:
 """
 
 
+def child_env(checkout: str | os.PathLike[str], cache: str | None) -> dict[str, str]:
+    """A child's environment: ``checkout``'s code first on the path; Python's bytecode
+    cache kept in the folder ``cache``, or beside the sources with ``""`` (Python's
+    default), or as the environment says with None.  A user's installed package has its
+    bytecode compiled; a shell with ``PYTHONDONTWRITEBYTECODE`` set would make every run
+    compile the package again."""
+    env = dict(os.environ, PYTHONPATH=os.fspath(checkout))
+    if cache is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if cache:
+        env["PYTHONPYCACHEPREFIX"] = cache
+    return env
+
+
+def compile_package(checkout: str | os.PathLike[str], cache: str = "") -> None:
+    """Compile ``checkout``'s package into the bytecode cache ``cache`` (``""``: beside
+    its sources), as installing a package compiles it: the timed runs then read it, as
+    a user's runs do."""
+    package = os.path.join(os.fspath(checkout), "dflash_diag")
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", package],
+        env=child_env(checkout, cache),
+        check=True,
+        capture_output=True,
+    )
+
+
 def run_cli(
-    args: list[str], checkout: str | os.PathLike[str] | None = None
+    args: list[str], checkout: str | os.PathLike[str] | None = None, cache: str | None = None
 ) -> tuple[subprocess.CompletedProcess[str], float, float]:
     """Run ``dflash-diag ARGS`` in a fresh process: (result, wall seconds, peak MB).
     ``checkout``: a checkout to run the package from (first on ``PYTHONPATH``; the child
-    runs in a scratch folder, as ``-c`` puts the working folder first on the path)."""
-    env = None if checkout is None else {**os.environ, "PYTHONPATH": os.fspath(checkout)}
+    runs in a scratch folder, as ``-c`` puts the working folder first on the path);
+    ``cache``: with it, the child keeps Python's bytecode cache there (:func:`child_env`)."""
+    env = None if checkout is None else child_env(checkout, cache)
     with tempfile.TemporaryDirectory() as tmp:
         report = os.path.join(tmp, "peak")
         start = time.perf_counter()

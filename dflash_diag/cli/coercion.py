@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -55,15 +56,18 @@ def plain_value(value: Any, desc: Any) -> Any:
     """``value`` (one command-line value) as typer coerces it for a parameter of type
     descriptor ``desc``, or :data:`TYPERS` where typer must say: a string for a plain
     ``str``; a decimal integer or float (:data:`_INT`, :data:`_FLOAT`) for an ``int``
-    or ``float`` without bounds; a flag's ``True``/``False``; a non-empty string for a
-    ``Path`` without path checks beyond typer's default one (an existing path must be
-    readable: :func:`_readable_or_absent`).  No parser, no file, no choices."""
+    or ``float`` without bounds; a flag's ``True``/``False``; a member of an ``Enum``
+    parameter's enum (its default: typer returns a member as it is); a non-empty
+    string for a ``Path`` without path checks beyond typer's default one (an existing
+    path must be readable: :func:`_readable_or_absent`).  No parser, no file."""
     info = desc.parameter_info
     kind = desc.annotation
     if info.parser is not None or desc.file_annotation is not None:
         return TYPERS
     if kind is bool:
         return value if type(value) is bool else TYPERS
+    if isinstance(kind, type) and issubclass(kind, Enum):  # (a default: one of its members)
+        return value if type(value) is kind else TYPERS
     if type(value) is not str:
         return TYPERS
     if kind is str:

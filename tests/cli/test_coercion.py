@@ -15,12 +15,15 @@ from tests.budget import examples
 
 
 def _params_by_kind() -> dict[str, object]:
-    """One parameter of ``spikes`` per annotation: str, int, float, bool, Path."""
+    """One parameter of ``spikes`` per annotation: str, int, float, bool, Path, an
+    Enum (``detector``)."""
     command = typer.main.get_command(app).commands["spikes"]
     found = {}
     for param in command.params:
         kind = getattr(param.type_descriptor.annotation, "__name__", "")
-        if kind in ("str", "int", "float", "bool", "Path") and not param.multiple:
+        if param.name == "detector":
+            kind = "Enum"
+        if kind in ("str", "int", "float", "bool", "Path", "Enum") and not param.multiple:
             found.setdefault(kind, param)
     return found
 
@@ -38,10 +41,14 @@ def _typers(value, param):
 
 
 NUMBERISH = st.text(alphabet="0123456789+-.eE_ xinfa", max_size=12)
+MEMBERS = st.sampled_from(list(PARAMS["Enum"].type_descriptor.annotation))
 
 
 @settings(max_examples=examples(500), deadline=None)
-@given(st.sampled_from(sorted(PARAMS)), st.one_of(NUMBERISH, st.text(max_size=8), st.booleans()))
+@given(
+    st.sampled_from(sorted(PARAMS)),
+    st.one_of(NUMBERISH, st.text(max_size=8), st.booleans(), MEMBERS),
+)
 def test_what_is_read_here_is_what_typer_reads(kind, value):
     param = PARAMS[kind]
     ours = plain_value(value, param.type_descriptor)
@@ -55,7 +62,8 @@ def test_what_is_read_here_is_what_typer_reads(kind, value):
 @pytest.mark.parametrize(
     ("kind", "value", "expected"),
     [("int", "16384", 16384), ("int", "-3", -3), ("float", "0.25", 0.25),
-     ("float", "1e-4", 1e-4), ("str", "loss", "loss"), ("bool", True, True)],
+     ("float", "1e-4", 1e-4), ("str", "loss", "loss"), ("bool", True, True),
+     ("Enum", *[list(PARAMS["Enum"].type_descriptor.annotation)[0]] * 2)],
 )  # fmt: skip
 def test_the_usual_values_are_read_here(kind, value, expected):
     assert plain_value(value, PARAMS[kind].type_descriptor) == expected
@@ -77,7 +85,7 @@ def test_a_path_is_read_here_when_typer_would_only_check_it_is_readable(tmp_path
 @pytest.mark.parametrize(
     ("kind", "value"),
     [("int", "1_000"), ("int", " 2"), ("int", "1.0"), ("int", "9" * 30), ("float", "nan"),
-     ("float", "1_0.5"), ("float", "inf"), ("bool", "yes")],
+     ("float", "1_0.5"), ("float", "inf"), ("bool", "yes"), ("Enum", "robust")],
 )  # fmt: skip
 def test_anything_else_is_left_to_typer(kind, value):
     assert plain_value(value, PARAMS[kind].type_descriptor) is TYPERS

@@ -114,6 +114,14 @@ def test_numbers_and_paths_build_no_pydantic_adapter(tmp_path):
     assert to.read_text().startswith("step,")
 
 
+def test_spikes_with_its_choices_left_at_their_defaults_builds_no_pydantic_adapter(tmp_path):
+    log = tmp_path / "run.log"
+    log.write_text("".join(f"step={i} loss={3.0 - i / 100}\n" for i in range(1, 80)))
+    modules = imported_by("spikes", str(log), "--window", "20", "--json")
+    assert "dflash_diag.reports.spikes" in modules  # it did the work
+    assert "pydantic" not in tops(modules)
+
+
 def test_options_that_need_coercion_still_get_it(tmp_path):
     log = tmp_path / "run.log"
     log.write_text("".join(f"step={i} loss={3.0 - i / 10}\n" for i in range(1, 11)))
