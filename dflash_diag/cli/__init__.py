@@ -325,9 +325,9 @@ def _root(
 
 #: Commands whose process keeps numpy's huge pages: ``samples`` passes over every one of
 #: a run's entries (60M at 10M samples x 6 epochs) many times, in arrays made afresh,
-#: and there the huge pages save more than their first touches cost (less than half the
-#: system time at that size: docs/performance.md, *Huge pages*).
-HUGE_PAGE_COMMANDS = frozenset({"samples"})
+#: and ``spikes`` over every sample of its replays; there the huge pages save more than
+#: their first touches cost (docs/performance.md, *Huge pages*).
+HUGE_PAGE_COMMANDS = frozenset({"samples", "spikes"})
 
 
 def main(argv: Sequence[str] | None = None) -> None:
