@@ -242,8 +242,12 @@ class _Boundary(TyperGroup):
             err_console.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
             sys.exit(2)
         except _NO_ARGS as e:
-            # `dflash-diag` alone: show the help, as --help would, but exit 2 (usage).
-            print(e.ctx.get_help())  # type: ignore[attr-defined]
+            # `dflash-diag` alone: the help, as --help shows it, but exit 2 (usage).  The
+            # error is made with the help: a rich screen is printed then (its console
+            # prints, the text is empty); plain help is the error's text.
+            text = e.format_message()  # type: ignore[attr-defined]
+            if text:
+                print(text)
             sys.exit(2)
         except _USAGE as e:
             ctx = getattr(e, "ctx", None)

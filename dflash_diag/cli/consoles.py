@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 from rich.console import ConsoleDimensions
 
@@ -45,10 +45,17 @@ class _Results(PrintableConsole):
         self._width, self._height = new_size
 
     def on_broken_pipe(self) -> None:
-        self.quiet = True
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        raise SystemExit(0)
+        end_at_closed_pipe(self)
+
+
+def end_at_closed_pipe(console: Any) -> NoReturn:
+    """What a console on stdout does when its reader closed the pipe (``| head``): it
+    goes quiet, the rest of the output goes to the null device, and the command ends
+    with status 0 (rich's default, status 1, is this tool's status for a bug)."""
+    console.quiet = True
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    raise SystemExit(0)
 
 
 out_console = _Results(highlight=False)

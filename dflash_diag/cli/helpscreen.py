@@ -202,13 +202,23 @@ def print_help(command: Any, ctx: Any) -> None:
         console.print(_panel("Commands", _commands_table(listed)))
 
 
+class _Screen(Console):
+    """Standard output's console for a help screen: a reader that closed the pipe
+    (``--help | head``) is not a failure (:func:`~.consoles.end_at_closed_pipe`)."""
+
+    def on_broken_pipe(self) -> None:
+        from .consoles import end_at_closed_pipe
+
+        end_at_closed_pipe(self)
+
+
 def _console() -> Console:
     """Standard output's console, as typer makes it: ``TERMINAL_WIDTH`` caps the width;
     ``FORCE_COLOR``, ``PY_COLORS`` or ``GITHUB_ACTIONS`` force colours (rich reads
     ``NO_COLOR``, ``COLUMNS`` and the terminal itself)."""
     width = os.environ.get("TERMINAL_WIDTH")
     forced = any(os.environ.get(v) for v in ("GITHUB_ACTIONS", "FORCE_COLOR", "PY_COLORS"))
-    return Console(
+    return _Screen(
         theme=_THEME,
         highlighter=_options,
         width=int(width) if width else None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 import sys
@@ -75,6 +76,35 @@ def test_version_is_the_installed_packages(flag):
     assert result.stdout == f"dflash-diag {dflash_diag.__version__}\n"
     # one source: the package's metadata takes its version from dflash_diag.__version__
     assert version("dflash-diag") == dflash_diag.__version__
+
+
+@pytest.mark.parametrize("rich_help", ["1", "0"])
+def test_the_command_alone_shows_its_help_once_and_exits_2(rich_help):
+    """typer makes the no-arguments error with the help, which prints a rich screen
+    then: the screen is not printed a second time (TYPER_USE_RICH=0: plain help)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "dflash_diag"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TYPER_USE_RICH": rich_help, "COLUMNS": "100"},
+    )
+    assert out.returncode == 2
+    assert out.stdout.count("Usage: dflash-diag") == 1, out.stdout
+    assert all(name in out.stdout for name in ("parse", "spikes", "compare"))
+
+
+@pytest.mark.parametrize("args", [["--help"], ["spikes", "--help"], []], ids=repr)
+def test_a_help_screen_into_a_closed_pipe_is_not_a_bug(args):
+    # `dflash-diag --help | head -1`: exit 0 (rich's console would end with 1, a bug's)
+    shell = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "dflash_diag", *args])
+    out = subprocess.run(
+        ["bash", "-c", f"{shell} | head -1 >/dev/null; echo ${{PIPESTATUS[0]}}"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "100"},
+    )
+    assert out.stdout.strip() == "0"
+    assert out.stderr == ""
 
 
 @pytest.mark.slow
