@@ -92,6 +92,7 @@ def test_trend_baseline_equals_the_window_by_window_medians(x, window, centred):
     same(mad, want[:, 1])
 
 
+@pytest.mark.slow  # (4 s in the local loop: the plain baseline of up to 3000 points)
 @settings(max_examples=examples(60), deadline=None)
 @given(seed=st.integers(0, 10_000), n=st.integers(300, 3000), window=st.sampled_from([20, 50]))
 def test_trend_baseline_over_many_blocks_equals_the_plain_one(seed, n, window):
