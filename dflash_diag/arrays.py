@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,22 @@ def chunks(n: int) -> list[slice]:
 #: Whole numbers below this are counted per value by :func:`length_counts` (at most
 #: 32 MB of counts).
 COUNTED_BELOW = 1 << 22
+
+
+def none_twice(parts: Iterable[np.ndarray], n: int) -> bool:
+    """Whether no value in ``[0, n)`` stands twice among ``parts`` (arrays of such
+    values, taken in turn): a mask of the values seen, each part put in place, then
+    its count against the values read.
+
+    >>> none_twice([np.array([3, 0]), np.array([2])], 4), none_twice([np.array([1, 1])], 4)
+    (True, False)
+    """
+    seen = np.zeros(n, dtype=bool)
+    read = 0
+    for part in parts:
+        seen[part] = True
+        read += part.size
+    return int(np.count_nonzero(seen)) == read
 
 
 def length_counts(x: Any) -> np.ndarray | None:

@@ -253,14 +253,12 @@ def untested_evidence(
 
 
 def each_sample_once(membership: Membership) -> bool:
-    """Whether no sample is in two entries (so in two points) of ``membership``: a mask
-    of the samples seen, put in place a chunk of entries at a time."""
-    from ..arrays import chunks
+    """Whether no sample is in two entries (so in two points) of ``membership``, read a
+    chunk of entries at a time (:func:`~dflash_diag.arrays.none_twice`)."""
+    from ..arrays import chunks, none_twice
 
-    seen = np.zeros(membership.n_samples, dtype=bool)
-    for part in chunks(membership.n_entries):
-        seen[membership.samples[part]] = True
-    return int(np.count_nonzero(seen)) == membership.n_entries
+    parts = (membership.samples[part] for part in chunks(membership.n_entries))
+    return none_twice(parts, membership.n_samples)
 
 
 def _table(

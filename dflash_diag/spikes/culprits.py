@@ -22,7 +22,7 @@ at the false-discovery rate ``fdr``.  The method, its null and its limits:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from typing import TYPE_CHECKING
@@ -235,26 +235,27 @@ def sample_findings(
 
 def covered_once(replay: Replay, point_index: np.ndarray) -> bool:
     """Whether no sample is in two of the micro-batches some logged point covers
-    (``point_index`` >= 0): a mask of the samples seen, a chunk of entries at a time."""
+    (``point_index`` >= 0), read a chunk of micro-batches at a time
+    (:func:`~dflash_diag.arrays.none_twice`)."""
+    from ..arrays import none_twice
+
+    return none_twice(_covered_ids(replay, point_index), len(replay.lengths))
+
+
+def _covered_ids(replay: Replay, point_index: np.ndarray) -> Iterator[np.ndarray]:
+    """The sample ids of the covered micro-batches, a chunk of micro-batches at a time."""
     import numpy as np
 
     from ..arrays import group_chunks
     from ..schedule.base import segment_positions
 
     offsets = replay.offsets
-    seen = np.zeros(len(replay.lengths), dtype=bool)
-    entries = 0
     for a, b in group_chunks(offsets):
         hit = np.flatnonzero(point_index[a:b] >= 0) + a
-        if not hit.size:
-            continue
         if hit.size == b - a:  # (every row: one run of entries)
-            ids = replay.sample_ids[offsets[a] : offsets[b]]
-        else:
-            ids = replay.sample_ids[segment_positions(offsets, hit)]
-        seen[ids] = True
-        entries += ids.size
-    return int(np.count_nonzero(seen)) == entries
+            yield replay.sample_ids[offsets[a] : offsets[b]]
+        elif hit.size:
+            yield replay.sample_ids[segment_positions(offsets, hit)]
 
 
 def separable(evidence: SampleEvidence, membership: Membership, z: np.ndarray) -> bool:
