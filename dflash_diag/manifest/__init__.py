@@ -611,7 +611,10 @@ def _factorize(values: pd.Series) -> tuple[np.ndarray, tuple[str, ...]]:
     import numpy as np
     import pandas as pd
 
-    codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    if isinstance(values.dtype, pd.CategoricalDtype):  # (read dictionary-encoded)
+        codes, uniques = _used_categories(values)
+    else:
+        codes, uniques = pd.factorize(values, use_na_sentinel=True)
     # (bytes, from a .npy of dtype S, are read as UTF-8 with bad bytes replaced)
     labels = [u.decode("utf-8", "replace") if isinstance(u, bytes) else str(u) for u in uniques]
     if (codes < 0).any():
@@ -619,7 +622,32 @@ def _factorize(values: pd.Series) -> tuple[np.ndarray, tuple[str, ...]]:
         codes = np.where(codes < 0, len(labels) - 1, codes)
     # Distinct labels may collide once stringified (1 and "1"): merge them, sorted by name.
     names, remap = np.unique(np.array(labels, dtype=object).astype(str), return_inverse=True)
-    return remap[codes].astype(np.int32), tuple(str(n) for n in names)
+    if np.array_equal(remap, np.arange(len(remap))):  # (names read in sorted order)
+        return codes.astype(np.int32), tuple(str(n) for n in names)
+    return remap.astype(np.int32)[codes], tuple(str(n) for n in names)
+
+
+#: Up to this many names :func:`_used_categories` looks for each in a pass of its own.
+_FEW_CATEGORIES = 64
+
+
+def _used_categories(values: pd.Series) -> tuple[np.ndarray, Any]:
+    """``pd.factorize`` of a categorical column up to the order of the names: its own
+    codes (-1 where missing) and the categories some row holds, renumbered ``0 .. k - 1``
+    in their order (a dictionary may hold names no row uses).  :func:`_factorize` sorts
+    the names after, so the order does not reach its answer."""
+    import numpy as np
+
+    codes = np.asarray(values.cat.codes)
+    names = values.cat.categories
+    if len(names) <= _FEW_CATEGORIES:  # (a pass a name: no count of int64s made)
+        held = np.array([bool((codes == k).any()) for k in range(len(names))], dtype=bool)
+    else:
+        held = np.bincount(codes[codes >= 0], minlength=len(names)) > 0
+    if held.all():
+        return codes, names
+    renumber = np.cumsum(held) - 1
+    return np.where(codes >= 0, renumber[np.maximum(codes, 0)], -1), names[held]
 
 
 def open_shards(data: str | os.PathLike[str], split: str | None = None) -> tuple[str, Source]:

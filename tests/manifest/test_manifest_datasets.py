@@ -325,3 +325,26 @@ def test_parquet_categories_read_as_codes_are_those_of_the_names(
     assert coded.categories is not None and plain.categories is not None
     assert coded.categories.dtype == plain.categories.dtype
     assert coded.categories.tolist() == plain.categories.tolist()
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    names=st.lists(st.text("abcé1", min_size=0, max_size=3), min_size=1, max_size=80, unique=True),
+    picks=st.lists(st.integers(-1, 79), min_size=0, max_size=60),
+)
+def test_categorical_columns_give_the_codes_the_names_give(names, picks):
+    # A column read dictionary-encoded comes as a pandas Categorical, whose categories
+    # may hold names no row uses and whose codes are -1 where missing: its codes and
+    # names are those of the same values read one name a row.
+    import pandas as pd
+
+    from dflash_diag.manifest import _factorize
+
+    rows = [names[p % len(names)] if p >= 0 else None for p in picks]
+    coded = pd.Series(pd.Categorical(rows, categories=names))
+    plain = pd.Series(rows, dtype=object)
+    codes, labels = _factorize(coded)
+    want_codes, want_labels = _factorize(plain)
+    assert labels == want_labels
+    assert codes.dtype == want_codes.dtype == np.int32
+    assert codes.tolist() == want_codes.tolist()
