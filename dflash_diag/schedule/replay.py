@@ -145,8 +145,9 @@ def micro_positions(m: int, params: ScheduleParams) -> tuple[np.ndarray, ...]:
 
 
 #: samples handled at once when gathering or summing over batches: bounds the
-#: temporaries (a few arrays of this many int64) whatever the manifest's size
-CHUNK = 1 << 21
+#: temporaries (a few arrays of this many int64) whatever the manifest's size, and
+#: keeps them in the cache (docs/performance.md)
+CHUNK = 1 << 16
 
 
 #: Samples handled per chunk by the vectorised moments and the export (memory ~ 30
