@@ -67,7 +67,7 @@ from .culprits import (
 )
 from .culprits import sample_findings as find_samples
 from .detect import Detection, SpikeEvent
-from .features import micro_points, point_features, points_only, rank_features
+from .features import candidate_features, micro_points, points_only, rank_features
 from .model import (
     MIN_POINTS,
     NEIGHBOURS,
@@ -141,7 +141,7 @@ class Attribution:
     """Everything attribution found.
 
     :param points: one row per logged point: ``step, value, trend, residual, predicted,
-        flagged`` and the batch features of :func:`point_features`.
+        flagged`` and the batch features of :func:`~dflash_diag.spikes.features.point_features`.
     :param schedule_check: the :class:`~dflash_diag.composition.ground.ScheduleGround` the
         verdicts rest on (verified / given / refuted), or None (not checked).
     :param notes: limitations a reader should know, in words.
@@ -351,28 +351,54 @@ def _rank_candidates(replay: Replay, metric_rank: int | str | None) -> list[int 
     return [None, *range(world)]  # "auto" or not said: let the data tell
 
 
-def _quick_r2(design: np.ndarray, y: np.ndarray) -> float:
+def _quick_r2(design: np.ndarray, y: np.ndarray, rows: dict | None = None) -> float:
     """In-sample least-squares R² over the regular points (residual within
-    OUTLIER_SIGMAS robust sigmas): a cheap score to pick whose batches the metric follows."""
-    import numpy as np
+    OUTLIER_SIGMAS robust sigmas): a cheap score to pick whose batches the metric follows.
 
-    from .model import OUTLIER_SIGMAS
+    :param rows: where the regular points of ``y`` are kept by the points with finite
+        regressors (:func:`_regular_rows`), for calls with the same ``y``: the
+        candidates of one choice mostly share them."""
+    import numpy as np
 
     ok = np.isfinite(y) & np.isfinite(design).all(axis=1)
     if ok.sum() < MIN_POINTS:
         return float("-inf")
-    x, yy = design[ok], y[ok]
+    key = ok.tobytes()
+    regular = rows.get(key) if rows is not None else None
+    if regular is None:
+        regular = _regular_rows(ok, y)
+        if rows is not None:
+            rows[key] = regular
+    at, yy, sst = regular
+    x = design[at]
+    sd = x.std(axis=0)
+    varies = sd > 0
+    x = x[:, varies]  # (column-major, as its mean is summed: pairwise down each column)
+    # [1, (x - mean) / sd] written in place, column-major: what a column_stack made
+    a = np.empty((x.shape[0], x.shape[1] + 1), order="F")
+    a[:, 0] = 1.0
+    np.subtract(x, x.mean(axis=0), out=a[:, 1:])
+    np.divide(a[:, 1:], sd[varies], out=a[:, 1:])
+    beta = np.linalg.lstsq(a, yy, rcond=None)[0]
+    return 1 - float(np.sum((yy - a @ beta) ** 2)) / sst if sst > 0 else float("-inf")
+
+
+def _regular_rows(ok: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """The positions of the points of ``ok`` whose ``y`` lies within OUTLIER_SIGMAS
+    robust sigmas (``1.4826 MAD``) of the median (all of ``ok`` if the MAD is 0), their
+    ``y`` and its sum of squares about its mean."""
+    import numpy as np
+
+    from .model import OUTLIER_SIGMAS
+
+    at = np.flatnonzero(ok)
+    yy = y[at]
     med = np.median(yy)
     spread = 1.4826 * np.median(np.abs(yy - med))
     if spread > 0:
-        keep = np.abs(yy - med) <= OUTLIER_SIGMAS * spread
-        x, yy = x[keep], yy[keep]
-    sd = x.std(axis=0)
-    x = (x[:, sd > 0] - x[:, sd > 0].mean(axis=0)) / sd[sd > 0]
-    a = np.column_stack([np.ones(len(yy)), x])
-    beta = np.linalg.lstsq(a, yy, rcond=None)[0]
-    sst = float(np.sum((yy - yy.mean()) ** 2))
-    return 1 - float(np.sum((yy - a @ beta) ** 2)) / sst if sst > 0 else float("-inf")
+        at = at[np.abs(yy - med) <= OUTLIER_SIGMAS * spread]
+        yy = y[at]
+    return at, yy, float(np.sum((yy - yy.mean()) ** 2))
 
 
 def attribute_spikes(
@@ -609,11 +635,12 @@ def _choose_rank(
 
     :raises InputError: when the replay covers none of the logged steps."""
     candidates = _rank_candidates(replay, metric_rank)
+    frames = candidate_features(replay, d.steps, d.log_interval, covers, tuple(candidates), pooled)
     scores: dict[str, float] = {}
     scored = []
-    for i, rank in enumerate(candidates):
-        cand = point_features(replay, d.steps, d.log_interval, covers, rank, pooled)
-        score = _quick_r2(design_matrix(cand)[0], residual) if len(candidates) > 1 else 0.0
+    rows: dict = {}  # (the regular points, shared by the candidates)
+    for i, (rank, cand) in enumerate(zip(candidates, frames, strict=True)):
+        score = _quick_r2(design_matrix(cand)[0], residual, rows) if len(candidates) > 1 else 0.0
         scores["all" if rank is None else str(rank)] = score
         scored.append((score, -i, rank, cand))
     _, _, chosen, feats = max(scored, key=lambda t: (t[0], t[1]))

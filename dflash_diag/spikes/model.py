@@ -117,7 +117,8 @@ def _huber(x: np.ndarray, y: np.ndarray, iters: int = 30) -> tuple[float, np.nda
     for it in range(iters):
         np.multiply(a, w[:, None], out=aw)
         beta_new = np.linalg.solve(a.T @ aw + pen, aw.T @ y)
-        if it == iters - 1:  # (no pass follows: its weights would not be read)
+        # (no pass follows, the last allowed or beta still: its weights would not be read)
+        if it == iters - 1 or np.allclose(beta_new, beta, rtol=1e-8, atol=1e-12):
             beta = beta_new
             break
         np.matmul(a, beta_new, out=r)
@@ -127,9 +128,6 @@ def _huber(x: np.ndarray, y: np.ndarray, iters: int = 30) -> tuple[float, np.nda
         s = s if s > 0 else float(np.std(r) or 1.0)
         np.maximum(np.abs(r, out=dev), 1e-300, out=dev)
         np.minimum(1.0, np.divide(1.345 * s, dev, out=dev), out=w)
-        if np.allclose(beta_new, beta, rtol=1e-8, atol=1e-12):
-            beta = beta_new
-            break
         beta = beta_new
     return float(beta[0]), beta[1:]
 
