@@ -67,7 +67,13 @@ from .culprits import (
 )
 from .culprits import sample_findings as find_samples
 from .detect import Detection, SpikeEvent
-from .features import candidate_features, micro_points, points_only, rank_features
+from .features import (
+    candidate_columns,
+    features_frame,
+    micro_points,
+    points_only,
+    rank_features,
+)
 from .model import (
     MIN_POINTS,
     NEIGHBOURS,
@@ -545,14 +551,19 @@ def fit_points(
     d = detection
     trend, residual = detrend(d.values, d.window)
     pooled = micro_points(replay, d.steps, d.log_interval, covers)
-    chosen, feats, scores = _choose_rank(replay, d, covers, metric_rank, residual, pooled)
-    design, names = design_matrix(feats)
+    chosen, feats, scores, (design, names) = _choose_rank(
+        replay, d, covers, metric_rank, residual, pooled
+    )
     model = (
         fit_model(design, names, residual, ~d.flagged, cross_validate=cross_validate)
         if fit
         else None
     )
-    predicted = model_predict(model, feats) if model is not None else np.full(len(feats), np.nan)
+    predicted = (
+        model_predict(model, feats, (design, names))
+        if model is not None
+        else np.full(len(feats), np.nan)
+    )
     pidx = micro_points(replay, d.steps, d.log_interval, covers, chosen, pooled)
     return PointsFit(
         trend, residual, pooled, chosen, feats, scores, design, names, model, predicted, pidx
@@ -627,23 +638,26 @@ def _choose_rank(
     metric_rank: int | str | None,
     residual: Any,
     pooled: np.ndarray | None = None,
-) -> tuple[int | None, pd.DataFrame, dict[str, float]]:
+) -> tuple[int | None, pd.DataFrame, dict[str, float], tuple[np.ndarray, tuple[str, ...]]]:
     """Whose micro-batches the metric follows (:func:`_rank_candidates`, scored by
     :func:`_quick_r2`; on a tie the earlier, pooled first), that candidate's point
-    features, and every candidate's score.  ``pooled``: the micro-batches' points
+    features and their :func:`~dflash_diag.spikes.model.design_matrix`, and every
+    candidate's score.  ``pooled``: the micro-batches' points
     (:func:`~dflash_diag.spikes.features.micro_points` of all ranks), if at hand.
 
     :raises InputError: when the replay covers none of the logged steps."""
     candidates = _rank_candidates(replay, metric_rank)
-    frames = candidate_features(replay, d.steps, d.log_interval, covers, tuple(candidates), pooled)
+    columns = candidate_columns(replay, d.steps, d.log_interval, covers, tuple(candidates), pooled)
     scores: dict[str, float] = {}
     scored = []
     rows: dict = {}  # (the regular points, shared by the candidates)
-    for i, (rank, cand) in enumerate(zip(candidates, frames, strict=True)):
-        score = _quick_r2(design_matrix(cand)[0], residual, rows) if len(candidates) > 1 else 0.0
+    for i, (rank, cand) in enumerate(zip(candidates, columns, strict=True)):
+        design = design_matrix(cand)
+        score = _quick_r2(design[0], residual, rows) if len(candidates) > 1 else 0.0
         scores["all" if rank is None else str(rank)] = score
-        scored.append((score, -i, rank, cand))
-    _, _, chosen, feats = max(scored, key=lambda t: (t[0], t[1]))
+        scored.append((score, -i, rank, cand, design))
+    _, _, chosen, cols, design = max(scored, key=lambda t: (t[0], t[1]))
+    feats = features_frame(cols)
     if int((feats["n_micro"] > 0).sum()) == 0:
         raise InputError(
             "",
@@ -652,7 +666,7 @@ def _choose_rank(
             f"({int(d.steps[0])}..{int(d.steps[-1])})",
             "check --first-step and --epochs",
         )
-    return chosen, feats, scores
+    return chosen, feats, scores, design
 
 
 def _notes(

@@ -281,10 +281,8 @@ def candidate_features(
     pooled: np.ndarray | None = None,
 ) -> list[pd.DataFrame]:
     """``[point_features(replay, logged_steps, interval, covers, r, pooled) for r in
-    ranks]`` (a rank ``r >= 0``, or None: all pooled), the same frames to the bit, from
-    one read of the micro-batches: their columns are taken and weighted once, and every
-    rank is summed in one ``np.bincount`` by ``point x world + rank``, which adds each
-    rank's micro-batches in the same order as a pass over that rank alone.
+    ranks]`` (a rank ``r >= 0``, or None: all pooled), the same frames to the bit
+    (:func:`candidate_columns`, each made a frame).
 
     >>> import numpy as np
     >>> from dflash_diag.data import ScheduleParams
@@ -293,6 +291,23 @@ def candidate_features(
     >>> [f["n_samples"].tolist() for f in candidate_features(r, np.array([0]), ranks=(None, 1))]
     [[3.0], [1.0]]
     """
+    cols = candidate_columns(replay, logged_steps, interval, covers, ranks, pooled)
+    return [features_frame(c) for c in cols]
+
+
+def candidate_columns(
+    replay: Replay,
+    logged_steps: np.ndarray,
+    interval: int = 1,
+    covers: str = "window",
+    ranks: tuple[int | None, ...] = (None,),
+    pooled: np.ndarray | None = None,
+) -> list[dict[str, np.ndarray]]:
+    """The columns of :func:`candidate_features`' frames, by name in their order (a
+    caller that keeps one candidate of several makes only its frame).  One read of the
+    micro-batches: their columns are taken and weighted once, and every rank is summed
+    in one ``np.bincount`` by ``point x world + rank``, which adds each rank's
+    micro-batches in the same order as a pass over that rank alone."""
     import numpy as np
 
     s = np.asarray(logged_steps, dtype=np.int64)
@@ -303,10 +318,10 @@ def candidate_features(
     g, n = idx[keep], s.shape[0]
     w = _weights(micro, keep, cats)
     steps = micro["step"].to_numpy()[keep]
-    frames: dict[int | None, pd.DataFrame] = {}
+    frames: dict[int | None, dict[str, np.ndarray]] = {}
     if None in ranks:
         feats = _finish(_sums(w, g, n), cats)
-        frames[None] = _frame(s, steps_per_point(steps, g, n), feats)
+        frames[None] = {"step": s, "n_steps": steps_per_point(steps, g, n), **feats}
     one = [r for r in ranks if r is not None]
     if one:
         rk = micro["rank"].to_numpy()[keep].astype(np.int64)
@@ -315,15 +330,16 @@ def candidate_features(
         feats = _finish(_sums(w, group, n * world), cats)
         n_steps = _steps_per_group(steps, group, n * world)
         for r in one:
-            frames[r] = _frame(s, n_steps[r::world], {c: v[r::world] for c, v in feats.items()})
+            at = {c: v[r::world] for c, v in feats.items()}
+            frames[r] = {"step": s, "n_steps": n_steps[r::world], **at}
     return [frames[r] for r in ranks]
 
 
-def _frame(s: np.ndarray, n_steps: np.ndarray, feats: dict) -> pd.DataFrame:
-    """The table of :func:`point_features`: ``step, n_steps`` and the features."""
+def features_frame(columns: dict[str, np.ndarray]) -> pd.DataFrame:
+    """The table of :func:`point_features` from its columns (:func:`candidate_columns`)."""
     import pandas as pd
 
-    return pd.DataFrame({"step": s, "n_steps": n_steps, **feats})
+    return pd.DataFrame(columns)
 
 
 def _steps_per_group(steps: np.ndarray, group: np.ndarray, n_groups: int) -> np.ndarray:

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING
 from .windows import median_of
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     import numpy as np
     import pandas as pd
 
@@ -73,25 +75,30 @@ class CompositionModel:
         return self.intercept + xs @ np.asarray(self.coef)
 
 
-def design_matrix(features: pd.DataFrame) -> tuple[np.ndarray, tuple[str, ...]]:
-    """Regressors of the composition model from point features (NaN where missing)."""
+def design_matrix(
+    features: pd.DataFrame | Mapping[str, np.ndarray],
+) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Regressors of the composition model from point features (NaN where missing): a
+    frame of :func:`~dflash_diag.spikes.features.point_features`, or its columns."""
     import numpy as np
 
+    def col(name: str) -> np.ndarray:
+        return np.asarray(features[name], dtype=np.float64)
+
     with np.errstate(divide="ignore", invalid="ignore"):
-        log_mean = np.log(features["mean_len"].to_numpy(dtype=np.float64))
+        log_mean = np.log(col("mean_len"))
         known = log_mean[np.isfinite(log_mean)]  # (none: no point has a batch)
         centre = float(known.mean()) if known.size else float("nan")
         cols = {
             "log_mean_len": log_mean,
             "log_mean_len_sq": (log_mean - centre) ** 2,
-            "len_cv": features["len_std"].to_numpy(dtype=np.float64)
-            / features["mean_len"].to_numpy(dtype=np.float64),
-            "log_n_samples": np.log(features["n_samples"].to_numpy(dtype=np.float64)),
-            "padding_eff": features["padding_eff"].to_numpy(dtype=np.float64),
+            "len_cv": col("len_std") / col("mean_len"),
+            "log_n_samples": np.log(col("n_samples")),
+            "padding_eff": col("padding_eff"),
         }
-    cats = sorted(c for c in features.columns if c.startswith("cat_"))
+    cats = sorted(str(c) for c in features if str(c).startswith("cat_"))
     for c in cats[:-1]:  # the shares sum to 1: one is implied by the others
-        cols[c] = features[c].to_numpy(dtype=np.float64)
+        cols[c] = col(c)
     names = tuple(cols)
     return np.column_stack([cols[n] for n in names]), names
 
@@ -219,9 +226,10 @@ def _cross_validated(
     for idx in folds:
         train = np.ones(y.shape[0], dtype=bool)
         train[idx] = False
-        c, s = x[train].mean(axis=0), x[train].std(axis=0)
+        xt = x[train]
+        c, s = xt.mean(axis=0), xt.std(axis=0)
         s = np.where(s > 0, s, 1.0)
-        fb0, fb = _huber((x[train] - c) / s, y[train], iters)
+        fb0, fb = _huber((xt - c) / s, y[train], iters)
         pred[idx] = fb0 + ((x[idx] - c) / s) @ fb
         r2_f = _r2(y[idx], pred[idx], regular[idx])
         if np.isfinite(r2_f):
@@ -229,11 +237,16 @@ def _cross_validated(
     return _r2(y, pred, regular), fold_r2
 
 
-def model_predict(model: CompositionModel, features: pd.DataFrame) -> np.ndarray:
-    """The model's predicted residual for each row of point features (NaN if missing)."""
+def model_predict(
+    model: CompositionModel,
+    features: pd.DataFrame,
+    matrix: tuple[np.ndarray, tuple[str, ...]] | None = None,
+) -> np.ndarray:
+    """The model's predicted residual for each row of point features (NaN if missing);
+    ``matrix``: their :func:`design_matrix`, if at hand."""
     import numpy as np
 
-    design, names = design_matrix(features)
+    design, names = design_matrix(features) if matrix is None else matrix
     cols = [names.index(f) if f in names else -1 for f in model.features]
     x = np.column_stack([design[:, j] if j >= 0 else np.zeros(len(design)) for j in cols])
     out = np.full(x.shape[0], np.nan)
