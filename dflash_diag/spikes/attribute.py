@@ -470,7 +470,7 @@ def attribute_spikes(
     if replay.params.world_size > 1 and d.events:
         peaks = np.array(sorted({e.peak_step for e in d.events}), dtype=np.int64)
         only = points_only(pooled, np.isin(d.steps, peaks))  # (the peaks' rows of all)
-        per_rank = rank_features(replay, d.steps, d.log_interval, covers, only)
+        per_rank = _rank_columns(rank_features(replay, d.steps, d.log_interval, covers, only))
     fitted = _Fitted(
         d=d,
         sign=sign,
@@ -483,6 +483,7 @@ def attribute_spikes(
         r2_similar=r2_similar,
         recurrences=Recurrences(replay, pidx),
         feature_cols=feature_cols,
+        columns={c: feats[c].to_numpy() for c in ["n_micro", *feature_cols]},
         sorted_cols={c: _finite_sorted(points[c]) for c in feature_cols},
         per_rank=per_rank,
         lr=lr,
@@ -720,8 +721,9 @@ class _Fitted:
     r2_similar: float | None
     recurrences: Recurrences
     feature_cols: list[str]
+    columns: dict[str, np.ndarray]  # (``n_micro`` and the feature columns of ``feats``)
     sorted_cols: dict[str, np.ndarray]
-    per_rank: pd.DataFrame | None
+    per_rank: dict[str, np.ndarray] | None  # (:func:`_rank_columns`)
     lr: np.ndarray | None
     samples: SampleFindings | None = None
 
@@ -753,7 +755,7 @@ def _evidence(ev: SpikeEvent, f: _Fitted) -> SpikeEvidence:
 
     d, sign = f.d, f.sign
     p = int(np.searchsorted(d.steps, ev.peak_step))
-    has_batch = bool(f.feats["n_micro"].iloc[p] > 0)
+    has_batch = bool(f.columns["n_micro"][p] > 0)
     # With direction "down" (accuracy), a spike is a drop: rises are counted downwards.
     rise = float(sign * (ev.value - ev.baseline if math.isfinite(ev.baseline) else f.residual[p]))
     pred = float(f.predicted[p]) if math.isfinite(f.predicted[p]) else None
@@ -764,7 +766,7 @@ def _evidence(ev: SpikeEvent, f: _Fitted) -> SpikeEvidence:
     by_similar = like is not None and (pred is None or sign * like > sign * pred)
     resid_scale = f.model.resid_scale if f.model is not None else float("nan")
     recs = _recurrences(f, p, rise, resid_scale) if has_batch else ()
-    batch = {c: float(f.feats[c].iloc[p]) for c in f.feature_cols} if has_batch else {}
+    batch = {c: float(f.columns[c][p]) for c in f.feature_cols} if has_batch else {}
     pct = _percentiles(f.sorted_cols, batch)
     signs = optimizer_signs(ev, lr_departure(d.steps, f.lr, ev), recs)
     alike = _alike(
@@ -839,16 +841,28 @@ def _recurrences(f: _Fitted, p: int, rise: float, resid_scale: float) -> tuple[R
 RANK_COLUMNS = ("rank", "n_samples", "tokens", "mean_len", "max_len", "padding_eff")
 
 
-def _rank_rows(per_rank: pd.DataFrame | None, step: int) -> tuple[dict[str, float], ...]:
-    """The rows of ``per_rank`` at ``step``, as floats (each column's values as float64:
-    what a row read by ``iterrows`` holds, without a Series a row)."""
+def _rank_rows(
+    per_rank: pd.DataFrame | dict[str, np.ndarray] | None, step: int
+) -> tuple[dict[str, float], ...]:
+    """The rows of ``per_rank`` (a frame of :func:`~dflash_diag.spikes.features.
+    rank_features`, or its :func:`_rank_columns`) at ``step``, as floats (each column's
+    values as float64: what a row read by ``iterrows`` holds, without a Series a row)."""
     import numpy as np
 
     if per_rank is None:
         return ()
-    at = per_rank["step"].to_numpy() == step
-    cols = {c: per_rank[c].to_numpy(dtype=np.float64)[at].tolist() for c in RANK_COLUMNS}
+    at = np.asarray(per_rank["step"]) == step
+    cols = {c: np.asarray(per_rank[c], dtype=np.float64)[at].tolist() for c in RANK_COLUMNS}
     return tuple(dict(zip(cols, row, strict=True)) for row in zip(*cols.values(), strict=True))
+
+
+def _rank_columns(per_rank: pd.DataFrame) -> dict[str, np.ndarray]:
+    """``step`` and the :data:`RANK_COLUMNS` of ``per_rank`` as arrays (float64 but the
+    step), read once for every spike's :func:`_rank_rows`."""
+    import numpy as np
+
+    cols = {c: per_rank[c].to_numpy(dtype=np.float64) for c in RANK_COLUMNS}
+    return {"step": per_rank["step"].to_numpy(), **cols}
 
 
 def log_only_evidence(detection: Detection) -> tuple[SpikeEvidence, ...]:
