@@ -227,3 +227,60 @@ def test_correlations_ranking_the_residual_once_are_the_plain_ones(
     cols["flat"] = np.full(n, 2.0)
     points = pd.DataFrame({"residual": y, **cols})
     assert correlations(points, list(cols)) == plain_correlations(points, list(cols))
+
+
+def plain_neighbour_values(design, y, groups, k):
+    """:func:`neighbour_values` as written before its merge along one regressor: the
+    tree asked for every place."""
+    from scipy.spatial import cKDTree
+
+    from dflash_diag.spikes.model import _distinct_rows
+
+    ok = np.isfinite(y) & np.isfinite(design).all(axis=1)
+    out = np.full((y.shape[0], k), np.nan)
+    if ok.sum() <= k + 1:
+        return out
+    x = design[ok]
+    sd = x.std(axis=0)
+    x = (x[:, sd > 0] - x[:, sd > 0].mean(axis=0)) / sd[sd > 0]
+    yy, gg = y[ok], groups[ok]
+    _, counts = np.unique(gg, return_counts=True)
+    q = min(k + int(counts.max()), int(ok.sum()))
+    first, inverse = _distinct_rows(x)
+    _, idx = cKDTree(x).query(x[first], k=q)
+    idx = np.asarray(idx).reshape(first.size, -1).T[:, inverse]
+    vals, other = yy[idx], gg[idx] != gg[None, :]
+    for j in range(x.shape[0]):  # the first k of other groups, nearest first
+        got = vals[other[:, j], j][:k]
+        out[np.flatnonzero(ok)[j], : got.size] = got
+    return out
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    n=st.integers(1, 300),
+    seed=st.integers(0, 10_000),
+    digits=st.sampled_from([0, 1, 2, 12]),
+    repeats=st.integers(1, 4),
+    k=st.sampled_from([1, 3, 10]),
+    columns=st.sampled_from([1, 1, 2]),
+    missing=st.floats(0.0, 0.3),
+)
+def test_neighbours_merged_along_a_line_are_the_trees(
+    n: int, seed: int, digits: int, repeats: int, k: int, columns: int, missing: float
+) -> None:
+    """Each point's neighbours' residuals are the tree's (as a set: ties in distance in
+    any order; on two regressors, the tree's own, in its order), with values tied
+    often (few digits) and batches coming back (groups of several points)."""
+    from dflash_diag.spikes.model import neighbour_values
+
+    rng = np.random.default_rng(seed)
+    design = np.round(np.exp(rng.standard_normal((n, columns))), digits)
+    design[rng.random(n) < missing, 0] = np.nan
+    y = rng.standard_normal(n)
+    groups = rng.integers(0, max(1, n // repeats), n) if repeats > 1 else np.arange(n)
+    fast = neighbour_values(design, y, groups, k)
+    plain = plain_neighbour_values(design, y, groups, k)
+    if columns == 1:
+        fast, plain = np.sort(fast, axis=1), np.sort(plain, axis=1)
+    assert np.array_equal(fast, plain, equal_nan=True)
