@@ -378,13 +378,8 @@ def _quick_r2(design: np.ndarray, y: np.ndarray, rows: dict | None = None) -> fl
     at, yy, sst = regular
     x = design[at]
     sd = x.std(axis=0)
-    varies = sd > 0
-    x = x[:, varies]  # (column-major, as its mean is summed: pairwise down each column)
-    # [1, (x - mean) / sd] written in place, column-major: what a column_stack made
-    a = np.empty((x.shape[0], x.shape[1] + 1), order="F")
-    a[:, 0] = 1.0
-    np.subtract(x, x.mean(axis=0), out=a[:, 1:])
-    np.divide(a[:, 1:], sd[varies], out=a[:, 1:])
+    x = (x[:, sd > 0] - x[:, sd > 0].mean(axis=0)) / sd[sd > 0]
+    a = np.column_stack([np.ones(len(yy)), x])
     beta = np.linalg.lstsq(a, yy, rcond=None)[0]
     return 1 - float(np.sum((yy - a @ beta) ** 2)) / sst if sst > 0 else float("-inf")
 
