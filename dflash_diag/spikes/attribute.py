@@ -545,7 +545,7 @@ def fit_points(
     import numpy as np
 
     d = detection
-    trend, residual = detrend(d.values, d.window)
+    trend, residual = detrend(d.values, d.window, d.centred_trend)
     pooled = micro_points(replay, d.steps, d.log_interval, covers)
     chosen, feats, scores, (design, names) = _choose_rank(
         replay, d, covers, metric_rank, residual, pooled

@@ -453,7 +453,8 @@ def neighbour_values(
     design: np.ndarray, y: np.ndarray, groups: np.ndarray, k: int = NEIGHBOURS
 ) -> np.ndarray:
     """For each point, the residuals of the ``k`` most similar other batches: an
-    ``(n, k)`` array, NaN-padded (rows of points without regressors are all NaN).
+    ``(n, k)`` array, nearest first (batches as near in any order), NaN-padded (rows
+    of points without regressors are all NaN).
 
     Similar: nearest in the standardised regressors (Euclidean).  Points of the same
     ``groups`` label (the same batch coming back) are left out, so a recurring batch does

@@ -284,3 +284,39 @@ def test_neighbours_merged_along_a_line_are_the_trees(
     if columns == 1:
         fast, plain = np.sort(fast, axis=1), np.sort(plain, axis=1)
     assert np.array_equal(fast, plain, equal_nan=True)
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(
+    n=st.integers(1, 160),
+    seed=st.integers(0, 10_000),
+    window=st.sampled_from([2, 5, 20, 50]),
+    metric=st.sampled_from(["loss", "accuracy"]),
+    broken=st.floats(0.0, 0.2),
+)
+def test_detrending_with_the_detections_centred_trend_is_the_plain_detrending(
+    n: int, seed: int, window: int, metric: str, broken: float
+) -> None:
+    """The robust detector keeps its centred baseline (rises only: an accuracy's drops
+    are judged on the values negated); the detrending reads it, the same numbers."""
+    from dflash_diag.spikes.correlate import detrend
+    from dflash_diag.spikes.detect import detect_spikes
+    from dflash_diag.spikes.windows import trend_baseline
+
+    rng = np.random.default_rng(seed)
+    values = 2.0 + np.round(rng.standard_normal(n), 3)
+    hit = rng.random(n) < broken
+    hit[0] = False  # (a log of one finite value at least)
+    values[hit] = rng.choice([np.nan, np.inf, 1e300], int(hit.sum()))  # (1e300: past HUGE)
+    d = detect_spikes(pd.DataFrame({"step": np.arange(n), metric: values}), metric, window=window)
+    finite = np.isfinite(d.values)
+    if metric == "loss":
+        want = trend_baseline(d.values[finite], d.window, centred=True)[0]
+        assert d.centred_trend is not None
+        assert np.array_equal(d.centred_trend, want, equal_nan=True)
+    else:
+        assert d.centred_trend is None
+    fast = detrend(d.values, d.window, d.centred_trend)
+    plain = detrend(d.values, d.window)
+    for got, expected in zip(fast, plain, strict=True):
+        assert np.array_equal(got, expected, equal_nan=True)
