@@ -81,23 +81,19 @@ def correlations(points: pd.DataFrame, features: list[str]) -> tuple[Correlation
     """Pearson and Spearman of ``points.residual`` with each feature (see module doc)."""
     import numpy as np
 
-    from ..stattests import average_ranks, pearson
+    from ..stattests import pearson, spearman
 
     out = []
-    y = points["residual"].to_numpy(dtype=np.float64)
-    ranked: dict[bytes, np.ndarray] = {}  # (the residual's ranks, by the points used)
     for f in features:
         x = points[f].to_numpy(dtype=np.float64)
+        y = points["residual"].to_numpy(dtype=np.float64)
         ok = np.isfinite(x) & np.isfinite(y)
         n = int(ok.sum())
         if n < 10 or np.ptp(x[ok]) == 0 or np.ptp(y[ok]) == 0:
             out.append(Correlation(f, n, None, None, None, None, None, None))
             continue
         pr, pp = pearson(x[ok], y[ok])
-        key = ok.tobytes()
-        if key not in ranked:
-            ranked[key] = average_ranks(y[ok])
-        sr, sp = _spearman(x[ok], ranked[key])
+        sr, sp = spearman(x[ok], y[ok])
         out.append(
             Correlation(
                 f,
@@ -111,17 +107,3 @@ def correlations(points: pd.DataFrame, features: list[str]) -> tuple[Correlation
             )
         )
     return tuple(out)
-
-
-def _spearman(x: np.ndarray, ry: np.ndarray) -> tuple[float, float]:
-    """:func:`~dflash_diag.stattests.spearman` of ``x`` and ``y``, the same figures,
-    from ``ry`` the ranks of ``y`` (:func:`~dflash_diag.stattests.average_ranks`): one
-    ranking of the residual serves every feature."""
-    import numpy as np
-
-    from ..stattests import _r_pvalue, average_ranks
-
-    rx = average_ranks(x)
-    rho = float(np.corrcoef(rx, ry)[0, 1])
-    rho = max(-1.0, min(1.0, rho))
-    return rho, _r_pvalue(rho, rx.size)

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from dflash_diag.data import ScheduleParams
 from dflash_diag.schedule import replay
 from dflash_diag.spikes.attribute import _quick_r2
-from dflash_diag.spikes.correlate import Correlation, _fisher_ci, correlations
 from dflash_diag.spikes.features import (
     _steps_per_group,
     candidate_columns,
@@ -21,7 +20,6 @@ from dflash_diag.spikes.features import (
 )
 from dflash_diag.spikes.model import OUTLIER_SIGMAS, _huber, design_matrix
 from dflash_diag.spikes.windows import median_of
-from dflash_diag.stattests import pearson, spearman
 
 schedules = st.builds(
     ScheduleParams,
@@ -183,50 +181,6 @@ def test_huber_is_the_plain_irls(n: int, k: int, seed: int, iters: int, zero: bo
     p0, p = plain_huber(x, y, iters)
     assert b0 == p0 or (np.isnan(b0) and np.isnan(p0))
     assert np.array_equal(b, p, equal_nan=True)
-
-
-def plain_correlations(points: pd.DataFrame, features: list[str]) -> tuple[Correlation, ...]:
-    """:func:`correlations` as first written (the residual ranked for every feature)."""
-    out = []
-    for f in features:
-        x = points[f].to_numpy(dtype=np.float64)
-        y = points["residual"].to_numpy(dtype=np.float64)
-        ok = np.isfinite(x) & np.isfinite(y)
-        n = int(ok.sum())
-        if n < 10 or np.ptp(x[ok]) == 0 or np.ptp(y[ok]) == 0:
-            out.append(Correlation(f, n, None, None, None, None, None, None))
-            continue
-        pr, pp = pearson(x[ok], y[ok])
-        sr, sp = spearman(x[ok], y[ok])
-        out.append(
-            Correlation(f, n, pr, pp, _fisher_ci(pr, n, False), sr, sp, _fisher_ci(sr, n, True))
-        )
-    return tuple(out)
-
-
-@settings(max_examples=examples(40), deadline=None)
-@given(
-    n=st.integers(5, 200),
-    seed=st.integers(0, 10_000),
-    ties=st.booleans(),
-    missing=st.floats(0.0, 0.5),
-)
-def test_correlations_ranking_the_residual_once_are_the_plain_ones(
-    n: int, seed: int, ties: bool, missing: float
-) -> None:
-    rng = np.random.default_rng(seed)
-    y = rng.standard_normal(n)
-    y = np.round(y, 1) if ties else y
-    y[rng.random(n) < missing / 4] = np.nan
-    gone = rng.random(n) < missing
-    cols = {}
-    for j in range(4):
-        x = np.round(y * j + rng.standard_normal(n), 0 if ties else 6)
-        x[gone if j % 2 else rng.random(n) < missing] = np.nan
-        cols[f"f{j}"] = x
-    cols["flat"] = np.full(n, 2.0)
-    points = pd.DataFrame({"residual": y, **cols})
-    assert correlations(points, list(cols)) == plain_correlations(points, list(cols))
 
 
 def plain_neighbour_values(design, y, groups, k):
