@@ -67,7 +67,13 @@ from .culprits import (
 )
 from .culprits import sample_findings as find_samples
 from .detect import Detection, SpikeEvent
-from .features import micro_points, point_features, points_only, rank_features
+from .features import (
+    candidate_columns,
+    features_frame,
+    micro_points,
+    points_only,
+    rank_features,
+)
 from .model import (
     MIN_POINTS,
     NEIGHBOURS,
@@ -141,7 +147,7 @@ class Attribution:
     """Everything attribution found.
 
     :param points: one row per logged point: ``step, value, trend, residual, predicted,
-        flagged`` and the batch features of :func:`point_features`.
+        flagged`` and the batch features of :func:`~dflash_diag.spikes.features.point_features`.
     :param schedule_check: the :class:`~dflash_diag.composition.ground.ScheduleGround` the
         verdicts rest on (verified / given / refuted), or None (not checked).
     :param notes: limitations a reader should know, in words.
@@ -351,28 +357,49 @@ def _rank_candidates(replay: Replay, metric_rank: int | str | None) -> list[int 
     return [None, *range(world)]  # "auto" or not said: let the data tell
 
 
-def _quick_r2(design: np.ndarray, y: np.ndarray) -> float:
+def _quick_r2(design: np.ndarray, y: np.ndarray, rows: dict | None = None) -> float:
     """In-sample least-squares R² over the regular points (residual within
-    OUTLIER_SIGMAS robust sigmas): a cheap score to pick whose batches the metric follows."""
-    import numpy as np
+    OUTLIER_SIGMAS robust sigmas): a cheap score to pick whose batches the metric follows.
 
-    from .model import OUTLIER_SIGMAS
+    :param rows: where the regular points of ``y`` are kept by the points with finite
+        regressors (:func:`_regular_rows`), for calls with the same ``y``: the
+        candidates of one choice mostly share them."""
+    import numpy as np
 
     ok = np.isfinite(y) & np.isfinite(design).all(axis=1)
     if ok.sum() < MIN_POINTS:
         return float("-inf")
-    x, yy = design[ok], y[ok]
-    med = np.median(yy)
-    spread = 1.4826 * np.median(np.abs(yy - med))
-    if spread > 0:
-        keep = np.abs(yy - med) <= OUTLIER_SIGMAS * spread
-        x, yy = x[keep], yy[keep]
+    key = ok.tobytes()
+    regular = rows.get(key) if rows is not None else None
+    if regular is None:
+        regular = _regular_rows(ok, y)
+        if rows is not None:
+            rows[key] = regular
+    at, yy, sst = regular
+    x = design[at]
     sd = x.std(axis=0)
     x = (x[:, sd > 0] - x[:, sd > 0].mean(axis=0)) / sd[sd > 0]
     a = np.column_stack([np.ones(len(yy)), x])
     beta = np.linalg.lstsq(a, yy, rcond=None)[0]
-    sst = float(np.sum((yy - yy.mean()) ** 2))
     return 1 - float(np.sum((yy - a @ beta) ** 2)) / sst if sst > 0 else float("-inf")
+
+
+def _regular_rows(ok: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """The positions of the points of ``ok`` whose ``y`` lies within OUTLIER_SIGMAS
+    robust sigmas (``1.4826 MAD``) of the median (all of ``ok`` if the MAD is 0), their
+    ``y`` and its sum of squares about its mean."""
+    import numpy as np
+
+    from .model import OUTLIER_SIGMAS
+
+    at = np.flatnonzero(ok)
+    yy = y[at]
+    med = np.median(yy)
+    spread = 1.4826 * np.median(np.abs(yy - med))
+    if spread > 0:
+        at = at[np.abs(yy - med) <= OUTLIER_SIGMAS * spread]
+        yy = y[at]
+    return at, yy, float(np.sum((yy - yy.mean()) ** 2))
 
 
 def attribute_spikes(
@@ -438,7 +465,7 @@ def attribute_spikes(
     if replay.params.world_size > 1 and d.events:
         peaks = np.array(sorted({e.peak_step for e in d.events}), dtype=np.int64)
         only = points_only(pooled, np.isin(d.steps, peaks))  # (the peaks' rows of all)
-        per_rank = rank_features(replay, d.steps, d.log_interval, covers, only)
+        per_rank = _rank_columns(rank_features(replay, d.steps, d.log_interval, covers, only))
     fitted = _Fitted(
         d=d,
         sign=sign,
@@ -451,6 +478,7 @@ def attribute_spikes(
         r2_similar=r2_similar,
         recurrences=Recurrences(replay, pidx),
         feature_cols=feature_cols,
+        columns={c: feats[c].to_numpy() for c in ["n_micro", *feature_cols]},
         sorted_cols={c: _finite_sorted(points[c]) for c in feature_cols},
         per_rank=per_rank,
         lr=lr,
@@ -517,16 +545,21 @@ def fit_points(
     import numpy as np
 
     d = detection
-    trend, residual = detrend(d.values, d.window)
+    trend, residual = detrend(d.values, d.window, d.centred_trend)
     pooled = micro_points(replay, d.steps, d.log_interval, covers)
-    chosen, feats, scores = _choose_rank(replay, d, covers, metric_rank, residual, pooled)
-    design, names = design_matrix(feats)
+    chosen, feats, scores, (design, names) = _choose_rank(
+        replay, d, covers, metric_rank, residual, pooled
+    )
     model = (
         fit_model(design, names, residual, ~d.flagged, cross_validate=cross_validate)
         if fit
         else None
     )
-    predicted = model_predict(model, feats) if model is not None else np.full(len(feats), np.nan)
+    predicted = (
+        model_predict(model, feats, (design, names))
+        if model is not None
+        else np.full(len(feats), np.nan)
+    )
     pidx = micro_points(replay, d.steps, d.log_interval, covers, chosen, pooled)
     return PointsFit(
         trend, residual, pooled, chosen, feats, scores, design, names, model, predicted, pidx
@@ -601,22 +634,26 @@ def _choose_rank(
     metric_rank: int | str | None,
     residual: Any,
     pooled: np.ndarray | None = None,
-) -> tuple[int | None, pd.DataFrame, dict[str, float]]:
+) -> tuple[int | None, pd.DataFrame, dict[str, float], tuple[np.ndarray, tuple[str, ...]]]:
     """Whose micro-batches the metric follows (:func:`_rank_candidates`, scored by
     :func:`_quick_r2`; on a tie the earlier, pooled first), that candidate's point
-    features, and every candidate's score.  ``pooled``: the micro-batches' points
+    features and their :func:`~dflash_diag.spikes.model.design_matrix`, and every
+    candidate's score.  ``pooled``: the micro-batches' points
     (:func:`~dflash_diag.spikes.features.micro_points` of all ranks), if at hand.
 
     :raises InputError: when the replay covers none of the logged steps."""
     candidates = _rank_candidates(replay, metric_rank)
+    columns = candidate_columns(replay, d.steps, d.log_interval, covers, tuple(candidates), pooled)
     scores: dict[str, float] = {}
     scored = []
-    for i, rank in enumerate(candidates):
-        cand = point_features(replay, d.steps, d.log_interval, covers, rank, pooled)
-        score = _quick_r2(design_matrix(cand)[0], residual) if len(candidates) > 1 else 0.0
+    rows: dict = {}  # (the regular points, shared by the candidates)
+    for i, (rank, cand) in enumerate(zip(candidates, columns, strict=True)):
+        design = design_matrix(cand)
+        score = _quick_r2(design[0], residual, rows) if len(candidates) > 1 else 0.0
         scores["all" if rank is None else str(rank)] = score
-        scored.append((score, -i, rank, cand))
-    _, _, chosen, feats = max(scored, key=lambda t: (t[0], t[1]))
+        scored.append((score, -i, rank, cand, design))
+    _, _, chosen, cols, design = max(scored, key=lambda t: (t[0], t[1]))
+    feats = features_frame(cols)
     if int((feats["n_micro"] > 0).sum()) == 0:
         raise InputError(
             "",
@@ -625,7 +662,7 @@ def _choose_rank(
             f"({int(d.steps[0])}..{int(d.steps[-1])})",
             "check --first-step and --epochs",
         )
-    return chosen, feats, scores
+    return chosen, feats, scores, design
 
 
 def _notes(
@@ -679,8 +716,9 @@ class _Fitted:
     r2_similar: float | None
     recurrences: Recurrences
     feature_cols: list[str]
+    columns: dict[str, np.ndarray]  # (``n_micro`` and the feature columns of ``feats``)
     sorted_cols: dict[str, np.ndarray]
-    per_rank: pd.DataFrame | None
+    per_rank: dict[str, np.ndarray] | None  # (:func:`_rank_columns`)
     lr: np.ndarray | None
     samples: SampleFindings | None = None
 
@@ -712,7 +750,7 @@ def _evidence(ev: SpikeEvent, f: _Fitted) -> SpikeEvidence:
 
     d, sign = f.d, f.sign
     p = int(np.searchsorted(d.steps, ev.peak_step))
-    has_batch = bool(f.feats["n_micro"].iloc[p] > 0)
+    has_batch = bool(f.columns["n_micro"][p] > 0)
     # With direction "down" (accuracy), a spike is a drop: rises are counted downwards.
     rise = float(sign * (ev.value - ev.baseline if math.isfinite(ev.baseline) else f.residual[p]))
     pred = float(f.predicted[p]) if math.isfinite(f.predicted[p]) else None
@@ -723,7 +761,7 @@ def _evidence(ev: SpikeEvent, f: _Fitted) -> SpikeEvidence:
     by_similar = like is not None and (pred is None or sign * like > sign * pred)
     resid_scale = f.model.resid_scale if f.model is not None else float("nan")
     recs = _recurrences(f, p, rise, resid_scale) if has_batch else ()
-    batch = {c: float(f.feats[c].iloc[p]) for c in f.feature_cols} if has_batch else {}
+    batch = {c: float(f.columns[c][p]) for c in f.feature_cols} if has_batch else {}
     pct = _percentiles(f.sorted_cols, batch)
     signs = optimizer_signs(ev, lr_departure(d.steps, f.lr, ev), recs)
     alike = _alike(
@@ -798,16 +836,28 @@ def _recurrences(f: _Fitted, p: int, rise: float, resid_scale: float) -> tuple[R
 RANK_COLUMNS = ("rank", "n_samples", "tokens", "mean_len", "max_len", "padding_eff")
 
 
-def _rank_rows(per_rank: pd.DataFrame | None, step: int) -> tuple[dict[str, float], ...]:
-    """The rows of ``per_rank`` at ``step``, as floats (each column's values as float64:
-    what a row read by ``iterrows`` holds, without a Series a row)."""
+def _rank_rows(
+    per_rank: pd.DataFrame | dict[str, np.ndarray] | None, step: int
+) -> tuple[dict[str, float], ...]:
+    """The rows of ``per_rank`` (a frame of :func:`~dflash_diag.spikes.features.
+    rank_features`, or its :func:`_rank_columns`) at ``step``, as floats (each column's
+    values as float64: what a row read by ``iterrows`` holds, without a Series a row)."""
     import numpy as np
 
     if per_rank is None:
         return ()
-    at = per_rank["step"].to_numpy() == step
-    cols = {c: per_rank[c].to_numpy(dtype=np.float64)[at].tolist() for c in RANK_COLUMNS}
+    at = np.asarray(per_rank["step"]) == step
+    cols = {c: np.asarray(per_rank[c], dtype=np.float64)[at].tolist() for c in RANK_COLUMNS}
     return tuple(dict(zip(cols, row, strict=True)) for row in zip(*cols.values(), strict=True))
+
+
+def _rank_columns(per_rank: pd.DataFrame) -> dict[str, np.ndarray]:
+    """``step`` and the :data:`RANK_COLUMNS` of ``per_rank`` as arrays (float64 but the
+    step), read once for every spike's :func:`_rank_rows`."""
+    import numpy as np
+
+    cols = {c: per_rank[c].to_numpy(dtype=np.float64) for c in RANK_COLUMNS}
+    return {"step": per_rank["step"].to_numpy(), **cols}
 
 
 def log_only_evidence(detection: Detection) -> tuple[SpikeEvidence, ...]:

@@ -38,11 +38,16 @@ class Correlation:
     spearman_ci: tuple[float, float] | None
 
 
-def detrend(values: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
+def detrend(
+    values: np.ndarray, window: int, trend_of_finite: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """``(trend, residual)``: the centred robust-line baseline of
     :func:`~dflash_diag.spikes.windows.trend_baseline` (``window // 2`` points each side,
     the point left out, straightened by a robust line, median) and ``x - trend``.  The
     line keeps a fast early descent from leaving large residuals that no batch caused.
+
+    :param trend_of_finite: that baseline of the finite values, if at hand (the
+        detection's :attr:`~dflash_diag.spikes.detect.Detection.centred_trend`).
 
     >>> import numpy as np
     >>> trend, res = detrend(np.array([1.0, 1.0, 1.0, 5.0, 1.0, 1.0, 1.0]), 4)
@@ -56,7 +61,10 @@ def detrend(values: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
     x = np.asarray(values, dtype=np.float64)
     trend = np.full(x.shape[0], np.nan)
     ok = np.isfinite(x)
-    if ok.sum() >= 2:
+    n = int(ok.sum())
+    if n >= 2 and trend_of_finite is not None and trend_of_finite.shape[0] == n:
+        trend[ok] = trend_of_finite
+    elif n >= 2:
         trend[ok] = trend_baseline(x[ok], window, centred=True)[0]
     return trend, x - trend
 

@@ -57,7 +57,7 @@ which runs the same rules on ``-x`` (ratio rules on ``1/x``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..data import spike_direction
@@ -173,6 +173,11 @@ class Detection:
         it is not): autocorrelated noise (``rho >= calibrate.AUTOCORRELATED``), heavy-tailed noise
         (the fitted t has at most ``calibrate.HEAVY_TAIL_DF`` df), else the Benjamini-Hochberg
         cut lowered among many high points.
+    :param centred_trend: the centred robust-line baseline of the finite values,
+        ``trend_baseline(values[finite], window, centred=True)[0]``, when the detector
+        made it (robust, direction up): what
+        :func:`~dflash_diag.spikes.correlate.detrend` takes for its trend then; None
+        otherwise.
     """
 
     metric: str
@@ -196,6 +201,7 @@ class Detection:
     expected_false_events: float
     false_events_basis: str
     chance_reason: str
+    centred_trend: np.ndarray | None = field(default=None, repr=False)
 
 
 def log_interval(steps: np.ndarray) -> int:
@@ -226,8 +232,9 @@ def describe_interval(interval: int) -> str:
 
 
 def _robust_z(x: np.ndarray, window: int) -> tuple:
-    """Baseline, robust z, scale and window size (points) of every point, and the
-    mirror z: ``x`` against the higher baseline, over that window's scale."""
+    """Baseline, robust z, scale and window size (points) of every point, the mirror z
+    (``x`` against the higher baseline, over that window's scale) and the centred
+    baseline (:func:`~dflash_diag.spikes.windows.trend_baseline`'s)."""
     import numpy as np
 
     # Two baselines, the lower wins: the trailing median lags high on a falling curve
@@ -235,6 +242,7 @@ def _robust_z(x: np.ndarray, window: int) -> tuple:
     # tail, where the trailing one does not.  Each comes with its own window's MAD.
     med_t, mad_t = trend_baseline(x, window, centred=False)
     med_c, mad_c = trend_baseline(x, window, centred=True)
+    centred = med_c.copy()  # (kept for the detrending: a copy, not a view of both)
     use_c = np.isnan(med_t) | (med_c < med_t)
     n = x.shape[0]
     k = np.where(use_c, window_sizes(n, window, True), window_sizes(n, window, False))
@@ -248,7 +256,7 @@ def _robust_z(x: np.ndarray, window: int) -> tuple:
     med = np.where(use_c, med_c, med_t)
     z, scale = over(med, np.where(use_c, mad_c, mad_t))
     mirror, _ = over(np.where(use_c, med_t, med_c), np.where(use_c, mad_t, mad_c))
-    return med, z, scale, k, mirror
+    return med, z, scale, k, mirror, centred
 
 
 def _robust_flags(
@@ -407,7 +415,7 @@ def detect_spikes(
 
     # Rules run on the finite points only; non-finite points become events of their own.
     xf = values[finite] if direction == "up" else -values[finite]
-    base_f, z_f, scale_f, flag_f, cal = _apply(detector, xf, win, thr, min_rise)
+    base_f, z_f, scale_f, flag_f, cal, centred = _apply(detector, xf, win, thr, min_rise)
     if direction == "down":
         base_f = -base_f
     baseline, z, scale, critical = (np.full(values.shape[0], np.nan) for _ in range(4))
@@ -443,6 +451,7 @@ def detect_spikes(
         expected_false_events=cal.expected_false_events if cal is not None else float("nan"),
         false_events_basis=basis(cal),
         chance_reason=chance_reason(cal),
+        centred_trend=centred if direction == "up" else None,
     )
 
 
@@ -501,15 +510,16 @@ def _one_row_per_step(table: pd.DataFrame, metric: str, logged: Any = None) -> p
 def _apply(
     detector: str, x: np.ndarray, window: int, threshold: float | None, min_rise: float
 ) -> tuple:
-    """``(baseline, z, scale, flagged, calibration or None)`` of one detector on ``x``."""
+    """``(baseline, z, scale, flagged, calibration or None, centred trend or None)`` of
+    one detector on ``x`` (the robust one's centred trend: :func:`_robust_z`)."""
     import numpy as np
 
     if detector == "robust":
-        med, z, scale, k, mirror = _robust_z(x, window)
+        med, z, scale, k, mirror, centred = _robust_z(x, window)
         with np.errstate(divide="ignore", invalid="ignore"):
             rise_z = min_rise * np.abs(med) / scale
         cal = calibrate(z, mirror, k, rise_z, window, MIN_HISTORY, threshold=threshold)
-        return med, z, scale, _robust_flags(x, med, z, cal.critical, min_rise), cal
+        return med, z, scale, _robust_flags(x, med, z, cal.critical, min_rise), cal, centred
     thr = DEFAULT_THRESHOLD[detector] if threshold is None else threshold
     med = rolling(x, DEFAULT_WINDOW["robust"], row_median)
     mad = rolling(x, DEFAULT_WINDOW["robust"], row_mad)
@@ -521,7 +531,7 @@ def _apply(
         base, flag = _foundry(x, window, thr)
     else:
         base, flag = _megatron(x, thr)
-    return base, z, scale, flag, None
+    return base, z, scale, flag, None, None
 
 
 def _runs(mask: np.ndarray) -> list[tuple[int, int]]:

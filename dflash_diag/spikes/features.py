@@ -74,26 +74,49 @@ def _pool(micro: pd.DataFrame, group: np.ndarray, n_groups: int, cats: list[str]
     import numpy as np
 
     keep = np.flatnonzero(group >= 0)  # (positions: one pass, then a take a column)
-    g = group[keep]
+    return _sums(_weights(micro, keep, cats), group[keep], n_groups)
+
+
+def _weights(micro: pd.DataFrame, keep: np.ndarray, cats: list[str]) -> dict:
+    """What :func:`_sums` adds up, for the micro-batches at positions ``keep``: float64
+    ``n_samples, tokens, padded_tokens``, ``sumsq = n (std^2 + mean^2)`` (the sum of
+    squared lengths) and ``n x share`` a category; ``min_len``, ``max_len`` as read."""
+    import numpy as np
+
     names = ["n_samples", "mean_len", "len_std", "tokens", "padded_tokens", "min_len", "max_len"]
     col = {c: micro[c].to_numpy()[keep] for c in [*names, *cats]}
     n = col["n_samples"].astype(np.float64)
     mean = col["mean_len"].astype(np.float64)
     std = col["len_std"].astype(np.float64)
+    out = {
+        "n_samples": n,
+        "tokens": col["tokens"].astype(np.float64),
+        "padded_tokens": col["padded_tokens"].astype(np.float64),
+        "sumsq": n * (std**2 + mean**2),
+        "min_len": col["min_len"],
+        "max_len": col["max_len"],
+    }
+    for c in cats:
+        out[c] = col[c].astype(np.float64) * n
+    return out
+
+
+def _sums(w: dict, g: np.ndarray, n_groups: int) -> dict:
+    """The :func:`_weights` ``w`` summed by group ``g`` (every entry >= 0), in the
+    order of the rows (``np.bincount`` adds them in turn); ``n_micro`` counts them,
+    ``min_len`` / ``max_len`` the least / greatest."""
+    import numpy as np
 
     def total(v: np.ndarray) -> np.ndarray:
         return np.bincount(g, weights=v, minlength=n_groups)
 
-    out: dict[str, np.ndarray] = {
-        "n_micro": np.bincount(g, minlength=n_groups).astype(np.int64),
-        "n_samples": total(n),
-        "tokens": total(col["tokens"].astype(np.float64)),
-        "padded_tokens": total(col["padded_tokens"].astype(np.float64)),
-        "sumsq": total(n * (std**2 + mean**2)),
-    }
-    out["min_len"], out["max_len"] = _extremes(g, col["min_len"], col["max_len"], n_groups)
-    for c in cats:
-        out[c] = total(col[c].astype(np.float64) * n)
+    out: dict[str, np.ndarray] = {"n_micro": np.bincount(g, minlength=n_groups).astype(np.int64)}
+    for c in ["n_samples", "tokens", "padded_tokens", "sumsq"]:
+        out[c] = total(w[c])
+    out["min_len"], out["max_len"] = _extremes(g, w["min_len"], w["max_len"], n_groups)
+    for c in w:
+        if c.startswith("cat_"):
+            out[c] = total(w[c])
     return out
 
 
@@ -247,6 +270,100 @@ def point_features(
     n_steps = steps_per_point(micro["step"].to_numpy(), idx, s.shape[0])
     cols = {"step": s, "n_steps": n_steps, **_finish(sums, cats)}
     return pd.DataFrame(cols)
+
+
+def candidate_features(
+    replay: Replay,
+    logged_steps: np.ndarray,
+    interval: int = 1,
+    covers: str = "window",
+    ranks: tuple[int | None, ...] = (None,),
+    pooled: np.ndarray | None = None,
+) -> list[pd.DataFrame]:
+    """``[point_features(replay, logged_steps, interval, covers, r, pooled) for r in
+    ranks]`` (a rank ``r >= 0``, or None: all pooled), the same frames to the bit
+    (:func:`candidate_columns`, each made a frame).
+
+    >>> import numpy as np
+    >>> from dflash_diag.data import ScheduleParams
+    >>> from dflash_diag.schedule import replay
+    >>> r = replay(np.array([3, 1, 2, 2]), ScheduleParams(token_budget=4, world_size=2))
+    >>> [f["n_samples"].tolist() for f in candidate_features(r, np.array([0]), ranks=(None, 1))]
+    [[3.0], [1.0]]
+    """
+    cols = candidate_columns(replay, logged_steps, interval, covers, ranks, pooled)
+    return [features_frame(c) for c in cols]
+
+
+def candidate_columns(
+    replay: Replay,
+    logged_steps: np.ndarray,
+    interval: int = 1,
+    covers: str = "window",
+    ranks: tuple[int | None, ...] = (None,),
+    pooled: np.ndarray | None = None,
+) -> list[dict[str, np.ndarray]]:
+    """The columns of :func:`candidate_features`' frames, by name in their order (a
+    caller that keeps one candidate of several makes only its frame).  One read of the
+    micro-batches: their columns are taken and weighted once, and every rank is summed
+    in one ``np.bincount`` by ``point x world + rank``, which adds each rank's
+    micro-batches in the same order as a pass over that rank alone."""
+    import numpy as np
+
+    s = np.asarray(logged_steps, dtype=np.int64)
+    micro = replay.micro
+    cats = [c for c in micro.columns if c.startswith("cat_")]
+    idx = micro_points(replay, s, interval, covers, None, pooled)
+    keep = np.flatnonzero(idx >= 0)
+    g, n = idx[keep], s.shape[0]
+    w = _weights(micro, keep, cats)
+    steps = micro["step"].to_numpy()[keep]
+    frames: dict[int | None, dict[str, np.ndarray]] = {}
+    if None in ranks:
+        feats = _finish(_sums(w, g, n), cats)
+        frames[None] = {"step": s, "n_steps": steps_per_point(steps, g, n), **feats}
+    one = [r for r in ranks if r is not None]
+    if one:
+        rk = micro["rank"].to_numpy()[keep].astype(np.int64)
+        world = max(max(one), int(rk.max()) if rk.size else 0) + 1
+        group = g * world + rk
+        feats = _finish(_sums(w, group, n * world), cats)
+        n_steps = _steps_per_group(steps, group, n * world)
+        for r in one:
+            at = {c: v[r::world] for c, v in feats.items()}
+            frames[r] = {"step": s, "n_steps": n_steps[r::world], **at}
+    return [frames[r] for r in ranks]
+
+
+def features_frame(columns: dict[str, np.ndarray]) -> pd.DataFrame:
+    """The table of :func:`point_features` from its columns (:func:`candidate_columns`)."""
+    import pandas as pd
+
+    return pd.DataFrame(columns)
+
+
+def _steps_per_group(steps: np.ndarray, group: np.ndarray, n_groups: int) -> np.ndarray:
+    """How many distinct ``steps`` each group holds (``group`` >= 0 a row): the distinct
+    (group, step) pairs counted by group; rows in (step, group) order (as a replay's
+    rows are by step and rank) are counted where the pair changes, others after a sort.
+
+    >>> import numpy as np
+    >>> _steps_per_group(np.array([0, 0, 0, 1, 1]), np.array([0, 1, 0, 0, 1]), 3).tolist()
+    [2, 2, 0]
+    """
+    import numpy as np
+
+    t, g = steps, group
+    if not t.size:
+        return np.zeros(n_groups, dtype=np.int64)
+    up, same = t[1:] > t[:-1], t[1:] == t[:-1]
+    if not bool((up | (same & (g[1:] >= g[:-1]))).all()):
+        order = np.lexsort((t, g))
+        t, g = t[order], g[order]
+    first = np.ones(t.size, dtype=bool)
+    np.not_equal(t[1:], t[:-1], out=first[1:])
+    first[1:] |= g[1:] != g[:-1]
+    return np.bincount(g[first], minlength=n_groups).astype(np.int64)
 
 
 def rank_features(

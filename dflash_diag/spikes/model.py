@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING
 from .windows import median_of
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     import numpy as np
     import pandas as pd
 
@@ -73,25 +75,30 @@ class CompositionModel:
         return self.intercept + xs @ np.asarray(self.coef)
 
 
-def design_matrix(features: pd.DataFrame) -> tuple[np.ndarray, tuple[str, ...]]:
-    """Regressors of the composition model from point features (NaN where missing)."""
+def design_matrix(
+    features: pd.DataFrame | Mapping[str, np.ndarray],
+) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Regressors of the composition model from point features (NaN where missing): a
+    frame of :func:`~dflash_diag.spikes.features.point_features`, or its columns."""
     import numpy as np
 
+    def col(name: str) -> np.ndarray:
+        return np.asarray(features[name], dtype=np.float64)
+
     with np.errstate(divide="ignore", invalid="ignore"):
-        log_mean = np.log(features["mean_len"].to_numpy(dtype=np.float64))
+        log_mean = np.log(col("mean_len"))
         known = log_mean[np.isfinite(log_mean)]  # (none: no point has a batch)
         centre = float(known.mean()) if known.size else float("nan")
         cols = {
             "log_mean_len": log_mean,
             "log_mean_len_sq": (log_mean - centre) ** 2,
-            "len_cv": features["len_std"].to_numpy(dtype=np.float64)
-            / features["mean_len"].to_numpy(dtype=np.float64),
-            "log_n_samples": np.log(features["n_samples"].to_numpy(dtype=np.float64)),
-            "padding_eff": features["padding_eff"].to_numpy(dtype=np.float64),
+            "len_cv": col("len_std") / col("mean_len"),
+            "log_n_samples": np.log(col("n_samples")),
+            "padding_eff": col("padding_eff"),
         }
-    cats = sorted(c for c in features.columns if c.startswith("cat_"))
+    cats = sorted(str(c) for c in features if str(c).startswith("cat_"))
     for c in cats[:-1]:  # the shares sum to 1: one is implied by the others
-        cols[c] = features[c].to_numpy(dtype=np.float64)
+        cols[c] = col(c)
     names = tuple(cols)
     return np.column_stack([cols[n] for n in names]), names
 
@@ -117,7 +124,8 @@ def _huber(x: np.ndarray, y: np.ndarray, iters: int = 30) -> tuple[float, np.nda
     for it in range(iters):
         np.multiply(a, w[:, None], out=aw)
         beta_new = np.linalg.solve(a.T @ aw + pen, aw.T @ y)
-        if it == iters - 1:  # (no pass follows: its weights would not be read)
+        # (no pass follows, the last allowed or beta still: its weights would not be read)
+        if it == iters - 1 or np.allclose(beta_new, beta, rtol=1e-8, atol=1e-12):
             beta = beta_new
             break
         np.matmul(a, beta_new, out=r)
@@ -127,9 +135,6 @@ def _huber(x: np.ndarray, y: np.ndarray, iters: int = 30) -> tuple[float, np.nda
         s = s if s > 0 else float(np.std(r) or 1.0)
         np.maximum(np.abs(r, out=dev), 1e-300, out=dev)
         np.minimum(1.0, np.divide(1.345 * s, dev, out=dev), out=w)
-        if np.allclose(beta_new, beta, rtol=1e-8, atol=1e-12):
-            beta = beta_new
-            break
         beta = beta_new
     return float(beta[0]), beta[1:]
 
@@ -221,9 +226,10 @@ def _cross_validated(
     for idx in folds:
         train = np.ones(y.shape[0], dtype=bool)
         train[idx] = False
-        c, s = x[train].mean(axis=0), x[train].std(axis=0)
+        xt = x[train]
+        c, s = xt.mean(axis=0), xt.std(axis=0)
         s = np.where(s > 0, s, 1.0)
-        fb0, fb = _huber((x[train] - c) / s, y[train], iters)
+        fb0, fb = _huber((xt - c) / s, y[train], iters)
         pred[idx] = fb0 + ((x[idx] - c) / s) @ fb
         r2_f = _r2(y[idx], pred[idx], regular[idx])
         if np.isfinite(r2_f):
@@ -231,11 +237,16 @@ def _cross_validated(
     return _r2(y, pred, regular), fold_r2
 
 
-def model_predict(model: CompositionModel, features: pd.DataFrame) -> np.ndarray:
-    """The model's predicted residual for each row of point features (NaN if missing)."""
+def model_predict(
+    model: CompositionModel,
+    features: pd.DataFrame,
+    matrix: tuple[np.ndarray, tuple[str, ...]] | None = None,
+) -> np.ndarray:
+    """The model's predicted residual for each row of point features (NaN if missing);
+    ``matrix``: their :func:`design_matrix`, if at hand."""
     import numpy as np
 
-    design, names = design_matrix(features)
+    design, names = design_matrix(features) if matrix is None else matrix
     cols = [names.index(f) if f in names else -1 for f in model.features]
     x = np.column_stack([design[:, j] if j >= 0 else np.zeros(len(design)) for j in cols])
     out = np.full(x.shape[0], np.nan)
@@ -442,7 +453,8 @@ def neighbour_values(
     design: np.ndarray, y: np.ndarray, groups: np.ndarray, k: int = NEIGHBOURS
 ) -> np.ndarray:
     """For each point, the residuals of the ``k`` most similar other batches: an
-    ``(n, k)`` array, NaN-padded (rows of points without regressors are all NaN).
+    ``(n, k)`` array, nearest first (batches as near in any order), NaN-padded (rows
+    of points without regressors are all NaN).
 
     Similar: nearest in the standardised regressors (Euclidean).  Points of the same
     ``groups`` label (the same batch coming back) are left out, so a recurring batch does
@@ -452,7 +464,6 @@ def neighbour_values(
     never uses the point itself, so it is out-of-sample.  NaN where regressors are missing.
     """
     import numpy as np
-    from scipy.spatial import cKDTree
 
     ok = np.isfinite(y) & np.isfinite(design).all(axis=1)
     out = np.full((y.shape[0], k), np.nan)
@@ -468,9 +479,9 @@ def neighbour_values(
     # Points at the same place (the same bytes) get the same answer from the tree: each
     # place is asked once (a log of 1M points has some 80K distinct mean lengths).
     first, inverse = _distinct_rows(x)
-    _, idx = cKDTree(x).query(x[first], k=q)
+    near = _nearest(x, first, q, k, gg, inverse)
     # Neighbour by point, (q, m): each neighbour rank is a contiguous row.
-    idx = np.asarray(idx).reshape(first.size, -1).T[:, inverse]
+    idx = near.T[:, inverse]
     vals = yy[idx]
     other = gg[idx] != gg[None, :]  # not the point itself nor one of its recurrences
     del idx
@@ -486,6 +497,93 @@ def neighbour_values(
     packed[dest.ravel()] = vals.ravel()
     out[ok] = packed.reshape(k + 1, m)[:k].T
     return out
+
+
+def _nearest(
+    x: np.ndarray, first: np.ndarray, q: int, k: int, groups: np.ndarray, inverse: np.ndarray
+) -> np.ndarray:
+    """The ``q`` nearest rows of ``x`` to each row ``x[first]`` (Euclidean), nearest
+    first: an ``(first.size, q)`` array of row positions, whose first ``k`` of other
+    ``groups`` than each point's (``inverse``: each point's place in ``first``) are
+    those ``scipy.spatial.cKDTree`` finds, ties in distance in any order.
+
+    On one regressor (the similar-length neighbours), by :func:`_nearest_on_a_line`
+    where it is sure, the tree for the other places: sure, the ``q`` nearest are the
+    only ``q`` nearest (the tree finds that set) and no point there has more than ``k``
+    of other groups among them (all of them are kept, in any order)."""
+    import numpy as np
+    from scipy.spatial import cKDTree
+
+    if x.shape[1] != 1:
+        return np.asarray(cKDTree(x).query(x[first], k=q)[1]).reshape(first.size, q)
+    near, sure = _nearest_on_a_line(x[:, 0], first, q)
+    if q > k + 1:  # (with groups of several points, count each point's others)
+        others = (groups[near.T[:, inverse]] != groups[None, :]).sum(axis=0)
+        sure[inverse[others > k]] = False
+    unsure = np.flatnonzero(~sure)
+    if unsure.size:
+        _, idx = cKDTree(x).query(x[first[unsure]], k=q)
+        near[unsure] = np.asarray(idx).reshape(unsure.size, q)
+    return near
+
+
+#: Places :func:`_nearest_on_a_line` merges at a time (bounded memory on long logs).
+LINE_BLOCK = 1 << 18
+
+
+def _nearest_on_a_line(v: np.ndarray, at: np.ndarray, q: int) -> tuple[np.ndarray, np.ndarray]:
+    """For each ``v[at]``, the positions of its ``q`` nearest values of ``v``, nearest
+    first (``(at.size, q)``), and whether they are sure: the ``q``-th strictly nearer
+    than the next (squared distances ``(v_j - v)^2``, as the tree compares them), so no
+    other ``q`` are as near.
+
+    The nearest values lie on either side of ``v`` in sorted order: a merge of the two
+    sides, ``q + 1`` steps (the last to compare the next one), each taking the nearer
+    (the right one on a tie).
+
+    >>> import numpy as np
+    >>> near, sure = _nearest_on_a_line(np.array([0.0, 10.0, 1.0, 3.0]), np.array([0, 3]), 2)
+    >>> near.tolist(), sure.tolist()
+    ([[0, 2], [3, 2]], [True, True])
+    """
+    import numpy as np
+
+    order = np.argsort(v, kind="stable")
+    pad = q + 1  # (infinities either side: a side run out is never the nearer)
+    line = np.concatenate([np.full(pad, -np.inf), v[order], np.full(pad, np.inf)])
+    near = np.empty((at.size, q), dtype=np.intp)
+    sure = np.empty(at.size, dtype=bool)
+    for lo in range(0, at.size, LINE_BLOCK):
+        part = slice(lo, lo + LINE_BLOCK)
+        near[part], sure[part] = _merge_sides(line, v[at[part]], q)
+    near -= pad
+    return order[near], sure
+
+
+def _merge_sides(line: np.ndarray, v: np.ndarray, q: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_nearest_on_a_line`'s merge for the values ``v`` on the padded sorted
+    ``line``: positions on it, and sure."""
+    import numpy as np
+
+    right = np.searchsorted(line, v, side="left")
+    left = right - 1
+    picked = np.empty((q, v.size), dtype=np.intp)
+    taken = np.zeros(v.size)
+    for j in range(q + 1):
+        dl = line[left] - v
+        dl *= dl
+        dr = line[right] - v
+        dr *= dr
+        go_right = dr <= dl
+        d = np.where(go_right, dr, dl)
+        if j == q:
+            return picked.T, d > taken
+        np.copyto(picked[j], left)
+        np.copyto(picked[j], right, where=go_right)
+        right += go_right
+        left -= ~go_right
+        taken = d
+    raise AssertionError  # (the loop returns at j == q)
 
 
 def _distinct_rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

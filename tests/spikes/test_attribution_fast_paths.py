@@ -340,7 +340,7 @@ def test_a_spikes_rank_rows_are_the_rows_at_its_step(steps, values, step) -> Non
     # read column by column as float64: the rows iterrows reads, as floats
     import pandas as pd
 
-    from dflash_diag.spikes.attribute import RANK_COLUMNS, _rank_rows
+    from dflash_diag.spikes.attribute import RANK_COLUMNS, _rank_columns, _rank_rows
 
     n = len(steps)
     table = {"step": steps, "rank": list(range(n)), "n_micro": [1] * n}
@@ -352,6 +352,7 @@ def test_a_spikes_rank_rows_are_the_rows_at_its_step(steps, values, step) -> Non
     plain = tuple({c: float(r[c]) for c in RANK_COLUMNS} for _, r in rows.iterrows())
     fast = _rank_rows(per_rank, step)
     assert repr(fast) == repr(plain)
+    assert repr(_rank_rows(_rank_columns(per_rank), step)) == repr(plain)  # (read once)
     assert _rank_rows(None, step) == ()
 
 

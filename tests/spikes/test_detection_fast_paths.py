@@ -195,7 +195,11 @@ def test_neighbour_values_equal_one_query_per_point(n, dims, levels, n_groups, n
         with pytest.raises(IndexError):
             neighbour_values(design, y, groups, k)
         return
-    same(neighbour_values(design, y, groups, k), want)
+    got = neighbour_values(design, y, groups, k)
+    ok = np.isfinite(y) & np.isfinite(design).all(axis=1)
+    if ok.any() and (design[ok].std(axis=0) > 0).sum() == 1:  # (a merge: ties in any order)
+        got, want = np.sort(got, axis=1), np.sort(want, axis=1)
+    same(got, want)
 
 
 def plain_huber(x, y, iters=30):
