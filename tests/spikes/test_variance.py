@@ -172,3 +172,36 @@ def test_predictions_in_place_are_the_models(n):
     table = table[np.isfinite(table).all(axis=1)]  # (C order, as the counterfactual's)
     expected = model.predict(table).tobytes()
     assert predict_in_place(model, table).tobytes() == expected
+
+
+def _cv_of(x: np.ndarray) -> float:
+    """The plain path: one window's ``std / mean`` of ``x / max|x|``."""
+    top = float(np.max(np.abs(x)))
+    if not top > 0:
+        return float("nan")
+    y = x / top
+    return float(np.std(y) / np.mean(y))
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    w=st.integers(1, 40),
+    n_windows=st.integers(0, 6),
+    extra=st.integers(0, 39),
+    data=st.data(),
+    zeros=st.booleans(),
+)
+def test_window_cvs_are_each_windows_own_bit_for_bit(w, n_windows, extra, data, zeros):
+    """The table of windows gives each window's CV as the window alone gives it (a
+    partial last window left out, an all-zero one NaN, norms past 1e154 included)."""
+    from dflash_diag.spikes.variance import window_cvs
+
+    value = st.one_of(st.floats(0.0, 1e6), st.just(0.0), st.floats(1e150, 1e200))
+    n = max(1, w * n_windows + extra % w)
+    x = np.asarray(data.draw(st.lists(value, min_size=n, max_size=n)), dtype=np.float64)
+    if zeros and x.size >= w:
+        x[:w] = 0.0
+    with np.errstate(all="ignore"):
+        got = window_cvs(x, w)
+        plain = [_cv_of(x[i : i + w]) for i in range(0, x.size - w + 1, w)]
+    assert np.asarray(plain, dtype=np.float64).tobytes() == got.tobytes()
