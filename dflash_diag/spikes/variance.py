@@ -528,8 +528,10 @@ def _add_tokens(
         return
     n_cells = cells.n_cells
     # the samples before each chosen batch (the sizes, a chunk's at a time, from them)
+    sizes = np.diff(offsets)[chosen]
     done = np.zeros(len(chosen) + 1, dtype=np.int64)
-    np.cumsum(np.diff(offsets)[chosen], out=done[1:])
+    np.cumsum(sizes, out=done[1:])
+    small = _narrow_cells(cells)
     for a, b in group_chunks(done, SHARE_CHUNK):
         at = _entries_of(offsets, chosen[a:b])
         if ids is not None:
@@ -537,14 +539,40 @@ def _add_tokens(
         part = row[a:b]
         lo = int(part.min())
         span = int(part.max()) - lo + 1
-        key = np.repeat(part - lo, np.diff(done[a : b + 1]))
-        key *= n_cells
-        cell, w = cells.at(at)
-        key += cell
-        del cell
+        # (each batch's first key, then repeated for its samples: one pass fewer)
+        key = np.repeat((part - lo) * n_cells, sizes[a:b])
+        if small is None:
+            cell, w = cells.at(at)
+            key += cell
+            del cell
+        else:
+            # (take with an intp index: twice the speed of indexing with an int16 one)
+            code = cells.code[at].astype(np.intp)  # type: ignore[index]
+            key += small.take(code)
+            w = cells.tokens.take(code)
+            del code
         acc[lo : lo + span] += np.bincount(key, weights=w, minlength=span * n_cells).reshape(
             span, n_cells
         )
+
+
+def _narrow_cells(cells: MixtureCells) -> np.ndarray | None:
+    """A coded ``cells``' cell of each code as the smallest integers that hold it (a
+    table of a few thousand values: its gathers write a byte or two a sample, not 8);
+    None for plain cells.
+
+    >>> import numpy as np
+    >>> from dflash_diag.spikes.model import mixture_cells
+    >>> _narrow_cells(mixture_cells(np.array([5, 9, 9]), None)).dtype.name
+    'int8'
+    """
+    import numpy as np
+
+    if cells.code is None:
+        return None
+    top = cells.n_cells - 1
+    dtype = np.int8 if top < 1 << 7 else np.int16 if top < 1 << 15 else np.int64
+    return cells.cell.astype(dtype)
 
 
 def _entries_of(offsets: np.ndarray, chosen: np.ndarray) -> np.ndarray | slice:

@@ -205,3 +205,32 @@ def test_window_cvs_are_each_windows_own_bit_for_bit(w, n_windows, extra, data, 
         got = window_cvs(x, w)
         plain = [_cv_of(x[i : i + w]) for i in range(0, x.size - w + 1, w)]
     assert np.asarray(plain, dtype=np.float64).tobytes() == got.tobytes()
+
+
+@settings(max_examples=examples(30), deadline=None)
+@given(
+    n=st.integers(1, 400),
+    n_cat=st.sampled_from([1, 3, 40, 200]),
+    seed=st.integers(0, 1000),
+    strategy=st.sampled_from(["sorted-greedy", "bucketed", "random"]),
+)
+def test_coded_shares_with_many_cells_are_the_plain_ones(n, n_cat, seed, strategy):
+    """Coded cells are summed from a narrowed table of each code's cell (a byte a
+    sample up to 127 cells, two past it): the same shares as the plain cells'."""
+    from dflash_diag.spikes.features import micro_points
+    from dflash_diag.spikes.model import MixtureCells, mixture_cells, sample_cells
+    from dflash_diag.spikes.variance import point_shares
+
+    rng = np.random.default_rng(seed)
+    lengths, cats = rng.integers(1, 3000, n), rng.integers(0, n_cat, n)
+    params = ScheduleParams(strategy=strategy, seed=seed, token_budget=8000, batch_size=3)
+    rep = replay(lengths, params, epochs=2)
+    logged = rep.steps["step"].to_numpy()
+    idx = micro_points(rep, logged, 1, "step", None)
+    coded = mixture_cells(rep.lengths, cats)
+    assert coded.code is not None
+    cells, n_cells = sample_cells(rep.lengths, cats)
+    plain = MixtureCells(cells, rep.lengths, n_cells, rep.lengths)
+    want = point_shares(rep, idx, logged.shape[0], plain)
+    got = point_shares(rep, idx, logged.shape[0], coded)
+    assert got.tobytes() == want.tobytes()
