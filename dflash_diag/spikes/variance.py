@@ -220,37 +220,29 @@ def noise_scale(
         edges = np.quantile(ml[ok], np.linspace(0, 1, GNS_STRATA + 1)[1:-1])
         strata = np.searchsorted(edges, ml, side="right")
     idx = np.flatnonzero(ok)
-    cells: list[tuple[float, float]] = []
-    best_spread = 0.0
-    for lo in range(0, idx.size, window):
-        part = idx[lo : lo + window]
-        for s in np.unique(strata[part]):
-            rows = part[strata[part] == s]
-            if rows.size < GNS_MIN_POINTS:
-                continue
-            x = 1.0 / b[rows]
-            spread = float(np.std(x) / np.mean(x))
-            best_spread = max(best_spread, spread)
-            if spread < GNS_MIN_SPREAD:
-                continue
-            slope, icpt = np.polyfit(x, g2[rows], 1)
-            cells.append((float(icpt), float(slope)))
-    if not cells:
+    # the cells in order: by window of ``window`` usable points, then by stratum
+    key = np.arange(idx.size) // window
+    key *= GNS_STRATA
+    key += strata[idx]
+    n, spread, icpt, slope = line_fits(1.0 / b[idx], g2[idx], key)
+    big = n >= GNS_MIN_POINTS
+    best_spread = float(spread[big].max()) if big.any() else 0.0
+    use = big & (spread >= GNS_MIN_SPREAD)
+    a, sl = icpt[use], slope[use]
+    if not a.size:
         return NoiseScale(
             None, None, None, None, 0, med_b,
             f"not enough data: batch size B varies too little (1/B varies by at most "
             f"{best_spread:.1%} within a window and stratum; needs {GNS_MIN_SPREAD:.0%})",
         )  # fmt: skip
-    a = np.array([c[0] for c in cells])
-    sl = np.array([c[1] for c in cells])
     if a.sum() <= 0:
         return NoiseScale(
-            None, None, float(a.mean()), float(sl.mean()), len(cells), med_b,
+            None, None, float(a.mean()), float(sl.mean()), a.size, med_b,
             "not enough data: the |G|² estimate is <= 0 (noise dominates the fit)",
         )  # fmt: skip
     if sl.sum() <= 0:
         return NoiseScale(
-            None, None, float(a.mean()), float(sl.mean()), len(cells), med_b,
+            None, None, float(a.mean()), float(sl.mean()), a.size, med_b,
             "not enough data: grad_norm² does not fall as B grows (the tr(Σ) estimate is <= 0)",
         )  # fmt: skip
     # With few windows a bootstrap CI is too narrow; a one-sided t test of the windows'
@@ -258,26 +250,60 @@ def noise_scale(
     p_slope = _positive_p(sl)
     if p_slope >= 0.025:
         return NoiseScale(
-            None, None, float(a.mean()), float(sl.mean()), len(cells), med_b,
+            None, None, float(a.mean()), float(sl.mean()), a.size, med_b,
             f"not enough data: tr(Σ) > 0 is not supported (one-sided t test over "
-            f"{len(cells)} windows, p = {p_slope:.2g})",
+            f"{a.size} windows, p = {p_slope:.2g})",
         )  # fmt: skip
     est = float(sl.sum() / a.sum())
     rng = np.random.default_rng(seed)
-    draws = rng.integers(0, len(cells), size=(n_boot, len(cells)))
+    draws = rng.integers(0, a.size, size=(n_boot, a.size))
     sa, ss = a[draws].sum(axis=1), sl[draws].sum(axis=1)
     valid = (sa > 0) & (ss > 0)
     notes = GNS_ASSUMPTIONS if mean_len is not None else (*GNS_ASSUMPTIONS, NO_STRATA)
-    if valid.mean() < GNS_VALID_DRAWS or len(cells) < 2:
+    if valid.mean() < GNS_VALID_DRAWS or a.size < 2:
         return NoiseScale(
-            None, None, float(a.mean()), float(sl.mean()), len(cells), med_b,
-            f"not enough data: {len(cells)} usable window(s), and |G|² or tr(Σ) <= 0 in "
+            None, None, float(a.mean()), float(sl.mean()), a.size, med_b,
+            f"not enough data: {a.size} usable window(s), and |G|² or tr(Σ) <= 0 in "
             f"{1 - valid.mean():.0%} of bootstrap draws (a CI needs 2+ windows and <= 2.5%)",
             notes,
         )  # fmt: skip
     q = np.quantile(ss[valid] / sa[valid], [0.025, 0.975])
     ci = (float(q[0]), float(q[1]))
-    return NoiseScale(est, ci, float(a.mean()), float(sl.mean()), len(cells), med_b, "", notes)
+    return NoiseScale(est, ci, float(a.mean()), float(sl.mean()), a.size, med_b, "", notes)
+
+
+def line_fits(x: np.ndarray, y: np.ndarray, key: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per group ``k`` of the points with ``key == k`` (``k = 0 .. key.max()``): their
+    count ``n_k``, the spread of ``x`` (``std / mean``, population std) and the
+    least-squares line ``y ~ icpt + slope x``, in closed form over centred sums:
+    ``slope = sum dx dy / sum dx^2``, ``icpt = mean(y) - slope mean(x)`` (``dx = x -
+    mean(x)``, ``dy = y - mean(y)`` in the group; the mean of ``x`` refined once by the
+    mean of ``dx``).  A group of fewer than 2 points or of one ``x`` has NaN or inf in
+    its line; none has NaN counts.
+
+    >>> import numpy as np
+    >>> n, spread, icpt, slope = line_fits(np.array([1.0, 2, 3, 1, 1]),
+    ...                                    np.array([3.0, 5, 7, 0, 0]), np.array([0, 0, 0, 1, 1]))
+    >>> n.tolist(), icpt[0].item(), slope[0].item(), spread[1].item()
+    ([3, 2], 1.0, 2.0, 0.0)
+    """
+    import numpy as np
+
+    n = np.bincount(key)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mx = np.bincount(key, weights=x) / n
+        my = np.bincount(key, weights=y) / n
+        dx = x - mx[key]
+        mx += np.bincount(key, weights=dx) / n
+        dx = x - mx[key]
+        dy = y - my[key]
+        my += np.bincount(key, weights=dy) / n
+        dy = y - my[key]
+        sxx = np.bincount(key, weights=dx * dx)
+        slope = np.bincount(key, weights=dx * dy) / sxx
+        icpt = my - slope * mx
+        spread = np.sqrt(sxx / n) / mx
+    return n, spread, icpt, slope
 
 
 def _positive_p(values: np.ndarray) -> float:
