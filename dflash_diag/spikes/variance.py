@@ -491,7 +491,8 @@ def replayed_shares(
         entries = cells.entries(pool.ids)
         offsets = pool.offsets
         del pool  # (its sample ids: the entries' tokens and cells are all that is read)
-        _add_tokens(acc, offsets, step, chosen, entries)
+        if not _add_tokens_by_batch(acc, offsets, step, chosen, entries):
+            _add_tokens(acc, offsets, step, chosen, entries)
         del offsets, step, chosen, entries
         steps_of.append(np.flatnonzero(has) + lo)
         tokens_of.append(acc if has.all() else acc[has])
@@ -582,6 +583,60 @@ def _add_tokens(
         )
 
 
+def _add_tokens_by_batch(
+    acc: np.ndarray, offsets: np.ndarray, row: np.ndarray, chosen: np.ndarray, cells: MixtureCells
+) -> bool:
+    """:func:`_add_tokens` (``ids`` None) with the entries read in the batches' own order
+    (a pass along them, where ``chosen``'s order jumps a cache line a batch), each
+    sample's tokens added at its batch's row by ``np.add.at``; whole token counts, so
+    the same sums.  Done only when ``chosen`` is out of order, uses every batch at most
+    once and at least half of them (else False: nothing done).
+
+    :param acc: C-contiguous, ``row``'s rows by ``cells.n_cells``.
+    """
+    import numpy as np
+
+    from ..arrays import group_chunks
+
+    n_batches = len(offsets) - 1
+    if not len(chosen) or 2 * len(chosen) < n_batches or _is_run(chosen):
+        return False
+    row_of = np.full(n_batches, -1, dtype=np.int64)  # (-1: a batch no row uses)
+    row_of[chosen] = row
+    if np.count_nonzero(row_of >= 0) != len(chosen):  # a batch used twice
+        return False
+    n_cells = cells.n_cells
+    row_of *= n_cells  # (each batch's first key; negative for the unused)
+    sizes = np.diff(offsets)
+    small = _narrow_cells(cells)
+    flat = acc.reshape(-1)
+    for a, b in group_chunks(offsets, SHARE_CHUNK):
+        key = np.repeat(row_of[a:b], sizes[a:b])
+        at = slice(int(offsets[a]), int(offsets[b]))
+        if small is None:
+            cell, w = cells.at(at)
+            key += cell
+            del cell
+        else:
+            code = cells.code[at].astype(np.intp)  # type: ignore[index]
+            key += small.take(code)
+            w = cells.tokens.take(code)
+            del code
+        if len(chosen) < n_batches:
+            used = key >= 0
+            key, w = key[used], w[used]
+        np.add.at(flat, key, w)
+    return True
+
+
+def _is_run(chosen: np.ndarray) -> bool:
+    """Whether ``chosen`` are consecutive batches ``k, k + 1, ...``."""
+    import numpy as np
+
+    first, last = int(chosen[0]), int(chosen[-1])
+    return last - first == len(chosen) - 1 and bool((np.diff(chosen) == 1).all())
+
+
 def _narrow_cells(cells: MixtureCells) -> np.ndarray | None:
     """A coded ``cells``' cell of each code as the smallest integers that hold it (a
     table of a few thousand values: its gathers write a byte or two a sample, not 8);
@@ -613,12 +668,11 @@ def _entries_of(offsets: np.ndarray, chosen: np.ndarray) -> np.ndarray | slice:
     >>> _entries_of(np.array([0, 2, 5, 6]), np.array([2, 0])).tolist()
     [5, 0, 1]
     """
-    import numpy as np
 
     from ..schedule.base import segment_positions
 
-    first, last = int(chosen[0]), int(chosen[-1])
-    if last - first == len(chosen) - 1 and bool((np.diff(chosen) == 1).all()):
+    if _is_run(chosen):
+        first, last = int(chosen[0]), int(chosen[-1])
         return slice(int(offsets[first]), int(offsets[last + 1]))
     return segment_positions(offsets, chosen)
 
