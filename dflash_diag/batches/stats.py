@@ -696,10 +696,14 @@ def _whole_sum(x: np.ndarray, cap: int | None) -> int | None:
     total = 0
     for part in chunks(x.shape[0]):
         piece = x[part]
-        if cap is not None:
+        if not piece.size:
+            continue
+        low, high = int(piece.min()), int(piece.max())
+        if cap is not None and high > cap:  # (else capping changes nothing: no copy)
             piece = np.minimum(piece, cap)
+            low, high = min(low, cap), cap
         # (no chunk sum can leave int64 below 2**32 a length; none is negative)
-        if piece.size and not (0 <= int(piece.min()) and int(piece.max()) < 1 << 32):
+        if not (0 <= low and high < 1 << 32):
             return None
         total += int(piece.sum(dtype=np.int64))
     return total if total < 1 << 53 else None

@@ -462,10 +462,10 @@ def replayed_shares(
     """
     import numpy as np
 
-    from ..schedule.replay import as_lengths, new_dropped, replay_epochs, replay_setup
+    from ..schedule.replay import new_dropped, replay_epochs, replay_setup
     from .features import point_index
 
-    setup = replay_setup(as_lengths(source), params, epochs)
+    setup = replay_setup(source, params, epochs)  # (which checks the lengths: as_lengths)
     if cells.lengths is not setup.lengths and not np.array_equal(cells.lengths, setup.lengths):
         raise ValueError("the cells are not of the lengths the strategy sees")
     n_cells = cells.n_cells
