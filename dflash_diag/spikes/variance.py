@@ -622,7 +622,7 @@ def _add_tokens_by_batch(
             key += small.take(code)
             w = cells.tokens.take(code)
             del code
-        if len(chosen) < n_batches:
+        if int(row_of[a:b].min()) < 0:  # (a chunk with a batch no row uses)
             used = key >= 0
             key, w = key[used], w[used]
         np.add.at(flat, key, w)

@@ -443,13 +443,17 @@ def _plain_noise_scale(
     share=st.floats(0.0, 1.0),
     twice=st.booleans(),
     per_row=st.integers(1, 5),
+    chunk=st.sampled_from([1, 6, 1 << 19]),
 )
 def test_tokens_added_by_batch_are_those_added_in_row_order(
-    sizes, n_cat, coded, seed, share, twice, per_row
+    sizes, n_cat, coded, seed, share, twice, per_row, chunk
 ):
     """Read in the batches' own order, the tokens by row and cell are those read in
     ``chosen``'s order (or nothing is done, and False says so: ``chosen`` in order, a
     batch used twice, fewer than half of them used)."""
+    from unittest import mock
+
+    import dflash_diag.spikes.variance as variance
     from dflash_diag.spikes.model import MixtureCells, mixture_cells, sample_cells
     from dflash_diag.spikes.variance import _add_tokens, _add_tokens_by_batch
 
@@ -470,7 +474,8 @@ def test_tokens_added_by_batch_are_those_added_in_row_order(
     want = np.zeros((int(row.max()) + 1, cells.n_cells))
     got = np.zeros_like(want)
     _add_tokens(want, offsets, row, chosen, cells)
-    done = _add_tokens_by_batch(got, offsets, row, chosen, cells)
+    with mock.patch.object(variance, "SHARE_CHUNK", chunk):  # (samples a chunk)
+        done = _add_tokens_by_batch(got, offsets, row, chosen, cells)
     in_order = bool((np.diff(chosen) == 1).all())
     assert done == (not twice and 2 * len(chosen) >= len(sizes) and not in_order)
     if done:
