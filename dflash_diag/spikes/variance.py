@@ -375,14 +375,12 @@ def counterfactual(
             x = replayed_shares(
                 replay.lengths, params, epochs, interval, attribution.covers,
                 attribution.metric_rank, cells,
-            )[:, keep]  # fmt: skip
+            )  # fmt: skip
         except InputError as e:
             out.append(Counterfactual(name, None, None, f"cannot replay: {e.what}"))
             continue
-        # (a copy even when every row is finite: the column pick above leaves x in
-        # Fortran order, and the prediction's sums follow the layout)
-        x = x[np.isfinite(x).all(axis=1)]
-        # (x is this loop's own copy: predicted in place)
+        x = _finite_rows(x, keep)
+        # (x is this loop's own: predicted in place)
         var = float(np.var(predict_in_place(model, x))) + noise if x.size else None
         del x  # (before the next strategy's replay)
         share = 1 - var / current if var is not None and current > 0 else None
@@ -390,6 +388,26 @@ def counterfactual(
         if progress is not None:
             progress(i + 1, len(todo))
     return current, model.r2_cv, tuple(out)
+
+
+def _finite_rows(x: np.ndarray, keep: list[int]) -> np.ndarray:
+    """``x[:, keep]``'s rows that are finite, in C order (the prediction's sums follow
+    the layout): ``x`` itself when it is in C order, every column kept and every row
+    finite (no copy), else a copy.
+
+    >>> import numpy as np
+    >>> x = np.array([[1.0, 2.0], [3.0, 4.0]])
+    >>> _finite_rows(x, [0, 1]) is x, _finite_rows(x, [1]).tolist()
+    (True, [[2.0], [4.0]])
+    """
+    import numpy as np
+
+    if keep != list(range(x.shape[1])):
+        x = x[:, keep]  # (in Fortran order)
+    finite = np.isfinite(x).all(axis=1)
+    if x.flags.c_contiguous and finite.all():
+        return x
+    return x[finite]
 
 
 def predict_in_place(model: Any, x: np.ndarray) -> np.ndarray:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from budget import examples
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from dflash_diag.data import STORY_BUCKETS, ScheduleParams
@@ -482,3 +482,37 @@ def test_tokens_added_by_batch_are_those_added_in_row_order(
         assert got.tobytes() == want.tobytes()
     else:
         assert not got.any()
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(
+    rows=st.integers(0, 30),
+    cols=st.integers(1, 6),
+    seed=st.integers(0, 1000),
+    nan_rows=st.integers(0, 3),
+    drop=st.booleans(),
+    fortran=st.booleans(),
+)
+@example(rows=5, cols=3, seed=0, nan_rows=0, drop=False, fortran=True)
+def test_finite_rows_are_the_picked_finite_rows_in_c_order(
+    rows, cols, seed, nan_rows, drop, fortran
+):
+    """The counterfactual's table to predict: ``x[:, keep]``'s finite rows, in C order;
+    ``x`` itself (no copy) only when it is all of them already."""
+    from dflash_diag.spikes.variance import _finite_rows
+
+    rng = np.random.default_rng(seed)
+    x = rng.random((rows, cols))
+    if rows:
+        x[rng.integers(0, rows, nan_rows)] = np.nan
+    if fortran:
+        x = np.asfortranarray(x)
+    keep = sorted(rng.choice(cols, max(1, cols - 1), replace=False).tolist()) if drop else []
+    keep = keep or list(range(cols))
+    plain = x[:, keep]
+    plain = plain[np.isfinite(plain).all(axis=1)]
+    got = _finite_rows(x, keep)
+    assert got.tobytes() == plain.tobytes() and got.shape == plain.shape
+    assert got.flags.c_contiguous
+    whole = keep == list(range(cols)) and bool(np.isfinite(x).all())
+    assert (got is x) == (whole and x.flags.c_contiguous)
