@@ -8,12 +8,13 @@ checks at the end run the real strategies.
 from __future__ import annotations
 
 import math
+import random
 
 import numpy as np
 import pandas as pd
 import pytest
 from budget import examples
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from dflash_diag.batches.stats import (
@@ -241,6 +242,28 @@ def test_moments_from_the_micro_table_are_the_sums(strategy, lengths, seed, worl
     for name in ("n", "total", "sumsq", "longest"):
         assert np.array_equal(getattr(table, name), getattr(plain, name)), name
         assert getattr(table, name).dtype == getattr(plain, name).dtype
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(
+    lengths=st.lists(
+        st.one_of(st.integers(0, 9000), st.integers(65530, 70000)), min_size=1, max_size=60
+    ),
+    size=st.integers(1, 9),
+    chunk=st.integers(1, 50),
+    rnd=st.randoms(use_true_random=False),
+)
+@example(lengths=[65535, 40000, 3], size=2, chunk=1, rnd=random.Random(0))
+def test_squares_from_the_narrow_lengths_are_the_wide_ones(lengths, size, chunk, rnd):
+    """The table path squares lengths read from uint16 (int64 past 2**16 - 1): the same
+    sums of squares as the plain path's int64 lengths."""
+    order = list(range(len(lengths)))
+    rnd.shuffle(order)
+    batches = chunked(np.asarray(order), size)
+    r = make_replay([batches], lengths)
+    plain, table = batch_moments(r, chunk=chunk), batch_moments(r, chunk=chunk, table=True)
+    assert table.sumsq.tobytes() == plain.sumsq.tobytes()
+    assert table.sumsq.tolist() == [float(sum(lengths[i] ** 2 for i in b)) for b in batches]
 
 
 def test_empty_micro_batches_do_not_break_the_moments():
