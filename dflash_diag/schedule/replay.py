@@ -94,8 +94,8 @@ def as_lengths(source: Manifest | np.ndarray | Sequence[int], what: str = "lengt
     elif arr.dtype.kind not in "iub":
         raise InputError(what, f"lengths must be numbers, got dtype {arr.dtype}", "")
     out = arr.astype(np.int64, copy=False)
-    neg = np.flatnonzero(out < 0)
-    if neg.size:
+    if out.size and int(out.min()) < 0:  # (one pass; the rows only when some are)
+        neg = np.flatnonzero(out < 0)
         rows = ", ".join(str(i) for i in neg[:5].tolist())
         raise InputError(what, f"negative lengths at rows {rows}", "")
     return out
@@ -302,20 +302,34 @@ def _epoch_rows(
     import numpy as np
 
     pos, step, rank, micro = micro_positions(len(plan.order), params)
-    chosen = plan.order[pos]
-    # the positions no row uses (ascending): a byte a position, not a set difference
-    left = np.ones(len(plan.order), dtype=bool)
-    left[pos] = False
+    if in_order(params):  # (pos is arange: the rows take the order's first positions)
+        chosen, unused = plan.order[: len(pos)], plan.order[len(pos) :]
+    else:
+        chosen = plan.order[pos]
+        # the positions no row uses (ascending): a byte a position, not a set difference
+        left = np.ones(len(plan.order), dtype=bool)
+        left[pos] = False
+        unused = plan.order[np.flatnonzero(left)]
+        del left
     del pos
-    unused = np.flatnonzero(left)
-    del left
     part: dict[str, np.ndarray] = {}
     part["epoch"] = np.full(len(chosen), epoch, dtype=np.int64)
     # (the positions' own array, shifted in place unless it is a read-only broadcast)
     part["step"] = np.add(step, step0, out=step if step.flags.writeable else None)
     part["rank"] = rank
     part["micro"] = micro
-    return part, chosen, plan.order[unused]
+    return part, chosen, unused
+
+
+def in_order(params: ScheduleParams) -> bool:
+    """Whether an epoch's rows take its micro-batches in the epoch's order, all but those
+    of an incomplete last step: one micro-batch a rank and step, strided over the ranks
+    (:func:`micro_positions` is then ``arange``).
+
+    >>> in_order(ScheduleParams(world_size=8)), in_order(ScheduleParams(grad_accum=2))
+    (True, False)
+    """
+    return params.shard != "contiguous" and params.grad_accum == 1
 
 
 def _gather_into(
@@ -515,7 +529,7 @@ def replay(
     del setup
 
     # concatenate column by column, releasing each epoch's piece as it goes
-    cols = {k: np.concatenate([p.pop(k) for p in parts]) for k in list(parts[0])}
+    cols = {k: _joined([p.pop(k) for p in parts]) for k in list(parts[0])}
     del parts
     cols |= _gather_rows(taken)
     del taken
@@ -538,6 +552,13 @@ def replay(
         dropped=dropped,
         determined_epochs=determined,
     )
+
+
+def _joined(pieces: list[np.ndarray]) -> np.ndarray:
+    """``pieces`` one after another (the one piece itself when there is one: no copy)."""
+    import numpy as np
+
+    return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
 
 
 def replay_from_batches(
@@ -652,6 +673,8 @@ def batch_ids(keys: np.ndarray) -> np.ndarray:
 
     if not len(keys):
         return np.zeros(0, dtype=np.int64)
+    if _distinct(keys):  # (each key its own id, in order: no unique's inverse)
+        return np.arange(len(keys), dtype=np.int64)
     _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     rank = np.empty(len(first), dtype=np.int64)
     rank[stable_argsort(first)] = np.arange(len(first))
@@ -674,12 +697,20 @@ def constant_view(a: np.ndarray) -> np.ndarray:
     return np.broadcast_to(a[:1].copy(), a.shape)
 
 
+def _distinct(keys: np.ndarray) -> bool:
+    """Whether no value of ``keys`` stands twice (one sort)."""
+    import numpy as np
+
+    ordered = np.sort(keys)
+    return bool((ordered[1:] != ordered[:-1]).all())
+
+
 def pool_batch_ids(pool_keys: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """:func:`batch_ids` of ``pool_keys[rows]``, without sorting a key per row: the
     distinct keys of the pool are numbered once, then by their first row.
 
     The same ids as ``batch_ids(pool_keys[rows])`` (both number the distinct keys that
-    appear in order of first appearance); ``rows`` is overwritten with the result.
+    appear in order of first appearance); ``rows`` may be overwritten.
 
     >>> import numpy as np
     >>> keys = np.array([5, 9, 5, 7], dtype=np.uint64)
@@ -688,16 +719,18 @@ def pool_batch_ids(pool_keys: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """
     import numpy as np
 
+    from ..arrays import none_twice
+
     if not len(rows):
         return np.zeros(0, dtype=np.int64)
-    ordered = np.sort(pool_keys)
-    if bool((ordered[1:] != ordered[:-1]).all()):  # (distinct batches: a class each)
+    if _distinct(pool_keys):  # (distinct batches: a class each)
         n_classes = len(pool_keys)
+        if none_twice([rows], n_classes):  # (and no batch twice: each row a new id)
+            return np.arange(len(rows), dtype=np.int64)
     else:
         _, klass = np.unique(pool_keys, return_inverse=True)
         n_classes = len(_)
         np.take(klass.reshape(-1), rows, out=rows)  # rows now hold each row's key class
-    del ordered
     first = np.full(n_classes, len(rows), dtype=np.int64)
     np.minimum.at(first, rows, np.arange(len(rows), dtype=np.int64))
     rank = np.empty(len(first), dtype=np.int64)
@@ -717,7 +750,7 @@ def _gather_rows(taken: list[tuple[dict[str, np.ndarray], np.ndarray]]) -> dict[
     names = [k for k in feats if k != "key"]
     if all(f is feats for f, _ in taken):
         rows = np.concatenate([r for _, r in taken])
-        out = {k: feats[k][rows] for k in names}
+        out = {k: feats[k].take(rows) for k in names}
         out["batch_id"] = pool_batch_ids(feats["key"], rows)
         return out
     out = {k: np.concatenate([f[k][r] for f, r in taken]) for k in names}
