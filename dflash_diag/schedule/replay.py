@@ -182,6 +182,7 @@ def pool_features(
     # (a pool of few of the samples: the codes of all would cost more than they save)
     most = 2 * len(pool.ids) >= len(lengths)
     coded = coded_samples(lengths, codes, n_cat) if counted and codes is not None and most else None
+    fields = count_fields(coded, sizes, n_cat) if coded is not None else None
     for a, b in group_chunks(pool.offsets, CHUNK):
         lo, hi = int(pool.offsets[a]), int(pool.offsets[b])
         ids = pool.ids[lo:hi]
@@ -189,12 +190,18 @@ def pool_features(
         c: np.ndarray | None
         if coded is not None:  # (one gather a sample, the rest from tables in cache)
             code = coded[0].take(ids).astype(np.intp)
-            ls, c = coded[1].take(code), coded[2].take(code)
+            ls = coded[1].take(code)
+            if fields is not None:  # tokens and category counts in one sum
+                _add_fields(parts, np.add.reduceat(fields[0].take(code), starts), fields)
+                c = None
+            else:
+                c = coded[2].take(code)
+                parts["tokens"].append(np.add.reduceat(ls, starts))
             del code
         else:
             ls = lengths[ids]
             c = codes[ids] if codes is not None else None
-        parts["tokens"].append(np.add.reduceat(ls, starts))
+            parts["tokens"].append(np.add.reduceat(ls, starts))
         parts["sumsq"].append(np.add.reduceat(np.square(ls, dtype=np.float64), starts))
         parts["min"].append(np.minimum.reduceat(ls, starts))
         parts["max"].append(np.maximum.reduceat(ls, starts))
@@ -212,6 +219,47 @@ def pool_features(
         dtype = np.uint64 if name == "key" else (np.float64 if name == "sumsq" else np.int64)
         feats[name] = np.concatenate(pieces) if pieces else np.zeros(0, dtype=dtype)
     return feats
+
+
+def count_fields(
+    coded: tuple[np.ndarray, np.ndarray, np.ndarray], sizes: np.ndarray, n_cat: int
+) -> tuple[np.ndarray, int, int] | None:
+    """``(table, t, s)``: each code's length plus a 1 in its category's field, ``length
+    + 2**(t + category x s)`` (int64), so one sum over a batch gives its tokens (the low
+    ``t`` bits) and its count of each category (``s`` bits each); ``t`` and ``s`` hold
+    the largest batch's tokens and size (``coded``: :func:`coded_samples`).  None when
+    the fields need more than 63 bits.
+
+    >>> import numpy as np
+    >>> table, t, s = count_fields(coded_samples(np.array([3, 5]), np.array([1, 0]), 2),
+    ...                            np.array([2]), 2)
+    >>> total = int(table[[7, 10]].sum())
+    >>> total & (2**t - 1), total >> t & (2**s - 1), total >> (t + s) & (2**s - 1)
+    (8, 1, 1)
+    """
+    import numpy as np
+
+    top_size = int(sizes.max()) if len(sizes) else 0
+    top_length = int(coded[1].max()) if len(coded[1]) else 0
+    t, s = (top_size * top_length).bit_length(), top_size.bit_length()
+    if t + n_cat * s > 63:
+        return None
+    table = np.left_shift(1, t + coded[2] * s, dtype=np.int64)
+    table += coded[1]
+    return table, t, s
+
+
+def _add_fields(
+    parts: dict[str, list[np.ndarray]], total: np.ndarray, fields: tuple[np.ndarray, int, int]
+) -> None:
+    """Each batch's tokens and category counts (``parts``' ``cat<k>``) from its sum of
+    :func:`count_fields`."""
+    import numpy as np
+
+    _, t, s = fields
+    parts["tokens"].append(np.bitwise_and(total, (1 << t) - 1))
+    for k in range(len(parts) - 5):  # (tokens, sumsq, min, max, key, then the categories)
+        parts[f"cat{k}"].append(np.right_shift(total, t + k * s) & ((1 << s) - 1))
 
 
 def coded_samples(
@@ -240,9 +288,12 @@ def coded_samples(
     if int(lengths.min()) < 0 or top >= COUNTED_BELOW or n_codes > max(len(lengths), 1 << 20):
         return None
     small = np.int16 if n_codes <= 1 << 15 else np.int32
-    code: np.ndarray = lengths.astype(small)
-    code *= n_cat
-    code += codes
+    code: np.ndarray = np.empty(len(lengths), dtype=small)
+    for lo in range(0, len(code), CHUNK):  # (each piece's three steps in cache)
+        part: np.ndarray = code[lo : lo + CHUNK]
+        part[:] = lengths[lo : lo + CHUNK]
+        part *= n_cat
+        part += codes[lo : lo + CHUNK]
     values = np.arange(n_codes, dtype=np.int64)
     return code, values // n_cat, values % n_cat
 

@@ -5,7 +5,8 @@
 - sorted-greedy's batch starts laid out in one pass (``_progressions``);
 - bucketed's members packed with their lengths (one int64 a sample), against the
   members picked and their lengths gathered after the shuffle;
-- the packer over narrow lengths (int16, int32) against int64 ones.
+- the packer over narrow lengths (int16, int32) against int64 ones;
+- a pool's tokens and category counts from one sum of bit fields, against plain sums.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 
 from dflash_diag.data import ScheduleParams
 from dflash_diag.schedule.accelerate import step_positions
+from dflash_diag.schedule.base import Batches
 from dflash_diag.schedule.bucketed import (
     Bucketed,
     bucket_members,
@@ -24,7 +26,15 @@ from dflash_diag.schedule.bucketed import (
     unpacked,
 )
 from dflash_diag.schedule.packing import Budget, _progressions, pack_in_order
-from dflash_diag.schedule.replay import batch_ids, in_order, micro_positions, pool_batch_ids
+from dflash_diag.schedule.replay import (
+    batch_ids,
+    coded_samples,
+    count_fields,
+    in_order,
+    micro_positions,
+    pool_batch_ids,
+    pool_features,
+)
 from dflash_diag.schedule.rng import make_shuffler
 
 
@@ -157,3 +167,35 @@ def test_pack_in_order_reads_narrow_lengths_alike(lengths, budget, mode, max_bs,
     wide = np.asarray(lengths, dtype=np.int64)
     narrow = wide.astype(dtype)
     assert pack_in_order(narrow, b).tolist() == pack_in_order(wide, b).tolist()
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(
+    st.integers(1, 40).flatmap(
+        lambda n: st.tuples(
+            st.lists(st.integers(0, 9000), min_size=n, max_size=n),
+            st.lists(st.integers(0, 2), min_size=n, max_size=n),
+            st.lists(st.integers(0, n - 1), min_size=1, max_size=3 * n),
+        )
+    ),
+    st.integers(1, 6),
+)
+def test_pool_features_sum_tokens_and_categories_per_batch(data, cut):
+    # one sum of length + a bit field a category (count_fields), against plain sums
+    lengths, cats, ids = (np.asarray(x, dtype=np.int64) for x in data)
+    starts = np.arange(0, len(ids), cut)
+    pool = Batches.from_bounds(ids, starts)
+    feats = pool_features(pool, lengths, cats.astype(np.int32), 3)
+    batches = pool.tolist()
+    assert feats["tokens"].tolist() == [int(lengths[b].sum()) for b in batches]
+    for k in range(3):
+        assert feats[f"cat{k}"].tolist() == [int((cats[b] == k).sum()) for b in batches]
+    assert feats["min"].tolist() == [int(lengths[b].min()) for b in batches]
+    assert feats["max"].tolist() == [int(lengths[b].max()) for b in batches]
+
+
+def test_count_fields_give_up_past_63_bits():
+    coded = coded_samples(np.array([2**16]), np.array([0]), 3)
+    assert coded is not None
+    assert count_fields(coded, np.array([2**14]), 3) is None
+    assert count_fields(coded, np.array([2**10]), 3) is not None
