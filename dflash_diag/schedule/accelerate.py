@@ -90,6 +90,8 @@ def step_positions(
     w, g = world_size, grad_accum
     per_rank = m // w
     n_full = per_rank // g
+    if not (keep_partial and per_rank % g):  # every step full: the rows a grid
+        return _full_steps(n_full, w, g)
     micros = [g] * n_full
     if keep_partial and per_rank % g:
         micros.append(per_rank % g)
@@ -108,3 +110,40 @@ def step_positions(
     pos *= w
     pos += rank
     return pos, step, rank, micro
+
+
+def _full_steps(
+    n_steps: int, w: int, g: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`step_positions` when every step takes ``g`` batches of each of ``w``
+    processes: the rows are the grid (step, rank, micro), ``pos = (step * g + micro) *
+    w + rank`` made by broadcasting (no division a row); with ``g = 1``, ``pos`` is
+    ``arange`` and ``micro`` zeros.
+
+    >>> [a.tolist() for a in _full_steps(2, 2, 2)] == [
+    ...     a.tolist() for a in step_positions(9, 2, 2, False)]
+    True
+    """
+    import numpy as np
+
+    shape = (n_steps, w, g)
+    k = np.arange(n_steps, dtype=np.int64).reshape(-1, 1, 1)
+    r = np.arange(w, dtype=np.int64).reshape(1, -1, 1)
+    j = np.arange(g, dtype=np.int64).reshape(1, 1, -1)
+    if g == 1:
+        pos = np.arange(n_steps * w, dtype=np.int64)
+        micro = np.zeros(n_steps * w, dtype=np.int64)
+    else:
+        pos = ((k * g + j) * w + r).reshape(-1)
+        micro = _filled(shape, j)
+    step = np.repeat(k.reshape(-1), w * g)
+    return pos, step, _filled(shape, r), micro
+
+
+def _filled(shape: tuple[int, ...], values: np.ndarray) -> np.ndarray:
+    """A fresh (writeable) int64 array of ``values`` broadcast to ``shape``, flat."""
+    import numpy as np
+
+    out = np.empty(shape, dtype=np.int64)
+    out[...] = values
+    return out.reshape(-1)

@@ -105,9 +105,9 @@ def gather_segments(ids: np.ndarray, offsets: np.ndarray, order: np.ndarray) -> 
     """``concatenate([ids[offsets[k]:offsets[k+1]] for k in order])`` without a Python loop.
 
     Position p of the result, inside the j-th chosen segment, reads
-    ``ids[offsets[order[j]] + (p - start_j)]``: one ``repeat`` and one fancy index.
+    ``ids[offsets[order[j]] + (p - start_j)]``: one ``repeat`` and one ``take``.
     """
-    return ids[segment_positions(offsets, order)]
+    return ids.take(segment_positions(offsets, order), axis=0)
 
 
 def segment_positions(offsets: np.ndarray, order: np.ndarray) -> np.ndarray:

@@ -111,12 +111,17 @@ class Bucketed:
 
     def prepare(self, lengths: np.ndarray, params: ScheduleParams) -> tuple:
         edges = params.buckets or default_edges(lengths)
-        return lengths, bucket_codes(lengths, edges), len(edges) - 1, Budget.from_params(params)
+        codes = bucket_codes(lengths, edges)
+        n_buckets = len(edges) - 1
+        sizes = bucket_sizes(codes, n_buckets) if packable(lengths, n_buckets) else None
+        return lengths, codes, n_buckets, Budget.from_params(params), sizes
 
     def epoch(self, prepared: tuple, epoch: int, shuffler: Shuffler) -> EpochPlan:
-        lengths, codes, n_buckets, budget = prepared
+        lengths, codes, n_buckets, budget, sizes = prepared
         # each bucket's shuffled ids written in place: one array, not pieces joined
         # (every sample is in one bucket)
+        if sizes is not None:
+            return _packed_epoch(lengths, codes, sizes, budget, shuffler)
         ids = np.empty(len(codes), dtype=np.int64)
         starts: list[np.ndarray] = []
         done = 0
@@ -129,3 +134,93 @@ class Bucketed:
             done += len(shuffled)
         pool = Batches.from_bounds(ids, np.concatenate(starts) if starts else np.zeros(0, np.int64))
         return EpochPlan(pool, shuffler.permutation(len(pool)))
+
+
+#: A sample's index and length are packed as ``index << LENGTH_BITS | length`` when
+#: every length is below ``2**(LENGTH_BITS - 1)`` (an int16) and every index below
+#: ``2**(63 - LENGTH_BITS)``.
+LENGTH_BITS = 16
+
+#: Samples :func:`packed_members` and :func:`unpacked` handle at once (in cache).
+PACK_PIECE = 1 << 16
+
+
+def packable(lengths: np.ndarray, n_buckets: int) -> bool:
+    """Whether :func:`_packed_epoch` applies: lengths that fit an int16 beside their
+    index, up to :data:`PICKED_BUCKETS` buckets."""
+    return (
+        0 < len(lengths) < 1 << (63 - LENGTH_BITS)
+        and n_buckets <= PICKED_BUCKETS
+        and lengths.dtype.kind in "iu"
+        and 0 <= int(lengths.min())
+        and int(lengths.max()) < 1 << (LENGTH_BITS - 1)
+    )
+
+
+def bucket_sizes(codes: np.ndarray, n_buckets: int) -> list[int]:
+    """How many samples each bucket holds (counted a piece at a time: no int64 copy of
+    the codes)."""
+    total = np.zeros(n_buckets, dtype=np.int64)
+    for lo in range(0, len(codes), PACK_PIECE):
+        total += np.bincount(codes[lo : lo + PACK_PIECE], minlength=n_buckets)
+    return [int(x) for x in total]
+
+
+def packed_members(lengths: np.ndarray, codes: np.ndarray, sizes: list[int]) -> np.ndarray:
+    """Every bucket's members in dataset order, bucket after bucket, each as ``index <<
+    LENGTH_BITS | length`` (int64): a shuffle of these moves each sample's length with
+    its index (no gather of the lengths after it).  Made a piece of samples at a time:
+    the piece's values ordered by bucket (a stable radix sort of its codes), each
+    bucket's run copied to that bucket's place.
+
+    >>> packed_members(np.array([5, 7, 9]), np.array([1, 0, 1], dtype=np.int8), [1, 2]).tolist()
+    [65543, 5, 131081]
+    """
+    out = np.empty(len(codes), dtype=np.int64)
+    fill = [0]
+    for size in sizes[:-1]:
+        fill.append(fill[-1] + size)
+    for lo in range(0, len(codes), PACK_PIECE):
+        hi = min(len(codes), lo + PACK_PIECE)
+        piece = codes[lo:hi]
+        value = np.arange(lo, hi, dtype=np.int64)
+        value <<= LENGTH_BITS
+        value |= lengths[lo:hi]
+        value = value.take(np.argsort(piece, kind="stable"))
+        at = 0
+        for i, k in enumerate(np.bincount(piece, minlength=len(sizes)).tolist()):
+            out[fill[i] : fill[i] + k] = value[at : at + k]
+            fill[i] += k
+            at += k
+    return out
+
+
+def unpacked(values: np.ndarray) -> np.ndarray:
+    """The lengths of :func:`packed_members` values (int16); ``values`` become the
+    indices, in place."""
+    ls = np.empty(len(values), dtype=np.int16)
+    low = np.empty(min(PACK_PIECE, len(values)), dtype=np.int64)
+    for lo in range(0, len(values), PACK_PIECE):
+        part = values[lo : lo + PACK_PIECE]
+        k = len(part)
+        np.bitwise_and(part, (1 << LENGTH_BITS) - 1, out=low[:k])
+        ls[lo : lo + k] = low[:k]
+        part >>= LENGTH_BITS
+    return ls
+
+
+def _packed_epoch(
+    lengths: np.ndarray, codes: np.ndarray, sizes: list[int], budget: Budget, shuffler: Shuffler
+) -> EpochPlan:
+    """:meth:`Bucketed.epoch` over :func:`packed_members`: the same shuffles, in the same
+    order and of the same sizes, move the same samples."""
+    ids = packed_members(lengths, codes, sizes)
+    starts: list[np.ndarray] = []
+    done = 0
+    for size in sizes:
+        shuffled = ids[done : done + size]
+        shuffle_in_place(shuffler, shuffled)
+        starts.append(pack_in_order(unpacked(shuffled), budget) + done)
+        done += size
+    pool = Batches.from_bounds(ids, np.concatenate(starts))
+    return EpochPlan(pool, shuffler.permutation(len(pool)))

@@ -121,7 +121,10 @@ def pack_runs(values: np.ndarray, counts: np.ndarray, budget: Budget) -> np.ndar
     limit = budget.max_batch_size if budget.max_batch_size is not None else n
     padded = budget.mode == "padded"
     total_budget = budget.tokens
-    pieces: list[np.ndarray] = []
+    # each run opens n_new batches, the first at `first`, then every `cap` samples
+    firsts: list[int] = []
+    caps: list[int] = []
+    news: list[int] = []
     count = 0  # samples in the open batch
     total = 0  # their sum (tokens mode)
     for pos, length, k in zip(run_starts.tolist(), run_values, counts.tolist(), strict=True):
@@ -138,10 +141,30 @@ def pack_runs(values: np.ndarray, counts: np.ndarray, budget: Budget) -> np.ndar
         if rest:
             cap = max(1, min(per_budget, limit))
             n_new = -(-rest // cap)
-            pieces.append(pos + take + cap * np.arange(n_new, dtype=np.int64))
+            firsts.append(pos + take)
+            caps.append(cap)
+            news.append(n_new)
             count = rest - (n_new - 1) * cap
             total = count * length
-    return np.concatenate(pieces)
+    return _progressions(firsts, caps, news)
+
+
+def _progressions(firsts: list[int], steps: list[int], counts: list[int]) -> np.ndarray:
+    """``concatenate([f + s * arange(c) for f, s, c in zip(...)])`` (every ``c >= 1``)
+    in one pass: each value is the one before plus its run's step, a run's first
+    value its own.
+
+    >>> _progressions([0, 10], [3, 1], [3, 2]).tolist()
+    [0, 3, 6, 10, 11]
+    """
+    step = np.repeat(np.asarray(steps, dtype=np.int64), np.asarray(counts, dtype=np.int64))
+    heads = np.zeros(len(counts), dtype=np.int64)
+    np.cumsum(np.asarray(counts[:-1], dtype=np.int64), out=heads[1:])
+    first = np.asarray(firsts, dtype=np.int64)
+    # at a run's head: its first value minus the last value of the run before
+    step[heads[1:]] = first[1:] - (first[:-1] + step[heads[1:] - 1] * (np.asarray(counts[:-1]) - 1))
+    step[0] = first[0] if len(first) else 0
+    return np.cumsum(step, out=step)
 
 
 def pack_in_order(lengths_in_order: np.ndarray, budget: Budget) -> np.ndarray:
@@ -157,7 +180,9 @@ def pack_in_order(lengths_in_order: np.ndarray, budget: Budget) -> np.ndarray:
     >>> pack_in_order(np.array([5, 1, 1, 9, 2]), Budget(6)).tolist()
     [0, 1, 3, 4]
     """
-    ls = np.asarray(lengths_in_order, dtype=np.int64)
+    ls = np.asarray(lengths_in_order)
+    if ls.dtype.kind not in "iu":  # (whole numbers of any width are read as they are)
+        ls = ls.astype(np.int64)
     n = len(ls)
     if not n:
         return np.zeros(0, dtype=np.int64)
@@ -257,8 +282,9 @@ def batch_ends(ls: np.ndarray, budget: Budget) -> np.ndarray:
 
 
 class BatchEnds:
-    """:func:`batch_ends` of ``ls`` for any range of positions, what the ranges share
-    (the capped lengths; in ``tokens`` mode their prefix sums) made once."""
+    """:func:`batch_ends` of ``ls`` (whole numbers, none negative, of any integer type)
+    for any range of positions, what the ranges share (the capped lengths; in
+    ``tokens`` mode their prefix sums) made once."""
 
     def __init__(self, ls: np.ndarray, budget: Budget) -> None:
         n = len(ls)
@@ -268,8 +294,12 @@ class BatchEnds:
         # one does; a sample longer than the budget is alone in its batch whatever its
         # length, as one of budget + 1.  So the sums and products below stay within
         # int64 (for fewer than 2^62 tokens in all).
-        self.cap = cap = min(budget.tokens, n * int(ls.max()), 1 << 62)
-        self.ls = ls = np.minimum(ls, cap + 1)
+        top = int(ls.max())
+        self.cap = cap = min(budget.tokens, n * top, 1 << 62)
+        if top > cap + 1:  # (else they are their own capped lengths: no copy)
+            ls = np.minimum(ls, np.asarray(cap + 1, dtype=ls.dtype))
+        self.capped = ls
+        self._wide: np.ndarray | None = None
         self.padded = budget.mode == "padded"
         if not self.padded:
             self.sums = np.zeros(n + 1, dtype=np.int64)
@@ -280,12 +310,19 @@ class BatchEnds:
         self.too_long = cap + 1  # stands for the positions past the end: nothing fits beside it
         self.small = self.too_long * 2 * self.kmax < 1 << 62  # count x longest fits in int64
         # every batch away from the end takes kmin samples: kmin x the longest of all fits
-        high = int(ls.max())
+        high = min(top, cap + 1)
         self.kmin = max(1, min(self.limit, n, cap // high if high > 0 else n))
         narrow = (
             np.int16 if self.too_long < 1 << 15 else np.int32 if self.too_long < 1 << 31 else None
         )
-        self.narrow = ls.astype(narrow) if narrow is not None else None
+        self.narrow = ls.astype(narrow, copy=False) if narrow is not None else None
+
+    @property
+    def ls(self) -> np.ndarray:
+        """The capped lengths as int64 (made when first read: binary lifting's)."""
+        if self._wide is None:
+            self._wide = self.capped.astype(np.int64, copy=False)
+        return self._wide
 
     def between(self, a: int, b: int) -> np.ndarray:
         """The ends of the batches starting at positions ``a`` to ``b - 1``."""

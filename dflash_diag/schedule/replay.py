@@ -94,8 +94,8 @@ def as_lengths(source: Manifest | np.ndarray | Sequence[int], what: str = "lengt
     elif arr.dtype.kind not in "iub":
         raise InputError(what, f"lengths must be numbers, got dtype {arr.dtype}", "")
     out = arr.astype(np.int64, copy=False)
-    neg = np.flatnonzero(out < 0)
-    if neg.size:
+    if out.size and int(out.min()) < 0:  # (one pass; the rows only when some are)
+        neg = np.flatnonzero(out < 0)
         rows = ", ".join(str(i) for i in neg[:5].tolist())
         raise InputError(what, f"negative lengths at rows {rows}", "")
     return out
@@ -182,6 +182,7 @@ def pool_features(
     # (a pool of few of the samples: the codes of all would cost more than they save)
     most = 2 * len(pool.ids) >= len(lengths)
     coded = coded_samples(lengths, codes, n_cat) if counted and codes is not None and most else None
+    fields = count_fields(coded, sizes, n_cat) if coded is not None else None
     for a, b in group_chunks(pool.offsets, CHUNK):
         lo, hi = int(pool.offsets[a]), int(pool.offsets[b])
         ids = pool.ids[lo:hi]
@@ -189,12 +190,18 @@ def pool_features(
         c: np.ndarray | None
         if coded is not None:  # (one gather a sample, the rest from tables in cache)
             code = coded[0].take(ids).astype(np.intp)
-            ls, c = coded[1].take(code), coded[2].take(code)
+            ls = coded[1].take(code)
+            if fields is not None:  # tokens and category counts in one sum
+                _add_fields(parts, np.add.reduceat(fields[0].take(code), starts), fields)
+                c = None
+            else:
+                c = coded[2].take(code)
+                parts["tokens"].append(np.add.reduceat(ls, starts))
             del code
         else:
             ls = lengths[ids]
             c = codes[ids] if codes is not None else None
-        parts["tokens"].append(np.add.reduceat(ls, starts))
+            parts["tokens"].append(np.add.reduceat(ls, starts))
         parts["sumsq"].append(np.add.reduceat(np.square(ls, dtype=np.float64), starts))
         parts["min"].append(np.minimum.reduceat(ls, starts))
         parts["max"].append(np.maximum.reduceat(ls, starts))
@@ -212,6 +219,47 @@ def pool_features(
         dtype = np.uint64 if name == "key" else (np.float64 if name == "sumsq" else np.int64)
         feats[name] = np.concatenate(pieces) if pieces else np.zeros(0, dtype=dtype)
     return feats
+
+
+def count_fields(
+    coded: tuple[np.ndarray, np.ndarray, np.ndarray], sizes: np.ndarray, n_cat: int
+) -> tuple[np.ndarray, int, int] | None:
+    """``(table, t, s)``: each code's length plus a 1 in its category's field, ``length
+    + 2**(t + category x s)`` (int64), so one sum over a batch gives its tokens (the low
+    ``t`` bits) and its count of each category (``s`` bits each); ``t`` and ``s`` hold
+    the largest batch's tokens and size (``coded``: :func:`coded_samples`).  None when
+    the fields need more than 63 bits.
+
+    >>> import numpy as np
+    >>> table, t, s = count_fields(coded_samples(np.array([3, 5]), np.array([1, 0]), 2),
+    ...                            np.array([2]), 2)
+    >>> total = int(table[[7, 10]].sum())
+    >>> total & (2**t - 1), total >> t & (2**s - 1), total >> (t + s) & (2**s - 1)
+    (8, 1, 1)
+    """
+    import numpy as np
+
+    top_size = int(sizes.max()) if len(sizes) else 0
+    top_length = int(coded[1].max()) if len(coded[1]) else 0
+    t, s = (top_size * top_length).bit_length(), top_size.bit_length()
+    if t + n_cat * s > 63:
+        return None
+    table = np.left_shift(1, t + coded[2] * s, dtype=np.int64)
+    table += coded[1]
+    return table, t, s
+
+
+def _add_fields(
+    parts: dict[str, list[np.ndarray]], total: np.ndarray, fields: tuple[np.ndarray, int, int]
+) -> None:
+    """Each batch's tokens and category counts (``parts``' ``cat<k>``) from its sum of
+    :func:`count_fields`."""
+    import numpy as np
+
+    _, t, s = fields
+    parts["tokens"].append(np.bitwise_and(total, (1 << t) - 1))
+    for k in range(len(parts) - 5):  # (tokens, sumsq, min, max, key, then the categories)
+        parts[f"cat{k}"].append(np.right_shift(total, t + k * s) & ((1 << s) - 1))
 
 
 def coded_samples(
@@ -240,9 +288,12 @@ def coded_samples(
     if int(lengths.min()) < 0 or top >= COUNTED_BELOW or n_codes > max(len(lengths), 1 << 20):
         return None
     small = np.int16 if n_codes <= 1 << 15 else np.int32
-    code: np.ndarray = lengths.astype(small)
-    code *= n_cat
-    code += codes
+    code: np.ndarray = np.empty(len(lengths), dtype=small)
+    for lo in range(0, len(code), CHUNK):  # (each piece's three steps in cache)
+        part: np.ndarray = code[lo : lo + CHUNK]
+        part[:] = lengths[lo : lo + CHUNK]
+        part *= n_cat
+        part += codes[lo : lo + CHUNK]
     values = np.arange(n_codes, dtype=np.int64)
     return code, values // n_cat, values % n_cat
 
@@ -302,20 +353,34 @@ def _epoch_rows(
     import numpy as np
 
     pos, step, rank, micro = micro_positions(len(plan.order), params)
-    chosen = plan.order[pos]
-    # the positions no row uses (ascending): a byte a position, not a set difference
-    left = np.ones(len(plan.order), dtype=bool)
-    left[pos] = False
+    if in_order(params):  # (pos is arange: the rows take the order's first positions)
+        chosen, unused = plan.order[: len(pos)], plan.order[len(pos) :]
+    else:
+        chosen = plan.order[pos]
+        # the positions no row uses (ascending): a byte a position, not a set difference
+        left = np.ones(len(plan.order), dtype=bool)
+        left[pos] = False
+        unused = plan.order[np.flatnonzero(left)]
+        del left
     del pos
-    unused = np.flatnonzero(left)
-    del left
     part: dict[str, np.ndarray] = {}
     part["epoch"] = np.full(len(chosen), epoch, dtype=np.int64)
     # (the positions' own array, shifted in place unless it is a read-only broadcast)
     part["step"] = np.add(step, step0, out=step if step.flags.writeable else None)
     part["rank"] = rank
     part["micro"] = micro
-    return part, chosen, plan.order[unused]
+    return part, chosen, unused
+
+
+def in_order(params: ScheduleParams) -> bool:
+    """Whether an epoch's rows take its micro-batches in the epoch's order, all but those
+    of an incomplete last step: one micro-batch a rank and step, strided over the ranks
+    (:func:`micro_positions` is then ``arange``).
+
+    >>> in_order(ScheduleParams(world_size=8)), in_order(ScheduleParams(grad_accum=2))
+    (True, False)
+    """
+    return params.shard != "contiguous" and params.grad_accum == 1
 
 
 def _gather_into(
@@ -515,7 +580,7 @@ def replay(
     del setup
 
     # concatenate column by column, releasing each epoch's piece as it goes
-    cols = {k: np.concatenate([p.pop(k) for p in parts]) for k in list(parts[0])}
+    cols = {k: _joined([p.pop(k) for p in parts]) for k in list(parts[0])}
     del parts
     cols |= _gather_rows(taken)
     del taken
@@ -538,6 +603,13 @@ def replay(
         dropped=dropped,
         determined_epochs=determined,
     )
+
+
+def _joined(pieces: list[np.ndarray]) -> np.ndarray:
+    """``pieces`` one after another (the one piece itself when there is one: no copy)."""
+    import numpy as np
+
+    return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
 
 
 def replay_from_batches(
@@ -652,6 +724,8 @@ def batch_ids(keys: np.ndarray) -> np.ndarray:
 
     if not len(keys):
         return np.zeros(0, dtype=np.int64)
+    if _distinct(keys):  # (each key its own id, in order: no unique's inverse)
+        return np.arange(len(keys), dtype=np.int64)
     _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     rank = np.empty(len(first), dtype=np.int64)
     rank[stable_argsort(first)] = np.arange(len(first))
@@ -674,12 +748,20 @@ def constant_view(a: np.ndarray) -> np.ndarray:
     return np.broadcast_to(a[:1].copy(), a.shape)
 
 
+def _distinct(keys: np.ndarray) -> bool:
+    """Whether no value of ``keys`` stands twice (one sort)."""
+    import numpy as np
+
+    ordered = np.sort(keys)
+    return bool((ordered[1:] != ordered[:-1]).all())
+
+
 def pool_batch_ids(pool_keys: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """:func:`batch_ids` of ``pool_keys[rows]``, without sorting a key per row: the
     distinct keys of the pool are numbered once, then by their first row.
 
     The same ids as ``batch_ids(pool_keys[rows])`` (both number the distinct keys that
-    appear in order of first appearance); ``rows`` is overwritten with the result.
+    appear in order of first appearance); ``rows`` may be overwritten.
 
     >>> import numpy as np
     >>> keys = np.array([5, 9, 5, 7], dtype=np.uint64)
@@ -688,16 +770,18 @@ def pool_batch_ids(pool_keys: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """
     import numpy as np
 
+    from ..arrays import none_twice
+
     if not len(rows):
         return np.zeros(0, dtype=np.int64)
-    ordered = np.sort(pool_keys)
-    if bool((ordered[1:] != ordered[:-1]).all()):  # (distinct batches: a class each)
+    if _distinct(pool_keys):  # (distinct batches: a class each)
         n_classes = len(pool_keys)
+        if none_twice([rows], n_classes):  # (and no batch twice: each row a new id)
+            return np.arange(len(rows), dtype=np.int64)
     else:
         _, klass = np.unique(pool_keys, return_inverse=True)
         n_classes = len(_)
         np.take(klass.reshape(-1), rows, out=rows)  # rows now hold each row's key class
-    del ordered
     first = np.full(n_classes, len(rows), dtype=np.int64)
     np.minimum.at(first, rows, np.arange(len(rows), dtype=np.int64))
     rank = np.empty(len(first), dtype=np.int64)
@@ -717,7 +801,7 @@ def _gather_rows(taken: list[tuple[dict[str, np.ndarray], np.ndarray]]) -> dict[
     names = [k for k in feats if k != "key"]
     if all(f is feats for f, _ in taken):
         rows = np.concatenate([r for _, r in taken])
-        out = {k: feats[k][rows] for k in names}
+        out = {k: feats[k].take(rows) for k in names}
         out["batch_id"] = pool_batch_ids(feats["key"], rows)
         return out
     out = {k: np.concatenate([f[k][r] for f, r in taken]) for k in names}
