@@ -124,7 +124,10 @@ def _huber(x: np.ndarray, y: np.ndarray, iters: int = 30) -> tuple[float, np.nda
     aw = np.empty_like(a)
     r, dev = np.empty(n), np.empty(n)
     for it in range(iters):
-        np.multiply(a, w[:, None], out=aw)
+        if it:
+            np.multiply(a, w[:, None], out=aw)
+        else:  # (unit weights: the same values, without a broadcast product)
+            np.copyto(aw, a)
         beta_new = np.linalg.solve(a.T @ aw + pen, aw.T @ y)
         # (no pass follows, the last allowed or beta still: its weights would not be read)
         if it == iters - 1 or np.allclose(beta_new, beta, rtol=1e-8, atol=1e-12):
