@@ -8,7 +8,8 @@ sample run; the formulas here are the ones it applies:
   on ``n - 2`` degrees of freedom (``scipy.stats.pearsonr`` states it as a beta
   distribution of ``r``; the two are the same law);
 - :func:`spearman`: the correlation of the ranks (tied values share their average rank)
-  and the same t test (``scipy.stats.spearmanr``);
+  and the same t test (``scipy.stats.spearmanr``); :func:`spearman_of_ranks` from ranks
+  already at hand;
 - :func:`mean_above_zero_p`: the one-sample t test of "mean > 0",
   ``t = mean / (sd / sqrt(n))`` on ``n - 1`` degrees of freedom
   (``scipy.stats.ttest_1samp(..., alternative="greater")``);
@@ -53,12 +54,22 @@ def pearson(x: Any, y: Any) -> tuple[float, float]:
 def spearman(x: Any, y: Any) -> tuple[float, float]:
     """``(rho, two-sided p)``: the correlation of the average ranks (``np.corrcoef``, as
     scipy computes it: exactly +-1 for ranks in the same or the reverse order)."""
+    return spearman_of_ranks(average_ranks(x), average_ranks(y))
+
+
+def spearman_of_ranks(rx: Any, ry: Any) -> tuple[float, float]:
+    """:func:`spearman` from the samples' :func:`average_ranks` (the same numbers): for a
+    caller that correlates one sample with several, ranking it once.
+
+    >>> x, y = [1.0, 2.0, 3.0, 4.0], [2.0, 4.0, 5.0, 9.0]
+    >>> spearman_of_ranks(average_ranks(x), average_ranks(y)) == spearman(x, y)
+    True
+    """
     import numpy as np
 
-    rx, ry = average_ranks(x), average_ranks(y)
     rho = float(np.corrcoef(rx, ry)[0, 1])
     rho = max(-1.0, min(1.0, rho))
-    return rho, _r_pvalue(rho, rx.size)
+    return rho, _r_pvalue(rho, np.asarray(rx).size)
 
 
 def average_ranks(x: Any) -> Any:
@@ -182,11 +193,17 @@ def t_sf(t: Any, df: Any) -> Any:
     import numpy as np
     from scipy import special
 
-    t = np.asarray(t, dtype=np.float64)
-    df = np.asarray(df, dtype=np.float64)
-    return np.where(
-        np.isinf(df), special.ndtr(-t), special.stdtr(np.where(np.isinf(df), 1, df), -t)
-    )
+    t, df = np.broadcast_arrays(np.asarray(t, dtype=np.float64), np.asarray(df, dtype=np.float64))
+    normal = np.isinf(df)
+    # (each law only where it is read: the same values as both everywhere, one kept)
+    if not normal.any():
+        return np.asarray(special.stdtr(df, -t))
+    if normal.all():
+        return np.asarray(special.ndtr(-t))
+    out = np.empty(t.shape)
+    out[normal] = special.ndtr(-t[normal])
+    out[~normal] = special.stdtr(df[~normal], -t[~normal])
+    return out
 
 
 def t_quantiles(q: Any, df: Any) -> Any:

@@ -210,7 +210,9 @@ def calibrate(
     expected = 0.0
     if tail is not None:
         need = np.maximum(crit, np.nan_to_num(rise_z, nan=0.0))[tested]
-        expected = float(np.sum(tail.sf(need)))
+        # (each distinct critical z once: a log's windows have a handful of sizes)
+        values, which = np.unique(need, return_inverse=True)
+        expected = float(np.sum(np.asarray(tail.sf(values))[which.reshape(need.shape)]))
     return Calibration(crit, thr, budget, n, rho, nu_full, centre, spread, tail, expected, method)
 
 
@@ -238,7 +240,7 @@ def _critical(
     ``model`` is ``(mu, lambda, nu per point, nu of a full window)``."""
     import numpy as np
 
-    from ..stattests import t_quantiles, t_sf
+    from ..stattests import t_quantiles
 
     centre, spread, nu, nu_full = model
     n = zt.shape[0]
@@ -250,14 +252,41 @@ def _critical(
     # Benjamini-Hochberg at FDR_LEVEL on the larger of the model's and the empirical
     # null's p-values: lower than Bonferroni's only when the log holds more high z's
     # than either null makes, never on noise heavier-tailed than the model.
-    p_model = t_sf((zt - centre) / spread, nu[tested])
-    cut = _bh_cut(np.maximum(p_model, tail.sf(zt)), FDR_LEVEL)
+    cut = _bh_cut(_bh_pvalues(zt, (centre, spread, nu[tested]), tail, FDR_LEVEL), FDR_LEVEL)
     if cut <= budget / n:
         return bonf, round(bonf_full, 2), "bonferroni"
     tail_z = tail.isf(cut)
     bh = np.maximum(centre + spread * t_quantiles_of_df(1.0 - cut, nu), tail_z)
     bh_full = max(centre + spread * float(t_quantiles(1.0 - cut, nu_full)), tail_z)
     return np.minimum(bonf, bh), round(min(bonf_full, bh_full), 2), "benjamini-hochberg"
+
+
+def _bh_pvalues(zt: np.ndarray, model: tuple, tail: NullTail, level: float) -> np.ndarray:
+    """The p-values :func:`_bh_cut` reads at ``level``: ``max(P(mu + lambda T(nu_i) >=
+    z_i), P_null(z >= z_i))`` where that is at most ``level``, 1 where it is above (no
+    p-value above ``level`` is ever within the cut, and none moves another's rank
+    among the sorted ones, so the cut is the same).  ``model`` is ``(mu, lambda, nu
+    per point)``.
+
+    Each law is computed only where it can matter: ``P(T(nu) > t) > P(Z > t)`` for
+    every ``nu`` and ``t > 0`` (a t law is the more spread), so below the normal's
+    ``1 - level`` quantile no point's model p-value is within ``level``; the empirical
+    null only where the model's is."""
+    import numpy as np
+    from scipy import special
+
+    from ..stattests import t_sf
+
+    centre, spread, nu = model
+    t = (zt - centre) / spread
+    p = np.ones(zt.shape[0])
+    floor = float(special.ndtri(1.0 - level)) - 1e-6  # (a margin for the rounding)
+    near = np.flatnonzero(t > floor)
+    p_model = t_sf(t[near], nu[near])
+    kept = p_model <= level
+    at = near[kept]
+    p[at] = np.maximum(p_model[kept], tail.sf(zt[at]))
+    return p
 
 
 def t_quantiles_of_df(q: float, df: np.ndarray) -> np.ndarray:

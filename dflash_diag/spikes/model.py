@@ -110,7 +110,9 @@ def _huber(x: np.ndarray, y: np.ndarray, iters: int = 30) -> tuple[float, np.nda
     sigma ``s = 1.4826 MAD(r)`` (or the std of ``r`` if 0), weights ``min(1, 1.345 s /
     |r|)``; stops when ``beta`` no longer moves.  The work arrays are reused across
     passes (a pass allocates nothing of length ``n`` but a partition's copy); the last
-    pass allowed stops at its ``beta`` (``iters=1``: one ridge solve)."""
+    pass allowed stops at its ``beta`` (``iters=1``: one ridge solve).  (BLAS sums the
+    products in an order that depends on the arrays' layouts: ``A`` and ``WA`` stay
+    row-major, whose last digits the printed coefficients keep.)"""
     import numpy as np
 
     n, k = x.shape
@@ -122,7 +124,10 @@ def _huber(x: np.ndarray, y: np.ndarray, iters: int = 30) -> tuple[float, np.nda
     aw = np.empty_like(a)
     r, dev = np.empty(n), np.empty(n)
     for it in range(iters):
-        np.multiply(a, w[:, None], out=aw)
+        if it:
+            np.multiply(a, w[:, None], out=aw)
+        else:  # (unit weights: the same values, without a broadcast product)
+            np.copyto(aw, a)
         beta_new = np.linalg.solve(a.T @ aw + pen, aw.T @ y)
         # (no pass follows, the last allowed or beta still: its weights would not be read)
         if it == iters - 1 or np.allclose(beta_new, beta, rtol=1e-8, atol=1e-12):
@@ -130,13 +135,22 @@ def _huber(x: np.ndarray, y: np.ndarray, iters: int = 30) -> tuple[float, np.nda
             break
         np.matmul(a, beta_new, out=r)
         np.subtract(y, r, out=r)  # y - A beta
-        np.subtract(r, median_of(r), out=dev)
-        s = 1.4826 * median_of(np.abs(dev, out=dev))
-        s = s if s > 0 else float(np.std(r) or 1.0)
-        np.maximum(np.abs(r, out=dev), 1e-300, out=dev)
-        np.minimum(1.0, np.divide(1.345 * s, dev, out=dev), out=w)
+        _huber_weights(r, dev, w)
         beta = beta_new
     return float(beta[0]), beta[1:]
+
+
+def _huber_weights(r: np.ndarray, dev: np.ndarray, w: np.ndarray) -> None:
+    """The Huber weights of residuals ``r`` into ``w``: ``min(1, 1.345 s / |r|)``, ``s
+    = 1.4826 MAD(r)`` (the std of ``r`` if 0, 1 if that is 0 too); ``dev`` is work
+    space of ``r``'s size."""
+    import numpy as np
+
+    np.subtract(r, median_of(r), out=dev)
+    s = 1.4826 * median_of(np.abs(dev, out=dev))
+    s = s if s > 0 else float(np.std(r) or 1.0)
+    np.maximum(np.abs(r, out=dev), 1e-300, out=dev)
+    np.minimum(1.0, np.divide(1.345 * s, dev, out=dev), out=w)
 
 
 def _r2(y: np.ndarray, pred: np.ndarray, mask: np.ndarray) -> float:
@@ -178,10 +192,14 @@ def fit_model(
     import numpy as np
 
     ok = np.isfinite(y) & np.isfinite(design).all(axis=1)
-    keep = [j for j in range(design.shape[1]) if np.ptp(design[ok, j]) > 0] if ok.any() else []
-    if ok.sum() < MIN_POINTS or not keep:
+    n = int(ok.sum())
+    every = n == ok.shape[0]
+    rows = design if every else design[ok]
+    keep = np.flatnonzero(np.ptp(rows, axis=0) > 0) if n else np.zeros(0, dtype=np.intp)
+    if n < MIN_POINTS or not keep.size:
         return None
-    x, yy = design[ok][:, keep], y[ok]
+    x = rows[:, keep]  # (column-major: each column's mean and std summed pairwise)
+    yy = np.ascontiguousarray(y) if every else y[ok]
     center, scale = x.mean(axis=0), x.std(axis=0)
     xs = (x - center) / scale
     iters = 30 if robust else 1
@@ -193,13 +211,13 @@ def fit_model(
         np.abs(yy - med) <= OUTLIER_SIGMAS * spread if spread > 0 else np.ones_like(yy, dtype=bool)
     )
     r2 = _r2(yy, yy - resid, regular)
-    r2_q = _r2(yy, yy - resid, regular & quiet[ok])
-    r2_cv, fold_r2 = _cross_validated(x, yy, regular, iters) if cross_validate else (np.nan, [])
+    r2_q = _r2(yy, yy - resid, regular & (quiet if every else quiet[ok]))
+    r2_cv, fold_r2 = _cross_validated(xs.T, yy, regular, iters) if cross_validate else (np.nan, [])
     return CompositionModel(
         features=tuple(names[j] for j in keep),
         coef=tuple(float(v) for v in b),
         intercept=b0,
-        n=int(ok.sum()),
+        n=n,
         n_outliers=int((~regular).sum()),
         r2=r2,
         r2_quiet=r2_q,
@@ -214,27 +232,168 @@ def fit_model(
 
 
 def _cross_validated(
-    x: np.ndarray, y: np.ndarray, regular: np.ndarray, iters: int
+    z: np.ndarray, y: np.ndarray, regular: np.ndarray, iters: int
 ) -> tuple[float, list[float]]:
     """``r2_cv`` and each fold's R² of the Huber fit refitted on blocked K-fold splits:
-    contiguous blocks of steps, so neighbours do not leak into a fold."""
+    contiguous blocks of steps, so neighbours do not leak into a fold.
+
+    ``z``: the full fit's standardised regressors, a row each (``(k, n)``).  A fold's
+    refit standardises its training rows by their own mean and std, ``u = (z - m) /
+    sd`` (a regressor constant there: 0), as a fit of those rows alone does; its sums
+    are pooled from each block's moments (:class:`_Moments`), not summed again over
+    the rows, and its Huber passes take out the down-weighted rows only
+    (:func:`_fold_fit`)."""
     import numpy as np
 
-    folds = np.array_split(np.arange(y.shape[0]), CV_FOLDS)
+    z = np.ascontiguousarray(z)
+    n = y.shape[0]
+    sizes = [n // CV_FOLDS + (f < n % CV_FOLDS) for f in range(CV_FOLDS)]  # (array_split's)
+    edges = np.concatenate([[0], np.cumsum(sizes)])
+    held = list(zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True))
+    blocks = [_Moments.of(z[:, lo:hi], y[lo:hi]) for lo, hi in held]
     pred = np.empty_like(y)
     fold_r2 = []
-    for idx in folds:
-        train = np.ones(y.shape[0], dtype=bool)
-        train[idx] = False
-        xt = x[train]
-        c, s = xt.mean(axis=0), xt.std(axis=0)
-        s = np.where(s > 0, s, 1.0)
-        fb0, fb = _huber((xt - c) / s, y[train], iters)
-        pred[idx] = fb0 + ((x[idx] - c) / s) @ fb
-        r2_f = _r2(y[idx], pred[idx], regular[idx])
+    for f, (lo, hi) in enumerate(held):
+        train = _Moments.pooled([b for g, b in enumerate(blocks) if g != f])
+        offset, gamma = _fold_fit(z, y, (lo, hi), train, iters)
+        np.matmul(gamma, z[:, lo:hi], out=pred[lo:hi])
+        pred[lo:hi] += offset
+        r2_f = _r2(y[lo:hi], pred[lo:hi], regular[lo:hi])
         if np.isfinite(r2_f):
             fold_r2.append(r2_f)
     return _r2(y, pred, regular), fold_r2
+
+
+@dataclass(frozen=True)
+class _Moments:
+    """The sums a least-squares fit reads from a block of rows (regressors ``z``, a
+    row each in ``(k, n)``, and ``y``), about the block's own means.
+
+    :param n: rows.
+    :param mean: ``mean(z)`` per regressor; ``ybar``: ``mean(y)``.
+    :param scatter: ``sum (z - mean)(z - mean)'`` (``k x k``).
+    :param cross: ``sum (z - mean)(y - ybar)``.
+    :param lo: ``min(z)`` per regressor; ``hi``: ``max(z)``.
+    """
+
+    n: int
+    mean: np.ndarray
+    ybar: float
+    scatter: np.ndarray
+    cross: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+
+    @classmethod
+    def of(cls, z: np.ndarray, y: np.ndarray) -> _Moments:
+        """The moments of the rows ``z`` (``(k, n)``, ``n >= 1``) and ``y``."""
+        mean = z.mean(axis=1)
+        d = z - mean[:, None]
+        ybar = float(y.mean())
+        return cls(z.shape[1], mean, ybar, d @ d.T, d @ (y - ybar), z.min(axis=1), z.max(axis=1))
+
+    @classmethod
+    def pooled(cls, parts: list[_Moments]) -> _Moments:
+        """The moments of the rows of all ``parts`` together: ``scatter = sum_b
+        (scatter_b + n_b (mean_b - mean)(mean_b - mean)')``, ``cross`` alike (Chan,
+        Golub & LeVeque 1979, "Updating formulae and a pairwise algorithm for
+        computing sample variances"): no large sums subtracted."""
+        import numpy as np
+
+        n = sum(p.n for p in parts)
+        mean = np.sum([p.n * p.mean for p in parts], axis=0) / n
+        ybar = sum(p.n * p.ybar for p in parts) / n
+        scatter, cross = np.zeros_like(parts[0].scatter), np.zeros_like(parts[0].cross)
+        for p in parts:
+            dm = p.mean - mean
+            scatter += p.scatter + p.n * np.outer(dm, dm)
+            cross += p.cross + p.n * (p.ybar - ybar) * dm
+        lo = np.min([p.lo for p in parts], axis=0)
+        hi = np.max([p.hi for p in parts], axis=0)
+        return cls(n, mean, ybar, scatter, cross, lo, hi)
+
+
+def _fold_fit(
+    z: np.ndarray, y: np.ndarray, held: tuple[int, int], train: _Moments, iters: int
+) -> tuple[float, np.ndarray]:
+    """The Huber IRLS of :func:`_huber` on every row of ``z`` (``(k, n)``) and ``y`` outside
+    ``held = (lo, hi)``, whose moments are ``train``, on their own standardisation
+    ``u = (z - m) / sd``: ``(offset, gamma)``, its prediction for a row being ``offset
+    + gamma . z`` (``gamma = beta / sd``, ``offset = beta_0 - m . gamma``; 0 for a
+    regressor constant on those rows).
+
+    With ``u`` centred, unit weights give ``A'A = [[n, 0], [0, S / (sd sd')]]`` and
+    ``A'y = [n ybar, cross / sd]`` (``S`` the scatter); a later pass subtracts
+    ``sum (1 - w) a a'`` and ``sum (1 - w) a y`` over the rows whose weight is below
+    1 (some 20% of them under Gaussian noise), so a pass costs the residuals, their
+    median and MAD, and a product over those rows."""
+    import numpy as np
+
+    lo, hi = held
+    vary = np.flatnonzero(train.hi > train.lo)
+    sd = np.sqrt(np.diag(train.scatter)[vary] / train.n)
+    m = train.mean[vary]
+    gram = np.zeros((vary.size + 1, vary.size + 1))
+    gram[0, 0] = train.n
+    gram[1:, 1:] = train.scatter[np.ix_(vary, vary)] / np.outer(sd, sd)
+    rhs = np.concatenate([[train.n * train.ybar], train.cross[vary] / sd])
+    pen = np.eye(vary.size + 1) * 1e-3 * train.n
+    pen[0, 0] = 0.0
+    gram0, rhs0 = gram, rhs
+    n_t = train.n
+    zv = z if vary.size == z.shape[0] else z[vary]
+    unscale = np.concatenate([[1.0], 1.0 / sd])
+    r, dev, w = np.empty(n_t), np.empty(n_t), np.empty(n_t)
+    beta = np.zeros(vary.size + 1)
+    for it in range(iters):
+        beta_new = np.linalg.solve(gram + pen, rhs)
+        if it == iters - 1 or np.allclose(beta_new, beta, rtol=1e-8, atol=1e-12):
+            beta = beta_new
+            break
+        offset, gamma = _prediction(beta_new, vary, sd, m, z.shape[0])
+        for part, rows in ((r[:lo], slice(0, lo)), (r[lo:], slice(hi, None))):
+            np.matmul(gamma, z[:, rows], out=part)
+            np.subtract(y[rows], part, out=part)
+        r -= offset
+        _huber_weights(r, dev, w)
+        gram, rhs = _down_weighted(zv, y, w, (lo, hi), m)
+        gram *= unscale[:, None] * unscale  # (to u = v / sd)
+        rhs *= unscale
+        gram, rhs = gram0 - gram, rhs0 - rhs
+        beta = beta_new
+    return _prediction(beta, vary, sd, m, z.shape[0])
+
+
+def _down_weighted(
+    z: np.ndarray, y: np.ndarray, w: np.ndarray, held: tuple[int, int], m: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``sum (1 - w) b b'`` and ``sum (1 - w) b y`` over the training rows whose weight
+    ``w`` is below 1, ``b = [1, z - m]`` (``w``: the weights of the rows of ``z``
+    (``(k, n)``) and ``y`` outside ``held = (lo, hi)``, in order)."""
+    import numpy as np
+
+    lo, hi = held
+    down = np.flatnonzero(w < 1.0)
+    rows = down + (down >= lo) * (hi - lo)  # (their rows in z and y)
+    b = np.empty((z.shape[0] + 1, down.size))
+    b[0] = 1.0
+    np.take(z, rows, axis=1, out=b[1:])
+    b[1:] -= m[:, None]
+    bw = b * np.subtract(1.0, w[down])
+    return bw @ b.T, bw @ y[rows]
+
+
+def _prediction(
+    beta: np.ndarray, vary: np.ndarray, sd: np.ndarray, m: np.ndarray, k: int
+) -> tuple[float, np.ndarray]:
+    """``(offset, gamma)`` of a fold's coefficients ``beta`` on ``u = (z[vary] - m) /
+    sd``: ``offset + gamma . z`` is ``beta_0 + beta[1:] . u`` (``gamma`` 0 off
+    ``vary``)."""
+    import numpy as np
+
+    gamma = np.zeros(k)
+    gamma[vary] = beta[1:] / sd
+    return float(beta[0] - m @ gamma[vary]), gamma
 
 
 def model_predict(
