@@ -37,7 +37,8 @@ import pandas as pd
 import scipy.spatial, scipy.special  # (imported inside the functions: not timed)
 from dflash_diag.spikes.correlate import detrend
 from dflash_diag.spikes.detect import detect_spikes
-from dflash_diag.spikes.model import fit_model, neighbour_values
+from dflash_diag.spikes.model import fit_model
+from dflash_diag.spikes.neighbours import neighbour_values
 from dflash_diag.spikes.windows import trend_baseline
 
 name, path = sys.argv[1], sys.argv[2]

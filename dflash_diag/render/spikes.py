@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..reports import Context
 from ..spikes.detect import NearMiss
-from ..spikes.model import NEIGHBOURS
+from ..spikes.neighbours import NEIGHBOURS
 
 if TYPE_CHECKING:
     from rich.console import Console

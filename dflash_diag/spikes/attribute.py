@@ -27,7 +27,7 @@
      batch came back (sharing at least half its micro-batches) and was high again
      (:func:`~dflash_diag.spikes.recurrence.high_again`).  "Its batch predicts" is the
      larger of the composition model's prediction and the median residual of the
-     :data:`~dflash_diag.spikes.model.NEIGHBOURS` batches closest in mean length (not
+     :data:`~dflash_diag.spikes.neighbours.NEIGHBOURS` batches closest in mean length (not
      itself, not its recurrences): the latter follows a difficulty that jumps for the
      longest few batches, which a smooth model cannot;
    - ``unexplained`` when the batch is ordinary: the model predicts less than
@@ -76,14 +76,13 @@ from .features import (
 )
 from .model import (
     MIN_POINTS,
-    NEIGHBOURS,
     CompositionModel,
     design_matrix,
     fit_model,
     model_predict,
-    neighbour_values,
     r2_regular,
 )
+from .neighbours import NEIGHBOURS, neighbour_values
 from .optimizer import lr_departure, optimizer_signs
 from .recurrence import Recurrence, Recurrences, high_again, point_groups
 
@@ -120,7 +119,7 @@ class SpikeEvidence:
         a metric whose spikes are drops).
     :param predicted: the composition model's predicted residual for this batch.
     :param similar: the median residual of the most similar other batches
-        (:func:`~dflash_diag.spikes.model.neighbour_predict`).
+        (:func:`~dflash_diag.spikes.neighbours.neighbour_predict`).
     :param explained: ``max(predicted, similar) / rise`` (None: no model or no rise).
     :param ranks: with several ranks, the peak point's features per rank
         (:func:`~dflash_diag.spikes.features.rank_features` rows).

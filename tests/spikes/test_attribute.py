@@ -15,7 +15,7 @@ from dflash_diag.schedule import replay
 from dflash_diag.spikes.attribute import attribute_spikes, log_only_evidence
 from dflash_diag.spikes.correlate import correlations
 from dflash_diag.spikes.detect import LEGACY_THRESHOLD, detect_spikes
-from dflash_diag.spikes.model import NEIGHBOURS
+from dflash_diag.spikes.neighbours import NEIGHBOURS
 
 from .constructed import run
 

@@ -188,7 +188,7 @@ def plain_neighbour_values(design, y, groups, k):
     tree asked for every place."""
     from scipy.spatial import cKDTree
 
-    from dflash_diag.spikes.model import _distinct_rows
+    from dflash_diag.spikes.neighbours import _distinct_rows
 
     ok = np.isfinite(y) & np.isfinite(design).all(axis=1)
     out = np.full((y.shape[0], k), np.nan)
@@ -226,7 +226,7 @@ def test_neighbours_merged_along_a_line_are_the_trees(
     """Each point's neighbours' residuals are the tree's (as a set: ties in distance in
     any order; on two regressors, the tree's own, in its order), with values tied
     often (few digits) and batches coming back (groups of several points)."""
-    from dflash_diag.spikes.model import neighbour_values
+    from dflash_diag.spikes.neighbours import neighbour_values
 
     rng = np.random.default_rng(seed)
     design = np.round(np.exp(rng.standard_normal((n, columns))), digits)

@@ -17,7 +17,8 @@ from hypothesis.extra.numpy import arrays
 
 from dflash_diag.spikes.calibrate import t_quantiles_of_df
 from dflash_diag.spikes.detect import log_interval
-from dflash_diag.spikes.model import _huber, neighbour_values
+from dflash_diag.spikes.model import _huber
+from dflash_diag.spikes.neighbours import neighbour_values
 from dflash_diag.spikes.windows import (
     MIN_LINE_HALF,
     median_of,
