@@ -586,19 +586,28 @@ def _add_tokens(
         span = int(part.max()) - lo + 1
         # (each batch's first key, then repeated for its samples: one pass fewer)
         key = np.repeat((part - lo) * n_cells, sizes[a:b])
-        if small is None:
-            cell, w = cells.at(at)
-            key += cell
-            del cell
-        else:
-            # (take with an intp index: twice the speed of indexing with an int16 one)
-            code = cells.code[at].astype(np.intp)  # type: ignore[index]
-            key += small.take(code)
-            w = cells.tokens.take(code)
-            del code
+        w = _add_cells(key, at, cells, small)
         acc[lo : lo + span] += np.bincount(key, weights=w, minlength=span * n_cells).reshape(
             span, n_cells
         )
+
+
+def _add_cells(
+    key: np.ndarray, at: np.ndarray | slice, cells: MixtureCells, small: np.ndarray | None
+) -> np.ndarray:
+    """Add to ``key`` (a key an entry of ``at``) each entry's cell, and return its real
+    tokens: read behind its code through ``small`` (:func:`_narrow_cells`) when there is
+    one, else by ``cells.at``."""
+    import numpy as np
+
+    if small is None:
+        cell, w = cells.at(at)
+        key += cell
+        return w  # type: ignore[no-any-return]
+    # (take with an intp index: twice the speed of indexing with an int16 one)
+    code = cells.code[at].astype(np.intp)  # type: ignore[index]
+    key += small.take(code)
+    return cells.tokens.take(code)  # type: ignore[no-any-return]
 
 
 def _add_tokens_by_batch(
@@ -631,15 +640,7 @@ def _add_tokens_by_batch(
     for a, b in group_chunks(offsets, SHARE_CHUNK):
         key = np.repeat(row_of[a:b], sizes[a:b])
         at = slice(int(offsets[a]), int(offsets[b]))
-        if small is None:
-            cell, w = cells.at(at)
-            key += cell
-            del cell
-        else:
-            code = cells.code[at].astype(np.intp)  # type: ignore[index]
-            key += small.take(code)
-            w = cells.tokens.take(code)
-            del code
+        w = _add_cells(key, at, cells, small)
         if int(row_of[a:b].min()) < 0:  # (a chunk with a batch no row uses)
             used = key >= 0
             key, w = key[used], w[used]
