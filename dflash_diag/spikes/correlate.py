@@ -81,19 +81,25 @@ def correlations(points: pd.DataFrame, features: list[str]) -> tuple[Correlation
     """Pearson and Spearman of ``points.residual`` with each feature (see module doc)."""
     import numpy as np
 
-    from ..stattests import pearson, spearman
+    from ..stattests import average_ranks, pearson, spearman, spearman_of_ranks
 
     out = []
+    y = points["residual"].to_numpy(dtype=np.float64)
+    finite = np.isfinite(y)
+    ranked = None  # the ranks of y's finite values, for the features finite where y is
     for f in features:
         x = points[f].to_numpy(dtype=np.float64)
-        y = points["residual"].to_numpy(dtype=np.float64)
-        ok = np.isfinite(x) & np.isfinite(y)
+        ok = np.isfinite(x) & finite
         n = int(ok.sum())
         if n < 10 or np.ptp(x[ok]) == 0 or np.ptp(y[ok]) == 0:
             out.append(Correlation(f, n, None, None, None, None, None, None))
             continue
         pr, pp = pearson(x[ok], y[ok])
-        sr, sp = spearman(x[ok], y[ok])
+        if np.array_equal(ok, finite):  # (y's ranks over the same points: ranked once)
+            ranked = average_ranks(y[ok]) if ranked is None else ranked
+            sr, sp = spearman_of_ranks(average_ranks(x[ok]), ranked)
+        else:
+            sr, sp = spearman(x[ok], y[ok])
         out.append(
             Correlation(
                 f,
