@@ -272,29 +272,6 @@ def point_features(
     return pd.DataFrame(cols)
 
 
-def candidate_features(
-    replay: Replay,
-    logged_steps: np.ndarray,
-    interval: int = 1,
-    covers: str = "window",
-    ranks: tuple[int | None, ...] = (None,),
-    pooled: np.ndarray | None = None,
-) -> list[pd.DataFrame]:
-    """``[point_features(replay, logged_steps, interval, covers, r, pooled) for r in
-    ranks]`` (a rank ``r >= 0``, or None: all pooled), the same frames to the bit
-    (:func:`candidate_columns`, each made a frame).
-
-    >>> import numpy as np
-    >>> from dflash_diag.data import ScheduleParams
-    >>> from dflash_diag.schedule import replay
-    >>> r = replay(np.array([3, 1, 2, 2]), ScheduleParams(token_budget=4, world_size=2))
-    >>> [f["n_samples"].tolist() for f in candidate_features(r, np.array([0]), ranks=(None, 1))]
-    [[3.0], [1.0]]
-    """
-    cols = candidate_columns(replay, logged_steps, interval, covers, ranks, pooled)
-    return [features_frame(c) for c in cols]
-
-
 def candidate_columns(
     replay: Replay,
     logged_steps: np.ndarray,
@@ -303,8 +280,10 @@ def candidate_columns(
     ranks: tuple[int | None, ...] = (None,),
     pooled: np.ndarray | None = None,
 ) -> list[dict[str, np.ndarray]]:
-    """The columns of :func:`candidate_features`' frames, by name in their order (a
-    caller that keeps one candidate of several makes only its frame).  One read of the
+    """``point_features(replay, logged_steps, interval, covers, r, pooled)`` for each
+    ``r`` of ``ranks`` (a rank ``r >= 0``, or None: all pooled) as its columns by name,
+    in the frame's order, the same to the bit (:func:`features_frame` makes the frame:
+    a caller that keeps one candidate of several makes only its frame).  One read of the
     micro-batches: their columns are taken and weighted once, and every rank is summed
     in one ``np.bincount`` by ``point x world + rank``, which adds each rank's
     micro-batches in the same order as a pass over that rank alone."""

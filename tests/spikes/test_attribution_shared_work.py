@@ -14,12 +14,11 @@ from dflash_diag.spikes.attribute import _quick_r2
 from dflash_diag.spikes.features import (
     _steps_per_group,
     candidate_columns,
-    candidate_features,
+    features_frame,
     micro_points,
     point_features,
 )
-from dflash_diag.spikes.model import OUTLIER_SIGMAS, _huber, design_matrix
-from dflash_diag.spikes.windows import median_of
+from dflash_diag.spikes.model import OUTLIER_SIGMAS, design_matrix
 
 schedules = st.builds(
     ScheduleParams,
@@ -53,13 +52,13 @@ def test_candidate_features_are_each_ranks_point_features(
     logged = rep.steps["step"].to_numpy()[interval - 1 :: interval]
     pooled = micro_points(rep, logged, interval, covers) if given_pooled else None
     ranks = (None, *range(params.world_size + 1))  # (one rank past the world: no batches)
-    frames = candidate_features(rep, logged, interval, covers, ranks, pooled)
+    columns = candidate_columns(rep, logged, interval, covers, ranks, pooled)
+    frames = [features_frame(c) for c in columns]
     for rank, fast in zip(ranks, frames, strict=True):
         plain = point_features(rep, logged, interval, covers, rank)
         pd.testing.assert_frame_equal(fast, plain, check_exact=True)
-    only = candidate_features(rep, logged, interval, covers, (1,), pooled)
-    pd.testing.assert_frame_equal(only[0], frames[2], check_exact=True)
-    columns = candidate_columns(rep, logged, interval, covers, ranks, pooled)
+    only = candidate_columns(rep, logged, interval, covers, (1,), pooled)
+    pd.testing.assert_frame_equal(features_frame(only[0]), frames[2], check_exact=True)
     for cols, frame in zip(columns, frames, strict=True):
         fast, names = design_matrix(cols)
         plain, plain_names = design_matrix(frame)
@@ -137,107 +136,6 @@ def test_quick_r2_sharing_the_regular_points_is_the_plain_score(
         design[gone if c % 2 else rng.random(n) < missing, 0] = np.nan
         assert same_float(_quick_r2(design, y, rows), plain_quick_r2(design, y))
         assert same_float(_quick_r2(design, y), plain_quick_r2(design, y))
-
-
-def plain_huber(x: np.ndarray, y: np.ndarray, iters: int = 30) -> tuple[float, np.ndarray]:
-    """:func:`_huber` as written before its converged pass stopped before the weights."""
-    n, k = x.shape
-    a = np.column_stack([np.ones(n), x])
-    pen = np.eye(k + 1) * 1e-3 * n
-    pen[0, 0] = 0.0
-    w = np.ones(n)
-    beta = np.zeros(k + 1)
-    for it in range(iters):
-        aw = a * w[:, None]
-        beta_new = np.linalg.solve(a.T @ aw + pen, aw.T @ y)
-        if it == iters - 1:
-            beta = beta_new
-            break
-        r = y - a @ beta_new
-        s = 1.4826 * median_of(np.abs(r - median_of(r)))
-        s = s if s > 0 else float(np.std(r) or 1.0)
-        w = np.minimum(1.0, 1.345 * s / np.maximum(np.abs(r), 1e-300))
-        if np.allclose(beta_new, beta, rtol=1e-8, atol=1e-12):
-            beta = beta_new
-            break
-        beta = beta_new
-    return float(beta[0]), beta[1:]
-
-
-@settings(max_examples=examples(40), deadline=None)
-@given(
-    n=st.integers(5, 300),
-    k=st.integers(1, 5),
-    seed=st.integers(0, 10_000),
-    iters=st.sampled_from([1, 2, 3, 30]),
-    zero=st.booleans(),
-)
-def test_huber_is_the_plain_irls(n: int, k: int, seed: int, iters: int, zero: bool) -> None:
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((n, k))
-    x = (x - x.mean(axis=0)) / np.where(x.std(axis=0) > 0, x.std(axis=0), 1.0)
-    y = np.zeros(n) if zero else x @ rng.standard_normal(k) + rng.standard_t(2, n)
-    b0, b = _huber(x, y, iters)
-    p0, p = plain_huber(x, y, iters)
-    assert b0 == p0 or (np.isnan(b0) and np.isnan(p0))
-    assert np.array_equal(b, p, equal_nan=True)
-
-
-def plain_neighbour_values(design, y, groups, k):
-    """:func:`neighbour_values` as written before its merge along one regressor: the
-    tree asked for every place."""
-    from scipy.spatial import cKDTree
-
-    from dflash_diag.spikes.neighbours import _distinct_rows
-
-    ok = np.isfinite(y) & np.isfinite(design).all(axis=1)
-    out = np.full((y.shape[0], k), np.nan)
-    if ok.sum() <= k + 1:
-        return out
-    x = design[ok]
-    sd = x.std(axis=0)
-    x = (x[:, sd > 0] - x[:, sd > 0].mean(axis=0)) / sd[sd > 0]
-    yy, gg = y[ok], groups[ok]
-    _, counts = np.unique(gg, return_counts=True)
-    q = min(k + int(counts.max()), int(ok.sum()))
-    first, inverse = _distinct_rows(x)
-    _, idx = cKDTree(x).query(x[first], k=q)
-    idx = np.asarray(idx).reshape(first.size, -1).T[:, inverse]
-    vals, other = yy[idx], gg[idx] != gg[None, :]
-    for j in range(x.shape[0]):  # the first k of other groups, nearest first
-        got = vals[other[:, j], j][:k]
-        out[np.flatnonzero(ok)[j], : got.size] = got
-    return out
-
-
-@settings(max_examples=examples(60), deadline=None)
-@given(
-    n=st.integers(1, 300),
-    seed=st.integers(0, 10_000),
-    digits=st.sampled_from([0, 1, 2, 12]),
-    repeats=st.integers(1, 4),
-    k=st.sampled_from([1, 3, 10]),
-    columns=st.sampled_from([1, 1, 2]),
-    missing=st.floats(0.0, 0.3),
-)
-def test_neighbours_merged_along_a_line_are_the_trees(
-    n: int, seed: int, digits: int, repeats: int, k: int, columns: int, missing: float
-) -> None:
-    """Each point's neighbours' residuals are the tree's (as a set: ties in distance in
-    any order; on two regressors, the tree's own, in its order), with values tied
-    often (few digits) and batches coming back (groups of several points)."""
-    from dflash_diag.spikes.neighbours import neighbour_values
-
-    rng = np.random.default_rng(seed)
-    design = np.round(np.exp(rng.standard_normal((n, columns))), digits)
-    design[rng.random(n) < missing, 0] = np.nan
-    y = rng.standard_normal(n)
-    groups = rng.integers(0, max(1, n // repeats), n) if repeats > 1 else np.arange(n)
-    fast = neighbour_values(design, y, groups, k)
-    plain = plain_neighbour_values(design, y, groups, k)
-    if columns == 1:
-        fast, plain = np.sort(fast, axis=1), np.sort(plain, axis=1)
-    assert np.array_equal(fast, plain, equal_nan=True)
 
 
 @settings(max_examples=examples(40), deadline=None)

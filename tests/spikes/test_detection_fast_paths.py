@@ -203,6 +203,39 @@ def test_neighbour_values_equal_one_query_per_point(n, dims, levels, n_groups, n
     same(got, want)
 
 
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    n=st.integers(1, 300),
+    seed=st.integers(0, 10_000),
+    digits=st.sampled_from([0, 1, 2, 12]),
+    repeats=st.integers(1, 4),
+    k=st.sampled_from([1, 3, 10]),
+    columns=st.sampled_from([1, 1, 2]),
+    missing=st.floats(0.0, 0.3),
+)
+def test_neighbours_merged_along_a_line_are_the_trees(
+    n: int, seed: int, digits: int, repeats: int, k: int, columns: int, missing: float
+) -> None:
+    """Each point's neighbours' residuals are the tree's (as a set: ties in distance in
+    any order; on two regressors, the tree's own, in its order), with values tied
+    often (few digits) and batches coming back (groups of several points)."""
+    rng = np.random.default_rng(seed)
+    design = np.round(np.exp(rng.standard_normal((n, columns))), digits)
+    design[rng.random(n) < missing, 0] = np.nan
+    y = rng.standard_normal(n)
+    groups = rng.integers(0, max(1, n // repeats), n) if repeats > 1 else np.arange(n)
+    try:
+        plain = plain_neighbour_values(design, y, groups, k)
+    except IndexError:  # no regressor varies: the tree cannot be built, in both
+        with pytest.raises(IndexError):
+            neighbour_values(design, y, groups, k)
+        return
+    fast = neighbour_values(design, y, groups, k)
+    if columns == 1:
+        fast, plain = np.sort(fast, axis=1), np.sort(plain, axis=1)
+    assert np.array_equal(fast, plain, equal_nan=True)
+
+
 def plain_huber(x, y, iters=30):
     """The IRLS with ``np.median`` and fresh arrays in every pass."""
     n, k = x.shape
@@ -232,13 +265,17 @@ def plain_huber(x, y, iters=30):
     iters=st.sampled_from([1, 2, 3, 30]),  # (2, 3: stopped by the limit, unconverged)
     outliers=st.booleans(),
     exact=st.booleans(),
+    zero=st.booleans(),
     seed=st.integers(0, 10_000),
 )
-def test_huber_equals_the_plain_irls(n, k, iters, outliers, exact, seed):
-    """Noisy, with gross outliers, or fitted exactly (MAD 0: the std fallback)."""
+def test_huber_equals_the_plain_irls(n, k, iters, outliers, exact, zero, seed):
+    """Noisy, with gross outliers, or fitted exactly (MAD 0: the std fallback), or a
+    metric of zeros (its std 0 too: the scale 1)."""
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(n, k))
     y = x @ rng.normal(size=k) + (0.0 if exact else rng.standard_t(3, n) * 0.1)
+    if zero:
+        y = np.zeros(n)
     if outliers:
         y[rng.integers(0, n, max(1, n // 20))] += 50.0
     b0, b = _huber(x, y, iters)
