@@ -111,40 +111,39 @@ def has_glob(x: str | os.PathLike[str]) -> bool:
     return any(c in uri_text(x).rstrip("/").rsplit("/", 1)[-1] for c in GLOB_CHARS)
 
 
+# The words that tell a store's failures apart, as whole tokens: a bare substring would
+# find "403" in "port 40399" and call an endpoint that never answered a refusal.
+_UNREACHABLE = re.compile(
+    r"NETWORK_CONNECTION|curlCode|Could ?n[o']t connect|timed out|Timeout|Connection refused"
+)
+_NOT_FOUND = re.compile(r"NO_SUCH_BUCKET|NoSuchBucket|NoSuchKey|RESOURCE_NOT_FOUND")
+_DENIED = re.compile(
+    r"ACCESS_DENIED|AccessDenied|INVALID_ACCESS_KEY_ID|SIGNATURE_DOES_NOT_MATCH"
+    r"|InvalidAccessKeyId|SignatureDoesNotMatch|EXPIRED_TOKEN|Forbidden"
+    r"|(?<![\w.:/-])403(?![\w.:/-])"
+)
+
+
 def classify(e: BaseException, shown: str) -> StorageError:
-    """A store's exception as a StorageError that names the cause, never the text."""
+    """A store's exception as a StorageError that names the cause, never the text.
+
+    An endpoint that did not answer is told first: nothing answered, so no status code
+    or error name in the text (a port, a host) can be the store's.
+    """
     text = str(e)
-    if isinstance(e, FileNotFoundError) or any(
-        k in text for k in ("NO_SUCH_BUCKET", "NoSuchBucket", "NoSuchKey", "RESOURCE_NOT_FOUND")
-    ):
-        return StorageError(shown, "not found", "check the bucket and the key")
-    if isinstance(e, PermissionError) or any(
-        k in text
-        for k in (
-            "ACCESS_DENIED",
-            "AccessDenied",
-            "INVALID_ACCESS_KEY_ID",
-            "SIGNATURE_DOES_NOT_MATCH",
-            "InvalidAccessKeyId",
-            "SignatureDoesNotMatch",
-            "403",
-            "Forbidden",
-            "EXPIRED_TOKEN",
-        )
-    ):
-        return StorageError(
-            shown,
-            "access denied (the credentials were refused, or give no access to it)",
-            "check AWS_PROFILE / AWS_ACCESS_KEY_ID or the store's credentials and its policy",
-        )
-    if any(
-        k in text
-        for k in ("NETWORK_CONNECTION", "curlCode", "Could not connect", "Couldn't connect")
-    ) or any(k in text for k in ("timed out", "Timeout", "Connection refused")):
+    if _UNREACHABLE.search(text):
         return StorageError(
             shown,
             "the storage endpoint does not answer",
             "check AWS_ENDPOINT_URL (or the endpoint in the URI) and the network",
+        )
+    if isinstance(e, FileNotFoundError) or _NOT_FOUND.search(text):
+        return StorageError(shown, "not found", "check the bucket and the key")
+    if isinstance(e, PermissionError) or _DENIED.search(text):
+        return StorageError(
+            shown,
+            "access denied (the credentials were refused, or give no access to it)",
+            "check AWS_PROFILE / AWS_ACCESS_KEY_ID or the store's credentials and its policy",
         )
     return StorageError(shown, f"cannot read ({type(e).__name__})", "check the URI and access")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 from pathlib import Path
 
 import pyarrow as pa
@@ -123,8 +124,22 @@ def test_a_missing_key_and_a_missing_bucket_are_not_found(s3, bucket):
         assert r.stderr == f"error: {uri}: not found; check the bucket and the key\n"
 
 
-def test_an_unreachable_endpoint_is_one_line_without_credentials(s3, monkeypatch):
-    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
+def free_port_holding_403() -> int:
+    """A free loopback port whose digits hold "403" (40300-40399, 14030-14039...)."""
+    for port in [*range(40300, 40400), *range(14030, 14040), *range(24030, 24040)]:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    pytest.fail("no free port holding 403 on loopback")
+
+
+@pytest.mark.parametrize("port", [free_port, free_port_holding_403])
+def test_an_unreachable_endpoint_is_one_line_without_credentials(s3, monkeypatch, port):
+    # (a port holding "403" once read as "access denied")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port()}")
     r = run("batches", "s3://bkt/m.parquet", "--strategy", "random", "--token-budget", "4096")
     assert r.exit_code == 2
     assert r.stderr == (

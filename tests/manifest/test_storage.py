@@ -8,14 +8,22 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from dflash_diag.cli import app
 from dflash_diag.errors import InputError
 from dflash_diag.manifest import read_manifest
-from dflash_diag.storage import display, has_glob, is_uri, list_shards, open_input, uri_text
+from dflash_diag.storage import (
+    classify,
+    display,
+    has_glob,
+    is_uri,
+    list_shards,
+    open_input,
+    uri_text,
+)
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "datasets"
 runner = CliRunner()
@@ -118,3 +126,42 @@ def test_shards_are_never_written_into_the_input(tmp_path):
         assert r.stderr == (
             f"error: {out}: refusing to write into the input; choose another folder\n"
         )
+
+
+# What pyarrow 25's S3 filesystem raises when nothing listens at AWS_ENDPOINT_URL, with
+# the port left open (the real text; tests/manifest/test_s3.py makes pyarrow raise it).
+REFUSED = (
+    "When getting information for key 'm.parquet' in bucket 'bkt': AWS Error "
+    "NETWORK_CONNECTION during HeadObject operation: curlCode: 7, Could not connect to "
+    "server; Details: Failed to connect to 127.0.0.1 port {port} after 0 ms: Could not "
+    "connect to server"
+)
+
+
+@given(st.integers(1, 65535))
+@example(40399)
+@example(403)
+def test_an_endpoint_that_does_not_answer_is_never_read_as_a_refusal(port):
+    # (a port such as 40399 holds "403"; it once read as "access denied")
+    e = classify(OSError(REFUSED.format(port=port)), "s3://bkt/m.parquet")
+    assert e.what == "the storage endpoint does not answer"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "AWS Error ACCESS_DENIED during HeadObject operation: No response body.",
+        "403, message='Forbidden', url='https://host:8403/x'",
+        "Client error '403' for url 'https://host/x'",
+        "HTTP 403",
+    ],
+)
+def test_a_refusal_is_access_denied(text):
+    e = classify(OSError(text), "s3://bkt/m.parquet")
+    assert e.what.startswith("access denied")
+
+
+@pytest.mark.parametrize("text", ["status 4031", "host 10.0.403.1", "key a-403-b", "port 8403"])
+def test_403_inside_another_token_is_not_a_refusal(text):
+    e = classify(OSError(text), "s3://bkt/m.parquet")
+    assert e.what == "cannot read (OSError)"
