@@ -112,12 +112,13 @@ def has_glob(x: str | os.PathLike[str]) -> bool:
 
 
 # The words that tell a store's failures apart, as whole tokens: a bare substring would
-# find "403" in "port 40399" and call an endpoint that never answered a refusal.
-_UNREACHABLE = re.compile(
+# find "403" in "port 40399" and call an endpoint that never answered a refusal.  (Left
+# as text: `re` compiles them when a store fails, not at every start-up.)
+_UNREACHABLE = (
     r"NETWORK_CONNECTION|curlCode|Could ?n[o']t connect|timed out|Timeout|Connection refused"
 )
-_NOT_FOUND = re.compile(r"NO_SUCH_BUCKET|NoSuchBucket|NoSuchKey|RESOURCE_NOT_FOUND")
-_DENIED = re.compile(
+_NOT_FOUND = r"NO_SUCH_BUCKET|NoSuchBucket|NoSuchKey|RESOURCE_NOT_FOUND"
+_DENIED = (
     r"ACCESS_DENIED|AccessDenied|INVALID_ACCESS_KEY_ID|SIGNATURE_DOES_NOT_MATCH"
     r"|InvalidAccessKeyId|SignatureDoesNotMatch|EXPIRED_TOKEN|Forbidden"
     r"|(?<![\w.:/-])403(?![\w.:/-])"
@@ -131,15 +132,15 @@ def classify(e: BaseException, shown: str) -> StorageError:
     or error name in the text (a port, a host) can be the store's.
     """
     text = str(e)
-    if _UNREACHABLE.search(text):
+    if re.search(_UNREACHABLE, text):
         return StorageError(
             shown,
             "the storage endpoint does not answer",
             "check AWS_ENDPOINT_URL (or the endpoint in the URI) and the network",
         )
-    if isinstance(e, FileNotFoundError) or _NOT_FOUND.search(text):
+    if isinstance(e, FileNotFoundError) or re.search(_NOT_FOUND, text):
         return StorageError(shown, "not found", "check the bucket and the key")
-    if isinstance(e, PermissionError) or _DENIED.search(text):
+    if isinstance(e, PermissionError) or re.search(_DENIED, text):
         return StorageError(
             shown,
             "access denied (the credentials were refused, or give no access to it)",
