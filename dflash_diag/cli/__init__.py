@@ -241,6 +241,13 @@ class _Boundary(TyperGroup):
                 err_console.print_exception()
             err_console.print(f"error: {e}", markup=False, highlight=False, soft_wrap=True)
             sys.exit(2)
+        except SystemExit as e:
+            # `dflash-diag | head`: a closed pipe ends the help screen with status 0 as
+            # it prints (:func:`~.consoles.end_at_closed_pipe`); with no arguments the
+            # status is usage's, 2, whoever reads the screen.
+            if not argv and e.code == 0:
+                sys.exit(2)
+            raise
         except _NO_ARGS as e:
             # `dflash-diag` alone: the help, as --help shows it, but exit 2 (usage).  The
             # error is made with the help: a rich screen is printed then (its console
