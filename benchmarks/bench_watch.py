@@ -3,6 +3,7 @@
     python benchmarks/bench_watch.py                 # latency and idle CPU, 3 runs
     python benchmarks/bench_watch.py --agreement     # watch against spikes on the sample logs
     python benchmarks/bench_watch.py --scale         # CPU per verdict at 3k..100k points
+    python benchmarks/bench_watch.py --scale --rounds 5 --sizes 3000,100000
 
 Latency: this script appends ``sample_logs/run.log`` to a fresh file at ~2,000 lines a second,
 pausing 2 s before the lines of steps 254 and 258, while ``watch --json`` follows it in another
@@ -19,11 +20,14 @@ schedule is verified, as on the sample run) and whose loss is flat with small ba
 effects and noise, with one spike early (its verdict reads the manifest and replays the
 schedule: not counted) and three in the last 600 steps; then it reads the log with a
 :class:`~dflash_diag.watch.session.WatchSession` in this process and times each
-:func:`~dflash_diag.watch.verdict.judge` call (``time.process_time``).  It prints the median
-CPU of the three late verdicts at each size and its ratio against the same figure at the
-smallest size, measured in the same run: flat is ~1x.  Also the CPU per point read and
-decided (parsing and detection, verdicts excluded).  Run it with ``PYTHONPATH`` set to
-another checkout to measure that one (it uses only public names and ``judge``).
+:func:`~dflash_diag.watch.verdict.judge` call (``time.process_time``).  The logs are
+written once; then ``--rounds`` rounds (default 3) each watch every size in turn, so a
+burst of load on a shared machine hits every size alike.  It prints the median CPU of
+the late verdicts of all rounds at each size (and their range) and its ratio against the
+same figure at the smallest size, measured in the same run: flat is ~1x.  Also the
+median CPU per point read and decided (parsing and detection, verdicts excluded).  Run
+it with ``PYTHONPATH`` set to another checkout to measure that one (it uses only public
+names and ``judge``).
 """
 
 from __future__ import annotations
@@ -217,51 +221,70 @@ def scale_log(path: Path, config: Path, n: int) -> list[int]:
     return planted
 
 
-def scale_one(n: int) -> tuple[float, float, int, list[str]]:
-    """Median CPU s of the late verdicts, CPU s per point otherwise, verdicts, and the
-    late verdicts' words, at ``n`` points."""
+def scale_session(
+    log: Path, config: Path, n: int, planted: list[int]
+) -> tuple[list[float], float, int, list[str]]:
+    """One watch of the log of ``n`` points: the CPU s of each late verdict, the CPU s
+    per point otherwise, the verdicts, and the late verdicts' words."""
     from dflash_diag.watch import session as ws
 
-    with tempfile.TemporaryDirectory() as tmp:
-        log, config = Path(tmp) / "run.log", Path(tmp) / "dflash-diag.toml"
-        scale_config(config, n // STEPS_PER_EPOCH + 2)
-        planted = scale_log(log, config, n)
-        timed: list[tuple[int, float, str]] = []
-        judge = ws.judge
+    timed: list[tuple[int, float, str]] = []
+    judge = ws.judge
 
-        def timed_judge(det: object, *args: object, **kw: object) -> object:
-            t = time.process_time()
-            v = judge(det, *args, **kw)  # type: ignore[arg-type]
-            took = time.process_time() - t
-            timed.append((det.decisions[-1].step, took, v.verdict))  # type: ignore[attr-defined]
-            return v
+    def timed_judge(det: object, *args: object, **kw: object) -> object:
+        t = time.process_time()
+        v = judge(det, *args, **kw)  # type: ignore[arg-type]
+        took = time.process_time() - t
+        timed.append((det.decisions[-1].step, took, v.verdict))  # type: ignore[attr-defined]
+        return v
 
-        ws.judge = timed_judge  # type: ignore[assignment]
-        try:
-            session = ws.open_session(str(log), config=str(config), until=n)
-            start = time.process_time()
-            while not session.done:
-                list(session.poll())
-            total = time.process_time() - start
-        finally:
-            ws.judge = judge
+    ws.judge = timed_judge  # type: ignore[assignment]
+    try:
+        session = ws.open_session(str(log), config=str(config), until=n)
+        start = time.process_time()
+        while not session.done:
+            list(session.poll())
+        total = time.process_time() - start
+    finally:
+        ws.judge = judge
     late = [t for s, t, _ in timed if s in planted[1:]]
     words = [f"{s} {v}" for s, _, v in timed if s in planted[1:]]
     per_point = (total - sum(t for _, t, _ in timed)) / n
-    return statistics.median(late) if late else float("nan"), per_point, len(timed), words
+    return late, per_point, len(timed), words
 
 
-def scale(sizes: list[int]) -> None:
+def scale(sizes: list[int], rounds: int) -> None:
+    """Each size's log written once; then ``rounds`` rounds, each watching every size
+    in turn (a burst of load hits every size alike); per size the median over all its
+    late verdicts, and the median CPU per point over the rounds."""
     print(f"watch: CPU per verdict at {', '.join(f'{n:,}' for n in sizes)} points "
-          "(3 late spikes each; ratio against the smallest size, this run)")  # fmt: skip
+          f"(3 late spikes each, {rounds} rounds alternating the sizes; ratio against "
+          "the smallest size, this run)")  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        inputs = {}
+        for n in sizes:
+            log, config = Path(tmp) / f"run{n}.log", Path(tmp) / f"dflash-diag{n}.toml"
+            scale_config(config, n // STEPS_PER_EPOCH + 2)
+            inputs[n] = (log, config, scale_log(log, config, n))
+        late: dict[int, list[float]] = {n: [] for n in sizes}
+        per_point: dict[int, list[float]] = {n: [] for n in sizes}
+        seen: dict[int, tuple[int, list[str]]] = {}
+        for _ in range(rounds):
+            for n in sizes:
+                times, point, count, words = scale_session(*inputs[n][:2], n, inputs[n][2])
+                late[n] += times
+                per_point[n].append(point)
+                seen[n] = (count, words)
     ref = None
     for n in sizes:
-        verdict, per_point, count, words = scale_one(n)
+        verdict = statistics.median(late[n]) if late[n] else float("nan")
         ref = verdict if ref is None else ref
+        count, words = seen[n]
         print(
-            f"  {n:>7,} points: verdict {verdict:.3f} s CPU ({verdict / ref:.2f}x), "
-            f"{per_point * 1e3:.3f} ms a point read and decided, {count} verdicts "
-            f"({'; '.join(words)})"
+            f"  {n:>7,} points: verdict {verdict:.3f} s CPU ({verdict / ref:.2f}x; "
+            f"{min(late[n]):.3f}-{max(late[n]):.3f} over {len(late[n])}), "
+            f"{statistics.median(per_point[n]) * 1e3:.3f} ms a point read and decided, "
+            f"{count} verdicts ({'; '.join(words)})"
         )
 
 
@@ -271,9 +294,10 @@ def main() -> None:
     ap.add_argument("--agreement", action="store_true")
     ap.add_argument("--scale", action="store_true")
     ap.add_argument("--sizes", default=",".join(map(str, SCALE_SIZES)))
+    ap.add_argument("--rounds", type=int, default=3, help="--scale: rounds over the sizes")
     args = ap.parse_args()
     if args.scale:
-        scale([int(x) for x in args.sizes.split(",")])
+        scale([int(x) for x in args.sizes.split(",")], args.rounds)
     elif args.agreement:
         agreement("sample_logs/run.log", 2961)
         agreement("sample_logs/run_bucketed.log", 3709, "--config", "sample_logs/bucketed.toml")
