@@ -238,7 +238,11 @@ def _help_text(help_text: str) -> RenderableType:
 
 
 def _panel(title: str, table: Table) -> Panel:
-    return Panel(table, border_style=STYLE_DIM, title=title, title_align="left")
+    """``table`` in a dim panel titled ``title``, as typer draws it.  A title without
+    markup or emoji codes (no ``[``, no ``:``) is given as text: rich would read it as
+    markup, the same characters, after importing its table of emoji codes."""
+    shown: str | Text = title if "[" in title or ":" in title else Text(title)
+    return Panel(table, border_style=STYLE_DIM, title=shown, title_align="left")
 
 
 def _params_table(params: list[Any], ctx: Any) -> Table:
