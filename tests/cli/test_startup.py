@@ -74,6 +74,15 @@ def test_help_imports_no_heavy_library_and_no_analysis(args):
 
 
 @pytest.mark.parametrize("args", [["--help"], ["parse", "--help"]], ids=" ".join)
+def test_plain_panel_titles_load_no_emoji_table(args):
+    """Titles without markup ("Options", "Commands") are drawn as text: rich's emoji
+    table, a large dict, is not imported to read them."""
+    modules = imported_by(*args)
+    assert "dflash_diag.cli.helpscreen" in modules  # the screen was drawn here
+    assert "rich._emoji_codes" not in modules
+
+
+@pytest.mark.parametrize("args", [["--help"], ["parse", "--help"]], ids=" ".join)
 def test_help_does_not_build_pydantic_adapters(args):
     """typer coerces options through pydantic; a help option left unset was coerced
     too (a None), which cost ~0.1 s of imports before the help was read."""
