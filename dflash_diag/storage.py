@@ -21,6 +21,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
@@ -123,37 +124,135 @@ _DENIED = (
     r"|InvalidAccessKeyId|SignatureDoesNotMatch|EXPIRED_TOKEN|Forbidden"
     r"|(?<![\w.:/-])403(?![\w.:/-])"
 )
+#: The HTTP clients' errors of a request that reached no server (httpx, requests,
+#: aiohttp and the builtins), by class name: fsspec's filesystems (``hf://``,
+#: ``http://``) raise them as they are.
+_NO_ANSWER_CLASSES = frozenset(
+    {"ConnectError", "ConnectTimeout", "ConnectionError", "ClientConnectorError",
+     "ClientConnectionError", "TimeoutException", "ServerTimeoutError", "TimeoutError",
+     "Timeout"}
+)  # fmt: skip
+#: The HTTP clients whose errors a store raises through fsspec: (module, base class).
+_HTTP_ERRORS = (
+    ("httpx", "HTTPError"),
+    ("httpx2", "HTTPError"),
+    ("requests", "RequestException"),
+    ("aiohttp", "ClientError"),
+)
+
+#: What went wrong, as a message says it: the endpoint does not answer, nothing is
+#: there, access is denied.
+UNREACHABLE = "the storage endpoint does not answer"
+NOT_FOUND = "not found"
+DENIED = "access denied (the credentials were refused, or give no access to it)"
+
+#: Per store, what to check for each failure: the settings that store's own tools read.
+_HINTS: dict[str, dict[str, str]] = {
+    "s3": {
+        UNREACHABLE: "check AWS_ENDPOINT_URL (or the endpoint in the URI) and the network",
+        NOT_FOUND: "check the bucket and the key",
+        DENIED: "check AWS_PROFILE / AWS_ACCESS_KEY_ID or the store's credentials and its policy",
+    },
+    "gs": {
+        UNREACHABLE: "check the endpoint in the URI and the network",
+        NOT_FOUND: "check the bucket and the object's path",
+        DENIED: "check GOOGLE_APPLICATION_CREDENTIALS (or `gcloud auth "
+        "application-default login`) and the bucket's permissions",
+    },
+    "abfs": {
+        UNREACHABLE: "check the account name, the endpoint in the URI and the network",
+        NOT_FOUND: "check the container and the blob's path",
+        DENIED: "check the account key or SAS (in the URI or the AZURE_* variables) "
+        "and the container's access",
+    },
+    "hf": {
+        UNREACHABLE: "check HF_ENDPOINT (when set) and the network",
+        NOT_FOUND: "check the repository, the revision and the path (a private or gated "
+        "repository reads as not found without access: check HF_TOKEN and, for a gated "
+        "one, that its terms are accepted)",
+        DENIED: "check HF_TOKEN (or `hf auth login`) and, for a gated repository, that "
+        "its terms are accepted",
+    },
+    "": {
+        UNREACHABLE: "check the endpoint in the URI and the network",
+        NOT_FOUND: "check the URI",
+        DENIED: "check the store's credentials and its policy",
+    },
+}
+_HINTS["gcs"] = _HINTS["gs"]
+_HINTS["abfss"] = _HINTS["az"] = _HINTS["abfs"]
 
 
 def classify(e: BaseException, shown: str) -> StorageError:
-    """A store's exception as a StorageError that names the cause, never the text.
+    """A store's exception as a StorageError that names the cause (:func:`failure`)
+    and what to check for that store (its scheme's settings), never the store's text."""
+    what = failure(e)
+    if what is None:
+        return StorageError(shown, f"cannot read ({type(e).__name__})", "check the URI and access")
+    return named(shown, what)
 
-    An endpoint that did not answer is told first: nothing answered, so no status code
-    or error name in the text (a port, a host) can be the store's.
+
+def named(shown: str, what: str) -> StorageError:
+    """The StorageError for ``what`` (:data:`UNREACHABLE`, :data:`NOT_FOUND`,
+    :data:`DENIED`) at the URI ``shown``, with what to check for its store."""
+    scheme = shown.split("://", 1)[0] if "://" in shown else ""
+    return StorageError(shown, what, _HINTS.get(scheme, _HINTS[""])[what])
+
+
+def failure(e: BaseException) -> str | None:
+    """:data:`UNREACHABLE`, :data:`NOT_FOUND` or :data:`DENIED` for a store's
+    exception, or None when it says none of them.
+
+    Read from the exception's class (``FileNotFoundError``, ``PermissionError``, an
+    HTTP client's connection error, huggingface_hub's ``...NotFoundError`` and
+    ``GatedRepoError``), its HTTP status (404; 401, 403) and the S3 error names in its
+    text.  An endpoint that did not answer is told first: nothing answered, so no
+    status code or error name in the text (a port, a host) can be the store's.
     """
+    names = {c.__name__ for c in type(e).__mro__}
     text = str(e)
-    if re.search(_UNREACHABLE, text):
-        return StorageError(
-            shown,
-            "the storage endpoint does not answer",
-            "check AWS_ENDPOINT_URL (or the endpoint in the URI) and the network",
-        )
-    if isinstance(e, FileNotFoundError) or re.search(_NOT_FOUND, text):
-        return StorageError(shown, "not found", "check the bucket and the key")
-    if isinstance(e, PermissionError) or re.search(_DENIED, text):
-        return StorageError(
-            shown,
-            "access denied (the credentials were refused, or give no access to it)",
-            "check AWS_PROFILE / AWS_ACCESS_KEY_ID or the store's credentials and its policy",
-        )
-    return StorageError(shown, f"cannot read ({type(e).__name__})", "check the URI and access")
+    if names & _NO_ANSWER_CLASSES or re.search(_UNREACHABLE, text):
+        return UNREACHABLE
+    status = _status(e)
+    if (
+        isinstance(e, FileNotFoundError)
+        or status == 404
+        or any(n.endswith("NotFoundError") for n in names)
+        or re.search(_NOT_FOUND, text)
+    ):
+        return NOT_FOUND
+    if (
+        isinstance(e, PermissionError)
+        or status in (401, 403)
+        or "GatedRepoError" in names
+        or re.search(_DENIED, text)
+    ):
+        return DENIED
+    return None
+
+
+def _status(e: BaseException) -> int | None:
+    """The HTTP status an HTTP client's error carries (``e.response.status_code``:
+    httpx, requests; ``e.status``: aiohttp), or None."""
+    response = getattr(e, "response", None)
+    for code in (getattr(response, "status_code", None), getattr(e, "status", None)):
+        if isinstance(code, int) and not isinstance(code, bool):
+            return code
+    return None
 
 
 def store_errors() -> tuple[type[BaseException], ...]:
-    """What pyarrow's filesystems raise on a store that cannot be read."""
+    """What a store's filesystem raises when it cannot be read: pyarrow's (``OSError``,
+    ``ArrowException``) and, through fsspec, the HTTP clients' errors (httpx, requests,
+    aiohttp: those already imported, which is where a filesystem raised them)."""
     import pyarrow as pa
 
-    return (OSError, pa.ArrowException)
+    found: list[type[BaseException]] = [OSError, pa.ArrowException]
+    for module, name in _HTTP_ERRORS:
+        cls = getattr(sys.modules.get(module), name, None)
+        if isinstance(cls, type) and issubclass(cls, BaseException):
+            found.append(cls)
+    return tuple(found)
 
 
 def _fsspec_location(uri: str) -> Location:
@@ -308,8 +407,11 @@ def stage(x: str | os.PathLike[str]) -> str:
     if local is not None:
         return local
     loc = locate(x)
-    if info(loc) != "file":
-        raise StorageError(loc.shown, "no file there", "give the URI of one file")
+    kind = info(loc)
+    if kind == "missing":  # (an fsspec store's refusal comes as nothing there, too)
+        raise named(loc.shown, NOT_FOUND)
+    if kind != "file":
+        raise StorageError(loc.shown, "a folder, not a file", "give the URI of one file")
     folder = tempfile.mkdtemp(prefix="dflash-diag-")
     atexit.register(shutil.rmtree, folder, True)
     dest = os.path.join(folder, loc.path.rsplit("/", 1)[-1] or "data")

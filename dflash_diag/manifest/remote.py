@@ -18,8 +18,8 @@ from typing import Any
 
 from ..errors import InputError
 from ..storage import (
+    NOT_FOUND,
     Location,
-    StorageError,
     classify,
     display,
     has_glob,
@@ -27,6 +27,7 @@ from ..storage import (
     list_files,
     list_shards,
     locate,
+    named,
     store_errors,
 )
 from .shards import order_shards
@@ -48,7 +49,7 @@ def uri_source(uri: str, split: str | None) -> Source | None:
     loc = locate(uri)
     kind = info(loc)
     if kind == "missing":
-        raise StorageError(shown, "not found", "check the bucket and the key")
+        raise named(shown, NOT_FOUND)
     if kind == "file":
         if not loc.path.lower().endswith(PARQUET):
             return None

@@ -16,12 +16,17 @@ from dflash_diag.cli import app
 from dflash_diag.errors import InputError
 from dflash_diag.manifest import read_manifest
 from dflash_diag.storage import (
+    DENIED,
+    NOT_FOUND,
+    UNREACHABLE,
     classify,
     display,
+    failure,
     has_glob,
     is_uri,
     list_shards,
     open_input,
+    store_errors,
     uri_text,
 )
 
@@ -165,3 +170,65 @@ def test_a_refusal_is_access_denied(text):
 def test_403_inside_another_token_is_not_a_refusal(text):
     e = classify(OSError(text), "s3://bkt/m.parquet")
     assert e.what == "cannot read (OSError)"
+
+
+# Each store's hint names that store's own settings; S3's are the messages docs/storage.md
+# shows, to the letter.
+@pytest.mark.parametrize(
+    ("uri", "error", "what", "words"),
+    [
+        ("s3://b/k", PermissionError(), DENIED,
+         "check AWS_PROFILE / AWS_ACCESS_KEY_ID or the store's credentials and its policy"),
+        ("s3://b/k", FileNotFoundError(), NOT_FOUND, "check the bucket and the key"),
+        ("s3://b/k", OSError("curlCode: 7, Could not connect"), UNREACHABLE,
+         "check AWS_ENDPOINT_URL (or the endpoint in the URI) and the network"),
+        ("gs://b/k", PermissionError(), DENIED, "GOOGLE_APPLICATION_CREDENTIALS"),
+        ("gcs://b/k", PermissionError(), DENIED, "GOOGLE_APPLICATION_CREDENTIALS"),
+        ("abfss://c@a.dfs.core.windows.net/k", PermissionError(), DENIED, "AZURE_"),
+        ("hf://datasets/o/d/x.parquet", PermissionError(), DENIED, "HF_TOKEN"),
+        ("hf://datasets/o/d/x.parquet", FileNotFoundError(), NOT_FOUND, "private or gated"),
+        ("hf://datasets/o/d/x.parquet", ConnectionRefusedError(), UNREACHABLE, "HF_ENDPOINT"),
+        ("https://h/x.parquet", PermissionError(), DENIED, "the store's credentials"),
+    ],
+)  # fmt: skip
+def test_a_failure_names_what_to_check_for_that_store(uri, error, what, words):
+    e = classify(error, uri)
+    assert e.what == what
+    assert words in e.hint
+    assert uri.startswith("s3://") or "AWS" not in e.hint
+
+
+class _Response:
+    def __init__(self, status_code: int) -> None:
+        self.status_code = status_code
+
+
+class _HTTPStatusError(OSError):
+    """An HTTP client's error as httpx and requests raise it: the response on it."""
+
+    def __init__(self, status_code: int) -> None:
+        super().__init__("Client error for url 'https://host/x'")
+        self.response = _Response(status_code)
+
+
+class _ClientResponseError(Exception):
+    """aiohttp's: the status on the error itself."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__("message='x', url='https://host:8404/x'")
+        self.status = status
+
+
+@pytest.mark.parametrize(
+    ("status", "what"), [(401, DENIED), (403, DENIED), (404, NOT_FOUND), (500, None)]
+)
+@pytest.mark.parametrize("error", [_HTTPStatusError, _ClientResponseError])
+def test_an_http_status_is_read_from_the_error(error, status, what):
+    assert failure(error(status)) == what
+
+
+def test_the_http_clients_errors_are_caught_once_loaded():
+    httpx = pytest.importorskip("httpx")
+    assert issubclass(httpx.ConnectError, store_errors())
+    e = classify(httpx.ConnectError("[Errno 111] Connection refused"), "hf://datasets/o/d/x")
+    assert (e.what, e.hint) == (UNREACHABLE, "check HF_ENDPOINT (when set) and the network")
