@@ -169,6 +169,16 @@ def _listed(module_name: str) -> Listed:
     )
 
 
+def _debug_first(argv: list[str]) -> list[str]:
+    """``argv`` with ``--debug`` first, where the group reads it, wherever it was given
+    before a ``--`` (``dflash-diag parse run.log --debug``: a bug's message asks for a
+    run with ``--debug``, and it is added at the end as often as not)."""
+    end = argv.index("--") if "--" in argv else len(argv)
+    if "--debug" not in argv[:end]:
+        return argv
+    return ["--debug", *(a for a in argv[:end] if a != "--debug"), *argv[end:]]
+
+
 class _Boundary(TyperGroup):
     """Runs the app with click's standalone mode off and maps exceptions to exit codes;
     its own flags show in ``--help`` without ``<bool>``; its commands are built when
@@ -224,8 +234,8 @@ class _Boundary(TyperGroup):
         windows_expand_args: bool = True,
         **extra: Any,
     ) -> Any:
-        argv = list(sys.argv[1:] if args is None else args)
-        debug = "--debug" in argv or os.environ.get("DFLASH_DIAG_DEBUG") == "1"
+        argv = _debug_first(list(sys.argv[1:] if args is None else args))
+        debug = argv[:1] == ["--debug"] or os.environ.get("DFLASH_DIAG_DEBUG") == "1"
         try:
             rv = super().main(
                 args=argv,

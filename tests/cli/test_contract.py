@@ -29,6 +29,59 @@ def test_unknown_option_names_the_command():
     assert result.stderr.count("\n") == 1
 
 
+SAMPLE_LOG = str(Path(__file__).resolve().parents[2] / "sample_logs" / "run.log")
+BUG = (
+    "error: internal error (RuntimeError: a bug planted by the test); this is a bug, "
+    "please report it with the output of --debug\n"
+)
+
+
+@pytest.fixture
+def planted_bug(monkeypatch):
+    """``parse``'s report raises what no input can cause: a bug."""
+    import dflash_diag.reports
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug planted by the test")
+
+    monkeypatch.setattr(dflash_diag.reports, "parse_report", broken)
+    monkeypatch.delenv("DFLASH_DIAG_DEBUG", raising=False)
+
+
+def test_a_bug_is_exit_1_and_one_line_that_asks_for_debug(planted_bug):
+    result = runner.invoke(app, ["parse", SAMPLE_LOG])
+    assert result.exit_code == 1
+    assert result.stderr == BUG
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--debug", "parse", SAMPLE_LOG], ["parse", SAMPLE_LOG, "--debug"],
+     ["parse", "--debug", SAMPLE_LOG]],
+    ids=["before the command", "at the end", "among the options"],
+)  # fmt: skip
+def test_debug_shows_the_traceback_wherever_it_is_given(planted_bug, args):
+    result = runner.invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 1
+    assert "Traceback" in result.stderr and "broken" in result.stderr  # (the raising frame)
+    assert result.stderr.endswith("RuntimeError: a bug planted by the test\n")
+
+
+def test_debug_from_the_environment(planted_bug, monkeypatch):
+    monkeypatch.setenv("DFLASH_DIAG_DEBUG", "1")
+    result = runner.invoke(app, ["parse", SAMPLE_LOG], env={"COLUMNS": "200"})
+    assert result.exit_code == 1
+    assert "Traceback" in result.stderr
+    assert result.stderr.endswith("RuntimeError: a bug planted by the test\n")
+
+
+def test_debug_after_a_double_dash_is_an_argument():
+    # (`parse -- --debug`: a log named "--debug", which is not there)
+    result = runner.invoke(app, ["parse", "--", "--debug"])
+    assert result.exit_code == 2
+    assert result.stderr == "error: --debug: no such file; check the path\n"
+
+
 def _imported(code: str, modules: tuple[str, ...]) -> list[str]:
     """Which of ``modules`` a fresh interpreter has imported after running ``code``."""
     check = f"import sys\n{code}\nprint(','.join(m for m in {modules!r} if m in sys.modules))"
