@@ -108,8 +108,19 @@ def display(x: str | os.PathLike[str]) -> str:
 
 
 def has_glob(x: str | os.PathLike[str]) -> bool:
-    """True when the last part of ``x`` is a glob (``shards/*.parquet``)."""
-    return any(c in uri_text(x).rstrip("/").rsplit("/", 1)[-1] for c in GLOB_CHARS)
+    """True when the last part of ``x`` is a glob (``shards/*.parquet``); a URI's
+    ``?query`` is not part of it (in a URI ``?`` starts the query, as pyarrow reads it)."""
+    path = split_query(uri_text(x))[0]
+    return any(c in path.rstrip("/").rsplit("/", 1)[-1] for c in GLOB_CHARS)
+
+
+def split_query(text: str) -> tuple[str, str]:
+    """A URI's path and its query, ``?`` included (``("s3://b/k", "?scheme=http")``);
+    a local path and ``""``."""
+    if not is_uri(text):
+        return text, ""
+    path, mark, query = text.partition("?")
+    return path, mark + query
 
 
 # The words that tell a store's failures apart, as whole tokens: a bare substring would
@@ -140,11 +151,16 @@ _HTTP_ERRORS = (
     ("aiohttp", "ClientError"),
 )
 
+#: No credentials were found to sign a request with (GCS: no application-default
+#: credentials, and no metadata server to ask for a token).
+_NO_CREDENTIALS = r"OAuth2 access token"
+
 #: What went wrong, as a message says it: the endpoint does not answer, nothing is
-#: there, access is denied.
+#: there, access is denied, no credentials were found.
 UNREACHABLE = "the storage endpoint does not answer"
 NOT_FOUND = "not found"
 DENIED = "access denied (the credentials were refused, or give no access to it)"
+NO_CREDENTIALS = "no credentials found for this store"
 
 #: Per store, what to check for each failure: the settings that store's own tools read.
 _HINTS: dict[str, dict[str, str]] = {
@@ -179,6 +195,8 @@ _HINTS: dict[str, dict[str, str]] = {
         DENIED: "check the store's credentials and its policy",
     },
 }
+for _hints in _HINTS.values():
+    _hints[NO_CREDENTIALS] = _hints[DENIED]
 _HINTS["gcs"] = _HINTS["gs"]
 _HINTS["abfss"] = _HINTS["az"] = _HINTS["abfs"]
 
@@ -200,8 +218,8 @@ def named(shown: str, what: str) -> StorageError:
 
 
 def failure(e: BaseException) -> str | None:
-    """:data:`UNREACHABLE`, :data:`NOT_FOUND` or :data:`DENIED` for a store's
-    exception, or None when it says none of them.
+    """:data:`UNREACHABLE`, :data:`NOT_FOUND`, :data:`DENIED` or
+    :data:`NO_CREDENTIALS` for a store's exception, or None when it says none of them.
 
     Read from the exception's class (``FileNotFoundError``, ``PermissionError``, an
     HTTP client's connection error, huggingface_hub's ``...NotFoundError`` and
@@ -211,6 +229,8 @@ def failure(e: BaseException) -> str | None:
     """
     names = {c.__name__ for c in type(e).__mro__}
     text = str(e)
+    if re.search(_NO_CREDENTIALS, text):  # (before the metadata server's own failure)
+        return NO_CREDENTIALS
     if names & _NO_ANSWER_CLASSES or re.search(_UNREACHABLE, text):
         return UNREACHABLE
     status = _status(e)
@@ -279,20 +299,41 @@ def locate(x: str | os.PathLike[str]) -> Location:
     :raises StorageError: the URI names no filesystem pyarrow or fsspec knows, or its
         store refuses it while it is opened (S3 resolves a bucket's region here).
     """
+    import pyarrow as pa
     import pyarrow.fs as pafs
 
     if not is_uri(x):
         return Location(pafs.LocalFileSystem(), os.path.abspath(os.fspath(x)), os.fspath(x))
     uri = uri_text(x)
     try:
-        fs, path = pafs.FileSystem.from_uri(uri)
-    except pafs.ArrowInvalid as e:
+        fs, path = pafs.FileSystem.from_uri(_bounded_retries(uri))
+    except pa.ArrowInvalid as e:
         if "Unrecognized filesystem type" in str(e):
             return _fsspec_location(uri)
-        raise StorageError(display(uri), "not a URI pyarrow can open", "check it") from None
+        raise StorageError(
+            display(uri),
+            "not a URI pyarrow can open",
+            "check it, and its query parameters: pyarrow's filesystem for this store must "
+            "know each",
+        ) from None
     except store_errors() as e:
         raise classify(e, display(uri)) from None
     return Location(fs, path, uri)
+
+
+#: Seconds a ``gs://`` request is retried for unless the URI says
+#: (``?retry_limit_seconds=N``): the GCS client's own limit is minutes, spent in silence
+#: where credentials are missing (docs/storage.md).
+GCS_RETRY_SECONDS = 30
+
+
+def _bounded_retries(uri: str) -> str:
+    """``uri``, a ``gs://`` one given :data:`GCS_RETRY_SECONDS` of retries unless its
+    query sets ``retry_limit_seconds``."""
+    scheme, _, rest = uri.partition("://")
+    if scheme not in ("gs", "gcs") or "retry_limit_seconds=" in rest.partition("?")[2]:
+        return uri
+    return f"{uri}{'&' if '?' in rest else '?'}retry_limit_seconds={GCS_RETRY_SECONDS}"
 
 
 def info(loc: Location) -> str:
@@ -356,14 +397,16 @@ def list_shards(
     the folder's :class:`Location` and the shard paths in it, sorted as strings.
 
     A folder gives every file at any depth whose name ends in one of ``suffixes``; a
-    glob gives the files its last part matches (``*`` and ``?`` stop at ``/``).
+    glob gives the files its last part matches (``*`` and ``?`` stop at ``/``; in a URI
+    ``?`` starts the query, which goes with the folder: ``s3://b/d/*.parquet?scheme=http``).
 
     :raises StorageError: the store cannot be read; InputError: nothing matches.
     """
     text = uri_text(x)
     if has_glob(text):
-        base, _, pattern = text.rstrip("/").rpartition("/")
-        loc = locate(base or ".")
+        path, query = split_query(text)  # (the query goes with the folder listed)
+        base, _, pattern = path.rstrip("/").rpartition("/")
+        loc = locate((base or ".") + query)
         files = [f for f in list_files(loc) if _glob_match(f[len(loc.path) :], pattern)]
     else:
         loc = locate(text)

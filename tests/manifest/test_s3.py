@@ -111,6 +111,36 @@ def test_a_glob_takes_only_the_shards_it_matches(s3, bucket, tmp_path):
     assert m.lengths.tolist() == [len(r) for r in expected]
 
 
+@pytest.fixture
+def endpoint_in_the_uri(s3, monkeypatch) -> str:
+    """The server's address as a URI query (docs/storage.md: an S3-compatible server
+    named in the URI), ``AWS_ENDPOINT_URL`` unset."""
+    monkeypatch.delenv("AWS_ENDPOINT_URL")
+    host = s3.endpoint.split("://", 1)[1]
+    return f"?endpoint_override={host}&scheme=http"
+
+
+def test_the_endpoint_given_in_the_uri_query(s3, bucket, endpoint_in_the_uri):
+    # (a "?" once read as a glob: the bucket was listed without the query, elsewhere)
+    s3.upload(bucket, SAMPLE / "manifest.parquet", "q/manifest.parquet")
+    config = str(SAMPLE / "dflash-diag.toml")
+    uri = f"s3://{bucket}/q/manifest.parquet{endpoint_in_the_uri}"
+    remote = run("batches", uri, "--config", config, "--json")
+    local = run("batches", str(SAMPLE / "manifest.parquet"), "--config", config, "--json")
+    assert remote.exit_code == 0, remote.output
+    r, lo = json.loads(remote.stdout), json.loads(local.stdout)
+    assert r["manifest"] == f"s3://{bucket}/q/manifest.parquet"  # (the query not shown)
+    assert without(r, "manifest") == without(lo, "manifest")
+
+
+def test_a_glob_with_the_endpoint_in_the_uri_query(s3, bucket, endpoint_in_the_uri):
+    shards = sorted((DATA / "shards").glob("*.parquet"))
+    s3.upload(bucket, DATA / "shards", "gq")
+    m = read_manifest(f"s3://{bucket}/gq/part-0000[12].parquet{endpoint_in_the_uri}")
+    expected = [n for p in shards[1:3] for n in pq.read_table(p).column("input_ids").to_pylist()]
+    assert m.lengths.tolist() == [len(r) for r in expected]
+
+
 def test_open_input_reads_the_bytes(s3, bucket):
     s3.upload(bucket, SAMPLE / "run.log", "x/run.log")
     with open_input(f"s3://{bucket}/x/run.log") as f:
