@@ -161,6 +161,7 @@ UNREACHABLE = "the storage endpoint does not answer"
 NOT_FOUND = "not found"
 DENIED = "access denied (the credentials were refused, or give no access to it)"
 NO_CREDENTIALS = "no credentials found for this store"
+OFFLINE = "offline mode is on, so the Hub was not asked"
 
 #: Per store, what to check for each failure: the settings that store's own tools read.
 _HINTS: dict[str, dict[str, str]] = {
@@ -197,6 +198,8 @@ _HINTS: dict[str, dict[str, str]] = {
 }
 for _hints in _HINTS.values():
     _hints[NO_CREDENTIALS] = _hints[DENIED]
+    # (only Hugging Face's client has an offline mode: huggingface_hub's own variables)
+    _hints[OFFLINE] = "unset HF_HUB_OFFLINE (and TRANSFORMERS_OFFLINE) to read from the Hub"
 _HINTS["gcs"] = _HINTS["gs"]
 _HINTS["abfss"] = _HINTS["az"] = _HINTS["abfs"]
 
@@ -218,8 +221,8 @@ def named(shown: str, what: str) -> StorageError:
 
 
 def failure(e: BaseException) -> str | None:
-    """:data:`UNREACHABLE`, :data:`NOT_FOUND`, :data:`DENIED` or
-    :data:`NO_CREDENTIALS` for a store's exception, or None when it says none of them.
+    """:data:`UNREACHABLE`, :data:`NOT_FOUND`, :data:`DENIED`, :data:`NO_CREDENTIALS`
+    or :data:`OFFLINE` for a store's exception, or None when it says none of them.
 
     Read from the exception's class (``FileNotFoundError``, ``PermissionError``, an
     HTTP client's connection error, huggingface_hub's ``...NotFoundError`` and
@@ -229,6 +232,8 @@ def failure(e: BaseException) -> str | None:
     """
     names = {c.__name__ for c in type(e).__mro__}
     text = str(e)
+    if "OfflineModeIsEnabled" in names:  # (huggingface_hub's: a ConnectionError too)
+        return OFFLINE
     if re.search(_NO_CREDENTIALS, text):  # (before the metadata server's own failure)
         return NO_CREDENTIALS
     if names & _NO_ANSWER_CLASSES or re.search(_UNREACHABLE, text):

@@ -27,6 +27,7 @@ from .conftest import free_port, need
 # servers on loopback and fresh processes, seconds each: CI runs them, the local loop not
 pytestmark = pytest.mark.slow
 
+ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "hf_testTokenThatIsNeverPrinted0042"
 MANIFEST = ["batches", "hf://datasets/org/corpus/data/m.parquet", "--strategy", "random",
             "--token-budget", "4096"]  # fmt: skip
@@ -70,7 +71,9 @@ def hub(request) -> Iterator[str]:
     server.server_close()
 
 
-def run(endpoint: str, args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+def run(
+    endpoint: str, args: list[str], tmp_path: Path, extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ,
         "HF_ENDPOINT": endpoint,
@@ -79,8 +82,11 @@ def run(endpoint: str, args: list[str], tmp_path: Path) -> subprocess.CompletedP
         "HF_HUB_DISABLE_TELEMETRY": "1",
         "HF_HUB_ETAG_TIMEOUT": "5",
         "HF_HUB_DOWNLOAD_TIMEOUT": "5",
+        "PYTHONPATH": str(ROOT),  # (the code under test, not whatever copy is installed)
     }
-    env.pop("HF_HUB_OFFLINE", None)
+    for offline in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):  # (set by other tests)
+        env.pop(offline, None)
+    env.update(extra or {})
     return subprocess.run(
         [sys.executable, "-m", "dflash_diag", *args],
         capture_output=True,
@@ -130,3 +136,11 @@ def test_a_hub_that_does_not_answer_is_bad_input_not_a_bug(args, tmp_path):
         "the storage endpoint does not answer",
     )
     assert line.endswith("check HF_ENDPOINT (when set) and the network\n")
+
+
+@pytest.mark.parametrize("variable", ["HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"])
+def test_offline_mode_is_named_not_read_as_an_endpoint_that_does_not_answer(variable, tmp_path):
+    need("huggingface_hub")
+    r = run(f"http://127.0.0.1:{free_port()}", LOG, tmp_path, {variable: "1"})
+    line = one_error_line(r, LOG[1], "offline mode is on, so the Hub was not asked")
+    assert line.endswith("unset HF_HUB_OFFLINE (and TRANSFORMERS_OFFLINE) to read from the Hub\n")
