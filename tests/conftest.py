@@ -1,5 +1,6 @@
 """Fixtures the test folders share: the bundled sample run, the real Trainer runs, a CLI
-runner that keeps stdout and stderr apart.
+runner that keeps stdout and stderr apart.  Processes the tests start import this
+checkout (``PYTHONPATH``).
 
 And the local loop's two shortcuts (CI, with ``CI`` set, has neither):
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import ast
 import functools
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +33,12 @@ if not FULL:
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_logs"
+
+# Every process a test starts (``python -m dflash_diag ...``) runs this checkout's code,
+# not whatever copy an editable install points at.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+)
 TRAINER_RUNS = ROOT / "tests" / "data" / "trainer_runs"
 
 
