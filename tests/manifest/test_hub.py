@@ -27,7 +27,6 @@ from .conftest import free_port, need
 # servers on loopback and fresh processes, seconds each: CI runs them, the local loop not
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "hf_testTokenThatIsNeverPrinted0042"
 MANIFEST = ["batches", "hf://datasets/org/corpus/data/m.parquet", "--strategy", "random",
             "--token-budget", "4096"]  # fmt: skip
@@ -82,7 +81,6 @@ def run(
         "HF_HUB_DISABLE_TELEMETRY": "1",
         "HF_HUB_ETAG_TIMEOUT": "5",
         "HF_HUB_DOWNLOAD_TIMEOUT": "5",
-        "PYTHONPATH": str(ROOT),  # (the code under test, not whatever copy is installed)
     }
     for offline in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):  # (set by other tests)
         env.pop(offline, None)
