@@ -327,8 +327,8 @@ def locate(x: str | os.PathLike[str]) -> Location:
 
 
 #: Seconds a ``gs://`` request is retried for unless the URI says
-#: (``?retry_limit_seconds=N``): the GCS client's own limit is minutes, spent in silence
-#: where credentials are missing (docs/storage.md).
+#: (``?retry_limit_seconds=N``): the GCS client's own limit is far longer, spent in
+#: silence where credentials are missing (docs/storage.md).
 GCS_RETRY_SECONDS = 30
 
 
