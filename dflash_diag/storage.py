@@ -22,6 +22,8 @@ import fnmatch
 import os
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
@@ -127,7 +129,8 @@ def split_query(text: str) -> tuple[str, str]:
 # find "403" in "port 40399" and call an endpoint that never answered a refusal.  (Left
 # as text: `re` compiles them when a store fails, not at every start-up.)
 _UNREACHABLE = (
-    r"NETWORK_CONNECTION|curlCode|Could ?n[o']t connect|timed out|Timeout|Connection refused"
+    r"NETWORK_CONNECTION|curlCode|Could ?n[o']t (?:connect|resolve)|timed out|Timeout"
+    r"|Connection refused"
 )
 _NOT_FOUND = r"NO_SUCH_BUCKET|NoSuchBucket|NoSuchKey|RESOURCE_NOT_FOUND"
 _DENIED = (
@@ -153,7 +156,13 @@ _HTTP_ERRORS = (
 
 #: No credentials were found to sign a request with (GCS: no application-default
 #: credentials, and no metadata server to ask for a token).
-_NO_CREDENTIALS = r"OAuth2 access token"
+_NO_CREDENTIALS = r"OAuth2 access token|Failed to get token from|AuthenticationException"
+#: The HDFS client cannot be loaded: pyarrow's needs Hadoop's libhdfs and a Java runtime.
+_NO_HDFS_CLIENT = r"libjvm|libhdfs"
+#: The modules of the store clients fsspec brings: a ValueError raised in their own code
+#: is the store's refusal of a path (huggingface_hub: "Repository id must be ..."), not a
+#: bug of this package.
+_CLIENT_MODULES = frozenset({"fsspec", "huggingface_hub", "adlfs", "gcsfs", "s3fs"})
 
 #: What went wrong, as a message says it: the endpoint does not answer, nothing is
 #: there, access is denied, no credentials were found.
@@ -162,6 +171,8 @@ NOT_FOUND = "not found"
 DENIED = "access denied (the credentials were refused, or give no access to it)"
 NO_CREDENTIALS = "no credentials found for this store"
 OFFLINE = "offline mode is on, so the Hub was not asked"
+NOT_A_PATH = "not a path this store takes"
+NO_HDFS_CLIENT = "the HDFS client cannot be loaded (it needs libhdfs and a Java runtime)"
 
 #: Per store, what to check for each failure: the settings that store's own tools read.
 _HINTS: dict[str, dict[str, str]] = {
@@ -183,6 +194,8 @@ _HINTS: dict[str, dict[str, str]] = {
         "and the container's access",
     },
     "hf": {
+        NOT_A_PATH: "give hf://datasets/ORG/NAME/path (a dataset's file) or "
+        "hf://ORG/NAME/path (a model's)",
         UNREACHABLE: "check HF_ENDPOINT (when set) and the network",
         NOT_FOUND: "check the repository, the revision and the path (a private or gated "
         "repository reads as not found without access: check HF_TOKEN and, for a gated "
@@ -191,6 +204,7 @@ _HINTS: dict[str, dict[str, str]] = {
         "its terms are accepted",
     },
     "": {
+        NOT_A_PATH: "check the URI",
         UNREACHABLE: "check the endpoint in the URI and the network",
         NOT_FOUND: "check the URI",
         DENIED: "check the store's credentials and its policy",
@@ -198,6 +212,11 @@ _HINTS: dict[str, dict[str, str]] = {
 }
 for _hints in _HINTS.values():
     _hints[NO_CREDENTIALS] = _hints[DENIED]
+    _hints.setdefault(NOT_A_PATH, "check the URI")
+    _hints[NO_HDFS_CLIENT] = (
+        "set JAVA_HOME, HADOOP_HOME and CLASSPATH (`hadoop classpath --glob`) as "
+        "pyarrow's HDFS filesystem needs"
+    )
     # (only Hugging Face's client has an offline mode: huggingface_hub's own variables)
     _hints[OFFLINE] = "unset HF_HUB_OFFLINE (and TRANSFORMERS_OFFLINE) to read from the Hub"
 _HINTS["gcs"] = _HINTS["gs"]
@@ -221,8 +240,9 @@ def named(shown: str, what: str) -> StorageError:
 
 
 def failure(e: BaseException) -> str | None:
-    """:data:`UNREACHABLE`, :data:`NOT_FOUND`, :data:`DENIED`, :data:`NO_CREDENTIALS`
-    or :data:`OFFLINE` for a store's exception, or None when it says none of them.
+    """What went wrong, as :data:`UNREACHABLE`, :data:`NOT_FOUND`, :data:`DENIED`,
+    :data:`NO_CREDENTIALS`, :data:`OFFLINE`, :data:`NOT_A_PATH` or
+    :data:`NO_HDFS_CLIENT` says it, for a store's exception; None when it says none.
 
     Read from the exception's class (``FileNotFoundError``, ``PermissionError``, an
     HTTP client's connection error, huggingface_hub's ``...NotFoundError`` and
@@ -234,6 +254,10 @@ def failure(e: BaseException) -> str | None:
     text = str(e)
     if "OfflineModeIsEnabled" in names:  # (huggingface_hub's: a ConnectionError too)
         return OFFLINE
+    if isinstance(e, ValueError):  # (:func:`is_store_error`: a client's refusal of a path)
+        return NOT_A_PATH
+    if re.search(_NO_HDFS_CLIENT, text):
+        return NO_HDFS_CLIENT
     if re.search(_NO_CREDENTIALS, text):  # (before the metadata server's own failure)
         return NO_CREDENTIALS
     if names & _NO_ANSWER_CLASSES or re.search(_UNREACHABLE, text):
@@ -280,6 +304,33 @@ def store_errors() -> tuple[type[BaseException], ...]:
     return tuple(found)
 
 
+def is_store_error(e: BaseException) -> bool:
+    """Whether ``e`` is a store's failure: one of :func:`store_errors`, or a
+    ``ValueError`` raised in a store client's own code (:data:`_CLIENT_MODULES`), never
+    one of this package's (a bug stays a bug)."""
+    if isinstance(e, store_errors()):
+        return True
+    if not isinstance(e, ValueError) or e.__traceback__ is None:
+        return False
+    tb = e.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return str(tb.tb_frame.f_globals.get("__name__", "")).split(".")[0] in _CLIENT_MODULES
+
+
+@contextmanager
+def store_call(shown: str) -> Iterator[None]:
+    """Around requests to a store: a failure of the store's (:func:`is_store_error`)
+    becomes the StorageError :func:`classify` makes for ``shown``; anything else goes
+    on as it was raised."""
+    try:
+        yield
+    except Exception as e:
+        if not is_store_error(e):
+            raise
+        raise classify(e, shown) from None
+
+
 def _fsspec_location(uri: str) -> Location:
     """A URI pyarrow has no filesystem for (``hf://``, ``http://``...), through fsspec."""
     try:
@@ -291,11 +342,29 @@ def _fsspec_location(uri: str) -> Location:
         ) from None
     try:
         fs, path = fsspec.core.url_to_fs(uri)
-    except (ImportError, ValueError) as e:
+    except ImportError:
+        package = _fsspec_package(uri.split("://", 1)[0])
+        if package is None:
+            raise StorageError(display(uri), "no filesystem for this URI", "") from None
+        raise InputError(
+            display(uri),
+            f"reading this URI needs the optional package '{package}'",
+            f"pip install {package}",
+        ) from None
+    except ValueError as e:
         raise StorageError(
             display(uri), f"no filesystem for this URI ({type(e).__name__})", ""
         ) from None
     return Location(PyFileSystem(FSSpecHandler(fs)), path, uri)
+
+
+def _fsspec_package(scheme: str) -> str | None:
+    """The package fsspec names for ``scheme``'s filesystem (``az`` -> ``adlfs``), or
+    None when it knows none."""
+    from fsspec.registry import known_implementations
+
+    found = known_implementations.get(scheme, {}).get("class", "")
+    return found.split(".", 1)[0] or None
 
 
 def locate(x: str | os.PathLike[str]) -> Location:
@@ -321,7 +390,9 @@ def locate(x: str | os.PathLike[str]) -> Location:
             "check it, and its query parameters: pyarrow's filesystem for this store must "
             "know each",
         ) from None
-    except store_errors() as e:
+    except Exception as e:
+        if not is_store_error(e):
+            raise
         raise classify(e, display(uri)) from None
     return Location(fs, path, uri)
 
@@ -349,10 +420,8 @@ def info(loc: Location) -> str:
     """
     import pyarrow.fs as pafs
 
-    try:
+    with store_call(loc.shown):
         kind = loc.fs.get_file_info(loc.path).type
-    except store_errors() as e:
-        raise classify(e, loc.shown) from None
     if kind == pafs.FileType.File:
         return "file"
     if kind == pafs.FileType.Directory:
@@ -368,10 +437,8 @@ def open_input(x: str | os.PathLike[str]) -> Any:
         there (for a local path: an ``InputError`` ``not found``).
     """
     loc = locate(x)
-    try:
+    with store_call(loc.shown):
         return loc.fs.open_input_file(loc.path)
-    except store_errors() as e:
-        raise classify(e, loc.shown) from None
 
 
 def _child(loc: Location, path: str) -> str:
@@ -388,10 +455,8 @@ def list_files(loc: Location) -> list[str]:
     as fsspec's ``find`` sorts them (the order ``datasets`` resolves data files in)."""
     import pyarrow.fs as pafs
 
-    try:
+    with store_call(loc.shown):
         found = loc.fs.get_file_info(pafs.FileSelector(loc.path, recursive=True))
-    except store_errors() as e:
-        raise classify(e, loc.shown) from None
     return sorted(f.path for f in found if f.type == pafs.FileType.File)
 
 
@@ -463,10 +528,15 @@ def stage(x: str | os.PathLike[str]) -> str:
     folder = tempfile.mkdtemp(prefix="dflash-diag-")
     atexit.register(shutil.rmtree, folder, True)
     dest = os.path.join(folder, loc.path.rsplit("/", 1)[-1] or "data")
-    try:
-        with loc.fs.open_input_stream(loc.path) as src, open(dest, "wb") as out:
-            while chunk := src.read(1 << 22):
-                out.write(chunk)
-    except store_errors() as e:
-        raise classify(e, loc.shown) from None
+    copy_file(loc, loc.path, dest)
     return dest
+
+
+def copy_file(loc: Location, path: str, dest: str) -> None:
+    """The file ``path`` of ``loc``'s filesystem copied to the local path ``dest``, 4 MiB
+    at a time.
+
+    :raises StorageError: the store cannot be read."""
+    with store_call(loc.shown), loc.fs.open_input_stream(path) as src, open(dest, "wb") as out:
+        while chunk := src.read(1 << 22):
+            out.write(chunk)

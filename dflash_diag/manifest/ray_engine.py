@@ -26,7 +26,7 @@ from typing import Any
 
 from ..data import Manifest, Progress
 from ..errors import InputError, MissingDependency
-from ..storage import classify, store_errors
+from ..storage import classify, is_store_error
 from . import ID_COLUMN, finish_manifest, open_shards, plan_columns
 from .columns import MASK_COLUMN, kind_of, numbers_of, padded_to
 from .sources import Source, clip
@@ -243,7 +243,7 @@ def _run(
     except ray.exceptions.RayTaskError as e:
         # (a task's store error: the workers' own credentials and endpoint are used)
         cause = e.as_instanceof_cause()
-        if isinstance(cause, store_errors()):
+        if is_store_error(cause):
             raise classify(cause, shown) from None
         raise
     return pa.concat_tables(parts, promote_options="permissive") if parts else _empty(columns)

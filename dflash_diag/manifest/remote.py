@@ -20,7 +20,7 @@ from ..errors import InputError
 from ..storage import (
     NOT_FOUND,
     Location,
-    classify,
+    copy_file,
     display,
     has_glob,
     info,
@@ -28,7 +28,6 @@ from ..storage import (
     list_shards,
     locate,
     named,
-    store_errors,
 )
 from .shards import order_shards
 from .sources import Source, parquet_shards
@@ -91,25 +90,16 @@ def local_copy(uri: str) -> Iterator[str]:
         name = loc.path.rstrip("/").rsplit("/", 1)[-1] or "data"
         target = os.path.join(tmp, name)
         if info(loc) == "file":
-            _copy(loc, loc.path, target)
+            copy_file(loc, loc.path, target)
         else:
             base = loc.path.rstrip("/")
             for f in list_files(loc):
                 dest = os.path.join(target, *f[len(base) :].lstrip("/").split("/"))
                 os.makedirs(os.path.dirname(dest), exist_ok=True)
-                _copy(loc, f, dest)
+                copy_file(loc, f, dest)
         yield target
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _copy(loc: Location, path: str, dest: str) -> None:
-    try:
-        with loc.fs.open_input_stream(path) as src, open(dest, "wb") as out:
-            while chunk := src.read(1 << 22):
-                out.write(chunk)
-    except store_errors() as e:
-        raise classify(e, loc.shown) from None
 
 
 def renamed(e: InputError, local: str, uri: str) -> InputError:

@@ -142,3 +142,14 @@ def test_offline_mode_is_named_not_read_as_an_endpoint_that_does_not_answer(vari
     r = run(f"http://127.0.0.1:{free_port()}", LOG, tmp_path, {variable: "1"})
     line = one_error_line(r, LOG[1], "offline mode is on, so the Hub was not asked")
     assert line.endswith("unset HF_HUB_OFFLINE (and TRANSFORMERS_OFFLINE) to read from the Hub\n")
+
+
+def test_a_path_the_hub_client_refuses_is_bad_input_not_a_bug(tmp_path):
+    # (huggingface_hub raises ValueError for "hf://datasets": once an internal error)
+    need("huggingface_hub")
+    args = ["batches", "hf://datasets", "--strategy", "random", "--batch-size", "8"]
+    line = one_error_line(
+        run(f"http://127.0.0.1:{free_port()}", args, tmp_path), args[1], "not a path"
+    )
+    assert line.endswith("give hf://datasets/ORG/NAME/path (a dataset's file) or "
+                         "hf://ORG/NAME/path (a model's)\n")  # fmt: skip

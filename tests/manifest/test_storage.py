@@ -23,10 +23,12 @@ from dflash_diag.storage import (
     display,
     failure,
     has_glob,
+    is_store_error,
     is_uri,
     list_shards,
     open_input,
     split_query,
+    store_call,
     store_errors,
     uri_text,
 )
@@ -279,4 +281,73 @@ def test_a_query_parameter_pyarrow_does_not_know_is_one_error_line():
     assert r.stderr == (
         "error: gs://b/m.parquet: not a URI pyarrow can open; check it, and its query "
         "parameters: pyarrow's filesystem for this store must know each\n"
+    )
+
+
+# What pyarrow 25 raised on this machine (no Java; no Azure credentials; no network),
+# as printed: the texts failure() reads.
+NO_JVM = (
+    "Unable to load libjvm\ndlopen(/usr/lib/jvm/default-java/libjvm.so) failed: "
+    "/usr/lib/jvm/default-java/libjvm.so: cannot open shared object file"
+)
+AZURE_NO_TOKEN = (
+    "Unknown error: Check for Hierarchical Namespace support on 'https://acct.blob.core."
+    "windows.net/c' failed: N5Azure4Core11Credentials23AuthenticationExceptionE: Failed to "
+    "get token from DefaultAzureCredential."
+)
+NO_DNS = "Could not resolve hostname"
+
+
+@pytest.mark.parametrize(
+    ("uri", "text", "what"),
+    [
+        ("hdfs://nn:8020/x.parquet", NO_JVM, "the HDFS client cannot be loaded"),
+        ("viewfs://x/y.parquet", "Prior attempt to load libhdfs failed",
+         "the HDFS client cannot be loaded"),
+        ("abfs://c@a.dfs.core.windows.net/x", AZURE_NO_TOKEN, "no credentials found"),
+        ("s3://b/k", NO_DNS, "the storage endpoint does not answer"),
+    ],
+)  # fmt: skip
+def test_a_client_that_cannot_start_is_named(uri, text, what):
+    assert classify(OSError(text), uri).what.startswith(what)
+
+
+def _raise_in(module: str):
+    """A function defined in a module named ``module`` that raises ValueError."""
+    scope: dict = {"__name__": module}
+    exec("def refuse():\n    raise ValueError('Repository id must be ...')", scope)
+    return scope["refuse"]
+
+
+@pytest.mark.parametrize(
+    ("module", "store"),
+    [("huggingface_hub.hf_file_system", True), ("fsspec.spec", True),
+     ("dflash_diag.manifest", False), (__name__, False)],
+)  # fmt: skip
+def test_a_value_error_is_the_stores_only_when_its_client_raised_it(module, store):
+    with pytest.raises(ValueError) as raised:
+        _raise_in(module)()
+    assert is_store_error(raised.value) is store
+    if store:
+        with pytest.raises(InputError) as said:
+            with store_call("hf://datasets"):
+                _raise_in(module)()
+        assert said.value.what == "not a path this store takes"
+    else:  # (a bug of this package's stays one)
+        with pytest.raises(ValueError):
+            with store_call("hf://datasets"):
+                _raise_in(module)()
+
+
+def test_a_uri_whose_fsspec_package_is_missing_names_it(monkeypatch):
+    fsspec_registry = pytest.importorskip("fsspec.registry")
+    entry = {"class": "nopkg_for_dflash_tests.FileSystem", "err": "install it"}
+    monkeypatch.setitem(fsspec_registry.known_implementations, "az", entry)
+    monkeypatch.delitem(fsspec_registry._registry, "az", raising=False)
+    r = runner.invoke(app, ["batches", "az://c/x.parquet", "--strategy", "random",
+                            "--batch-size", "8"])  # fmt: skip
+    assert r.exit_code == 2
+    assert r.stderr == (
+        "error: az://c/x.parquet: reading this URI needs the optional package "
+        "'nopkg_for_dflash_tests'; pip install nopkg_for_dflash_tests\n"
     )
