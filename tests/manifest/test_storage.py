@@ -33,6 +33,8 @@ from dflash_diag.storage import (
     uri_text,
 )
 
+from .conftest import need
+
 DATA = Path(__file__).resolve().parents[1] / "data" / "datasets"
 runner = CliRunner()
 SAFE = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_", min_size=1, max_size=12)
@@ -231,7 +233,7 @@ def test_an_http_status_is_read_from_the_error(error, status, what):
 
 
 def test_the_http_clients_errors_are_caught_once_loaded():
-    httpx = pytest.importorskip("httpx")
+    httpx = need("httpx")  # (huggingface_hub's client: under CI a missing one fails)
     assert issubclass(httpx.ConnectError, store_errors())
     e = classify(httpx.ConnectError("[Errno 111] Connection refused"), "hf://datasets/o/d/x")
     assert (e.what, e.hint) == (UNREACHABLE, "check HF_ENDPOINT (when set) and the network")
@@ -340,7 +342,8 @@ def test_a_value_error_is_the_stores_only_when_its_client_raised_it(module, stor
 
 
 def test_a_uri_whose_fsspec_package_is_missing_names_it(monkeypatch):
-    fsspec_registry = pytest.importorskip("fsspec.registry")
+    fsspec_registry = need("fsspec.registry")  # (the module: `fsspec.registry` is a mapping)
+
     entry = {"class": "nopkg_for_dflash_tests.FileSystem", "err": "install it"}
     monkeypatch.setitem(fsspec_registry.known_implementations, "az", entry)
     monkeypatch.delitem(fsspec_registry._registry, "az", raising=False)
