@@ -12,7 +12,10 @@ The cases: ``--help``, ``parse --help``, and ``parse`` of a 10-line and a 1000-l
 start-up and what grows with the log.  Two floors say what no command can avoid:
 ``import typer`` (the command line; typer's pydantic coercion is not imported for plain
 numbers, flags and paths: ``dflash_diag/cli/coercion.py``) and that plus
-``import pandas`` (pandas, numpy and pyarrow: the per-step table of ``parse``).
+``import pandas`` (pandas, numpy and pyarrow: the per-step table of ``parse``).  Two
+steps between typer and ``--help`` say where the rest goes: the CLI with its help
+screen's module (rich's console, tables and panels), then the seven command modules
+(their option names and texts); ``--help`` over the second is the drawing.
 
 Python caches the bytecode it compiles (``__pycache__``) and a user's second run reads
 it; with ``PYTHONDONTWRITEBYTECODE`` set, every run compiles the package again (about
@@ -41,6 +44,12 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_logs" / "run.log"
 PY = sys.executable
 DIAG = [PY, "-m", "dflash_diag"]
+#: What ``--help`` imports, in two steps (the module docstring).
+IMPORT_SCREEN = "import dflash_diag.cli, dflash_diag.cli.helpscreen"
+IMPORT_COMMANDS = (
+    f"import importlib; {IMPORT_SCREEN}; from dflash_diag.cli import COMMANDS; "
+    "[importlib.import_module('dflash_diag.cli.' + m) for m in COMMANDS.values()]"
+)
 
 
 def step_lines(n: int) -> str:
@@ -124,6 +133,8 @@ def main() -> None:
             "python -c pass (reference)": [PY, "-c", "pass"],
             "floor: import typer": [PY, "-c", "import typer"],
             "floor: + import pandas": [PY, "-c", "import typer, pandas"],
+            "part: the CLI + its help screen": [PY, "-c", IMPORT_SCREEN],
+            "part: + the command modules": [PY, "-c", IMPORT_COMMANDS],
             "dflash-diag --help": [*DIAG, "--help"],
             "dflash-diag parse --help": [*DIAG, "parse", "--help"],
             "dflash-diag parse (10 lines)": [*DIAG, "parse", str(logs[10])],
