@@ -536,7 +536,22 @@ def copy_file(loc: Location, path: str, dest: str) -> None:
     """The file ``path`` of ``loc``'s filesystem copied to the local path ``dest``, 4 MiB
     at a time.
 
-    :raises StorageError: the store cannot be read."""
-    with store_call(loc.shown), loc.fs.open_input_stream(path) as src, open(dest, "wb") as out:
-        while chunk := src.read(1 << 22):
-            out.write(chunk)
+    :raises StorageError: the store cannot be read; InputError: ``dest`` cannot be
+        written (a full disk is not the store's failure)."""
+    try:
+        with open(dest, "wb") as out:
+            with store_call(loc.shown):
+                src = loc.fs.open_input_stream(path)
+            with src:
+                while True:
+                    with store_call(loc.shown):
+                        chunk = src.read(1 << 22)
+                    if not chunk:
+                        break
+                    out.write(chunk)
+    except OSError as e:  # (the store's own failures left store_call as StorageError)
+        raise InputError(
+            os.path.dirname(dest) or ".",
+            f"cannot write the local copy of {loc.shown}: {e.strerror or type(e).__name__}",
+            "free space there, or set TMPDIR to another folder",
+        ) from None

@@ -3,6 +3,7 @@ local folders and globs of shards; and ``manifest``'s outputs (``--to``, ``--sha
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -353,4 +354,20 @@ def test_a_uri_whose_fsspec_package_is_missing_names_it(monkeypatch):
     assert r.stderr == (
         "error: az://c/x.parquet: reading this URI needs the optional package "
         "'nopkg_for_dflash_tests'; pip install nopkg_for_dflash_tests\n"
+    )
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="Linux's /dev/full: ENOSPC")
+def test_a_full_disk_under_the_local_copy_is_not_the_stores_failure():
+    # (writes to /dev/full fail with "No space left on device": a real ENOSPC)
+    from dflash_diag.storage import StorageError, copy_file, locate
+
+    log = Path(__file__).resolve().parents[2] / "sample_logs" / "run.log"
+    loc = locate(str(log))
+    with pytest.raises(InputError) as said:
+        copy_file(loc, loc.path, "/dev/full")
+    assert not isinstance(said.value, StorageError)
+    assert str(said.value) == (
+        f"/dev: cannot write the local copy of {log}: No space left on device; "
+        "free space there, or set TMPDIR to another folder"
     )
