@@ -9,13 +9,14 @@ each case is printed as a multiple of it.
 
 The cases: ``--help``, ``parse --help``, and ``parse`` of a 10-line and a 1000-line log
 (the sample run's first step lines, in a temporary folder): the two sizes show what is
-start-up and what grows with the log.  Two floors say what no command can avoid:
-``import typer`` (the command line; typer's pydantic coercion is not imported for plain
-numbers, flags and paths: ``dflash_diag/cli/coercion.py``) and that plus
-``import pandas`` (pandas, numpy and pyarrow: the per-step table of ``parse``).  Two
-steps between typer and ``--help`` say where the rest goes: the CLI with its help
-screen's module (rich's console, tables and panels), then the seven command modules
-(their option names and texts); ``--help`` over the second is the drawing.
+start-up and what grows with the log.  Two floors say what no command run through typer
+can avoid: ``import typer`` (the command line; typer's pydantic coercion is not imported
+for plain numbers, flags and paths: ``dflash_diag/cli/coercion.py``) and that plus
+``import pandas`` (pandas, numpy and pyarrow: the per-step table of ``parse``).
+``dflash-diag --help`` is drawn before typer is imported (``dflash_diag/cli/__init__.py``);
+the parts say where its time goes and where a command's screen's goes: the help screen's
+module (rich's console, tables and panels), then the typer app, then the app with the
+seven command modules (their option names and texts).
 
 Python caches the bytecode it compiles (``__pycache__``) and a user's second run reads
 it; with ``PYTHONDONTWRITEBYTECODE`` set, every run compiles the package again (about
@@ -44,10 +45,11 @@ ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_logs" / "run.log"
 PY = sys.executable
 DIAG = [PY, "-m", "dflash_diag"]
-#: What ``--help`` imports, in two steps (the module docstring).
-IMPORT_SCREEN = "import dflash_diag.cli, dflash_diag.cli.helpscreen"
+#: What the help screens import, in steps (the module docstring).
+IMPORT_SCREEN = "import dflash_diag.cli.helpscreen"
+IMPORT_APP = f"{IMPORT_SCREEN}, dflash_diag.cli.group"
 IMPORT_COMMANDS = (
-    f"import importlib; {IMPORT_SCREEN}; from dflash_diag.cli import COMMANDS; "
+    f"import importlib; {IMPORT_APP}; from dflash_diag.cli import COMMANDS; "
     "[importlib.import_module('dflash_diag.cli.' + m) for m in COMMANDS.values()]"
 )
 
@@ -133,7 +135,8 @@ def main() -> None:
             "python -c pass (reference)": [PY, "-c", "pass"],
             "floor: import typer": [PY, "-c", "import typer"],
             "floor: + import pandas": [PY, "-c", "import typer, pandas"],
-            "part: the CLI + its help screen": [PY, "-c", IMPORT_SCREEN],
+            "part: the help screen's module": [PY, "-c", IMPORT_SCREEN],
+            "part: + the typer app": [PY, "-c", IMPORT_APP],
             "part: + the command modules": [PY, "-c", IMPORT_COMMANDS],
             "dflash-diag --help": [*DIAG, "--help"],
             "dflash-diag parse --help": [*DIAG, "parse", "--help"],

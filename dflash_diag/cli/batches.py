@@ -15,6 +15,7 @@ import typer
 
 from ..composition.ground import MIN_TOKENS_MATCH
 from ..errors import InputError
+from .listing import command_help
 from .options import (
     CategoryColumnOpt,
     CompositionOpt,
@@ -28,6 +29,14 @@ from .options import (
 from .outputs import HtmlOpt, check_outputs, say_written, stages
 
 OUTPUT_PANEL = "Analyses and outputs"
+
+_HELP = command_help(
+    "batches",
+    """With --composition FILE the batches a run recorded (dflash_diag.record) are
+measured the same way, no replay; MANIFEST is then optional (--compare and
+--optimize-buckets replay it).
+""",
+)
 
 
 def parse_seed_range(text: str) -> range:
@@ -142,13 +151,7 @@ def batches(
     ] = None,
     verbose: VerboseOpt = False,
 ) -> None:
-    """Replay a batch schedule from a length manifest and measure it: padding
-    efficiency, length ICC, adjacent-batch correlation, recurrence; compare
-    strategies, optimise bucket edges, verify against a run's log, export it.
-
-    With --composition FILE the batches a run recorded (dflash_diag.record) are
-    measured the same way, no replay; MANIFEST is then optional (--compare and
-    --optimize-buckets replay it)."""
+    """``dflash-diag batches`` (its help: :data:`_HELP`)."""
 
     # Everything the user typed is checked before the slow work starts.
     check_outputs(plot, html, (manifest, log, config, composition))
@@ -201,7 +204,7 @@ def register(app: typer.Typer) -> None:
     from .outputs import plain_help_types
 
     PLAIN = plain_help_types(TyperCommand)
-    app.command("batches", cls=PLAIN)(batches)
+    app.command("batches", help=_HELP, cls=PLAIN)(batches)
 
 
 def _show(

@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from ..errors import InputError
+from .listing import command_help
 from .options import (
     FormatOpt,
     JsonOpt,
@@ -21,9 +22,9 @@ from .options import (
 )
 from .outputs import HtmlOpt, check_outputs, say_written, stages
 
-_HELP = """Compare a run with earlier runs at the same point of training.
-
-The last file is the run in question (or --run FILE); the others are baselines.  Each
+_HELP = command_help(
+    "compare",
+    """The last file is the run in question (or --run FILE); the others are baselines.  Each
 log's lr gives its warmup (length, shape, peak) and decay.  At every point of the run the
 baselines give a band: from one baseline a robust local quadratic over --window logged
 points +- K x 1.4826 x MAD of its residuals; from 2-4 the envelope of their bands; from 5
@@ -37,7 +38,8 @@ baseline, both slopes over the stretch after warmup they share and their differe
 values logged as nan/inf (a numerical failure: how many, the first step); one sentence.
 A metric not logged at a step (eval_loss between evaluations) is absent there.
 --at STEP answers for one step: value, lr, warmup progress, band and verdict.
-"""
+""",
+)
 
 
 #: compare's --step-every: the same flag as parse's and spikes', for several logs.

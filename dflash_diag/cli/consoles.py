@@ -53,9 +53,15 @@ def end_at_closed_pipe(console: Any) -> NoReturn:
     goes quiet, the rest of the output goes to the null device, and the command ends
     with status 0 (rich's default, status 1, is this tool's status for a bug)."""
     console.quiet = True
+    stdout_to_null()
+    raise SystemExit(0)
+
+
+def stdout_to_null() -> None:
+    """Point standard output at the null device (its reader closed the pipe: what is
+    still buffered, flushed at exit, goes nowhere rather than raise again)."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
-    raise SystemExit(0)
 
 
 out_console = _Results(highlight=False)

@@ -16,8 +16,8 @@ from __future__ import annotations
 import inspect
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple
 
 from rich.align import Align
 from rich.columns import Columns
@@ -178,28 +178,87 @@ def can_draw(command: Any) -> bool:
     )
 
 
+class Row(NamedTuple):
+    """A parameter as its screen shows it: whether it is required, its long names, short
+    names (an argument's: its metavar), the negative flag's long and short names, its
+    type (and range), its help (paragraphs already joined), and the ``[env var: ...]``
+    and ``[default: ...]`` shown under it ('' for none)."""
+
+    required: bool
+    long: str
+    short: str
+    negative_long: str
+    negative_short: str
+    type: str
+    help: str
+    envvar: str = ""
+    default: str = ""
+
+
+class Screen(NamedTuple):
+    """What a help screen shows, in plain text: the usage line, the command's help,
+    its panels of parameters (title, rows; the arguments' panels first), and the
+    commands of a group (name, the first paragraph of its help)."""
+
+    usage: str
+    help: str
+    panels: tuple[tuple[str, tuple[Row, ...]], ...]
+    commands: tuple[tuple[str, str], ...] = ()
+
+
 def print_help(command: Any, ctx: Any) -> None:
     """Print ``command``'s help screen (a click command or group of typer's) on
     standard output."""
-    console = _console()
-    console.print(Padding(_options(command.get_usage(ctx)), 1), style="bold")
-    if command.help:
-        console.print(Padding(Align(_help_text(command.help), pad=False), (0, 1, 1, 1)))
-    arguments: dict[str, list[Any]] = {"Arguments": []}
-    options: dict[str, list[Any]] = {"Options": []}
+    draw(screen_of(command, ctx))
+
+
+def screen_of(command: Any, ctx: Any) -> Screen:
+    """What ``command``'s screen shows (a click command or group of typer's)."""
+    arguments: dict[str, list[Row]] = {"Arguments": []}
+    options: dict[str, list[Row]] = {"Options": []}
     for param in command.get_params(ctx):
         if getattr(param, "hidden", False):
             continue
         group = arguments if type(param).__name__ == "TyperArgument" else options
         panel = getattr(param, "rich_help_panel", None) or next(iter(group))
-        group.setdefault(panel, []).append(param)
-    for panels in (arguments, options):
-        for name, params in panels.items():
-            if params:
-                console.print(_panel(name, _params_table(params, ctx)))
+        group.setdefault(panel, []).append(_row(param, ctx))
+    panels = tuple(
+        (name, tuple(rows)) for found in (arguments, options) for name, rows in found.items()
+    )
     listed = [c for c in _commands(command, ctx) if not c.hidden]
-    if listed:
-        console.print(_panel("Commands", _commands_table(listed)))
+    return Screen(
+        usage=command.get_usage(ctx),
+        help=command.help or "",
+        panels=tuple((name, rows) for name, rows in panels if rows),
+        commands=tuple((c.name or "", _first_paragraph(c)) for c in listed),
+    )
+
+
+def top_screen() -> Screen:
+    """``dflash-diag --help``'s screen, from :mod:`~dflash_diag.cli.listing` alone: what
+    :func:`screen_of` reads from the typer app (a test holds the two equal), without
+    importing typer or the command modules."""
+    from .listing import APP_HELP, COMMANDS, OPTIONS, PROG, SUMMARIES
+
+    rows = tuple(Row(False, long, short, "", "", "", text) for long, short, text in OPTIONS)
+    return Screen(
+        usage=f"Usage: {PROG} [OPTIONS] COMMAND [ARGS]...",
+        help=APP_HELP,
+        panels=(("Options", rows),),
+        commands=tuple((name, SUMMARIES[name]) for name in COMMANDS),
+    )
+
+
+def draw(screen: Screen) -> None:
+    """Print ``screen`` on standard output, as typer draws a screen."""
+    console = _console()
+    console.print(Padding(_options(screen.usage), 1), style="bold")
+    if screen.help:
+        console.print(Padding(Align(_help_text(screen.help), pad=False), (0, 1, 1, 1)))
+    for title, rows in screen.panels:
+        console.print(_panel(title, _params_table(rows)))
+    if screen.commands:
+        console.print(_panel("Commands", _commands_table(screen.commands)))
 
 
 class _Screen(Console):
@@ -245,71 +304,83 @@ def _panel(title: str, table: Table) -> Panel:
     return Panel(table, border_style=STYLE_DIM, title=shown, title_align="left")
 
 
-def _params_table(params: list[Any], ctx: Any) -> Table:
+def _params_table(rows: tuple[Row, ...]) -> Table:
     """One row a parameter: its required mark (when any is required), long names,
     short names, the negative flag's long and short names, its type, its help."""
     table = Table(
         highlight=True, show_header=False, expand=True, box=None, pad_edge=False,
         padding=(0, 1),
     )  # fmt: skip
-    marks = [Text("*", style=STYLE_REQUIRED) if p.required else "" for p in params]
-    for param, mark in zip(params, marks, strict=True):
-        row = [*_names(param), _type_text(param, ctx), _param_help(param, ctx)]
-        table.add_row(*([mark, *row] if any(marks) else row))
+    marks = [Text("*", style=STYLE_REQUIRED) if r.required else "" for r in rows]
+    for row, mark in zip(rows, marks, strict=True):
+        cells = [
+            _options(row.long),
+            _options(row.short),
+            _negative(row.negative_long),
+            _negative(row.negative_short),
+            _types(Text(row.type, style=STYLE_TYPES, overflow="fold")),
+            _help_items(row),
+        ]
+        table.add_row(*([mark, *cells] if any(marks) else cells))
     return table
 
 
-def _names(param: Any) -> Iterator[Text]:
-    """Long names, short names, negative long and short names (an argument's short
-    name is its metavar)."""
+def _help_items(row: Row) -> Columns:
+    """The parameter's help, then ``[env var: ...]``, ``[default: ...]`` and
+    ``[required]`` where they apply, each on a line of its own as typer shows them."""
+    items: list[RenderableType] = []
+    if row.help:
+        items.append(prose(row.help))
+    if row.envvar:
+        items.append(Text(f"[env var: {row.envvar}]", style="dim yellow"))
+    if row.default:
+        items.append(Text(f"[default: {row.default}]", style=STYLE_DIM))
+    if row.required:
+        items.append(Text("[required]", style="dim red"))
+    return Columns(items)
+
+
+def _row(param: Any, ctx: Any) -> Row:
+    """``param``'s :class:`Row` (a click parameter of typer's)."""
     shown = None
     if type(param).__name__ == "TyperArgument":
         shown = param.metavar if param.metavar is not None else param.name
         if param.metavar is None and param.nargs != 1:
             shown += "..."
-    for opts, draw in ((param.opts, _options), (param.secondary_opts, _negative)):
-        long = [o for o in opts if "--" in o]
-        short = [shown or o for o in opts if "--" not in o]
-        yield draw(",".join(long))
-        yield draw(",".join(short))
-
-
-def _type_text(param: Any, ctx: Any) -> Text:
-    text = Text(style=STYLE_TYPES, overflow="fold")
-    shown = param.display_type_rich(ctx=ctx)
-    if shown is not None:
-        text.append(shown)
+    names = []
+    for opts in (param.opts, param.secondary_opts):
+        names.append(",".join(o for o in opts if "--" in o))
+        names.append(",".join(shown or o for o in opts if "--" not in o))
+    kind = param.display_type_rich(ctx=ctx) or ""
     span = _range(param)
     if span:
-        text.append(f" [{span}]")
-    return _types(text)
-
-
-def _range(param: Any) -> str | None:
-    get = getattr(param, "_get_number_range_help_str", None)
-    return get() if get is not None else None
-
-
-def _param_help(param: Any, ctx: Any) -> Columns:
-    """The parameter's help, then ``[env var: ...]``, ``[default: ...]`` and
-    ``[required]`` where they apply, each on a line of its own as typer shows them."""
-    items: list[RenderableType] = []
+        kind += f" [{span}]"
+    text = ""
     if param.help:  # (paragraphs joined by one line break, as typer joins them)
-        items.append(prose(inspect.cleandoc("\n".join(param.help.split("\n\n")).strip())))
-    envvar = _envvar(param, ctx)
-    if envvar and getattr(param, "show_envvar", None):
-        items.append(Text(f"[env var: {envvar}]", style="dim yellow"))
+        text = inspect.cleandoc("\n".join(param.help.split("\n\n")).strip())
+    envvar = _envvar(param, ctx) if getattr(param, "show_envvar", None) else ""
+    long, short, negative_long, negative_short = names
+    return Row(
+        bool(param.required), long, short, negative_long, negative_short, kind, text, envvar,
+        _default(param, ctx),
+    )  # fmt: skip
+
+
+def _default(param: Any, ctx: Any) -> str:
+    """The default ``[default: ...]`` shows, as typer takes it ('' for none)."""
     default = param._extract_default_help_str(ctx=ctx)
     as_str = isinstance(param.show_default, str)
     if as_str or (default is not None and (param.show_default or ctx.show_default)):
         shown = param._get_default_string(
             ctx=ctx, show_default_is_str=as_str, default_value=default
         )
-        if shown:
-            items.append(Text(f"[default: {shown}]", style=STYLE_DIM))
-    if param.required:
-        items.append(Text("[required]", style="dim red"))
-    return Columns(items)
+        return shown or ""
+    return ""
+
+
+def _range(param: Any) -> str | None:
+    get = getattr(param, "_get_number_range_help_str", None)
+    return get() if get is not None else None
 
 
 def _envvar(param: Any, ctx: Any) -> str:
@@ -333,16 +404,22 @@ def _commands(command: Any, ctx: Any) -> Iterable[Any]:
     return [c for c in found if c is not None]
 
 
-def _commands_table(commands: list[Any]) -> Table:
+def _first_paragraph(command: Any) -> str:
+    """The first paragraph of a listed command's help (its short help, if it has one),
+    on one line."""
+    first = inspect.cleandoc(command.short_help or command.help or "").split("\n\n")[0]
+    return first.replace("\n", " ").strip()
+
+
+def _commands_table(commands: tuple[tuple[str, str], ...]) -> Table:
     """One row a command: its name and the first paragraph of its help."""
     table = Table(
         highlight=False, show_header=False, expand=True, box=None, pad_edge=False,
         padding=(0, 1),
     )  # fmt: skip
-    width = max(len(c.name or "") for c in commands)
+    width = max(len(name) for name, _ in commands)
     table.add_column(style="bold cyan", no_wrap=True, width=width)
     table.add_column("Description", justify="left", no_wrap=False, ratio=10)
-    for c in commands:
-        first = inspect.cleandoc(c.short_help or c.help or "").split("\n\n")[0]
-        table.add_row(Text(c.name or ""), prose(first.replace("\n", " ").strip()))
+    for name, first in commands:
+        table.add_row(Text(name), prose(first))
     return table

@@ -8,14 +8,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from .listing import command_help
 from .options import progress
 
 if TYPE_CHECKING:
     from ..data import Manifest
 
-_HELP = """Write a length manifest (sample_id, length[, category]) from a dataset.
-
-DATA is a Parquet, JSONL or Arrow/Feather file with a list column of token ids
+_HELP = command_help(
+    "manifest",
+    """DATA is a Parquet, JSONL or Arrow/Feather file with a list column of token ids
 (input_ids, or --length-column), a folder written by Hugging Face datasets'
 save_to_disk (a DatasetDict: its train split, or --split), or a folder or a glob of
 Parquet shards (sorted path order, and datasets' split rules, as load_dataset
@@ -29,7 +30,8 @@ downloaded).  Rows stay in dataset order; the output says how it was decided.
 optional 'ray[data]': dflash-diag[ray]) on a local Ray, or on a cluster with
 --address auto; the manifest is the same, row for row.  --shards DIR writes the
 manifest as Parquet shards (part-00000-of-0000N.parquet), --to FILE as one file.
-"""
+""",
+)
 
 
 class Engine(StrEnum):

@@ -8,13 +8,14 @@ from typing import Annotated
 import typer
 
 from ..outpath import write_table
+from .listing import command_help
 from .options import FormatOpt, JsonOpt, RankOpt, StepEveryOpt, StepsOpt, parse_rank, parse_steps
 
 TO_SUFFIXES = (".parquet", ".csv", ".jsonl")
 
-_HELP = """Read a training log into one row per step and say what was found.
-
-Prints the format, rows, step range, each column with its non-null count and range,
+_HELP = command_help(
+    "parse",
+    """Prints the format, rows, step range, each column with its non-null count and range,
 restarts (how many times the step counter went back, and to which steps), the ranks
 in the log (and whose rows the table holds) and skipped lines by reason.
 
@@ -24,7 +25,8 @@ lines: SpecForge, NeMo, DeepSpec, Megatron, nanoGPT, llm.c, RichHandler), hf-dic
 export), hf-state (trainer_state.json), tensorboard (extra). gzip and '-' (stdin) work.
 A file of several runs appended one after another is told apart from a resume: the
 last run is read (--run N for another), the others' rows counted as other_run.
-"""
+""",
+)
 
 
 def check_to(to: Path, log: str) -> Path:

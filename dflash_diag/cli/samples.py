@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from .listing import command_help
 from .options import (
     CategoryColumnOpt,
     CompositionOpt,
@@ -30,9 +31,8 @@ from .options import (
 )
 from .outputs import stages
 
-_HELP = (
-    "Rank every sample of the run by how high its batches are wherever it goes, and name "
-    "the ones that make the loss spike.\n\n"
+_HELP = command_help(
+    "samples",
     "Under a shuffling sampler each sample comes back once an epoch in another batch: a "
     "sample whose batches are high every time is the cause (group testing); one whose "
     "other batches are ordinary is not.  Each logged point's z is what is left of the "
@@ -44,7 +44,7 @@ _HELP = (
     "told apart: they are a group, named whole, never one member.\n\n"
     "Needs the batches: --composition FILE (a recording), or --manifest and the run's "
     "schedule, as for 'spikes'.  --to FILE writes every sample (Parquet or CSV) to join "
-    "to your dataset and filter it."
+    "to your dataset and filter it.",
 )
 
 

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from .listing import command_help
 from .options import (
     CategoryColumnOpt,
     CompositionOpt,
@@ -36,9 +37,8 @@ from .options import (
 )
 from .outputs import HtmlOpt, check_outputs, say_written, stages
 
-_HELP = (
-    "Find spikes in a logged metric and say, with evidence, whether batch composition "
-    "explains them.\n\n"
+_HELP = command_help(
+    "spikes",
     "Detection works on the log alone.  The default robust detector flags a point whose "
     "robust z = (x - baseline) / (1.4826 MAD) is >= its critical z and that is >= 5% over "
     "its baseline, the median of the --window (50) logged points before it or around it "
@@ -65,7 +65,7 @@ _HELP = (
     "Verdicts: composition (the batch predicts >= 50% of the rise, or the same batch was "
     "high again), unexplained (an ordinary batch: < 25%, and none of the longest samples; "
     "look at the optimizer), "
-    "inconclusive (too little data, or in between)."
+    "inconclusive (too little data, or in between).",
 )
 
 

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from .listing import command_help
 from .options import (
     CategoryColumnOpt,
     CompositionOpt,
@@ -28,9 +29,8 @@ from .options import (
 #: input, 3 ``compare --fail-on``).
 SPIKE_EXIT = 4
 
-_HELP = (
-    "Follow a training log as it is written and report each spike when its point "
-    "arrives, with its verdict when the batches are known.\n\n"
+_HELP = command_help(
+    "watch",
     "The log may not exist yet (watch waits for it), may end in a half-written line "
     "(held until its newline), and may be truncated or replaced (rotated): it is then "
     "read again from its start.  A gzip log is refused.  What the log already holds is "
@@ -52,7 +52,7 @@ _HELP = (
     "spikes so far.  --json prints one JSON object per line per spike (step, value, "
     "baseline, z, verdict, evidence, ...) and nothing else on stdout.  Ctrl-C ends with a "
     f"summary and exit status 0; --until STEP ends after that step; --exit-on-spike ends at "
-    f"the first spike reported with exit status {SPIKE_EXIT}."
+    f"the first spike reported with exit status {SPIKE_EXIT}.",
 )
 
 

@@ -136,7 +136,7 @@ def test_help_text_of_this_app_reads_as_markdown_would():
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_a_command_is_listed_as_its_built_command_says(name):
-    from dflash_diag import cli
+    from dflash_diag.cli import group as cli
 
     listed = cli._listed(COMMANDS[name])
     built = cli._build_command(COMMANDS[name])
@@ -146,7 +146,7 @@ def test_a_command_is_listed_as_its_built_command_says(name):
 
 def test_the_list_of_commands_builds_none(monkeypatch):
     """The group's screen reads the commands' names and help, not their parameters."""
-    from dflash_diag import cli
+    from dflash_diag.cli import group as cli
 
     def refuse(module_name):
         raise AssertionError(f"built {module_name}")
@@ -178,3 +178,90 @@ def test_a_panel_title_is_drawn_as_rich_draws_it_from_markup(title, width):
             _drawn(helpscreen._panel(title, table), width)
         return
     assert _drawn(helpscreen._panel(title, table), width) == theirs
+
+
+# --- dflash-diag --help, drawn without typer -----------------------------------------
+
+
+def test_the_top_screen_is_what_the_app_shows(monkeypatch):
+    """``cli/listing.py`` says what the typer app's own screen says, item by item."""
+    shown = []
+    monkeypatch.setattr(helpscreen, "draw", shown.append)
+    assert CliRunner().invoke(app, ["--help"]).exit_code == 0
+    assert shown == [helpscreen.top_screen()]
+
+
+ENVS = [
+    {},
+    {"FORCE_COLOR": "1", "TERM": "xterm-256color"},
+    {"FORCE_COLOR": "1", "NO_COLOR": "1"},
+    {"TERMINAL_WIDTH": "70"},
+]
+
+
+def _main_screen(args: list[str], env: dict[str, str], monkeypatch, capsys) -> tuple[int, str]:
+    from dflash_diag.cli import main
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(SystemExit) as ended:
+        main(args)
+    monkeypatch.undo()
+    return ended.value.code, capsys.readouterr().out
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(st.integers(10, 240), st.sampled_from(ENVS), st.sampled_from([["--help"], ["-h"], []]))
+def test_main_draws_the_apps_screen_byte_for_byte(width, env, args):
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setenv("COLUMNS", str(width))
+        capture = _Capture()
+        monkeypatch.setattr("sys.stdout", capture)
+        code, ours = _main_screen(args, env, monkeypatch, capture)
+    typers = CliRunner().invoke(app, args, env={"COLUMNS": str(width), **env})
+    assert (code, ours) == (typers.exit_code, typers.stdout)
+    assert code == (0 if args else 2)
+
+
+class _Capture:
+    """A non-terminal standard output that keeps what is written (``readouterr``)."""
+
+    def __init__(self) -> None:
+        self.buffer = io.StringIO()
+
+    def write(self, text: str) -> int:
+        return self.buffer.write(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        raise io.UnsupportedOperation("fileno")
+
+    def readouterr(self):
+        from types import SimpleNamespace
+
+        return SimpleNamespace(out=self.buffer.getvalue())
+
+
+def test_typer_draws_the_apps_screen_when_told_to(monkeypatch, capsys):
+    """``TYPER_USE_RICH=0``: typer's plain screen, as for every other screen."""
+    import typer.core
+
+    monkeypatch.setattr(typer.core, "HAS_RICH", False)
+    code, out = _main_screen(
+        ["--help"], {"TYPER_USE_RICH": "0", "COLUMNS": "100"}, monkeypatch, capsys
+    )
+    assert code == 0
+    assert out.startswith("Usage: dflash-diag [OPTIONS] COMMAND") and "╭" not in out
+
+
+@pytest.mark.parametrize("flag", ["--version", "-V"])
+def test_version_is_the_apps(flag, monkeypatch, capsys):
+    code, out = _main_screen([flag], {}, monkeypatch, capsys)
+    typers = CliRunner().invoke(app, [flag])
+    assert (code, out) == (typers.exit_code, typers.stdout)
+    assert out.startswith("dflash-diag ")
