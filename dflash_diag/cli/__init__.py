@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from .listing import COMMANDS, HELP, VERSION
+from .listing import COMMANDS, HELP, PROG, VERSION
 
 __all__ = ["COMMANDS", "app", "main"]
 
@@ -31,6 +31,8 @@ HUGE_PAGE_COMMANDS = frozenset({"samples", "spikes"})
 
 #: Values of ``TYPER_USE_RICH`` that typer reads as false (typer's ``parse_boolean_env_var``).
 _FALSE = frozenset({"n", "no", "f", "false", "off", "0"})
+#: The variable click reads for shell completion (``_`` + the program's name + ``_COMPLETE``).
+COMPLETE_VAR = "_" + PROG.replace("-", "_").upper() + "_COMPLETE"
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -62,7 +64,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _rich_help() -> bool:
-    """Whether typer draws its screens with rich (``TYPER_USE_RICH`` not false)."""
+    """Whether the typer app would draw its screen with rich: ``TYPER_USE_RICH`` not
+    false, and no shell completion asked for (click's ``_DFLASH_DIAG_COMPLETE``, which
+    the app answers itself)."""
+    if COMPLETE_VAR in os.environ:
+        return False
     return os.environ.get("TYPER_USE_RICH", "").lower() not in _FALSE
 
 

@@ -265,3 +265,17 @@ def test_version_is_the_apps(flag, monkeypatch, capsys):
     typers = CliRunner().invoke(app, [flag])
     assert (code, out) == (typers.exit_code, typers.stdout)
     assert out.startswith("dflash-diag ")
+
+
+def test_shell_completion_is_left_to_the_app(monkeypatch, capsys):
+    """With click's completion variable set, no arguments is the app's business."""
+    from dflash_diag.cli import COMPLETE_VAR, group
+
+    assert COMPLETE_VAR == "_DFLASH_DIAG_COMPLETE"
+    ran = []
+    monkeypatch.setattr(group, "app", lambda args: ran.append(args))
+    monkeypatch.setenv(COMPLETE_VAR, "bash_source")
+    from dflash_diag.cli import main
+
+    main([])
+    assert ran == [[]] and capsys.readouterr().out == ""
