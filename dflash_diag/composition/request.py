@@ -83,6 +83,19 @@ class Resolution:
         """The composition is a recording."""
         return self.source is not None and self.source.kind == "recorded"
 
+    @property
+    def inputs(self) -> tuple[Path, ...]:
+        """Every file the composition is read from, named or found: the config, the
+        manifest, the recording (a run's rank files each); an output must be none of
+        them (:func:`~dflash_diag.outpath.check_output_path`'s ``protect``)."""
+        from ..record.recording import recording_files
+
+        found = [self.schedule.config_path, self.schedule.manifest]
+        path = getattr(self.source, "path", None) if self.recorded else None
+        if path is not None:
+            found += recording_files(Path(path))
+        return tuple(Path(f) for f in found if f is not None)
+
 
 def resolve(req: Request) -> Resolution:
     """The composition ``req`` names (module docstring); nothing is read yet but the

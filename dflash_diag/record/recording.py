@@ -315,6 +315,11 @@ def infer_epochs(step: np.ndarray, ids: np.ndarray, bounds: np.ndarray) -> np.nd
     return out
 
 
+def recording_files(path: Path) -> list[Path]:
+    """The files a recording is read from: ``path`` itself, or its rank files."""
+    return [path] if path.is_file() else _rank_files(path)
+
+
 def _rank_files(p: Path) -> list[Path]:
     """``train.rank*.batches`` beside the base path ``train.batches``, by rank."""
     suffix = p.suffix or RECORD_SUFFIX
@@ -356,7 +361,7 @@ def read_recording(path: str | os.PathLike[str]) -> Recording:
     import numpy as np
 
     p = Path(stage(path))  # (a URI: a local copy of one file, see dflash_diag.storage)
-    files = [p] if p.is_file() else _rank_files(p)
+    files = recording_files(p)
     if not files:
         raise InputError(str(p), "no such file", "record the run with dflash_diag.record")
     parts = [_read_file(f) for f in files]

@@ -103,8 +103,7 @@ def samples_report(
 
     out = None
     if to is not None:
-        protect = [log, *(_inputs(batches) if batches is not None else ())]
-        out = check_output_path(to, TO_SUFFIXES, "output", protect=protect)
+        out = check_output_path(to, TO_SUFFIXES, "output", protect=_inputs(log, batches))
     o = options or SpikesOptions()
     read = read_points(log, o, batches, stage)
     comp = read.composition
@@ -136,8 +135,17 @@ def _findings(
     return findings
 
 
-def _inputs(batches: Request) -> list[str | Path]:
-    return [x for x in (batches.manifest, batches.composition, batches.config) if x]
+def _inputs(log: str | Path, batches: Request | None) -> list[str | Path]:
+    """The files the report reads: the log, and what its composition is read from,
+    named or found beside the log (a config's manifest, a recording)."""
+    from dataclasses import replace
+
+    from ..composition import Request, resolve
+
+    named = (
+        [x for x in (batches.manifest, batches.composition, batches.config) if x] if batches else []
+    )
+    return [log, *named, *resolve(replace(batches or Request(), log=str(log))).inputs]
 
 
 def sample_table(findings: SampleFindings, comp: Composition) -> pd.DataFrame:

@@ -138,3 +138,40 @@ def test_a_full_disk_is_one_error_line_and_the_old_file_stays(work, args, out):
     assert len(err) == 1 and err[0].startswith(f"error: {out}: cannot write the "), err
     assert (work / out).read_text() == "the previous output\n"
     assert not [p for p in work.iterdir() if p.name.endswith(".tmp")]
+
+
+def _config_beside(folder: Path, manifest: str) -> None:
+    flags = dict(zip(FLAGS[::2], FLAGS[1::2], strict=True))
+    lines = [f'manifest = "{manifest}"', 'strategy = "sorted-greedy"']
+    lines += [f"{k[2:].replace('-', '_')} = {v}" for k, v in flags.items()]
+    (folder / "dflash-diag.toml").write_text("[schedule]\n" + "\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("how", ["found beside the log", "named with --config"])
+def test_samples_does_not_write_over_the_manifest_its_config_names(work, how):
+    """The manifest a config names is an input, whether the config was found beside the
+    log or named; ``samples --to`` it is refused and the manifest kept."""
+    _config_beside(work, "manifest.parquet")
+    args = ["samples", "run.log", "--to", "manifest.parquet"]
+    if how == "named with --config":
+        (work / "dflash-diag.toml").rename(work / "cfg.toml")
+        args += ["--config", "cfg.toml"]
+    before = digest(work / "manifest.parquet")
+    assert "refusing to overwrite an input" in one_error(runner.invoke(app, args))
+    assert digest(work / "manifest.parquet") == before
+
+
+def test_samples_does_not_write_over_the_recording_beside_the_log(work, tmp_path):
+    """A recording found beside the log (``run.batches``) is an input too."""
+    from dflash_diag.composition import Request, resolve
+
+    (work / "run.batches").write_bytes(b"")  # (found by its name: not read here)
+    res = resolve(Request(log=str(work / "run.log")))
+    assert (work / "run.batches") in res.inputs
+
+
+def test_samples_writes_beside_the_inputs_it_found(work):
+    _config_beside(work, "manifest.parquet")
+    result = runner.invoke(app, ["samples", "run.log", "--to", "suspects.parquet"])
+    assert result.exit_code == 0, result.output
+    assert (work / "suspects.parquet").stat().st_size > 0
