@@ -339,10 +339,13 @@ def find_recording(log_path: str | os.PathLike[str]) -> Path | None:
     same base path when rank files ``run.rank*.batches`` are there (read_recording
     reads them all from it); None when there is none.
 
-    >>> find_recording("no/such/run.log") is None
-    True
+    >>> find_recording("no/such/run.log") is None, find_recording(".") is None
+    (True, True)
     """
-    base = Path(log_path).with_suffix(RECORD_SUFFIX)
+    log = Path(log_path)
+    if log.name in ("", ".", "..") or log.is_dir():  # (a folder: no log, no recording)
+        return None
+    base = log.with_suffix(RECORD_SUFFIX)
     if base.is_file() or _rank_files(base):
         return base
     return None

@@ -429,3 +429,15 @@ def test_a_csv_row_of_a_long_separator_run_reads_in_linear_time(tmp_path, row):
     path = tmp_path / "metrics.csv"
     path.write_text("step,loss\n" + row + "\n2,2.4\n3,2.3\n")
     assert _within(5.0, lambda: read_log(path), InputError) != "hang"
+
+
+@pytest.mark.parametrize("command", ["spikes", "samples", "watch", "parse"])
+@pytest.mark.parametrize("folder", [".", "..", "/"])
+def test_a_folder_with_no_name_as_the_log_is_one_error_line(command, folder, tmp_path, monkeypatch):
+    # record.find_recording: Path(".").with_suffix raised ValueError (an internal error)
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    args = [command, folder] + (["--timeout", "1"] if command == "watch" else [])
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("error: ") and result.stderr.count("\n") == 1
