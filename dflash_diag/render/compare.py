@@ -42,8 +42,9 @@ def _name(path: str, names: dict[str, str] | None = None) -> str:
 
 def display_names(c: Comparison, labels: list[str] | None = None) -> dict[str, str]:
     """A name per file, in the order baselines then run: ``labels`` (``--label``, one per
-    file in that order) when given; else the file's short name, with its folder when two
-    would read the same (``a/train`` and ``b/train``, not "train against train")."""
+    file in that order) when given; else the file's short name, with as many of its
+    folders as it takes to tell it from the others (``a/train`` and ``b/train``, not
+    "train against train")."""
     from collections import Counter
     from pathlib import PurePath
 
@@ -58,12 +59,17 @@ def display_names(c: Comparison, labels: list[str] | None = None) -> dict[str, s
                 "give one --label per log, in the order of the files (baselines, then the run)",
             )
         return dict(zip(files, labels, strict=True))
-    short = {f: _name(f) for f in files}
-    clash = Counter(short.values())
-    return {
-        f: short[f] if clash[short[f]] == 1 else f"{PurePath(f).parent.name or '.'}/{short[f]}"
-        for f in files
-    }
+    names = {f: _name(f) for f in files}
+    # (the folders above a name, nearest first, one more each round for the names that
+    # still read the same: ``a/csv/version_0/metrics`` and ``b/csv/version_0/metrics``)
+    folders = {f: list(PurePath(f).parent.parts[bool(PurePath(f).anchor) :]) for f in files}
+    while True:
+        clash = Counter(names.values())
+        longer = [f for f in files if clash[names[f]] > 1 and folders[f]]
+        if not longer:
+            return names
+        for f in longer:
+            names[f] = f"{folders[f].pop()}/{names[f]}"
 
 
 def relabel(text: str, c: Comparison, names: dict[str, str]) -> str:

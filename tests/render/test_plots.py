@@ -251,3 +251,22 @@ def test_compare_plot_with_labels_smoothing_log_axes_and_a_step_range(comparison
         assert alphas[0] < 0.5 and alphas[-1] == 1
     fig.canvas.draw()  # (the baselines-end note lies outside the range: clipped, not drawn far off)
     assert fig.get_tightbbox().width < 2 * fig.get_figwidth()  # (inches)
+
+
+@pytest.mark.parametrize(
+    "baselines, run",
+    [
+        (("s4a/csv/version_0/metrics.csv",), "s4b/csv/version_0/metrics.csv"),
+        (("p/a/m.log", "q/a/m.log"), "p/b/m.log"),
+        (("/runs/x/train.log",), "/runs/y/train.log"),
+        (("v1.log", "old/v1.log"), "v2.log"),
+    ],
+)
+def test_each_file_gets_as_many_folders_as_tell_it_apart(baselines, run):
+    """Two Lightning runs' ``csv/version_0/metrics.csv`` are not "version_0/metrics
+    against version_0/metrics"."""
+    names = run_labels(SimpleNamespace(baselines=baselines, run=run))
+    shown = [names[f].removesuffix(" (run)") for f in (*baselines, run)]
+    assert len(set(shown)) == len(shown), shown
+    for f, label in zip((*baselines, run), shown, strict=True):
+        assert f.removesuffix(".log").removesuffix(".csv").endswith(label), (f, label)
