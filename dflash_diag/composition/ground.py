@@ -112,7 +112,7 @@ def check_schedule(
             f"{replay.params.first_step}..{replay.params.first_step + check.n_replayed_steps - 1})",
             "check --first-step and the manifest",
         )
-    match = f"{check.tokens_match:.1%} of {check.n_compared} steps"
+    match = f"{check.tokens_match:.1%} of {check.n_compared} steps{_padding(check)}"
     if check.tokens_match >= MIN_TOKENS_MATCH:
         detail = f"replayed tokens match the log at {match}"
         if not named:
@@ -303,7 +303,7 @@ def check_recording(
             "to cross-check it" + uncovered
         )
         return ScheduleGround("recorded", named_by, detail)
-    match = f"{check.tokens_match:.1%} of {check.n_compared} steps"
+    match = f"{check.tokens_match:.1%} of {check.n_compared} steps{_padding(check)}"
     if check.tokens_match >= MIN_TOKENS_MATCH:
         detail = f"recorded tokens match the log at {match}" + uncovered
         return ScheduleGround("recorded", named_by, detail, check)
@@ -320,6 +320,14 @@ def check_recording(
         "is not this run's, and every verdict below is forced onto it (--force)" + uncovered
     )
     return ScheduleGround("refuted", named_by, detail, check, ids_confirmed=False)
+
+
+def _padding(check: Verification) -> str:
+    """`` (counting padding, as the log does)`` when the log's tokens were matched with
+    padding counted (the HF Trainer's ``include_num_input_tokens_seen=True``), else ``""``:
+    a padded count rests on each micro-batch's size and longest sample, not every
+    length."""
+    return " (counting padding, as the log does)" if check.padded else ""
 
 
 def _uncovered(want: np.ndarray, held: np.ndarray, span: str) -> str:

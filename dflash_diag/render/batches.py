@@ -242,8 +242,16 @@ def _match(v: Any) -> str:
     mismatch = "none" if v.first_mismatch is None else v.first_mismatch
     return (
         f"tokens match {_pct(v.tokens_match)} of {v.n_compared} steps (logged as "
-        f"{v.basis}); first mismatch: {mismatch}"
+        f"{_basis(v)}); first mismatch: {mismatch}"
     )
+
+
+def _basis(v: Any) -> str:
+    """What the log's tokens were matched as, in words (``step``, ``rank0 with
+    padding``, ...)."""
+    from ..schedule.verify import PADDED
+
+    return f"{v.basis.removesuffix(PADDED)} with padding" if v.padded else str(v.basis)
 
 
 def _verification_lines(report: BatchesReport) -> list[str]:
@@ -258,7 +266,7 @@ def _verification_lines(report: BatchesReport) -> list[str]:
         return [
             f"verification against the log: tokens match {_pct(v.tokens_match)} of "
             f"{v.n_compared} steps (seed {v.seed}, first step {v.first_step}, "
-            f"logged as {v.basis}); first mismatch: "
+            f"logged as {_basis(v)}); first mismatch: "
             f"{'none' if v.first_mismatch is None else v.first_mismatch}"
         ]
     span = f"{search.first_seed}..{search.last_seed}"

@@ -39,8 +39,12 @@ if TYPE_CHECKING:
 
 
 #: token bases compared: whole step, rank 0's micro-batches, mean over ranks, and for a
-#: log written every g > 1 steps the sum and the mean over the g steps up to each line
+#: log written every g > 1 steps the sum and the mean over the g steps up to each line;
+#: then the same with padding counted (``_padded``: each micro-batch's samples times its
+#: longest, as a collator that pads to the longest makes them; the HF Trainer's
+#: ``include_num_input_tokens_seen=True`` counts these)
 BASES: tuple[str, ...] = ("step", "rank0", "rank_mean", "interval_sum", "interval_mean")
+PADDED = "_padded"
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,8 @@ class Verification:
     :param first_step: the replay's first step number.
     :param basis: what the logged tokens were matched as: ``step`` (all ranks' tokens),
         ``rank0`` (rank 0's micro-batches), ``rank_mean`` (step tokens / world_size),
-        ``interval_sum`` / ``interval_mean`` (over the log's interval of g steps).
+        ``interval_sum`` / ``interval_mean`` (over the log's interval of g steps); with
+        ``_padded`` after it, counting padding (:data:`BASES`).
     """
 
     tokens_match: float
@@ -68,6 +73,11 @@ class Verification:
     seed: int
     first_step: int
     basis: str = "step"
+
+    @property
+    def padded(self) -> bool:
+        """The log's tokens were matched with padding counted."""
+        return self.basis.endswith(PADDED)
 
     @property
     def score(self) -> tuple[float, int]:
@@ -175,9 +185,25 @@ def log_interval(log_steps: np.ndarray) -> int:
 
 
 def _bases(
-    steps_total: np.ndarray, rank0: np.ndarray, world_size: int, interval: int = 1
+    steps_total: np.ndarray,
+    rank0: np.ndarray,
+    world_size: int,
+    interval: int = 1,
+    padded: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
-    """Replayed per-step tokens on every basis a log may use (see :data:`BASES`)."""
+    """Replayed per-step tokens on every basis a log may use (see :data:`BASES`); with
+    ``padded`` (the steps' and rank 0's padded tokens), each basis with padding too,
+    after those of the real tokens (a tie goes to the real ones)."""
+    out = _real_bases(steps_total, rank0, world_size, interval)
+    if padded is not None:
+        more = _real_bases(padded[0], padded[1], world_size, interval)
+        out.update({name + PADDED: tokens for name, tokens in more.items()})
+    return out
+
+
+def _real_bases(
+    steps_total: np.ndarray, rank0: np.ndarray, world_size: int, interval: int
+) -> dict[str, np.ndarray]:
     total = steps_total.astype(np.float64)
     out = {"step": total}
     if world_size > 1:
@@ -213,11 +239,14 @@ def verify_tokens(
     log_steps, log_tokens = _logged(log_table)
     steps = replay.steps
     micro = replay.micro
-    rank0 = micro[micro["rank"] == 0].groupby("step", sort=True)["tokens"].sum()
-    rank0 = rank0.reindex(steps["step"]).to_numpy()
-    bases = _bases(
-        steps["tokens"].to_numpy(), rank0, replay.params.world_size, log_interval(log_steps)
-    )
+    first = micro[micro["rank"] == 0].groupby("step", sort=True)
+    rank0 = first["tokens"].sum().reindex(steps["step"]).to_numpy()
+    padded = None
+    if "padded_tokens" in steps.columns and "padded_tokens" in micro.columns:
+        rank0_padded = first["padded_tokens"].sum().reindex(steps["step"]).to_numpy()
+        padded = (steps["padded_tokens"].to_numpy(), rank0_padded)
+    world, interval = replay.params.world_size, log_interval(log_steps)
+    bases = _bases(steps["tokens"].to_numpy(), rank0, world, interval, padded)
     return _compare(
         steps["step"].to_numpy(dtype=np.int64),
         bases,
@@ -239,9 +268,9 @@ def verify_replayed(
     100M-sample schedule is checked in the memory of its pool and one token count a
     micro-batch."""
     log_steps, log_tokens = _logged(log_table)
-    total, rank0 = step_token_table(source, params)
+    total, rank0, padded = _step_tokens(source, params, None, None, padded=True)
     steps = np.arange(len(total), dtype=np.int64) + params.first_step
-    bases = _bases(total, rank0, params.world_size, log_interval(log_steps))
+    bases = _bases(total, rank0, params.world_size, log_interval(log_steps), padded)
     return _compare(steps, bases, log_steps, log_tokens, params.seed, params.first_step, 0.0)
 
 
@@ -249,6 +278,14 @@ def _pool_tokens(pool: Batches, lengths: np.ndarray) -> np.ndarray:
     if not len(pool):
         return np.zeros(0, dtype=np.int64)
     return np.add.reduceat(lengths[pool.ids], pool.offsets[:-1])
+
+
+def _pool_padded(pool: Batches, lengths: np.ndarray) -> np.ndarray:
+    """Per batch of ``pool``, its samples times its longest."""
+    if not len(pool):
+        return np.zeros(0, dtype=np.int64)
+    longest = np.maximum.reduceat(lengths[pool.ids], pool.offsets[:-1]).astype(np.int64)
+    return longest * np.diff(pool.offsets)
 
 
 def step_token_table(
@@ -263,6 +300,19 @@ def step_token_table(
     The same numbers as ``replay(...).steps.tokens`` without building the tables; what
     :func:`search_seed` runs for every candidate seed.
     """
+    total, rank0, _ = _step_tokens(source, params, max_steps, prepared, padded=False)
+    return total, rank0
+
+
+def _step_tokens(
+    source: Manifest | np.ndarray | Sequence[int],
+    params: ScheduleParams,
+    max_steps: int | None,
+    prepared: Any,
+    padded: bool,
+) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+    """:func:`step_token_table`, and with ``padded`` the same two with padding counted
+    (``replay(...).steps.padded_tokens``: a micro-batch's samples times its longest)."""
     raw = as_lengths(source)
     lengths = raw if params.max_seq_len is None else np.minimum(raw, params.max_seq_len)
     strategy = get_strategy(params.strategy)
@@ -270,29 +320,31 @@ def step_token_table(
         prepared = strategy.prepare(lengths, params)
     shufflers = EpochShufflers(params.rng, params.seed, params.seeding)
     n_epochs = min(params.epochs, determined_epochs(params) or params.epochs)
-    totals: list[np.ndarray] = []
-    firsts: list[np.ndarray] = []
+    sums: list[list[np.ndarray]] = [[], [], [], []]  # total, rank 0's; padded: the same
     got = 0
-    cache: tuple[Batches | None, np.ndarray] = (None, np.zeros(0))
+    cache: tuple[Batches | None, list[np.ndarray]] = (None, [])
     for e in range(n_epochs):
         if max_steps is not None and got >= max_steps:
             break
         plan = accelerate_shards(strategy.epoch(prepared, e, shufflers.for_epoch(e)), params)
         if cache[0] is not plan.pool:
-            cache = (plan.pool, _pool_tokens(plan.pool, lengths))
+            counts = [_pool_tokens(plan.pool, lengths)]
+            counts += [_pool_padded(plan.pool, lengths)] if padded else []
+            cache = (plan.pool, counts)
         pos, step, rank, _ = micro_positions(len(plan.order), params)
-        tokens = cache[1][plan.order[pos]]
         starts = step_starts(step)
         if not len(starts):
             continue
-        totals.append(np.add.reduceat(tokens, starts))
-        firsts.append(np.add.reduceat(np.where(rank == 0, tokens, 0), starts))
+        for k, per_batch in enumerate(cache[1]):
+            tokens = per_batch[plan.order[pos]]
+            sums[2 * k].append(np.add.reduceat(tokens, starts))
+            sums[2 * k + 1].append(np.add.reduceat(np.where(rank == 0, tokens, 0), starts))
         got += len(starts)
-    total = np.concatenate(totals) if totals else np.zeros(0, dtype=np.int64)
-    first = np.concatenate(firsts) if firsts else np.zeros(0, dtype=np.int64)
-    if max_steps is not None:
-        total, first = total[:max_steps], first[:max_steps]
-    return total, first
+    out = [
+        (np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64))[:max_steps]
+        for parts in sums
+    ]
+    return out[0], out[1], (out[2], out[3]) if padded else None
 
 
 def search_seed(

@@ -42,6 +42,18 @@ def hf_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return out / "trainer_state.json", out / "train.batches"
 
 
+@pytest.fixture(scope="module")
+def hf_padded_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Any]:
+    """The same run with ``include_num_input_tokens_seen=True``: the Trainer counts every
+    token of its batches, padding included."""
+    out = tmp_path_factory.mktemp("hf_padded")
+    trainer, seen = runs.train(
+        out / "run", record=out / "train.batches", include_num_input_tokens_seen=True
+    )
+    trainer.state.save_to_json(str(out / "trainer_state.json"))
+    return out / "trainer_state.json", out / "train.batches", seen
+
+
 def spikes_json(log: Path, *args: str) -> dict[str, Any]:
     result = runner.invoke(app, ["spikes", str(log), *args, "--json"])
     assert result.exit_code == 0, result.output
@@ -100,3 +112,21 @@ def test_spikes_on_a_lightning_csv_log_and_its_recording(tmp_path):
     assert doc["schedule_check"]["status"] == "recorded"
     # Lightning logs no tokens: the check says the recording holds every logged step
     assert "holds 100.0% of the logged steps" in doc["schedule_check"]["detail"]
+
+
+def test_a_trainer_that_counts_padding_is_checked_against_the_padded_tokens(hf_padded_run):
+    """``include_num_input_tokens_seen=True`` logs each step's padded tokens (the forward's
+    ``input_ids`` elements); the recording's are the same, and the check says so."""
+    log, recording, seen = hf_padded_run
+    doc = spikes_json(log, "--composition", str(recording))
+    check = doc["schedule_check"]
+    assert check["status"] == "recorded", check
+    assert "match the log at 100.0%" in check["detail"], check["detail"]
+    assert "counting padding" in check["detail"]
+    # the truth, from the model's own inputs: rows x width per micro-batch, summed a step
+    padded: dict[int, int] = {}
+    for step, lengths in zip(seen.steps, seen.lengths, strict=True):
+        padded[step] = padded.get(step, 0) + len(lengths) * max(lengths)
+    history = json.loads(log.read_text())["log_history"]
+    seen_total = [h["num_input_tokens_seen"] for h in history if "loss" in h]
+    assert seen_total[-1] == sum(padded.values())

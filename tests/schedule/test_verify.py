@@ -208,3 +208,51 @@ def test_verifying_from_step_tokens_is_verifying_the_replay(
     after = int(steps[-1]) + 5 if steps.size else 3  # (and a step the replay has not)
     log = pd.DataFrame({"step": np.r_[steps, after], "tokens": np.r_[tokens, 9.0]})
     assert repr(verify_replayed(lengths, params, log)) == repr(verify_tokens(r, log))
+
+
+@settings(max_examples=examples(30), deadline=None)
+@given(
+    st.lists(st.integers(1, 300), min_size=8, max_size=200),
+    st.sampled_from(STRATEGY_NAMES),
+    st.integers(1, 3),
+    st.integers(1, 2),
+)
+def test_the_padded_tokens_are_the_replays(lens, strategy, world, accum):
+    from dflash_diag.schedule.verify import _step_tokens
+
+    lengths = np.array(lens)
+    given_ = ScheduleParams(token_budget=600, seed=5, world_size=world, grad_accum=accum)
+    params = params_for(strategy, given_.replace(epochs=2), lengths)
+    total, rank0, padded = _step_tokens(lengths, params, None, None, padded=True)
+    r = replay(lengths, params)
+    assert padded is not None
+    assert padded[0].tolist() == r.steps.padded_tokens.tolist()
+    first = r.micro[r.micro["rank"] == 0].groupby("step")["padded_tokens"].sum()
+    assert padded[1].tolist() == first.reindex(r.steps.step, fill_value=0).tolist()
+    real = step_token_table(lengths, params)
+    assert (total.tolist(), rank0.tolist()) == (real[0].tolist(), real[1].tolist())
+
+
+@pytest.mark.parametrize("basis", ["step", "rank0"])
+def test_a_log_that_counts_padding_is_matched_with_padding(basis):
+    """The HF Trainer's ``include_num_input_tokens_seen=True`` logs padded tokens."""
+    lens = np.random.default_rng(4).integers(1, 500, 2000)
+    params = ScheduleParams(strategy="random", batch_size=8, world_size=2, seed=3, epochs=1)
+    r = replay(lens, params)
+    if basis == "step":
+        counted = r.steps.set_index("step")["padded_tokens"]
+    else:
+        counted = r.micro[r.micro["rank"] == 0].groupby("step")["padded_tokens"].sum()
+    log = pd.DataFrame({"step": counted.index, "tokens": counted.to_numpy(dtype=float)})
+    for v in (verify_tokens(r, log), verify_replayed(lens, params, log)):
+        assert (v.basis, v.padded, v.tokens_match) == (basis + "_padded", True, 1.0)
+    real = pd.DataFrame({"step": r.steps.step, "tokens": r.steps.tokens.astype(float)})
+    assert verify_tokens(r, real).basis == "step" and not verify_tokens(r, real).padded
+
+
+def test_equal_lengths_match_as_real_tokens_first():
+    """Without padding the two counts are one: the real tokens' basis is named."""
+    lens = np.full(64, 10)
+    r = replay(lens, ScheduleParams(strategy="random", batch_size=4, seed=1, epochs=1))
+    log = pd.DataFrame({"step": r.steps.step, "tokens": r.steps.tokens.astype(float)})
+    assert verify_tokens(r, log).basis == "step"
