@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
     from ..data import Manifest, Replay, ScheduleParams
     from ..schedule.verify import Verification
+    from .epochs import EpochFit
 
 #: More epochs than this to reach the log's last step means the manifest is not the run's.
 MAX_EPOCHS = 1000
@@ -36,6 +37,9 @@ MIN_TOKENS_MATCH = 0.9
 #: Share of the log's steps a recording must hold before it is lined up with them.
 MIN_RECORDED_STEPS = 0.9
 
+
+#: Said of batches that fail a check and are used anyway.
+FORCED = ", and every verdict below is forced onto it (--force)"
 
 #: What a verdict's batches can rest on (``ScheduleGround.status``).
 GROUNDS = ("verified", "recorded", "given", "refuted")
@@ -99,9 +103,13 @@ def check_schedule(
                 "name the run's batching (--strategy, --seed, --token-budget ..., or a "
                 "[schedule] section in --config); see dflash-diag batches --help",
             )
+        fit = _epochs_fit(replay, log_table, force, path, _subject(named_by))
+        if fit is not None and not fit.fits:  # (forced)
+            detail = f"{_misfit(fit)}: the schedule is not the run's{FORCED}"
+            return ScheduleGround("refuted", named_by, detail, ids_confirmed=False)
         detail = (
             f"the log has no tokens column, so {_subject(named_by)} cannot be "
-            "checked: every verdict rests on it being the run's"
+            "checked: every verdict rests on it being the run's" + _fit_words(fit)
         )
         return ScheduleGround("given", named_by, detail, ids_confirmed=False)
     check = verify_tokens(replay, log_table)
@@ -298,9 +306,13 @@ def check_recording(
     uncovered = _uncovered(want, held, span)
     check = verify_tokens(recorded, log_table) if logs_tokens else None
     if check is None or check.n_compared == 0:
+        fit = _epochs_fit(recorded, log_table, force, path, "the recording")
+        if fit is not None and not fit.fits:  # (forced)
+            detail = f"{_misfit(fit)}: the recording is not this run's{FORCED}{uncovered}"
+            return ScheduleGround("refuted", named_by, detail, ids_confirmed=False)
         detail = (
             f"the recording holds {share:.1%} of the logged steps; the log has no tokens "
-            "to cross-check it" + uncovered
+            "to cross-check it" + _fit_words(fit) + uncovered
         )
         return ScheduleGround("recorded", named_by, detail)
     match = f"{check.tokens_match:.1%} of {check.n_compared} steps{_padding(check)}"
@@ -320,6 +332,38 @@ def check_recording(
         "is not this run's, and every verdict below is forced onto it (--force)" + uncovered
     )
     return ScheduleGround("refuted", named_by, detail, check, ids_confirmed=False)
+
+
+def _epochs_fit(
+    batches: Replay, log_table: pd.DataFrame, force: bool, path: str, subject: str
+) -> EpochFit | None:
+    """How the log's epochs fit the batches' (:mod:`.epochs`); when they do not, an
+    InputError unless ``force``.  None: nothing to compare."""
+    from .epochs import epoch_fit
+
+    fit = epoch_fit(batches.steps, log_table)
+    if fit is not None and not fit.fits and not force:
+        raise InputError(
+            path,
+            f"{_misfit(fit)}: {subject} is not this run's (the log has no tokens; "
+            "its epochs are the check)",
+            "give this run's batches (its recording, or its manifest and schedule); or --force",
+        )
+    return fit
+
+
+def _misfit(fit: EpochFit) -> str:
+    return (
+        f"the log's epochs fit the batches' at only {fit.share:.0%} of {fit.compared} "
+        f"steps ({fit.misfit_words()})"
+    )
+
+
+def _fit_words(fit: EpochFit | None) -> str:
+    """``; the log's epochs fit it at 100% of N steps`` (``""``: not compared)."""
+    if fit is None:
+        return ""
+    return f"; the log's epochs fit it at {fit.share:.0%} of {fit.compared} steps"
 
 
 def _padding(check: Verification) -> str:

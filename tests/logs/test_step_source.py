@@ -17,11 +17,12 @@ runner = CliRunner()
 REAL_SCHEDULE = ["--seed", "1234", "--token-budget", "16384", "--max-seq-len", "2048"]
 
 
-def hf_dict_lines(path: Path, n: int = 120) -> Path:
+def hf_dict_lines(path: Path, n: int = 120, epoch: bool = True) -> Path:
     # The HF Trainer's printed dicts carry no step when its progress bar is not captured.
     path.write_text(
         "".join(
-            f"{{'loss': {2.5 - i * 0.001:.4f}, 'learning_rate': 0.0001, 'epoch': {i / 100:.2f}}}\n"
+            f"{{'loss': {2.5 - i * 0.001:.4f}, 'learning_rate': 0.0001"
+            + (f", 'epoch': {i / 100:.2f}}}\n" if epoch else "}\n")
             for i in range(1, n + 1)
         )
     )
@@ -44,7 +45,7 @@ def test_parse_says_when_steps_are_only_line_numbers(tmp_path):
 
 @pytest.mark.slow
 def test_spikes_refuses_to_join_line_numbers_to_a_schedule_unless_forced(tmp_path):
-    log = str(hf_dict_lines(tmp_path / "train.log"))
+    log = str(hf_dict_lines(tmp_path / "train.log", epoch=False))  # (no epochs to check)
     manifest = str(DATA / "real_run" / "manifest.parquet")
     result = runner.invoke(app, ["spikes", log, "--manifest", manifest])
     assert result.exit_code == 2
@@ -74,7 +75,16 @@ def test_step_every_renumbers_line_order_records_and_lets_spikes_join(tmp_path):
     refused = runner.invoke(app, args)  # no schedule named, no tokens: nothing to rest on
     assert refused.exit_code == 2
     assert "no schedule named and the log has no tokens" in refused.stderr
-    result = runner.invoke(app, [*args, "--strategy", "sorted-greedy", *REAL_SCHEDULE])
+    named = [*args, "--strategy", "sorted-greedy", *REAL_SCHEDULE]
+    # these made-up lines' epochs (100 records an epoch) are not the real run's schedule's
+    refused = runner.invoke(app, named)
+    assert refused.exit_code == 2
+    assert "the log's epochs fit the batches' at only" in refused.stderr
+    result = runner.invoke(app, [*named, "--force"])
+    assert result.exit_code == 0, result.stderr
+    assert "schedule check: refuted: the log's epochs fit" in result.stdout
+    without = hf_dict_lines(tmp_path / "no_epoch.log", epoch=False)
+    result = runner.invoke(app, [*named[:1], str(without), *named[2:]])
     assert result.exit_code == 0, result.stderr
     assert "schedule check: given: the log has no tokens column" in result.stdout
 
