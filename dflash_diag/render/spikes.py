@@ -393,6 +393,14 @@ def _pct(share: float | None) -> str:
     return "n/a" if share is None or not math.isfinite(share) else f"{share:.0%}"
 
 
+def _explained(r2: float | None) -> str:
+    """A share of variance explained (an R²): ``14%``, or ``none (R² -2.46)`` when the
+    model predicts worse than the points' own mean (a negative R² is no share)."""
+    if r2 is None or not math.isfinite(r2) or r2 >= 0:
+        return _pct(r2)
+    return f"none (R² {r2:.3g})"
+
+
 def _steps(items: list[int], more: int = 0) -> str:
     """The first six of ``items`` in step order, then how many more (``more`` extra not
     listed): ``254, 258 and 38 more``, ``773 and 1291``."""
@@ -450,8 +458,8 @@ def summary(
         plural = "point" if m.n_outliers == 1 else "points"
         left = f"; {m.n_outliers} outlying {plural} left out" if m.n_outliers else ""
         out.append(
-            f"Batch composition explains {_pct(m.r2_cv)} of step-to-step {d.metric} variance "
-            f"held out ({_pct(m.r2)} in-sample{left})."
+            f"Batch composition explains {_explained(m.r2_cv)} of step-to-step {d.metric} "
+            f"variance held out ({_explained(m.r2)} in-sample{left})."
         )
     if unex:
         s = unex[0]
@@ -820,7 +828,8 @@ def _variance_panel(console: Console, v: VarianceReport) -> None:
     if v.composition_r2 is not None:
         t.add_row(
             "variance explained by composition",
-            f"{_pct(v.composition_r2_cv)} held out, {_pct(v.composition_r2)} in-sample",
+            f"{_explained(v.composition_r2_cv)} held out, "
+            f"{_explained(v.composition_r2)} in-sample",
         )
     if v.grad_norm_cv is not None:
         t.add_row("grad_norm local CV (std/mean per window)", f"{v.grad_norm_cv:.2f}")
