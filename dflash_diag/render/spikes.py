@@ -828,8 +828,7 @@ def _variance_panel(console: Console, v: VarianceReport) -> None:
     if v.composition_r2 is not None:
         t.add_row(
             "variance explained by composition",
-            f"{_explained(v.composition_r2_cv)} held out, "
-            f"{_explained(v.composition_r2)} in-sample",
+            f"{_explained(v.composition_r2_cv)} held out, {_explained(v.composition_r2)} in-sample",
         )
     if v.grad_norm_cv is not None:
         t.add_row("grad_norm local CV (std/mean per window)", f"{v.grad_norm_cv:.2f}")

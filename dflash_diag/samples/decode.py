@@ -21,8 +21,14 @@ member is nobody's).  ``S`` grows from the strongest: each round, of the candida
 point they are in join (:func:`strongest`), and all tests are redone.  The rounds stop
 when no candidate is left, or after ``explain_rounds``.  A sample left with fewer than
 ``min_appearances`` points is not tested (reason ``explained``).  ``S`` only conditions
-the tests: a member is named only if its own q, so computed, is small; a false member
-costs the others its points.
+the tests: a member is named only if its own q, so computed, is small.
+
+**Settling.**  A false member costs the others its points, and the points of clean
+samples are the moderately high ones, so false members make each other look rarer.  The
+rounds grow ``S`` wide (``q <= explain_q``, for power); then :func:`settle` lets only the
+named explain away: ``S`` becomes the samples at ``q <= name_q`` (the FDR they are named
+at) and every test is redone, while ``S`` changes.  The named samples are then the ones
+the tests name given the named alone.
 """
 
 from __future__ import annotations
@@ -310,8 +316,53 @@ def decode(
             membership, app, first, named, named_entries, group, opts.allow_low, opts.need
         )
         rounds += 1
+    if rounds:
+        tested = settle(membership, app, first, tested, group, opts)
     q, m = group_q(tested, group, app.n_usable)
     return tested, q, m, rounds
+
+
+def settle(
+    membership: Membership,
+    app: Appearances,
+    first: Tested,
+    tested: Tested,
+    group: np.ndarray,
+    opts: DecodeOptions,
+) -> Tested:
+    """The tests redone with only the named explaining away, until the named are what
+    the tests name: ``S`` = the samples with ``q <= opts.name_q`` (the FDR they are named
+    at), all tests redone given ``S``, again while ``S`` changes (at most
+    ``opts.explain_rounds`` times; a set seen before ends it with the samples named
+    both times, tested once more).
+
+    The rounds before grow ``S`` from every candidate at ``q <= explain_q``, and a
+    candidate that is not a culprit takes its points out of the others' null
+    populations: the points of clean samples are the moderately high ones, so each such
+    member makes the others' scores rarer, and theirs makes its own; the q-values drift
+    below the FDR together.  Tested given the named only, a sample must stand against
+    the points of every sample not named."""
+    named = None
+    seen: set[bytes] = set()
+    for _ in range(max(opts.explain_rounds, 1)):
+        q, _ = group_q(tested, group, app.n_usable)
+        now = np.isfinite(q) & (q <= opts.name_q)
+        if named is not None and np.array_equal(now, named):
+            return tested
+        last = now.tobytes() in seen
+        if last and named is not None:
+            now &= named
+        seen.add(now.tobytes())
+        named = now
+        if not named.any():  # (nothing named explains anything: the first pass)
+            return first
+        entries = samples_entries(membership, app, np.flatnonzero(named))
+        tested = explain_away(
+            membership, app, first, named, entries, group, opts.allow_low, opts.need
+        )
+        if last:
+            break
+    return tested
 
 
 def strongest(
@@ -351,3 +402,4 @@ class DecodeOptions:
     need: int
     explain_q: float
     explain_rounds: int
+    name_q: float = 0.05

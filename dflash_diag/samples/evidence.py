@@ -62,6 +62,9 @@ class SampleOptions:
     :param interval: coverage aimed at by the median's order-statistic interval.
     :param explain_q: samples with ``q <=`` this explain their points away for the others
         (:mod:`.decode`); ``explain_rounds``: at most this many rounds (0: none).
+    :param name_q: the FDR the samples are named at
+        (:func:`~dflash_diag.samples.culprits.name_culprits`' default): after the rounds,
+        only the samples at ``q <=`` this explain points away (:func:`.decode.settle`).
     """
 
     high_z: float = 2.0
@@ -71,6 +74,7 @@ class SampleOptions:
     interval: float = 0.9
     explain_q: float = 0.25
     explain_rounds: int = 20
+    name_q: float = 0.05
 
     def __post_init__(self) -> None:
         if not np.isfinite(self.high_z):
@@ -83,6 +87,8 @@ class SampleOptions:
             )
         if not (0.0 <= self.detail_p <= 1.0 and 0.0 < self.interval < 1.0):
             raise InputError("detail_p", "detail_p must be in [0, 1], interval in (0, 1)")
+        if not 0.0 < self.name_q < 1.0:
+            raise InputError("name_q", f"is {self.name_q}", "give a rate in (0, 1), e.g. 0.05")
         if not 0.0 <= self.explain_q < 1.0 or self.explain_rounds < 0:
             raise InputError(
                 "explain_q",
@@ -291,7 +297,7 @@ def _evidence(
     lowest, score_rank = app.lowest(opts.allow_low, k)
     group, size = group_of(app, k, lowest)
     need = max(opts.min_appearances, opts.allow_low + 1)
-    dec = DecodeOptions(opts.allow_low, need, opts.explain_q, opts.explain_rounds)
+    dec = DecodeOptions(opts.allow_low, need, opts.explain_q, opts.explain_rounds, opts.name_q)
     tested, q, n_tested, rounds = decode(membership, app, k, group, score_rank, dec)
     columns: dict[str, object] = {
         "sample": np.arange(membership.n_samples, dtype=np.int64),

@@ -223,7 +223,7 @@ def verdict(
         default=float("nan"),
     )
     usable = math.isfinite(held_out) and held_out >= R2_MIN
-    share = "n/a" if explained is None else f"{explained:.0%}"
+    share = rule_share(explained)
     if usable and explained is not None and explained >= EXPLAINED_HIGH:
         reasons = [f"its batch predicts {share} of the rise ({_by(model, r2_similar, by_similar)})"]
         if again:
@@ -252,6 +252,26 @@ def verdict(
         f"its batch predicts {share} of the rise ({_by(model, r2_similar, by_similar)}): "
         "between 25% and 50%",
     )
+
+
+def rule_share(explained: float | None) -> str:
+    """The share of the rise a batch predicts, as a whole percent, with a decimal more
+    where the whole percent would land on a bound of the rule it is not on
+    (:data:`EXPLAINED_LOW`, :data:`EXPLAINED_HIGH`): ``24.9%``, not ``25%``, for a share
+    the rule puts under 25%.
+
+    >>> rule_share(0.2488), rule_share(0.25), rule_share(0.613), rule_share(None)
+    ('24.9%', '25%', '61%', 'n/a')
+    """
+    if explained is None or not math.isfinite(explained):
+        return "n/a"
+    text = f"{explained:.0%}"
+    for digits in (0, 1, 2):
+        text = f"{explained:.{digits}%}"
+        shown = float(text.rstrip("%")) / 100
+        if not any(shown == cut != explained for cut in (EXPLAINED_LOW, EXPLAINED_HIGH)):
+            break
+    return text
 
 
 def _ordinary(

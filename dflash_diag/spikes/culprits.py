@@ -375,10 +375,12 @@ def _here(findings: SampleFindings, point: int, members: tuple[int, ...]) -> flo
 
 
 def ordinary_elsewhere(findings: SampleFindings, point: int) -> str | None:
-    """``its 8 samples are ordinary in their other batches (...; none is named)`` when
-    every sample of the point can be told apart (each in batches of its own), was
-    tested, is not named and is ordinary elsewhere (median tested z under
-    :data:`ORDINARY_Z`); None otherwise (fixed batches have no "other batches")."""
+    """``its 8 samples are ordinary in their other batches (...)`` when every sample of
+    the point can be told apart (each in batches of its own) and was tested, the
+    samples' median tested z is under :data:`ORDINARY_Z`, and none is named or a
+    candidate (``q <= explain_q``, :class:`~dflash_diag.samples.SampleOptions`): one
+    sample high wherever it goes, named or not, is no ordinary batch.  None otherwise
+    (fixed batches have no "other batches")."""
     import numpy as np
 
     if findings.evidence.untested:  # (none is testable: the membership not read)
@@ -391,12 +393,16 @@ def ordinary_elsewhere(findings: SampleFindings, point: int) -> str | None:
     alone = t["group_size"].to_numpy()[here] == 1
     if not (t["testable"].to_numpy()[here].all() and alone.all()):
         return None
+    from ..samples import SampleOptions
+
     median = float(np.median(t["score"].to_numpy()[here]))
-    if not median < ORDINARY_Z:
+    q = t["q"].to_numpy()[here]
+    near = SampleOptions().explain_q
+    if not median < ORDINARY_Z or bool((q <= near).any()):
         return None
     return (
         f"its {here.size} samples are ordinary in their other batches (median tested z "
-        f"{median:.2g}; none is named)"
+        f"{median:.2g}; none is named, every q above {near:g})"
     )
 
 

@@ -147,3 +147,36 @@ def test_fixed_batches_name_no_sample_and_say_the_batch_is_the_unit(sample_log):
     assert "batches are fixed groups: the batch, not a sample, is the unit" in att.notes
     assert not [s for s in report.spikes if s.verdict == "data"]
     assert report.spikes  # and its verdicts stand (tests/cli/test_spikes.py checks them)
+
+
+def test_a_batch_with_a_candidate_culprit_is_not_called_ordinary(monkeypatch):
+    """One sample near the FDR (q <= explain_q) among seven ordinary ones: the batch's
+    median is ordinary, but the batch is not (the sentence said so of a batch holding
+    a poison sample high in all five of its batches)."""
+    import numpy as np
+
+    import dflash_diag.spikes.attribute as attribute
+    from dflash_diag.samples import SampleOptions
+    from dflash_diag.spikes.culprits import ORDINARY_Z, ordinary_elsewhere
+
+    seen = []
+    monkeypatch.setattr(attribute, "ordinary_elsewhere", lambda f, p: seen.append((f, p)))
+    d = RUNS / "lr_surge"
+    spikes_report(
+        d / "trainer_state.json",
+        SpikesOptions(ground="inferred"),
+        batches=Request(composition=d / "train.batches"),
+    )
+    near = SampleOptions().explain_q
+    said, mixed = 0, 0
+    for findings, point in seen:
+        m, t = findings.membership, findings.evidence.table
+        here = m.samples[m.offsets[point] : m.offsets[point + 1]]
+        q, score = t["q"].to_numpy()[here], t["score"].to_numpy()[here]
+        text = ordinary_elsewhere(findings, point)
+        if (q <= near).any():
+            mixed += float(np.median(score)) < ORDINARY_Z
+            assert text is None, (point, q)
+        elif text is not None:
+            said += 1
+    assert mixed and said  # both kinds of batch are in this run
