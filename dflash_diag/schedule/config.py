@@ -100,7 +100,7 @@ class ResolvedSchedule:
         strategy runs (the config's own line is :attr:`described`)."""
         lines = []
         if self.config_path is not None and self.found != "named":
-            lines.append(f"config: {self.described}; --config names another")
+            lines.append(f"config: {self.described}; give --config FILE to use another")
         return (*lines, *self.value_notes)
 
     @property
@@ -109,11 +109,16 @@ class ResolvedSchedule:
         itself (with :attr:`found`)."""
         lines = []
         if self.from_flags:
-            shown = ", ".join("--" + k.replace("_", "-") for k in sorted(self.from_flags))
+            shown = ", ".join(self._flag(k) for k in sorted(self.from_flags))
             lines.append(f"from flags (they win over any config): {shown}")
         if self.code is not None:
             lines.append(f"runs Python code: {self.code} (strategy {self.params.strategy})")
         return tuple(lines)
+
+    def _flag(self, name: str) -> str:
+        """The flag that set field ``name``, as given: ``--seed``, ``--no-dropout``."""
+        off = getattr(self.params, name, None) is False
+        return ("--no-" if off else "--") + name.replace("_", "-")
 
     @property
     def described(self) -> str:

@@ -137,7 +137,7 @@ def test_the_output_names_the_config_and_the_values_from_flags(run):
     )
     assert result.exit_code == 0, result.output
     text = " ".join(result.stdout.split())
-    assert f"config: {run / CONFIG_NAME} (found beside the manifest); --config names" in text
+    assert f"config: {run / CONFIG_NAME} (found beside the manifest); give --config FILE" in text
     assert "from flags (they win over any config): --token-budget" in text
 
 
@@ -184,3 +184,15 @@ def test_a_recording_whose_settings_name_code_runs_none(tmp_path, monkeypatch):
         result = runner.invoke(app, args)
         assert result.exit_code in (0, 2), result.output
         assert not (tmp_path / "RAN").exists(), args
+
+
+def test_a_negative_flag_is_echoed_as_given():
+    """``--no-dropout`` is said as ``--no-dropout``, not as the flag it turns off."""
+    from pathlib import Path
+
+    from dflash_diag.data import ScheduleParams
+    from dflash_diag.schedule.config import ResolvedSchedule
+
+    params = ScheduleParams(dropout=False, seed=3)
+    r = ResolvedSchedule(params, None, Path("x.toml"), from_flags=frozenset({"dropout", "seed"}))
+    assert r.value_notes[0] == "from flags (they win over any config): --no-dropout, --seed"
