@@ -173,9 +173,10 @@ def read_csv(raw: RawLog, rank: int | str = 0) -> RunLog:
         name = names[str(c)]
         cols[name] = values if name not in cols else cols[name].fillna(values)
     if not cols or all(k in NEUTRAL for k in cols):
+        only = f" (only {', '.join(cols)}: a step's context, not a metric)" if cols else ""
         raise InputError(
             raw.path,
-            "no numeric metric columns",
+            f"no numeric metric columns{only}",
             "expected a header row such as 'step,loss' and numbers below it",
         )
     table = pd.DataFrame(cols)

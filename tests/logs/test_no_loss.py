@@ -31,3 +31,12 @@ def test_parse_run_n_of_appended_runs(tmp_path):
         r.exit_code == 2
         and r.output == "error: --run: no run 3: the log holds 2 runs; give 1 to 2\n"
     )
+
+
+def test_a_csv_of_context_columns_only_names_them(tmp_path):
+    """``step,lr`` holds numbers, but no metric: the error says which columns it read."""
+    log = tmp_path / "metrics.csv"
+    log.write_text("step,lr\n1,0.1\n2,0.1\n")
+    result = CliRunner().invoke(app, ["spikes", str(log)])
+    assert result.exit_code == 2
+    assert "no numeric metric columns (only step, lr: a step's context" in result.stderr
