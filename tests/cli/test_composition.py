@@ -362,7 +362,8 @@ def test_without_logged_tokens_the_recording_is_taken_as_recorded(schedule, reco
     check = doc["schedule_check"]
     assert check["status"] == "recorded"
     assert check["detail"] == (
-        "the recording holds 100.0% of the logged steps; the log has no tokens to cross-check it"
+        "the recording holds 100.0% of the logged steps; the log has no tokens to cross-check "
+        "it; the log's epochs fit it at 100% of 2961 steps"
     )
     assert verdicts(doc)[254] == verdicts(doc)[258] == "composition"
     # with no tokens, a recording one step off cannot be told from the run's own
