@@ -404,20 +404,15 @@ def _quick_r2(design: np.ndarray, y: np.ndarray, rows: dict | None = None) -> fl
 
 
 def _regular_rows(ok: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
-    """The positions of the points of ``ok`` whose ``y`` lies within OUTLIER_SIGMAS
-    robust sigmas (``1.4826 MAD``) of the median (all of ``ok`` if the MAD is 0), their
-    ``y`` and its sum of squares about its mean."""
+    """The positions of the regular points of ``ok`` (:func:`.model.regular_points`),
+    their ``y`` and its sum of squares about its mean."""
     import numpy as np
 
-    from .model import OUTLIER_SIGMAS
+    from .model import regular_points
 
     at = np.flatnonzero(ok)
+    at = at[regular_points(y[at])]
     yy = y[at]
-    med = np.median(yy)
-    spread = 1.4826 * np.median(np.abs(yy - med))
-    if spread > 0:
-        at = at[np.abs(yy - med) <= OUTLIER_SIGMAS * spread]
-        yy = y[at]
     return at, yy, float(np.sum((yy - yy.mean()) ** 2))
 
 

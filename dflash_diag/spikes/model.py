@@ -8,7 +8,11 @@ ridge ``1e-3 n`` on the standardised regressors) of the residual on
   within :data:`OUTLIER_SIGMAS` robust sigmas (``1.4826 MAD``) of its median.  A handful
   of gross outliers (an optimizer blow-up, the first points of a fast descent) would
   otherwise make both sums and say nothing about the other steps; ``n_outliers`` says
-  how many were left out.  ``r2_quiet``: the same without the flagged spike points too;
+  how many were left out.  More than :data:`MAX_OUTLYING` of the points outlying are no
+  handful: they are the run's own spikes (every batch holding one of the longest
+  samples, say), the very thing the model is asked to explain, and every point is
+  scored (:func:`regular_points`).  ``r2_quiet``: the same without the flagged spike
+  points too;
 - ``r2_cv``: blocked K-fold, :data:`CV_FOLDS` contiguous blocks of steps, each predicted
   by a model fitted on the others: ``1 - sum(held-out SSE) / SST`` over the regular
   points.
@@ -34,6 +38,9 @@ if TYPE_CHECKING:
 MIN_POINTS = 30
 #: Residuals further than this many robust sigmas from their median are left out of R².
 OUTLIER_SIGMAS = 6.0
+#: Outlying points over this share of the points are not left out of R² (the module
+#: docstring).
+MAX_OUTLYING = 0.1
 #: Folds of the blocked cross-validation.
 CV_FOLDS = 5
 #: Regressors of the composition model (``cat_*`` shares are added when present).
@@ -164,14 +171,25 @@ def _r2(y: np.ndarray, pred: np.ndarray, mask: np.ndarray) -> float:
     return 1 - float(np.sum((yy - pp) ** 2)) / sst if sst > 0 else float("nan")
 
 
-def r2_regular(y: np.ndarray, pred: np.ndarray) -> float:
-    """``1 - SSE/SST`` over the regular points of ``y`` (within OUTLIER_SIGMAS)."""
+def regular_points(y: np.ndarray) -> np.ndarray:
+    """Which points of ``y`` (finite) R² is scored on: those within
+    :data:`OUTLIER_SIGMAS` robust sigmas (``1.4826 MAD``) of the median, or all of them
+    when the MAD is 0 or more than :data:`MAX_OUTLYING` of them lie further out."""
     import numpy as np
 
     med = median_of(y)
     spread = 1.4826 * median_of(np.abs(y - med))
-    regular = np.abs(y - med) <= OUTLIER_SIGMAS * spread if spread > 0 else np.isfinite(y)
-    return _r2(y, pred, regular)
+    if not spread > 0:
+        return np.ones(y.shape, dtype=bool)
+    regular = np.abs(y - med) <= OUTLIER_SIGMAS * spread
+    if (~regular).sum() > MAX_OUTLYING * y.size:
+        regular[:] = True
+    return regular
+
+
+def r2_regular(y: np.ndarray, pred: np.ndarray) -> float:
+    """``1 - SSE/SST`` over the regular points of ``y`` (:func:`regular_points`)."""
+    return _r2(y, pred, regular_points(y))
 
 
 def fit_model(
@@ -205,11 +223,7 @@ def fit_model(
     iters = 30 if robust else 1
     b0, b = _huber(xs, yy, iters)
     resid = yy - (b0 + xs @ b)
-    med = median_of(yy)
-    spread = 1.4826 * median_of(np.abs(yy - med))
-    regular = (
-        np.abs(yy - med) <= OUTLIER_SIGMAS * spread if spread > 0 else np.ones_like(yy, dtype=bool)
-    )
+    regular = regular_points(yy)
     r2 = _r2(yy, yy - resid, regular)
     r2_q = _r2(yy, yy - resid, regular & (quiet if every else quiet[ok]))
     r2_cv, fold_r2 = _cross_validated(xs.T, yy, regular, iters) if cross_validate else (np.nan, [])

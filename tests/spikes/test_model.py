@@ -114,3 +114,22 @@ def test_a_fit_without_its_held_out_refits_predicts_the_same(n, k, seed, outlier
     assert (alone.r2, alone.r2_quiet) == (full.r2, full.r2_quiet)
     assert np.isnan(alone.r2_cv) and alone.r2_cv_folds == ()
     assert np.isfinite(full.r2_cv) and len(full.r2_cv_folds) > 0
+
+
+def test_a_handful_of_outliers_is_left_out_of_r2_but_not_a_fifth_of_the_run():
+    """Six gross outliers (a blow-up) say nothing about the other steps; a fifth of the
+    points far out, each a batch holding one of the longest samples, are what the model
+    is asked to explain, and R² is scored on them too."""
+    rng = np.random.default_rng(0)
+    n = 250
+    y = rng.normal(0.0, 0.1, n)
+    few = np.zeros(n, dtype=bool)
+    few[rng.choice(n, 6, replace=False)] = True
+    assert (~model.regular_points(np.where(few, 50.0, y))).sum() == 6
+    many = rng.random(n) < 0.2  # the batches that hold one of the long samples
+    y_many = y + 2.0 * many
+    assert model.regular_points(y_many).all()
+    design = np.column_stack([many + rng.normal(0.0, 0.01, n), rng.normal(0.0, 1.0, n)])
+    fit = model.fit_model(design, ("long_share", "other"), y_many, np.ones(n, dtype=bool))
+    assert fit is not None and fit.n_outliers == 0
+    assert fit.r2 > 0.9 and fit.r2_cv > 0.9

@@ -64,6 +64,8 @@ def plain_fit_model(design, names, y, quiet, robust=True):
         if spread > 0
         else np.ones_like(yy, dtype=bool)
     )
+    if (~regular).sum() > model.MAX_OUTLYING * len(yy):  # (no handful: every point)
+        regular = np.ones_like(yy, dtype=bool)
     r2_cv, folds, _ = plain_cross_validated(x, yy, regular, iters)
     return model.CompositionModel(
         features=tuple(names[j] for j in keep),
