@@ -114,7 +114,7 @@ def answer(report: SamplesReport) -> list[str]:
         tested = int(r.findings.evidence.n_tested)
         return [
             f"No sample is named: of {tested} tested, none makes its batches high wherever it "
-            f"goes (false-discovery rate {FDR:.0%})."
+            f"goes (false-discovery rate {FDR:.0%}; tested on {r.findings.basis})."
         ]
     ids = ", ".join(str(x) for x in named["sample_id"].head(10))
     more = f" and {len(named) - 10} more" if len(named) > 10 else ""
