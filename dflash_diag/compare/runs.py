@@ -28,6 +28,7 @@ from .align import (
     interp,
     kept,
     prepare,
+    short_name,
     warmup_anchors,
     warmup_ends,
 )
@@ -117,6 +118,11 @@ def compare_runs(
     if window < 3:
         raise InputError("--window", f"must be 3 or more, got {window}", "")
     notes: list[str] = []
+    if any(_same_log(b, run) for b in baselines):
+        notes.append(
+            f"{short_name(run.path)} is also one of its own baselines: its spikes lie "
+            "outside the band it helps make"
+        )
     events = run.step_source == LINE_ORDER  # then every log is (check_step_sources)
     if events:
         notes.append(EVENTS_NOTE)
@@ -165,6 +171,13 @@ def compare_runs(
         step_sources={log.path: log.step_source for log in (*baselines, run)},
         anchors=warmup_anchors((*logs, run_log)) if align == "warmup" else {},
     )
+
+
+def _same_log(a: RunLog, b: RunLog) -> bool:
+    """``a`` and ``b`` were read from one file (by path, or by identity: a link)."""
+    from ..outpath import same_file
+
+    return a is b or a.path == b.path or same_file(a.path, b.path)
 
 
 def _units(align: str, events: bool) -> tuple[float, str, str]:

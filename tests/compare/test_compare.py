@@ -615,3 +615,17 @@ def test_a_printed_nan_read_from_a_log_is_a_failure_and_an_absent_eval_is_not(tm
     c = compare_runs([base], run, metrics=["loss", "eval_loss"])
     assert c.metrics["loss"].nonfinite[run.path] == NonFinite(1, 120)
     assert c.metrics["eval_loss"].nonfinite[run.path] == NonFinite(0, None)
+
+
+def test_a_run_given_as_its_own_baseline_says_so(tmp_path):
+    """Its spikes lie outside the band it helps make: true, and the note says why."""
+    c = compare_runs([make_run("run.log", seed=1)], make_run("run.log", seed=1))
+    assert any("is also one of its own baselines" in n for n in c.notes)
+    (tmp_path / "a.log").write_text("x")
+    (tmp_path / "b.log").symlink_to(tmp_path / "a.log")
+    linked = compare_runs(
+        [make_run(str(tmp_path / "a.log"), seed=1)], make_run(str(tmp_path / "b.log"), seed=1)
+    )
+    assert any("is also one of its own baselines" in n for n in linked.notes)
+    other = compare_runs([make_run("v1.log", seed=1)], make_run(seed=2))
+    assert not any("own baselines" in n for n in other.notes)
