@@ -22,6 +22,7 @@ result.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -347,6 +348,36 @@ def _step_tokens(
     return out[0], out[1], (out[2], out[3]) if padded else None
 
 
+def _counts_padding(
+    lengths: np.ndarray,
+    params: ScheduleParams,
+    steps: int,
+    prepared: Any,
+    logged: np.ndarray,
+    interval: int,
+) -> bool:
+    """Whether the logged tokens are, by their scale, padded counts: nearer (as a
+    ratio of medians, on the nearest basis) to the schedule's padded tokens a step than to
+    its real ones.  The seed moves which samples meet, not how many tokens a step holds,
+    so the schedule as given says it; then the search compares the padded counts too."""
+    total, rank0, pads = _step_tokens(lengths, params, steps, prepared, padded=True)
+    ok = logged[np.isfinite(logged) & (logged > 0)]
+    if pads is None or not ok.size or np.array_equal(pads[0], total):  # (one count)
+        return False
+    level = float(np.median(ok))
+
+    def nearest(bases: dict[str, np.ndarray]) -> float:
+        out = math.inf
+        for values in bases.values():
+            v = values[np.isfinite(values) & (values > 0)]
+            if v.size:
+                out = min(out, abs(math.log(level / float(np.median(v)))))
+        return out
+
+    real = nearest(_real_bases(total, rank0, params.world_size, interval))
+    return nearest(_real_bases(pads[0], pads[1], params.world_size, interval)) < real
+
+
 def search_seed(
     source: Manifest | np.ndarray | Sequence[int],
     params: ScheduleParams,
@@ -406,12 +437,13 @@ def search_seed(
     seed_free = not getattr(strategy, "prepare_uses_seed", False)
     prepared = strategy.prepare(lengths, params) if seed_free else None
 
+    padded = _counts_padding(lengths, params, max(need, 1), prepared, head_tokens, interval)
     best: Verification | None = None
     tried = 0
     for tried, seed in enumerate(seeds, start=1):
         p = params.replace(seed=seed)
-        total, rank0 = step_token_table(lengths, p, max_steps=max(need, 1), prepared=prepared)
-        bases = _bases(total, rank0, p.world_size, interval)
+        total, rank0, pads = _step_tokens(lengths, p, max(need, 1), prepared, padded)
+        bases = _bases(total, rank0, p.world_size, interval, pads)
         for fs in first_steps:
             rep_steps = np.arange(len(total), dtype=np.int64) + fs
             v = _compare(rep_steps, bases, head_steps, head_tokens, seed, fs, 0.0)
@@ -424,8 +456,8 @@ def search_seed(
     if best is None:  # pragma: no cover - seeds is not empty, so the loop ran
         raise ValueError("no seed compared")
     p = params.replace(seed=best.seed, first_step=best.first_step)
-    total, rank0 = step_token_table(lengths, p, prepared=prepared)
+    total, rank0, pads = _step_tokens(lengths, p, None, prepared, padded)
     rep_steps = np.arange(len(total), dtype=np.int64) + best.first_step
-    bases = _bases(total, rank0, p.world_size, interval)
+    bases = _bases(total, rank0, p.world_size, interval, pads)
     full = _compare(rep_steps, bases, log_steps, log_tokens, best.seed, best.first_step, 0.0)
     return SeedSearch(full, min(seeds), max(seeds), tried, min_match)

@@ -256,3 +256,17 @@ def test_equal_lengths_match_as_real_tokens_first():
     r = replay(lens, ScheduleParams(strategy="random", batch_size=4, seed=1, epochs=1))
     log = pd.DataFrame({"step": r.steps.step, "tokens": r.steps.tokens.astype(float)})
     assert verify_tokens(r, log).basis == "step"
+
+
+def test_a_seed_search_finds_the_seed_of_a_log_that_counts_padding():
+    """``include_num_input_tokens_seen=True``: the log's tokens are padded counts, and
+    the search compares those once their scale says so."""
+    lens = np.random.default_rng(8).integers(1, 500, 3000)
+    truth = replay(lens, ScheduleParams(strategy="random", batch_size=8, seed=37, first_step=1))
+    log = pd.DataFrame({"step": truth.steps.step, "tokens": truth.steps.padded_tokens * 1.0})
+    params = ScheduleParams(strategy="random", batch_size=8, epochs=1)
+    found = search_seed(lens, params, log, seeds=range(60), min_match=0.9)
+    assert found.seed_found and (found.best.seed, found.best.padded) == (37, True)
+    real = pd.DataFrame({"step": truth.steps.step, "tokens": truth.steps.tokens * 1.0})
+    found = search_seed(lens, params, real, seeds=range(60), min_match=0.9)
+    assert found.seed_found and (found.best.seed, found.best.padded) == (37, False)
