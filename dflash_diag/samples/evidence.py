@@ -174,6 +174,7 @@ class SampleEvidence:
             f"tested against exchangeable {unit} z's (hypergeometric, exact); "
             f"Benjamini-Hochberg over {self.n_tested} separable groups; "
             f"{self.rounds} round(s) explaining away at q <= {o.explain_q}"
+            + (f", then only the samples at q <= {o.name_q}" if self.rounds else "")
         )
 
 

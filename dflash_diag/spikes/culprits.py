@@ -201,7 +201,7 @@ def sample_findings(
 
     counts = np.diff(replay.offsets)
     pidx: np.ndarray = np.asarray(point_index, dtype=np.int32 if n_points < 2**31 else np.int64)
-    options = SampleOptions(allow_low=ALLOW_LOW)
+    options = SampleOptions(allow_low=ALLOW_LOW, name_q=FDR)  # (settled at the rate named)
 
     @cache
     def members() -> Membership:
@@ -378,7 +378,7 @@ def ordinary_elsewhere(findings: SampleFindings, point: int) -> str | None:
     """``its 8 samples are ordinary in their other batches (...)`` when every sample of
     the point can be told apart (each in batches of its own) and was tested, the
     samples' median tested z is under :data:`ORDINARY_Z`, and none is named or a
-    candidate (``q <= explain_q``, :class:`~dflash_diag.samples.SampleOptions`): one
+    candidate (``q <=`` the evidence's ``explain_q``): one
     sample high wherever it goes, named or not, is no ordinary batch.  None otherwise
     (fixed batches have no "other batches")."""
     import numpy as np
@@ -393,11 +393,9 @@ def ordinary_elsewhere(findings: SampleFindings, point: int) -> str | None:
     alone = t["group_size"].to_numpy()[here] == 1
     if not (t["testable"].to_numpy()[here].all() and alone.all()):
         return None
-    from ..samples import SampleOptions
-
     median = float(np.median(t["score"].to_numpy()[here]))
     q = t["q"].to_numpy()[here]
-    near = SampleOptions().explain_q
+    near = findings.evidence.options.explain_q
     if not median < ORDINARY_Z or bool((q <= near).any()):
         return None
     return (

@@ -180,7 +180,6 @@ def test_the_named_are_what_the_tests_name_given_the_named_alone() -> None:
     sample stays named and no other joins."""
     from dflash_diag.samples.appearances import appearances
     from dflash_diag.samples.decode import (
-        DecodeOptions,
         explain_away,
         first_pass,
         group_q,
@@ -203,7 +202,6 @@ def test_the_named_are_what_the_tests_name_given_the_named_alone() -> None:
         again = explain_away(sim.membership, app, first, named, entries, group, 1, need)
         q, _ = group_q(again, group, app.n_usable)
         assert np.array_equal(np.isfinite(q) & (q <= 0.05), named), seed
-        assert DecodeOptions(1, need, 0.25, 20).name_q == 0.05
 
 
 def named_samples_with(sim, options: SampleOptions) -> set[int]:
