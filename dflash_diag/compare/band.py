@@ -7,11 +7,12 @@ The band at an aligned point ``x``:
   a robust local quadratic over the ``window`` nearest logged points (default
   :data:`DEFAULT_WINDOW`; bisquare-reweighted, as LOESS, so the baseline's own spikes do
   not bend it), ``s = 1.4826 x MAD`` of its residuals (the standard deviation for normal
-  noise), smoothed by a rolling median over 3 windows, and ``s^2 c`` the variance of
-  ``m`` itself.  ``k`` defaults to :data:`DEFAULT_BAND_K`.  A plain rolling median is
-  not used because on a steep curve (acc in warmup) it is the point itself and its MAD
-  ~0.  On constructed runs about 99% of a like run's points fall inside with ``k = 3``
-  (98% with AR(1) noise, rho = 0.5).  ``s`` is floored at the metric's print step
+  noise), smoothed by a rolling median over 3 windows (on a long log's grid, of the
+  scales fitted there: :func:`local_fit`), and ``s^2 c`` the variance of ``m`` itself.
+  ``k`` defaults to :data:`DEFAULT_BAND_K`.  A plain rolling median is not used because
+  on a steep curve (acc in warmup) it is the point itself and its MAD ~0.  On
+  constructed runs about 99% of a like run's points fall inside with ``k = 3`` (98% with
+  AR(1) noise, rho = 0.5).  ``s`` is floored at the metric's print step
   (``0.001`` for ``acc=0.046``) so a flat stretch does not make a zero-width band.
 - 2 to 4 baselines: the envelope of their robust bands (lowest ``lo``, highest ``hi``);
   the median is the median of their centres.
@@ -114,6 +115,7 @@ def local_fit(
     window: int,
     grid_from: int | None = None,
     memo: Memo | None = None,
+    smooth: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Robust local centre, noise scale and centre variance factor at each point.
 
@@ -134,6 +136,10 @@ def local_fit(
     the scale and the factor are linear in ``x``.  (docs/performance.md states how far
     that lies from fitting every point.)
 
+    ``smooth``: the scale is smoothed by a centred rolling median over ``smooth`` points
+    (:func:`rolling_median`); on a grid, of the scales fitted at the grid points inside
+    each grid point's ``smooth`` points (:func:`grid_medians`), then linear between them.
+
     What depends on ``x`` alone (the windows, their design, the factor, the curve between
     grid points) is kept in ``memo`` for the next metric logged at the same points.
     """
@@ -141,8 +147,12 @@ def local_fit(
     parts = [_fit_windows(v, block) for block in geo.blocks]
     centre, slope, scale, _ = (np.concatenate(p) for p in zip(*parts, strict=True))
     if geo.curve is None:
+        if smooth:
+            scale = rolling_median(scale, smooth)
         fit = centre, scale, geo.c00.copy()
     else:
+        if smooth:
+            scale = grid_medians(geo.at, scale, smooth)
         fit = geo.curve.at(centre, slope), np.interp(x, geo.xa, scale), geo.c00.copy()
     if memo is not None:  # (for :func:`first_reaching` on the same points)
         memo.put(("centre", x, v, window, grid_from), fit[0])
@@ -208,6 +218,7 @@ class _Geometry(NamedTuple):
     blocks: list[_Windows]
     c00: np.ndarray
     xa: np.ndarray
+    at: np.ndarray
     curve: _Hermite | None
 
     @staticmethod
@@ -221,9 +232,9 @@ class _Geometry(NamedTuple):
         blocks = [_Windows.of(x, start, at[lo : lo + block], w) for lo in range(0, at.size, block)]
         c00 = np.concatenate([b.c00 for b in blocks])
         if at.size == n:
-            return _Geometry(blocks, c00, x, None)
+            return _Geometry(blocks, c00, x, at, None)
         xa = x[at]
-        return _Geometry(blocks, np.interp(x, xa, c00), xa, _Hermite.of(xa, x, at))
+        return _Geometry(blocks, np.interp(x, xa, c00), xa, at, _Hermite.of(xa, x, at))
 
 
 def _grid(n: int, w: int, grid_from: int | None) -> np.ndarray:
@@ -591,16 +602,59 @@ def rolling_median(a: np.ndarray, size: int) -> np.ndarray:
 _HALF_MAX = float(np.finfo(float).max) / 2
 
 
+def grid_medians(at: np.ndarray, a: np.ndarray, size: int) -> np.ndarray:
+    """Per grid point ``at[j]`` (indices of a log's points, increasing), the median of
+    the values ``a`` of the grid points inside its centred window of ``size`` points
+    (``at[j] - size // 2`` to ``at[j] + size - 1 - size // 2``, as
+    :func:`rolling_median`'s).  With every point on the grid it is
+    :func:`rolling_median` of ``a``.
+
+    >>> grid_medians(np.array([0, 3, 6, 9]), np.array([1.0, 5.0, 2.0, 8.0]), 7).tolist()
+    [3.0, 2.0, 5.0, 5.0]
+    """
+    before = size // 2
+    first = np.searchsorted(at, at - before, side="left")
+    m = np.searchsorted(at, at + (size - 1 - before), side="right") - first
+    # Evenly spaced grid points hold a centred run of the grid of one odd length: their
+    # medians are a rank filter's (the middle value, picked, not computed); the ends'
+    # and the rest are each range's own.
+    centred = (m % 2 == 1) & (first == np.arange(m.size) - m // 2)
+    sizes = unique_values(m[centred]) if centred.any() and _plain_values(a) else m[:0]
+    out = np.empty(m.size)
+    done = np.zeros(m.size, dtype=bool)
+    for s in sizes:
+        rows = centred & (m == s)
+        if 2 * int(np.count_nonzero(rows)) > m.size:  # (the interior's length)
+            from scipy.ndimage import rank_filter
+
+            out[rows] = rank_filter(a, int(s) // 2, size=int(s), mode="nearest")[rows]
+            done |= rows
+    rest = ~done
+    if rest.any():
+        out[rest] = _range_medians(a, first[rest], m[rest])
+    return out
+
+
+def _plain_values(a: np.ndarray) -> bool:
+    """Every value finite, none ``-0.0`` (a rank filter's middle value is then
+    ``np.median``'s, bit for bit)."""
+    return bool(np.isfinite(a).all()) and not bool(((a == 0) & np.signbit(a)).any())
+
+
 def _truncated_medians(a: np.ndarray, at: np.ndarray, before: int, after: int) -> np.ndarray:
     """Per point ``i`` of ``at``, ``np.median(a[max(i - before, 0) : i + after + 1])``
-    (the windows cut short at the ends of ``a``), in one sort: the middle value of the
-    ``m`` in a window, or the mean of the two middle ones, ``(0 + lo + hi) / 2`` as
-    ``np.median`` takes it.  A window holding NaN, +-inf or a value over half the
-    largest float (its NaN, its warnings), or both ``-0.0`` and ``0.0`` (which of the
-    equal two is the middle is the sort's), is ``np.median``'s own."""
-    n = a.size
+    (the windows cut short at the ends of ``a``): :func:`_range_medians`."""
     first = np.maximum(at - before, 0)
-    m = np.minimum(at + after + 1, n) - first
+    return _range_medians(a, first, np.minimum(at + after + 1, a.size) - first)
+
+
+def _range_medians(a: np.ndarray, first: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """Per row ``i``, ``np.median(a[first[i] : first[i] + m[i]])`` (``m >= 1``), in one
+    sort: the middle value of the ``m`` in a range, or the mean of the two middle ones,
+    ``(0 + lo + hi) / 2`` as ``np.median`` takes it.  A range holding NaN, +-inf or a
+    value over half the largest float (its NaN, its warnings), or both ``-0.0`` and
+    ``0.0`` (which of the equal two is the middle is the sort's), is ``np.median``'s own."""
+    n = a.size
     idx = first[:, None] + np.arange(int(m.max()))[None, :]
     inside = idx < (first + m)[:, None]
     win = np.where(inside, a[np.minimum(idx, n - 1)], np.inf)  # (inf pads sort last)
@@ -610,7 +664,7 @@ def _truncated_medians(a: np.ndarray, at: np.ndarray, before: int, after: int) -
     odd = (inside & ~(np.abs(win) <= _HALF_MAX)).any(axis=1)
     plain = odd | (negative.any(axis=1) & (zero & ~negative).any(axis=1))
     ranked = np.sort(win, axis=1)
-    rows = np.arange(at.size)
+    rows = np.arange(first.size)
     # (np.median's mean is a sum from 0.0: -0.0 comes out 0.0)
     out, hi = ranked[rows, (m - 1) // 2] + 0.0, ranked[rows, m // 2]
     even = (m % 2 == 0) & ~plain
@@ -634,10 +688,10 @@ def robust_band(
     if not (x[1:] >= x[:-1]).all():  # (logs come sorted: skip the sort)
         order = np.argsort(x, kind="stable")
         x, v = x[order], v[order]
-    centre, scale, c00 = local_fit(x, v, window, memo=memo)
     # One window's scale is itself noisy (a few lucky points make a narrow band); the
     # noise level changes slowly, so it is the rolling median over 3 windows.
-    scale = np.maximum(rolling_median(scale, 3 * window), print_step(v))
+    centre, scale, c00 = local_fit(x, v, window, memo=memo, smooth=3 * window)
+    np.maximum(scale, print_step(v), out=scale)
     # A like run's point differs from the centre by its own noise and the centre's error:
     # ``half = k x scale x sqrt(1 + c00)``, worked out in the arrays already made.
     np.add(c00, 1.0, out=c00)

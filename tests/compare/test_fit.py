@@ -139,6 +139,56 @@ def test_rolling_median_is_pandas_centred_rolling_median(values: list[float], si
     np.testing.assert_array_equal(rolling_median(a, size), want)
 
 
+@settings(max_examples=examples(100), deadline=None)
+@given(
+    st.lists(st.floats(0, 10, allow_nan=False), min_size=1, max_size=200),
+    st.integers(1, 70),
+    st.integers(0, 2**32 - 1),
+)
+def test_grid_medians_are_the_medians_of_the_grid_points_in_each_window(
+    values: list[float], size: int, seed: int
+) -> None:
+    # A long log's scale is smoothed on its grid: per grid point, the median of the
+    # scales fitted at the grid points within its window of ``size`` log points; with
+    # every point on the grid, the rolling median itself.
+    a = np.array(values)
+    n = a.size
+    every = np.arange(n)
+    assert np.array_equal(band.grid_medians(every, a, size), rolling_median(a, size))
+    rng = np.random.default_rng(seed)
+    at = np.cumsum(rng.integers(1, 9, n))
+    before, after = size // 2, size - 1 - size // 2
+    want = [np.median(a[(at >= i - before) & (at <= i + after)]) for i in at]
+    assert np.array_equal(band.grid_medians(at, a, size), np.array(want))
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    st.integers(30, 3000),
+    st.integers(3, 25),
+    st.integers(5, 300),
+    st.integers(0, 2**32 - 1),
+    st.sampled_from(["plain", "zeros", "nan"]),
+)
+def test_grid_medians_on_the_fits_grid_equal_each_windows_median(
+    n: int, window: int, grid_from: int, seed: int, cells: str
+) -> None:
+    # The grid local_fit uses (evenly spaced, every point near the ends), where most
+    # windows take the rank filter's path.
+    at = band._grid(n, window, grid_from)
+    rng = np.random.default_rng(seed)
+    a = rng.random(at.size).round(2)
+    if cells == "zeros":
+        a[rng.integers(0, a.size, 5)] = -0.0
+    elif cells == "nan":
+        a[rng.integers(0, a.size, 2)] = np.nan
+    size = 3 * window
+    before, after = size // 2, size - 1 - size // 2
+    with np.errstate(invalid="ignore"):
+        want = [np.median(a[(at >= i - before) & (at <= i + after)]) for i in at]
+    np.testing.assert_array_equal(band.grid_medians(at, a, size), np.array(want))
+
+
 def test_long_noisy_log_on_the_grid_stays_near_the_full_fit() -> None:
     # The bound docs/performance.md states, on a log of uniform noise at 15 points per
     # grid step: band centre and edges on average within 0.15 of the band's half-width
@@ -149,11 +199,11 @@ def test_long_noisy_log_on_the_grid_stays_near_the_full_fit() -> None:
     x, v = np.arange(1.0, n + 1), rng.random(n)
     exact_fit = band.local_fit
 
-    def every_point(x: np.ndarray, v: np.ndarray, window: int, memo=None) -> tuple:
-        return exact_fit(x, v, window, grid_from=10**9, memo=memo)
+    def every_point(x: np.ndarray, v: np.ndarray, window: int, **kw) -> tuple:
+        return exact_fit(x, v, window, grid_from=10**9, **kw)
 
-    def on_grid(x: np.ndarray, v: np.ndarray, window: int, memo=None) -> tuple:
-        return exact_fit(x, v, window, grid_from=n // 15, memo=memo)
+    def on_grid(x: np.ndarray, v: np.ndarray, window: int, **kw) -> tuple:
+        return exact_fit(x, v, window, grid_from=n // 15, **kw)
 
     got = {}
     for name, fit in (("full", every_point), ("grid", on_grid)):
