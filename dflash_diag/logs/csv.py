@@ -19,6 +19,7 @@ from typing import Any
 
 from ..data import RunLog
 from ..errors import InputError
+from .fields import takes_step
 from .io import RawLog, decode
 from .names import EVAL_PREFIXES, LOGGED_NAN, NEUTRAL, canonical_name, is_logged_nan
 from .normalise import build_table
@@ -163,6 +164,7 @@ def read_csv(raw: RawLog, rank: int | str = 0) -> RunLog:
     names = _rename([str(c) for c in df.columns], raw.path)
     printed = _printed_nan(text, sep, df) if _NAN_CELL.search(text) else {}
     cols: dict[str, Any] = {}
+    step_key = ""
     for c in df.columns:
         values = numeric_column(df[c])
         if c in printed:
@@ -171,7 +173,12 @@ def read_csv(raw: RawLog, rank: int | str = 0) -> RunLog:
         if values.notna().sum() == 0:
             continue
         name = names[str(c)]
-        cols[name] = values if name not in cols else cols[name].fillna(values)
+        if name == "step" and "step" in cols and takes_step(str(c), step_key):
+            cols[name] = values.fillna(cols[name])  # (a trainer's step over W&B's)
+            step_key = str(c)
+        else:
+            step_key = str(c) if name == "step" and not step_key else step_key
+            cols[name] = values if name not in cols else cols[name].fillna(values)
     if not cols or all(k in NEUTRAL for k in cols):
         only = f" (only {', '.join(cols)}: a step's context, not a metric)" if cols else ""
         raise InputError(

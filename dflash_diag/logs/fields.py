@@ -255,16 +255,31 @@ def fields_from_mapping(items: list[tuple[str, Any]]) -> Message:
         items, total = _counts_of_totals(items)
     names, out_summary, out_eval = mapping_shape(tuple(k for k, _ in items))
     out = Message(is_eval=out_eval, summary=out_summary, total=total)
-    for (_, value), name in zip(items, names, strict=True):
+    step_key = ""
+    for (key, value), name in zip(items, names, strict=True):
         v = to_float(value)
         if v is None and isinstance(value, str):
             v = number_with_unit(value)
         if v is None:
             continue
-        if name == "step" and "step" in out.fields:
-            continue
+        if name == "step":
+            if "step" in out.fields and not takes_step(key, step_key):
+                continue
+            step_key = key
         out.fields[name] = v
     return out
+
+
+def takes_step(key: str, held: str) -> bool:
+    """Whether step key ``key`` takes the step from ``held``, the record's earlier one:
+    only from W&B's ``_step``, its count of ``run.log`` calls, when the record also
+    holds a trainer's own step (Lightning's ``trainer/global_step``), which is the
+    optimizer step.  Otherwise the first step key holds (a record's keys' order).
+
+    >>> takes_step("trainer/global_step", "_step"), takes_step("_step", "step")
+    (True, False)
+    """
+    return snake(held) == "_step" and snake(key) != "_step"
 
 
 def _counts_of_totals(items: list[tuple[str, Any]]) -> tuple[list[tuple[str, Any]], float | None]:

@@ -89,6 +89,20 @@ def test_an_offline_run_written_now_with_a_record_over_several_blocks(tmp_path):
         assert t.at[8, "grad_norm"] == math.inf
 
 
+@pytest.mark.slow
+def test_a_trainers_step_beside_wandbs_own_counter_is_the_step(tmp_path):
+    # Lightning's WandbLogger logs ``trainer/global_step`` in each record beside W&B's
+    # ``_step`` (its count of run.log calls); wandb-core writes a record's items in no
+    # fixed order, and the trainer's step is the step whichever comes first.
+    steps = range(1, 21)
+    extra = {s: {"trainer/global_step": 10 * s - 1} for s in steps}
+    folder = writer.write_run(tmp_path, steps=steps, extra=extra, run_id="trainstp")
+    run = read_log(folder)
+    t = run.table.set_index("step")
+    assert t.index.tolist() == [10 * s - 1 for s in steps]
+    assert t.at[49, "loss"] == 3.0 - 5 / 16 and t.at[99, "eval_loss"] == 3.5 - 10 / 16
+
+
 @settings(max_examples=examples(60), deadline=None)
 @given(cut=st.integers(0, RUN_FILE.stat().st_size))
 def test_a_file_cut_anywhere_gives_the_records_before_the_cut(cut):

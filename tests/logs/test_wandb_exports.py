@@ -94,6 +94,28 @@ def test_run_history_dataframe_written_by_pandas(tmp_path, orient):
     assert not [c for c in run.table.columns if "unnamed" in c]
 
 
+@pytest.mark.parametrize("orient", ["jsonl", "records", "csv"])
+@pytest.mark.parametrize("first", ["_step", "trainer/global_step"])
+def test_a_trainers_step_in_the_history_is_the_step(tmp_path, orient, first):
+    # Lightning's WandbLogger logs ``trainer/global_step`` beside W&B's ``_step`` (its
+    # count of run.log calls, here every tenth optimizer step): the trainer's is the
+    # step, whichever key stands first.
+    rows = []
+    for r in api_rows("dotted"):
+        trainer = {"trainer/global_step": 10 * r["_step"] - 1}
+        rows.append({**trainer, **r} if first != "_step" else {**r, **trainer})
+    p = tmp_path / f"history.{'csv' if orient == 'csv' else 'json'}"
+    if orient == "jsonl":
+        p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    elif orient == "csv":
+        pd.DataFrame(rows).to_csv(p, index=False)
+    else:
+        pd.DataFrame(rows).to_json(p, orient=orient)
+    t = read_log(p).table.set_index("step")
+    assert t.index.tolist() == [10 * s - 1 for s in writer.STEPS]
+    assert t.at[49, "loss"] == 3.0 - 5 / 16 and t.at[99, "eval_loss"] == 3.5 - 10 / 16
+
+
 def test_the_ui_csv_export_of_one_chart(tmp_path):
     # the UI's "Export CSV" of the train/loss chart: Step, the run's value and its band
     # (a look-alike, its layout from W&B's docs); NaN rows left empty
