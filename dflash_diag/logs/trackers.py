@@ -8,6 +8,11 @@ tracking server.
 * A tracking server: ``mlflow://HOST:PORT/RUN_ID`` (plain HTTP), or a run id with
   ``tracking_uri`` (``http://...``, ``https://...``, ``sqlite:///...``), read with the
   ``mlflow`` package (the ``mlflow`` extra): every metric's history of the run.
+* A file store given as the tracking URI (``file:./mlruns``, ``file:///abs/mlruns`` or
+  a path) is read as the folders it is, the run found by its id under its experiment:
+  no package, and nothing is created where no store or database is (the mlflow client
+  makes an empty one, and MLflow 3 refuses file stores without
+  ``MLFLOW_ALLOW_FILE_STORE``).
 
 Both give one record per logged value, its column the key's canonical name
 (:func:`~dflash_diag.logs.names.canonical_name`), its step MLflow's ``step``.
@@ -19,6 +24,7 @@ import os
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
 from ..data import RunLog
 from ..errors import InputError
@@ -45,9 +51,14 @@ def read_mlflow(name: str, rank: int | str = 0, tracking_uri: str | None = None)
         reached or has no such run (one line; credentials in the URI are not shown),
         the ``mlflow`` extra missing for a server.
     """
+    store = _local_store(tracking_uri) if tracking_uri is not None else None
     if tracking_uri is None and not name.startswith(SCHEME):
         records, n_lines = _file_store_records(Path(name))
         shown = name
+    elif store is not None:  # (a file store is read as the folders it is)
+        run_id = _server_of(name, tracking_uri)[1]
+        records, n_lines = _file_store_records(_store_run(store, run_id, tracking_uri))
+        shown = f"{tracking_uri} run {run_id}"
     else:
         uri, run_id = _server_of(name, tracking_uri)
         records, n_lines = _server_records(uri, run_id)
@@ -82,6 +93,44 @@ def _file_store_records(run: Path) -> tuple[list[dict[str, Any]], int]:
                 ) from None
             records.append({"line": n, "step": step, column: logged(value)})
     return records, n
+
+
+def _local_store(uri: str) -> Path | None:
+    """The folder of a file-store tracking URI (``file:./mlruns``, ``file:///abs/mlruns``
+    or a plain path, as MLflow takes them), else None."""
+    parts = urlsplit(uri)
+    if parts.scheme == "file":
+        return (
+            Path(url2pathname(parts.path)) if not parts.netloc else Path(parts.netloc + parts.path)
+        )
+    if not parts.scheme or len(parts.scheme) == 1:  # (a path; ``C:\...`` on Windows)
+        return Path(uri)
+    return None
+
+
+def _store_run(store: Path, run_id: str, uri: str) -> Path:
+    """The run folder of ``run_id`` in the file store ``store`` (``<experiment>/<run>``).
+
+    :raises InputError: no store there, or no such run in it (nothing is created: the
+        mlflow client would make an empty store where it finds none)."""
+    if not store.is_dir():
+        raise InputError(uri, "no MLflow file store there", "give the folder MLflow wrote (mlruns)")
+    found = [d for d in store.glob(f"*/{run_id}") if is_mlflow_path(str(d))]
+    if not found:
+        raise InputError(
+            uri,
+            f"no run {run_id} in the MLflow file store",
+            "check the run id (mlflow ui lists it)",
+        )
+    return found[0]
+
+
+def _database_missing(uri: str) -> bool:
+    """A ``sqlite:///PATH`` URI whose file is not there (the mlflow client would create
+    it, and its tables, on reading)."""
+    if not uri.startswith("sqlite:///"):
+        return False
+    return not Path(uri[len("sqlite:///") :]).is_file()
 
 
 def redact(uri: str) -> str:
@@ -121,11 +170,13 @@ def _server_records(uri: str, run_id: str) -> tuple[list[dict[str, Any]], int]:
             "reading an MLflow tracking server needs the 'mlflow' extra",
             "pip install 'dflash-diag[mlflow]'",
         ) from None
+    if _database_missing(uri):
+        raise InputError(redact(uri), "no MLflow database there", "check the path in the URI")
     # one attempt, a short wait: an unreachable server is an answer, not minutes of retries
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
     os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
-    client = MlflowClient(tracking_uri=uri)
     try:
+        client = MlflowClient(tracking_uri=uri)
         keys = sorted(client.get_run(run_id).data.metrics)
         histories = {k: client.get_metric_history(run_id, k) for k in keys}
     except Exception as e:  # (mlflow raises its own, requests' and urllib3's errors)

@@ -57,6 +57,43 @@ def test_file_store_run_folder(tmp_path, monkeypatch):
     _check(run)
 
 
+def test_file_store_as_the_tracking_uri_reads_the_run_without_mlflows_opt_in(
+    tmp_path, monkeypatch
+):
+    # ``--tracking-uri`` with the URI the run was logged to (MLflowLogger's
+    # ``file:./mlruns``): the store is read as folders, whatever MLflow 3's client
+    # thinks of file stores, from the store's folder in each spelling MLflow takes
+    import mlflow
+
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    store = tmp_path / "mlruns"
+    mlflow.set_tracking_uri(store.as_uri())
+    run_id = _log_run(mlflow)
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE")
+    monkeypatch.chdir(tmp_path)
+    for uri in ("file:./mlruns", "./mlruns", store.as_uri(), f"file:{store}", str(store)):
+        _check(read_log(run_id, tracking_uri=uri))
+    r = CliRunner().invoke(app, ["parse", run_id, "--tracking-uri", "file:./mlruns", "--json"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(app, ["parse", "nosuchrun", "--tracking-uri", "file:./mlruns"])
+    assert (r.exit_code, r.output) == (
+        2,
+        "error: file:./mlruns: no run nosuchrun in the MLflow file store; "
+        "check the run id (mlflow ui lists it)\n",
+    )
+
+
+@pytest.mark.parametrize("uri", ["file:./elsewhere", "elsewhere", "sqlite:///elsewhere.db"])
+def test_a_store_that_is_not_there_is_one_error_and_nothing_is_made(tmp_path, monkeypatch, uri):
+    # the mlflow client makes an empty store (a folder, or a database and its tables)
+    # where it finds none: reading must not
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(app, ["parse", "abc", "--tracking-uri", uri])
+    assert r.exit_code == 2
+    assert r.output.startswith(f"error: {uri}: no MLflow ") and r.output.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
