@@ -55,7 +55,7 @@ def read_mlflow(name: str, rank: int | str = 0, tracking_uri: str | None = None)
     if tracking_uri is None and not name.startswith(SCHEME):
         records, n_lines = _file_store_records(Path(name))
         shown = name
-    elif store is not None:  # (a file store is read as the folders it is)
+    elif store is not None and tracking_uri is not None:  # (read as the folders it is)
         run_id = _server_of(name, tracking_uri)[1]
         records, n_lines = _file_store_records(_store_run(store, run_id, tracking_uri))
         shown = f"{tracking_uri} run {run_id}"

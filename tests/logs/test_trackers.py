@@ -57,9 +57,7 @@ def test_file_store_run_folder(tmp_path, monkeypatch):
     _check(run)
 
 
-def test_file_store_as_the_tracking_uri_reads_the_run_without_mlflows_opt_in(
-    tmp_path, monkeypatch
-):
+def test_file_store_as_the_tracking_uri_reads_the_run_without_mlflows_opt_in(tmp_path, monkeypatch):
     # ``--tracking-uri`` with the URI the run was logged to (MLflowLogger's
     # ``file:./mlruns``): the store is read as folders, whatever MLflow 3's client
     # thinks of file stores, from the store's folder in each spelling MLflow takes
