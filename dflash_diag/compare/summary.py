@@ -522,6 +522,33 @@ def span_text(span: tuple[float, float] | None) -> str:
     return "" if span is None else f"{span[0]:.6g}-{span[1]:.6g}"
 
 
+def pace_words(base: Slope, name: str) -> str:
+    """How the run's slope differs from the baseline ``name``'s over the span they share
+    (``base.run_value`` against ``base.value``), in the direction the baseline moves: a loss that falls faster than the baseline's
+    "falls faster" (a lower slope), an acc that climbs less "rises more slowly".  "no
+    clear difference" when the difference's 95% interval holds 0.
+
+    >>> b = Slope("v1.log", -7.5, None, 100, "1k steps", run_minus_ci=(-3.0, -1.5),
+    ...           run_value=-9.8)
+    >>> pace_words(b, "v1")
+    'falls faster'
+    """
+    run = base.run_value
+    if base.value is None or base.run_minus_ci is None or run is None:
+        return ""
+    lo, hi = base.run_minus_ci
+    if lo <= 0 <= hi:
+        return "no clear difference"
+    higher = lo > 0
+    if base.value >= 0:  # (the baseline rises, or holds)
+        if higher:
+            return "rises faster"
+        return "rises more slowly" if run > 0 else f"falls where {name} rises"
+    if not higher:
+        return "falls faster"
+    return "falls more slowly" if run < 0 else f"rises where {name} falls"
+
+
 def slope_phrase(slopes: Sequence[Slope]) -> str:
     """How the run's slope after warmup compares with each baseline's ("" if unknown).
     Each comparison names its span and prints both slopes over it and their difference
@@ -534,11 +561,7 @@ def slope_phrase(slopes: Sequence[Slope]) -> str:
         f = versus_figures(b)
         if f is None or b.run_minus_ci is None:
             continue
-        lo, hi = b.run_minus_ci
-        if lo <= 0 <= hi:
-            pace = "no clear difference"
-        else:
-            pace = "faster" if lo > 0 else "slower"
+        pace = pace_words(b, short_name(b.file))
         parts.append(
             f"over {span_text(b.span)}, after warmup in both, it moves {f.run} against "
             f"{short_name(b.file)}'s {f.base}: {pace} (difference {f.diff} {f.diff_ci})"

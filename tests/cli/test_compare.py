@@ -317,7 +317,7 @@ def test_identical_runs_are_within_the_band_everywhere(args):
             lo, hi = s["run_minus_ci"]
             assert s["run_minus"] == 0 and lo < 0 < hi
     text = " ".join(invoke(*args).stdout.split())
-    for word in ("ahead", "behind", "faster", "slower", "runs above", "runs below"):
+    for word in ("ahead", "behind", "faster", "slowly", " where ", "runs above", "runs below"):
         assert word not in text, word
 
 

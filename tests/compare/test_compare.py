@@ -115,9 +115,27 @@ def test_a_slower_climb_after_warmup_is_said_with_its_interval():
     lo, hi = v1_slope.run_minus_ci
     assert lo < -0.1 < hi and hi < 0
     assert v1_slope.run_minus == pytest.approx(run_slope.value - v1_slope.value)
-    assert ": slower (difference" in c.metrics["acc"].sentence
+    assert ": rises more slowly (difference" in c.metrics["acc"].sentence
     same = compare_runs([base], make_run(seed=3), metrics=["acc"])
     assert ": no clear difference (difference" in same.metrics["acc"].sentence
+
+
+def test_a_loss_that_falls_faster_is_said_to_fall_faster():
+    # a lower slope of a falling metric is a faster fall, not a slower pace
+    base = make_run("v1.log", seed=1)
+    run = make_run(seed=2)
+    late = run.table.step > 600
+    run.table.loc[late, "loss"] -= 0.5 * (run.table.step[late] - 600) / 1000
+    c = compare_runs([base], run, metrics=["loss"])
+    run_slope, v1_slope = c.metrics["loss"].slopes
+    assert v1_slope.value < 0 and v1_slope.run_minus_ci[1] < 0
+    assert ": falls faster (difference" in c.metrics["loss"].sentence
+    for added, words in ((0.2, "falls more slowly"), (0.5, "rises where v1 falls")):
+        run = make_run(seed=2)
+        run.table.loc[late, "loss"] += added * (run.table.step[late] - 600) / 1000
+        c = compare_runs([base], run, metrics=["loss"])
+        assert c.metrics["loss"].slopes[1].run_minus_ci[0] > 0
+        assert f": {words} (difference" in c.metrics["loss"].sentence
 
 
 def test_slower_warmup_is_below_by_step_and_within_by_warmup():
