@@ -524,9 +524,10 @@ def span_text(span: tuple[float, float] | None) -> str:
 
 def pace_words(base: Slope, name: str) -> str:
     """How the run's slope differs from the baseline ``name``'s over the span they share
-    (``base.run_value`` against ``base.value``), in the direction the baseline moves: a loss that falls faster than the baseline's
-    "falls faster" (a lower slope), an acc that climbs less "rises more slowly".  "no
-    clear difference" when the difference's 95% interval holds 0.
+    (``base.run_value`` against ``base.value``), in the direction the baseline moves:
+    a loss that falls faster than the baseline's "falls faster" (a lower slope), an acc
+    that climbs less "rises more slowly".  "no clear difference" when the difference's
+    95% interval holds 0.
 
     >>> b = Slope("v1.log", -7.5, None, 100, "1k steps", run_minus_ci=(-3.0, -1.5),
     ...           run_value=-9.8)
