@@ -87,6 +87,10 @@ def is_training_bar(desc: str) -> bool:
     return NOT_TRAINING.search(desc) is None
 
 
+#: Lightning's ``TQDMProgressBar`` description, ``Epoch 3: `` (the bar's count is the
+#: batches done; its loggers number a batch's step from 0, one lower).
+LIGHTNING_EPOCH = re.compile(r"^\s*Epoch \d+:?\s*$")
+
 #: A rich progress bar frame (Lightning's ``RichProgressBar``): ``Epoch 0/1  ━━━╸━━
 #: 21/60 0:00:00 • 0:00:01 153.61it/s v_num: 0 train_loss: 1.412 lr: 0.010``.
 RICH_BAR = re.compile(

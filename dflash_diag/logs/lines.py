@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..data import Progress, RunLog
-from .bars import RICH_BAR, RICH_EPOCH, RICH_POSTFIX, TQDM, is_training_bar
+from .bars import LIGHTNING_EPOCH, RICH_BAR, RICH_EPOCH, RICH_POSTFIX, TQDM, is_training_bar
 from .fields import FIELD, Message, parse_dict_repr, parse_json_object, parse_text
 from .grammar import (
     DIGIT,
@@ -196,7 +196,8 @@ def _bar(
         if n < st.bar_last_n:
             st.bar_offset += st.bar_last_total
         st.bar_last_n, st.bar_last_total = n, total
-        st.bar_step = st.bar_offset + n
+        # (Lightning's bar, ``Epoch E``: its loggers number a batch's step from 0)
+        st.bar_step = st.bar_offset + n - (LIGHTNING_EPOCH.match(desc_text) is not None)
     fresh, st.val_fresh = st.val_fresh, False
     info = match.group("info").split(",")
     pairs = [p for p in info[2:] if p.strip() and not p.strip().startswith("v_num=")]
@@ -237,7 +238,7 @@ def _rich_bar(seg: str, st: LineState, line_no: int) -> bool:
         if "valid" in desc.lower():
             st.rich_val_at = st.rich_step
         return True
-    st.rich_step = int(epoch.group(1)) * total + n
+    st.rich_step = int(epoch.group(1)) * total + n - 1  # (as Lightning's loggers number it)
     st.rich_frame = {
         "step": st.rich_step, "n": n, "epoch": float(epoch.group(1)),
         "postfix": m.group("postfix"), "line": line_no,

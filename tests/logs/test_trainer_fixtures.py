@@ -65,6 +65,19 @@ def test_fixture_reads_to_its_truth(name):
     assert (r.wrong, r.missing, r.stray) == (0, 0, 0), r.examples
 
 
+def test_lightnings_console_numbers_steps_as_its_loggers_do():
+    # the TQDM bar's console and the CSVLogger's metrics.csv of the same run: each value
+    # the logger received, at its step, is what the bar printed at the same step
+    console = read_log(HERE / "lightning_tqdm.log").table.set_index("step")
+    logger = check.load_truth(HERE / "lightning_metrics.truth.jsonl")
+    train = [r for r in logger if r["kind"] == "train"]
+    assert len(train) >= 20
+    for r in train:
+        printed = console.at[r["step"], "loss"]
+        assert printed == pytest.approx(r["values"]["train_loss"], abs=5e-3), r["step"]
+    assert console.index.min() == 0
+
+
 @pytest.mark.parametrize(
     "name", [n for n in sorted(FIXTURES) if n.startswith(("hf_trainer", "trl_sft"))]
 )

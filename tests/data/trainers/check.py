@@ -77,7 +77,16 @@ def fixtures() -> dict[str, tuple[Path, Path]]:
 
 
 def load_truth(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """The truth records; a Lightning console's (a progress bar's truth: records with
+    ``bar``, or its evaluations) at its loggers' step, ``trainer.global_step - 1``:
+    the callback wrote the step after the batch counted, and Lightning's loggers (and
+    the recorder) number a batch's step before (``lightning_metrics.truth.jsonl``, the
+    same run's logger, holds the same values one lower)."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if path.name.startswith("lightning_") and any("bar" in r for r in rows):
+        for r in rows:
+            r["step"] -= 1
+    return rows
 
 
 def as_float(v: object) -> float:
