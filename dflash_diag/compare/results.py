@@ -41,6 +41,9 @@ class PhaseSummary:
     :param n_compared: of those, points with a band (inside the baselines' range).
     :param inside: share of compared points within the band (None: not enough data).
     :param verdict: ``within``, ``above``, ``below``, ``mixed`` or ``not enough data``.
+    :param baseline_above: the share of the baselines' own points of the phase above the
+        band (the largest of any one baseline's): what a like run shows (a spiky
+        baseline's spikes lie outside its own robust band); ``baseline_below`` likewise.
     """
 
     phase: str
@@ -53,6 +56,8 @@ class PhaseSummary:
     below: float | None
     verdict: str
     largest_departure: Departure | None
+    baseline_above: float | None = None
+    baseline_below: float | None = None
 
 
 @dataclass(frozen=True)

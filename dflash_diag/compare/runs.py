@@ -55,6 +55,7 @@ from .summary import (
     point_phrase,
     slope_phrase,
     slopes_after_warmup,
+    own_shares,
     summarise_phase,
 )
 from .values import logged_nonfinite, nonfinite_summary
@@ -299,12 +300,13 @@ def _compare_metric(
         groups = [("all", slice(None))]
     side = side_codes(v, here)  # (elementwise: a phase's are its points')
     has = np.isfinite(v)
+    own = _own_shares(name, used, bands, warm, memo)
     phases = tuple(
-        summarise_phase(ph, run.steps[m], v[m], here.select(m), side[m])
+        summarise_phase(ph, run.steps[m], v[m], here.select(m), side[m], own.get(ph))
         for ph, m in groups
         if has[m].any()
     )
-    overall = summarise_phase("all", run.steps, v, here, side)
+    overall = summarise_phase("all", run.steps, v, here, side, own.get("all"))
     names = [b.name for b in used]
     scale, per, word = unit
     ctx = _PointContext(name, v, bad, run, bands, kind, names, word, memo)
@@ -332,6 +334,31 @@ def _compare_metric(
         nonfinite=nonfinite,
     )
     return mc, points
+
+
+def _own_shares(
+    name: str,
+    used: Sequence[AlignedLog],
+    bands: Sequence[Band],
+    warm: Mapping[str, np.ndarray],
+    memo: Memo | None,
+) -> dict[str, tuple[float, float]]:
+    """Per phase (``warmup``, ``post_warmup``, ``all``), the largest share of any one
+    baseline's own points above the band, and below it: what a like run shows."""
+    if not bands:
+        return {}
+    out: dict[str, tuple[float, float]] = {}
+    for b in used:
+        side = side_codes(column(b.table, name), band_at(bands, b.x, memo))
+        bwarm = warm.get(b.path)
+        if bwarm is None:
+            bwarm = phase_codes(b.phases, b.steps) == WARMUP
+        for ph, m in (("warmup", bwarm), ("post_warmup", ~bwarm), ("all", slice(None))):
+            shares = own_shares(side[m])
+            if shares is not None:
+                was = out.get(ph, (0.0, 0.0))
+                out[ph] = (max(was[0], shares[0]), max(was[1], shares[1]))
+    return out
 
 
 def _nonfinite(log: AlignedLog, name: str) -> NonFinite:

@@ -2,9 +2,11 @@
 slopes after warmup with confidence intervals, milestones, and the verdict in words.
 
 A phase (or a metric) is ``within`` when at least :data:`WITHIN_SHARE` of its compared
-points are inside the band; otherwise ``above``/``below`` by the larger share, ``mixed``
-when both are over 10%, and ``not enough data`` under :data:`MIN_PHASE_POINTS` compared
-points.
+points are inside the band, or when no more of them are above (below) it than of the
+baselines' own points of that phase, give or take :func:`share_slack` (a spiky
+baseline's spikes lie outside its own robust band: a like run shows as many);
+otherwise ``above``/``below`` by the larger share, ``mixed`` when both are over 10%, and
+``not enough data`` under :data:`MIN_PHASE_POINTS` compared points.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from .band import MIN_BAND_POINTS, SIDE_CODES, BandAt, first_reaching, side_code
 from .results import Departure, Milestone, NonFinite, PhaseSummary, PointAnswer, Slope
 
 MIN_PHASE_POINTS = 5
+#: The baselines' own shares outside their band are said from this share on.
+OWN_SHARE_SHOWN = 0.02
 MIN_SLOPE_POINTS = 10
 WITHIN_SHARE = 0.9
 #: Default milestone levels for acc-like metrics (fractions of tokens right).
@@ -38,20 +42,52 @@ ACC_LIKE = "acc*"
 _SIDES = ("within", "above", "below")
 
 
-def _label(inside: float, above: float, below: float) -> str:
+def _label(
+    inside: float, above: float, below: float, expected: tuple[float, float], n: int
+) -> str:
     if inside >= WITHIN_SHARE:
         return "within"
+    (ea, eb) = expected
+    if above <= ea + share_slack(ea, n) and below <= eb + share_slack(eb, n):
+        return "within"  # (no more outside than the baselines' own points)
     if above > 0.1 and below > 0.1:
         return "mixed"
     return "above" if above >= below else "below"
 
 
+def share_slack(p: float, n: int) -> float:
+    """How far a share of ``n`` points may exceed a rate ``p`` and still be that rate:
+    one point in a hundred plus three binomial standard errors, ``0.01 + 3 sqrt(q (1 -
+    q) / n)``, ``q = max(p, 0.01)``.
+
+    >>> round(share_slack(0.12, 200), 3)
+    0.079
+    """
+    q = max(p, 0.01)
+    return 0.01 + 3 * math.sqrt(q * (1 - q) / max(n, 1))
+
+
+def own_shares(side: np.ndarray) -> tuple[float, float] | None:
+    """The shares above and below of points' side codes (None: none compared)."""
+    counts = side_counts(side)
+    n = int(counts[1:].sum())
+    if n == 0:
+        return None
+    return float(counts[SIDE_CODES["above"]] / n), float(counts[SIDE_CODES["below"]] / n)
+
+
 def summarise_phase(
-    phase: str, steps: np.ndarray, v: np.ndarray, band: BandAt, side: np.ndarray | None = None
+    phase: str,
+    steps: np.ndarray,
+    v: np.ndarray,
+    band: BandAt,
+    side: np.ndarray | None = None,
+    expected: tuple[float, float] | None = None,
 ) -> PhaseSummary:
     """Shares of the run's points ``(steps, v)`` inside, above and below ``band``, the
     verdict (module docstring) and the largest departure; ``side``: the points'
-    :func:`~dflash_diag.compare.band.side_codes` when already found."""
+    :func:`~dflash_diag.compare.band.side_codes` when already found; ``expected``: the
+    shares above and below of the baselines' own points of the phase."""
     if side is None:
         side = side_codes(v, band)
     has = np.isfinite(v)
@@ -74,8 +110,10 @@ def summarise_phase(
         inside,
         above,
         below,
-        _label(inside, above, below),
+        _label(inside, above, below, expected or (0.0, 0.0), n_comp),
         _largest_departure(steps, v, band, side),
+        None if expected is None else expected[0],
+        None if expected is None else expected[1],
     )
 
 
@@ -500,6 +538,14 @@ def metric_sentence(
             bits.append(f"{share_text(ph.above)} above")
         if ph.below:
             bits.append(f"{share_text(ph.below)} below")
+        own = [
+            f"{share_text(x)} {side}"
+            for x, side in ((ph.baseline_above, "above"), (ph.baseline_below, "below"))
+            if x is not None and x >= OWN_SHARE_SHOWN
+        ]
+        if own:
+            whose = f"{names[0]}'s" if len(names) == 1 else "the baselines'"
+            bits[-1] += f" ({whose} own points: {', '.join(own)})"
         parts.append(", ".join(bits))
     text = f"{name} {_HEAD[verdict]} {_whose(names)} band: {'; '.join(parts)}."
     point = point.strip()

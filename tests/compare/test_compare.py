@@ -138,6 +138,32 @@ def test_a_loss_that_falls_faster_is_said_to_fall_faster():
         assert f": {words} (difference" in c.metrics["loss"].sentence
 
 
+def _spiky(seed: int, rate: float, path: str = "run.log", height: float = 0.5):
+    """A run whose loss jumps by ``height`` at a ``rate`` of its steps, drawn at random
+    (a bad sample's batch under a shuffling sampler)."""
+    run = make_run(path, seed=seed)
+    hit = np.random.default_rng(seed + 100).random(len(run.table)) < rate
+    run.table.loc[hit, "loss"] += height
+    return run
+
+
+def test_a_run_as_spiky_as_its_baseline_is_within_its_band():
+    # A spiky baseline's spikes lie outside its own robust band (12% of its points
+    # here): a run with as many spikes, the same one or another seed's, is a like run.
+    base = _spiky(1, 0.12, "v1.log")
+    for run in (base, _spiky(1, 0.12), _spiky(2, 0.12)):
+        c = compare_runs([base], run, metrics=["loss"])
+        m = c.metrics["loss"]
+        post = next(p for p in m.phases if p.phase == "post_warmup")
+        assert post.inside < 0.9 and post.baseline_above > 0.07
+        assert m.verdict == "within" and post.verdict == "within"
+        assert "v1's own points: " in m.sentence
+    # three times the spikes is not a like run, nor a spiky run against a steady one
+    assert compare_runs([base], _spiky(2, 0.3), metrics=["loss"]).metrics["loss"].verdict == "above"
+    steady_base = make_run("v1.log", seed=1)
+    assert compare_runs([steady_base], base, metrics=["loss"]).metrics["loss"].verdict == "above"
+
+
 def test_slower_warmup_is_below_by_step_and_within_by_warmup():
     base = make_run("v1.log", seed=1)
     slow = make_run("slow.log", steps=np.arange(1, 2001, 5), warmup=1200, seed=2)
