@@ -52,10 +52,10 @@ from .summary import (
     failure_phrase,
     find_milestones,
     metric_sentence,
+    own_shares,
     point_phrase,
     slope_phrase,
     slopes_after_warmup,
-    own_shares,
     summarise_phase,
 )
 from .values import logged_nonfinite, nonfinite_summary
