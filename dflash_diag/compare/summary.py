@@ -42,9 +42,7 @@ ACC_LIKE = "acc*"
 _SIDES = ("within", "above", "below")
 
 
-def _label(
-    inside: float, above: float, below: float, expected: tuple[float, float], n: int
-) -> str:
+def _label(inside: float, above: float, below: float, expected: tuple[float, float], n: int) -> str:
     if inside >= WITHIN_SHARE:
         return "within"
     (ea, eb) = expected

@@ -4,6 +4,7 @@ document (:func:`samples_json`) and the text (:func:`render_text`)."""
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from ..spikes.culprits import FDR
@@ -40,6 +41,7 @@ def samples_json(report: SamplesReport, top: int = TOP) -> dict[str, Any]:
         "n_samples": int(len(r.table)),
         "n_tested": int(ev.n_tested),
         "n_named": int(r.table["named"].sum()),
+        "high_categories": [asdict(k) for k in r.high_kinds],
         "fdr": FDR,
         "ranking": rows,
         "written": r.written,
@@ -99,6 +101,17 @@ def render_text(report: SamplesReport, console: Console, top: int = TOP) -> None
         console.print(f"every sample written to {r.written}", markup=False)
 
 
+def _high_kinds(r: SamplesReport) -> list[str]:
+    """A sentence a category whose samples are high as a whole."""
+    return [
+        f"Category {k.name} is high as a whole: its {k.n} samples' own loss is "
+        f"{k.median_nats:+.2g} nats a token over their batch mates (median), the other "
+        f"categories' {k.others_nats:+.2g}. Each sample is compared with its own "
+        "category, so none is named from within it: the category itself is what stands out."
+        for k in r.high_kinds
+    ]
+
+
 def answer(report: SamplesReport) -> list[str]:
     """One or two sentences: which samples are named, on what ground, or why none is."""
     r = report
@@ -114,7 +127,8 @@ def answer(report: SamplesReport) -> list[str]:
         tested = int(r.findings.evidence.n_tested)
         return [
             f"No sample is named: of {tested} tested, none makes its batches high wherever it "
-            f"goes (false-discovery rate {FDR:.0%}; tested on {r.findings.basis})."
+            f"goes (false-discovery rate {FDR:.0%}; tested on {r.findings.basis}).",
+            *_high_kinds(r),
         ]
     ids = ", ".join(str(x) for x in named["sample_id"].head(10))
     more = f" and {len(named) - 10} more" if len(named) > 10 else ""
@@ -134,7 +148,7 @@ def answer(report: SamplesReport) -> list[str]:
             f"These ids are the manifest's rows as the {check.status} schedule assigns them: "
             "nothing confirmed that the run's batches held them."
         )
-    return out
+    return [*out, *_high_kinds(r)]
 
 
 def _named(named: bool, size: int) -> str:

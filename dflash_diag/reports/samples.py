@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ..composition import Composition, Request
+    from ..samples.kinds import HighKind
     from ..spikes.culprits import SampleFindings
     from ..spikes.detect import Detection
 
@@ -74,6 +75,8 @@ class SamplesReport:
     :param findings: the per-sample evidence behind the table (the same as
         ``spikes_report(...).attribution.samples``).
     :param written: the file ``to`` wrote (None: none).
+    :param high_kinds: the categories whose samples are high as a whole, on measured
+        ground (:func:`~dflash_diag.samples.kinds.high_kinds`).
     """
 
     context: Context
@@ -82,6 +85,7 @@ class SamplesReport:
     findings: SampleFindings
     table: pd.DataFrame
     written: str | None = None
+    high_kinds: tuple[HighKind, ...] = ()
 
 
 def samples_report(
@@ -118,7 +122,14 @@ def samples_report(
     if out is not None:
         write_table(table, out)
     where = display_path(out) if out else None
-    return SamplesReport(read.context, read.detection, comp, findings, table, where)
+    import numpy as np
+
+    from ..samples.kinds import high_kinds
+
+    kinds = high_kinds(
+        table["measured_excess"].to_numpy(dtype=float), np.asarray(table["category"], dtype=object)
+    )
+    return SamplesReport(read.context, read.detection, comp, findings, table, where, kinds)
 
 
 def _findings(

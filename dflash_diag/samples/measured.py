@@ -61,6 +61,9 @@ MIN_CELL = 30
 MIN_KIND = 50
 #: The share of a kind's samples whose tail is modelled (above its 90th percentile).
 TAIL = 0.1
+#: A kind whose tail starts this many pooled tail scales beyond the pooled tail's start
+#: is tested against the pooled tail (:func:`_tail_pvalues`).
+FENCE = 10.0
 
 
 def measured_z(
@@ -538,18 +541,38 @@ def _pooled(kind: np.ndarray, testable: np.ndarray) -> np.ndarray:
 
 def _tail_pvalues(z: np.ndarray, kind: np.ndarray, testable: np.ndarray) -> np.ndarray:
     """Step 4: ``p_i`` against the kind's own distribution (NaN where untestable), the
-    kinds as :func:`_pooled` makes them."""
+    kinds as :func:`_pooled` makes them.
+
+    A kind whose own tail starts beyond the tail of all testable samples together (its
+    ``z_0`` over the fence ``z_0 + FENCE b`` of the pooled tail, where that tail gives
+    ``p`` under ``0.1 exp(-FENCE)``) holds more extreme samples than its top tenth can
+    hold (a web source one sample in six of which is garbage): its tail is the poison's
+    own.  Its tail is then fitted to its samples inside the fence, and every sample of
+    the kind tested against that."""
     p = np.full(z.shape, np.nan)
+    pooled = _tail_fit(z[testable])
+    fence = pooled[0] + FENCE * pooled[1]
     for k in unique_values(kind[testable]):
         idx = np.flatnonzero(testable & (kind == k))
         x = z[idx]
         p[idx] = (x.size - _first_at_or_above(x)) / x.size
-        z0 = float(np.quantile(x, 1.0 - TAIL))
+        z0, b = _tail_fit(x)
+        inside = x <= fence
+        if pooled[1] > 0 and z0 > fence and inside.sum() >= 1 / TAIL:
+            z0, b = _tail_fit(x[inside])
         above = x > z0
-        b = float(np.median(x[above] - z0)) / np.log(2) if above.any() else 0.0
         if b > 0:
             p[idx[above]] = TAIL * np.exp(-(x[above] - z0) / b)
     return p
+
+
+def _tail_fit(x: np.ndarray) -> tuple[float, float]:
+    """``(z_0, b)``: the ``1 - TAIL`` quantile of ``x`` and the exponential scale of the
+    excess over it, ``median(x - z_0 | x > z_0) / ln 2`` (0: no excess)."""
+    z0 = float(np.quantile(x, 1.0 - TAIL))
+    above = x > z0
+    b = float(np.median(x[above] - z0)) / np.log(2) if above.any() else 0.0
+    return z0, b
 
 
 def _first_at_or_above(x: np.ndarray) -> np.ndarray:

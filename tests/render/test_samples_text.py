@@ -16,7 +16,9 @@ def test_no_name_says_on_what_the_samples_were_tested() -> None:
     findings = SimpleNamespace(
         note=lambda: None, evidence=SimpleNamespace(n_tested=400), basis=basis
     )
-    report = SimpleNamespace(table=pd.DataFrame({"named": [False]}), findings=findings)
+    report = SimpleNamespace(
+        table=pd.DataFrame({"named": [False]}), findings=findings, high_kinds=()
+    )
     (line,) = answer(report)
     assert line.startswith("No sample is named: of 400 tested")
     assert line.endswith(f"tested on {basis}).")
