@@ -66,11 +66,16 @@ class AlignedLog:
 
 
 def short_name(path: str) -> str:
-    """The name a sentence uses for a log: its file name without the extension.
+    """The name a sentence uses for a log: its file name without the extension; a
+    tracker's run (``http://host:5000 run RUN_ID``, as an MLflow run is shown) by its
+    run id.
 
-    >>> short_name("runs/v1.log")
-    'v1'
+    >>> short_name("runs/v1.log"), short_name("http://127.0.0.1:5000 run 3f2a")
+    ('v1', '3f2a')
     """
+    _, tracked, run_id = str(path).rpartition(" run ")
+    if tracked and run_id and "/" not in run_id:
+        return run_id
     base = os.path.basename(str(path)) or str(path)
     stem, _ = os.path.splitext(base)
     return stem or base

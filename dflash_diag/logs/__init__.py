@@ -10,6 +10,7 @@ import os
 from ..data import Progress, RunLog
 from ..errors import InputError
 from . import io, text
+from .csv import metrics_file_in
 from .detect import detect_format, refuse_binary
 from .fast import lineshape as fastpath
 from .formats import FORMAT_HELP, FORMATS, check_format, read_as
@@ -85,6 +86,8 @@ def read_log(
         log = read_mlflow(name, rank, tracking_uri)
     elif format is None and name != "-" and is_wandb_path(name):
         log = read_wandb(name, rank)
+    elif format in (None, "csv") and name != "-" and (found := metrics_file_in(name)):
+        log = _read(found, format, rank, progress)  # (Lightning's CSVLogger folder)
     else:
         log = _read(path, format, rank, progress)
     if run is not None:

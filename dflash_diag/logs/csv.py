@@ -79,6 +79,26 @@ def _printed_nan(text: str, sep: str, df: Any) -> dict[Any, Any]:
     return out
 
 
+def metrics_file_in(folder: str) -> str | None:
+    """The ``metrics.csv`` a Lightning ``CSVLogger`` wrote under ``folder``: the folder's
+    own (a ``version_N/`` folder), or its only ``version_*/metrics.csv`` (the logger's
+    root); None when ``folder`` is no folder or holds neither.
+
+    :raises InputError: several versions under the folder (which one is the user's)."""
+    from pathlib import Path
+
+    p = Path(folder)
+    if not p.is_dir():
+        return None
+    if (p / "metrics.csv").is_file():
+        return str(p / "metrics.csv")
+    found = sorted(f.parent.name for f in p.glob("version_*/metrics.csv") if f.is_file())
+    if len(found) > 1:
+        shown = ", ".join(found[:4]) + (", ..." if len(found) > 4 else "")
+        raise InputError(folder, f"{len(found)} CSVLogger versions ({shown})", "give one's folder")
+    return str(p / found[0] / "metrics.csv") if found else None
+
+
 def _rename(columns: list[str], path: str) -> dict[str, str]:
     """Column -> canonical name; W&B ``run - metric`` columns lose the run name."""
     runs = {m.group("run") for c in columns if (m := _WANDB_COL.match(c))}

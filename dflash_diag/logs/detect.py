@@ -83,6 +83,12 @@ _MAGIC: tuple[tuple[bytes, str, str], ...] = (
     (b"\x89HDF", "an HDF5 file", "give the training log"),
     (b"\x80\x04", "a Python pickle", "give the training log"),
     (b"\x80\x05", "a Python pickle", "give the training log"),
+    (
+        b"DFDBATCH",  # (dflash_diag.record.frames.MAGIC: this layer imports no recorder)
+        "a recording of the batches a run held",
+        "give the run's training log, and this file as --composition (or leave it beside "
+        "the log as LOG.batches)",
+    ),
 )
 
 

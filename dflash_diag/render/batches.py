@@ -260,6 +260,11 @@ def _verification_lines(report: BatchesReport) -> list[str]:
     v, search = report.verification, report.search
     if v is None:
         return []
+    if v.n_compared == 0 and search is None:
+        return [
+            "verification against the log: not enough data: no step of the log has a token "
+            "count to compare with (it logs no tokens per step)"
+        ]
     if report.composition is not None:
         return [f"verification against the log: recorded {_match(v)}"]
     if search is None:

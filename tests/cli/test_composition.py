@@ -321,6 +321,16 @@ def test_batches_compares_the_recording_with_replayed_strategies(recorded, repla
     assert f"composition: recorded in {recorded}" in out
     assert "Batch schedule (recorded)" in out
     assert "verification against the log: recorded tokens match 100.0% of 2961 steps" in out
+    # a log with no tokens a step: nothing to match, said as such
+    bare = recorded.parent / "no_tokens.log"
+    bare.write_text("".join(f"step={s} loss=1.0\n" for s in range(1, 400)))
+    result = invoke(["batches", MANIFEST, "--composition", str(recorded), "--log", str(bare)])
+    assert result.exit_code == 0, result.stderr
+    out = " ".join(result.stdout.split())
+    assert (
+        "verification against the log: not enough data: no step of the log has a token "
+        "count to compare with (it logs no tokens per step)"
+    ) in out
 
 
 def test_batches_composition_refuses_what_needs_a_replay(recorded):

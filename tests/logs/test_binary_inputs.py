@@ -51,3 +51,19 @@ def test_forcing_a_format_does_not_read_a_binary_file(tmp_path: Path):
     pd.DataFrame({"length": np.arange(1, 100)}).to_parquet(manifest)
     with pytest.raises(InputError, match="this is a Parquet file"):
         read_log(manifest, format="text")
+
+
+def test_a_recording_given_as_the_log_says_what_it_is(tmp_path: Path):
+    from dflash_diag.record import BatchRecorder
+
+    path = tmp_path / "train.batches"
+    with BatchRecorder(path) as rec:
+        rec.log(1, [3, 5, 7], [10, 20, 30])
+    for command in ("parse", "spikes"):
+        result = runner.invoke(app, [command, str(path)])
+        assert result.exit_code == 2
+        assert result.stderr == (
+            f"error: {path}: this is a recording of the batches a run held, not a training "
+            "log; give the run's training log, and this file as --composition (or leave it "
+            "beside the log as LOG.batches)\n"
+        )

@@ -232,3 +232,24 @@ def test_a_padded_level_alone_is_not_richs_layout():
     wrapped = " " * 20 + "grad_norm=2.0"
     layout = rich_layout([*plain, wrapped])
     assert layout is not None and layout.message == 20
+
+
+def test_a_csvloggers_folder_reads_as_its_metrics_file(tmp_path):
+    # Lightning's CSVLogger writes <save_dir>/<name>/version_N/metrics.csv: its version
+    # folder, or the logger's folder holding one version, is the log; two versions are
+    # one error that names them
+    import shutil
+
+    from dflash_diag.errors import InputError
+
+    version = tmp_path / "csv" / "version_0"
+    version.mkdir(parents=True)
+    shutil.copy(HERE / "lightning_metrics.csv", version / "metrics.csv")
+    want = read_log(version / "metrics.csv").table
+    for folder in (version, tmp_path / "csv"):
+        assert read_log(folder).table.equals(want)
+    (tmp_path / "csv" / "version_1").mkdir()
+    shutil.copy(HERE / "lightning_metrics.csv", tmp_path / "csv" / "version_1" / "metrics.csv")
+    with pytest.raises(InputError, match="2 CSVLogger versions \\(version_0, version_1\\)"):
+        read_log(tmp_path / "csv")
+    assert read_log(version).table.equals(want)
