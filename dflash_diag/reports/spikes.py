@@ -180,7 +180,7 @@ def read_points(
     its points (:func:`spikes_report`'s first half)."""
     from ..composition import Request, resolve
     from ..logs import check_format, read_log
-    from ..spikes.detect import detect_spikes
+    from ..spikes.detect import describe_interval, detect_spikes
 
     log = str(log)
     fmt = check_format(o.format)
@@ -192,6 +192,8 @@ def read_points(
     detection = detect_spikes(
         run.table, o.metric, o.detector, o.window, o.threshold, path=log, logged=logged
     )
+    said = describe_interval(detection.log_interval, o.covers, o.metric)
+    detection = replace(detection, covers=said)
     check_steps_in(detection.steps, o.steps)
     comp = _composition(res, log, run, detection, stage)
     notes = res.schedule.value_notes + res.notes

@@ -220,14 +220,30 @@ def log_interval(steps: np.ndarray) -> int:
     return int(np.median(gaps)) if gaps.size else 1
 
 
-def describe_interval(interval: int) -> str:
-    """One sentence on what a logged point covers."""
+def describe_interval(interval: int, covers: str = "window", metric: str = "loss") -> str:
+    """One sentence on what a logged point covers: ``covers`` is ``window`` (a mean over
+    the ``interval`` steps up to it) or ``step`` (that step alone); an evaluation
+    metric's point is neither.
+
+    >>> describe_interval(50, "step")
+    'the log has a point every 50 steps; a point is read as that step alone (--covers step)'
+    """
+    from ..logs.names import EVAL_PREFIXES
+
+    if metric.startswith(EVAL_PREFIXES):
+        return (
+            f"{metric} is an evaluation on held-out data (a point every {interval} steps), "
+            "not a training batch's loss: the batches trained on do not make it"
+        )
     if interval <= 1:
         return "each logged point is one optimizer step"
+    head = f"the log has a point every {interval} steps; a point is read as"
+    if covers == "step":
+        return f"{head} that step alone (--covers step)"
     return (
-        f"the log has a point every {interval} steps; a point is read as the mean over the "
-        f"{interval} steps up to it (the usual window mean); if your trainer logs the "
-        "single step instead, treat batch features as approximate"
+        f"{head} the mean over the {interval} steps up to it (as the HF Trainer logs it); "
+        "if your trainer logs the single step (Lightning's self.log, most loops), give "
+        "--covers step"
     )
 
 

@@ -123,6 +123,26 @@ def test_logging_interval_and_what_a_point_covers() -> None:
     assert "every 50 steps" in d.covers
 
 
+def test_the_logging_line_says_what_covers_the_report_uses(tmp_path) -> None:
+    # ``--covers step`` is what the report reads a point as, and the line says so; an
+    # evaluation metric's points are no training batch's
+    from typer.testing import CliRunner
+
+    from dflash_diag.cli import app
+
+    log = tmp_path / "run.log"
+    lines = [f"step={50 * (i + 1)} loss={2.0 + 0.01 * (i % 7)} val_loss=2.5" for i in range(60)]
+    log.write_text("\n".join(lines) + "\n")
+    said = {}
+    for args in ([], ["--covers", "step"], ["--metric", "val_loss"]):
+        out = CliRunner().invoke(app, ["spikes", str(log), *args]).stdout
+        said[tuple(args)] = " ".join(out.split())
+    assert "read as the mean over the 50 steps up to it" in said[()]
+    assert "give --covers step" in said[()]
+    assert "a point is read as that step alone (--covers step)" in said[("--covers", "step")]
+    assert "val_loss is an evaluation on held-out data" in said[("--metric", "val_loss")]
+
+
 def test_grad_norm_surge_lr_and_phase_are_reported() -> None:
     t = noisy(n=300, seed=9)
     t["grad_norm"] = 1.0
