@@ -119,10 +119,13 @@ def answer(report: SamplesReport) -> list[str]:
     named = t[t["named"]]
     note = r.findings.note()
     if note:
-        return [
-            "No sample can be named: every batch is a fixed group of samples that always "
-            "travel together, so the batch is the unit (see spikes)."
-        ]
+        why = (
+            "each sample is in one logged batch only (the batches known cover one pass over "
+            "the data)"
+            if r.findings.once()
+            else "every batch is a fixed group of samples that always travel together"
+        )
+        return [f"No sample can be named: {why}, so the batch is the unit (see spikes)."]
     if named.empty:
         tested = int(r.findings.evidence.n_tested)
         return [

@@ -139,7 +139,18 @@ class SampleFindings:
         """What a reader must know about naming samples here (None: nothing)."""
         if self.separable:
             return None
+        if self.once():
+            return (
+                "each sample is in one logged batch only (the batches known cover one pass "
+                "over the data): the batch, not a sample, is the unit"
+            )
         return "batches are fixed groups: the batch, not a sample, is the unit"
+
+    def once(self) -> bool:
+        """No sample is in two of the logged points: nothing tells a sample from its
+        batch mates, whatever the sampler (one epoch replayed, or logged)."""
+        k = self.evidence.table["appearances"]
+        return len(k) == 0 or int(k.max()) <= 1
 
 
 @dataclass(frozen=True, eq=False)

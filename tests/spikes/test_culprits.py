@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 
 from dflash_diag.composition import Request
+from dflash_diag.logs import read_log
 from dflash_diag.reports import SpikesOptions, samples_report, spikes_report
 from dflash_diag.reports.samples import sample_table
 
@@ -180,3 +181,20 @@ def test_a_batch_with_a_candidate_culprit_is_not_called_ordinary(monkeypatch):
         elif text is not None:
             said += 1
     assert mixed and said  # both kinds of batch are in this run
+
+
+def test_one_replayed_pass_says_each_sample_is_in_one_batch(sample_log, tmp_path):
+    """A log that covers one pass over the data (here the sample run cut to its first
+    epoch's steps) holds each sample once: the batch is the unit, for that reason, not
+    because batches are fixed."""
+    run = read_log(sample_log)
+    first = run.table[run.table["step"] <= 300]
+    cut = tmp_path / "one_pass.log"
+    cut.write_text(
+        "".join(f"step={int(s)} loss={v!r}\n" for s, v in zip(first["step"], first["loss"]))
+    )
+    report = spikes_report(cut, batches=Request(config=str(SAMPLE / "dflash-diag.toml")))
+    notes = report.attribution.notes
+    assert report.attribution.samples.once()
+    assert any(n.startswith("each sample is in one logged batch only") for n in notes)
+    assert not any(n.startswith("batches are fixed groups") for n in notes)
