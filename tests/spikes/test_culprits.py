@@ -190,9 +190,8 @@ def test_one_replayed_pass_says_each_sample_is_in_one_batch(sample_log, tmp_path
     run = read_log(sample_log)
     first = run.table[run.table["step"] <= 300]
     cut = tmp_path / "one_pass.log"
-    cut.write_text(
-        "".join(f"step={int(s)} loss={v!r}\n" for s, v in zip(first["step"], first["loss"]))
-    )
+    pairs = zip(first["step"], first["loss"], strict=True)
+    cut.write_text("".join(f"step={int(s)} loss={v!r}\n" for s, v in pairs))
     report = spikes_report(cut, batches=Request(config=str(SAMPLE / "dflash-diag.toml")))
     notes = report.attribution.notes
     assert report.attribution.samples.once()
