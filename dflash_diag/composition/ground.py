@@ -156,35 +156,56 @@ SAME_SCALE = 1.25
 def mismatch_hint(replay: Replay, log_table: pd.DataFrame) -> tuple[str, str]:
     """What a token mismatch points to, as ``(said after the mismatch, what to do)``.
 
-    ``r = median(logged tokens a step) / median(replayed tokens a step)``: within
-    ``1/SAME_SCALE..SAME_SCALE`` the steps hold as much as the replay's, so the samples'
-    order differs: search the seed.  Outside it, no seed can change a step's size: the
-    budget, the batch size, the world size or the gradient accumulation is not the run's
-    (a factor near ``world_size`` is one rank's tokens against all ranks'), which the
-    message says with the ratio.
+    ``r = median(logged tokens a step) / median(replayed tokens a step)``, on the
+    replay's real and its padded counts: within ``1/SAME_SCALE..SAME_SCALE`` on both the
+    steps hold as much as the replay's, so the samples' order differs: search the seed.
+    Outside it on both, no seed can change a step's size: the budget, the batch size,
+    the world size or the gradient accumulation is not the run's (a factor near
+    ``world_size`` is one rank's tokens against all ranks'), which the message says
+    with the ratio.  Within on one only, it turns on whether the log counts padding:
+    the message gives both ratios and both ways.
     """
     import numpy as np
 
     logged = log_table["tokens"].to_numpy(dtype=np.float64)
     logged = logged[np.isfinite(logged) & (logged > 0)]
-    replayed = replay.steps["tokens"].to_numpy(dtype=np.float64)
     seed_hint = (
         "search the run's seed: dflash-diag batches MANIFEST --log LOG --search-seed 0..1000"
     )
-    if not (logged.size and replayed.size) or float(np.median(replayed)) <= 0:  # (no scale)
+    ratios = _scales(float(np.median(logged)) if logged.size else 0.0, replay)
+    same = [1 / SAME_SCALE <= r <= SAME_SCALE for r in ratios.values()]
+    if not ratios or all(same):
         return "", seed_hint
-    a, b = float(np.median(logged)), float(np.median(replayed))
-    r = a / b
-    if 1 / SAME_SCALE <= r <= SAME_SCALE:
-        return "", seed_hint
-    world = replay.params.world_size
+    params = replay.params
+    size_flag = "--batch-size" if params.batch_size is not None else "--token-budget"
+    fix = f"check {size_flag}, --grad-accum, --world-size"
+    if any(same):  # (one count agrees, the other not: it turns on what the log counts)
+        real, padded = ratios["tokens"], ratios["padded_tokens"]
+        size = f"; its steps hold {real:.3g}x the replay's real tokens, {padded:.3g}x its padded"
+        counts = "real tokens" if 1 / SAME_SCALE <= padded <= SAME_SCALE else "padding"
+        return size, f"if the log counts {counts}, no seed can change that: {fix}; else {seed_hint}"
+    r = min(ratios.values(), key=lambda x: abs(math.log(x)))
     size = f"; its steps hold {r:.3g}x the replay's tokens"
-    near_world = world > 1 and abs(r * world - 1) < 0.2
-    if near_world:
-        what = "the log counts one rank's tokens: check --world-size"
-    else:
-        what = "a seed cannot change that: check --token-budget, --batch-size, --world-size"
-    return size, what
+    world = params.world_size
+    if world > 1 and abs(r * world - 1) < 0.2:
+        return size, "the log counts one rank's tokens: check --world-size"
+    return size, f"a seed cannot change that: {fix}"
+
+
+def _scales(level: float, replay: Replay) -> dict[str, float]:
+    """The logged tokens' median a step over the replay's, on its real counts
+    (``tokens``) and on its padded ones (``padded_tokens``, where the replay has them):
+    a log may count padding (the HF Trainer's ``num_input_tokens_seen`` does)."""
+    import numpy as np
+
+    out = {}
+    for column in ("tokens", "padded_tokens"):
+        if level > 0 and column in replay.steps:
+            values = replay.steps[column].to_numpy(dtype=np.float64)
+            values = values[np.isfinite(values) & (values > 0)]
+            if values.size:
+                out[column] = level / float(np.median(values))
+    return out
 
 
 def _subject(named_by: str) -> str:

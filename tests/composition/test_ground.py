@@ -117,6 +117,28 @@ def test_tokens_confirm_ids_when_batches_are_drawn_by_index() -> None:
         check_schedule(replay(shuffled, params, epochs=2), logged)
 
 
+def test_a_size_mismatch_on_one_count_only_says_both_ways() -> None:
+    """Logged real tokens a step at the replay's real size but in another order (another
+    seed): on real tokens the sizes agree, on padded ones they do not, so the message
+    gives both ratios and what each reading of the log means."""
+    from tests.spikes.constructed import PARAMS, manifest
+
+    m = manifest(n=1500)
+    params = PARAMS.replace(strategy="random", batch_size=8, grad_accum=2)
+    logged = _logged_tokens(replay(m, params.replace(seed=params.seed + 1), epochs=2))
+    with pytest.raises(InputError) as err:
+        check_schedule(replay(m, params, epochs=2), logged, path="run.log")
+    msg = str(err.value)
+    held = re.search(
+        r"its steps hold ([0-9.]+)x the replay's real tokens, ([0-9.]+)x its padded", msg
+    )
+    assert held is not None
+    real, padded = (float(x) for x in held.groups())
+    assert 0.8 < real < 1.25 and not 0.8 < padded < 1.25
+    assert "if the log counts padding, no seed can change that: check --batch-size" in msg
+    assert "; else search the run's seed" in msg
+
+
 def test_a_mismatch_in_step_size_names_the_size_not_the_seed(short_hard) -> None:
     """Logged steps 4x the replay's cannot be a seed: the advice names the budget, the
     batch size and the world size, with the two medians, and no seed search."""
@@ -126,7 +148,7 @@ def test_a_mismatch_in_step_size_names_the_size_not_the_seed(short_hard) -> None
         check_schedule(small, r.table, path="run.log")
     msg = str(err.value)
     assert re.search(r"its steps hold [0-9.]+x the replay's tokens;", msg)
-    assert "a seed cannot change that: check --token-budget, --batch-size, --world-size" in msg
+    assert "a seed cannot change that: check --token-budget, --grad-accum, --world-size" in msg
     assert "--search-seed" not in msg
     # a wrong seed only: the steps are the same size, so the seed is what to search
     wrong = replay(r.manifest, r.replay.params.replace(seed=8), epochs=3)
