@@ -204,6 +204,9 @@ class WatchSession:
         self._spiked: set[int] = set()  # steps of the spikes reported
         self.summary = Summary(path=path, metric=metric)
         self.until = until
+        #: Looks for the run's recording beside the log until it is there (a watch
+        #: started before the run); None: not looked for.
+        self.later: Callable[[], tuple[Source | None, str] | None] | None = None
         #: What the reader should know before the first line (yielded by the first poll).
         self.notes: list[str] = []
         #: ``until`` was reached: nothing after it is read.
@@ -345,7 +348,9 @@ class WatchSession:
             f"{dropped} points from step {step} on are replaced by the new ones"
         )
 
-    def _decide(self, steps: list[int], values: list[float], backlog: bool) -> Iterator[Spike]:
+    def _decide(
+        self, steps: list[int], values: list[float], backlog: bool
+    ) -> Iterator[Spike | Notice]:
         """Decide new points; judge each event at its first point, on the points up to
         it (the points after it in the same batch are not looked at)."""
         if not steps:
@@ -357,9 +362,21 @@ class WatchSession:
         self.summary.unjudged_points -= len(steps)
         self.summary.unjudged_spikes += [d.step for d, _ in events]
         for d, at in events:
+            yield from self._look_again()
             spike = self._judged(d, at, backlog)
             self.summary.unjudged_spikes.pop(0)
             yield spike
+
+    def _look_again(self) -> Iterator[Notice]:
+        """Before a spike is judged: the recording beside the log, when the run has
+        written it since the watch began (:attr:`later`), and a notice that says so."""
+        found = self.later() if self.later is not None else None
+        if found is not None:  # (the recording is there: looked for no more)
+            source, note = found
+            self.composition = source or self.composition
+            self.later = None
+            if note:
+                yield Notice(note)
 
     def _judged(self, d: Any, upto: int, backlog: bool) -> Spike:
         """The spike of decision ``d`` judged on the points up to it."""
@@ -547,6 +564,11 @@ def open_session(
         columns=columns,
     )
     res = resolve(req)
+    later = None
+    if composition is None and not res.recorded:
+        # (a watch started before the run: the recording beside the log is looked for
+        # again until it is there, as spikes would find it once the run wrote it)
+        later = _recording_later(req)
     if metric_rank is None:
         metric_rank = res.schedule.metric_rank
     notes = list(res.notes)
@@ -569,5 +591,26 @@ def open_session(
         step_every=step_every,
         until=until,
     )
+    session.later = later
     session.notes.extend(notes)
     return session
+
+
+def _recording_later(req: Any) -> Callable[[], tuple[Source | None, str] | None]:
+    """What looks for the recording beside the log until the run has written it: None
+    while there is none; then the source resolved (None: schedule flags name what to
+    replay, and the recording stays unused, as ``spikes`` would leave it) and its note."""
+
+    def find() -> tuple[Source | None, str] | None:
+        from ..composition import resolve
+        from ..record.recording import find_recording
+
+        if find_recording(req.log) is None:
+            return None
+        res = resolve(req)
+        if not res.recorded or res.source is None:
+            return None, "; ".join(res.notes)
+        res.source.load()
+        return res.source, f"composition: {res.source.named_by}, written since the watch began"
+
+    return find

@@ -197,3 +197,27 @@ def test_schedule_flags_beside_a_recording_are_refused_as_spikes_refuses_them(tm
     result = runner.invoke(app, args)
     assert result.exit_code == 2
     assert result.stderr.startswith("error: --composition: a recorded composition is not replayed")
+
+
+def test_a_watch_begun_before_the_run_finds_the_recording_once_written(tmp_path, monkeypatch):
+    # the README's live session starts the watch first: neither the log nor the
+    # recording is there yet; the recording the run writes beside its log is found and
+    # used from the first spike on, and said once
+    from dflash_diag.watch.session import Notice, Spike, open_session
+
+    monkeypatch.chdir(tmp_path)
+    session = open_session("train.log", until=300)
+    assert session.composition is None and session.later is not None
+    record_run(tmp_path / "train.batches", 300)
+    shutil.copy(SAMPLE / "run.log", tmp_path / "train.log")
+    events = []
+    while not session.done and len(events) < 10_000:
+        events += list(session.poll())
+    notes = [e.text for e in events if isinstance(e, Notice) and "written since" in e.text]
+    assert notes == [
+        "composition: train.batches (found beside the log), written since the watch began"
+    ]
+    spikes = {e.step: e for e in events if isinstance(e, Spike)}
+    for step in (254, 258):
+        assert spikes[step].verdict.ground == "recorded"
+        assert spikes[step].verdict.verdict == "composition"
