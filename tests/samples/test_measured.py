@@ -121,3 +121,11 @@ def test_relabelling_the_samples_relabels_the_measured_evidence(seed, rnd) -> No
     tested = a[a["testable"]]
     assert ((tested["p"] > 0) & (tested["p"] <= 1)).all()
     assert (tested["q"] >= tested["p"] - 1e-15).all()
+
+
+def test_no_testable_sample_gives_no_p() -> None:
+    # (a live watch's first spikes: no sample has appeared often enough to be tested)
+    from dflash_diag.samples.measured import _tail_pvalues
+
+    p = _tail_pvalues(np.array([1.0, 2.0]), np.array([0, 0]), np.array([False, False]))
+    assert np.isnan(p).all()
