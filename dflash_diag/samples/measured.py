@@ -36,7 +36,6 @@ steps, each robust (medians and MADs, so the poison cannot set its own yardstick
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -571,7 +570,7 @@ def _tail_fit(x: np.ndarray) -> tuple[float, float]:
     """``(z_0, b)``: the ``1 - TAIL`` quantile of ``x`` and the exponential scale of the
     excess over it, ``median(x - z_0 | x > z_0) / ln 2`` (0: no excess, or no ``x``)."""
     if x.size == 0:
-        return math.inf, 0.0
+        return float(np.inf), 0.0
     z0 = float(np.quantile(x, 1.0 - TAIL))
     above = x > z0
     b = float(np.median(x[above] - z0)) / np.log(2) if above.any() else 0.0
