@@ -129,7 +129,11 @@ def summary_lines(summary: Summary, why: str, width: int = 80) -> list[str]:
     at = "" if summary.last_step is None else f", the last at step {summary.last_step}"
     lines = [f"{why}: {summary.points} points of {summary.metric} from {summary.lines} lines{at}"]
     verdicts = ", ".join(f"{k} {v}" for k, v in sorted(summary.verdicts.items()))
-    lines.append(f"{n} spike{'s' if n != 1 else ''}" + (f": {verdicts}" if verdicts else ""))
+    again = sum(s.again for s in summary.spikes)
+    head = f"{n} spike{'s' if n != 1 else ''}"
+    if again:  # (a resume trained those steps again: they are counted each time)
+        head += f" at {n - again} steps ({again} again after a resume)"
+    lines.append(head + (f": {verdicts}" if verdicts else ""))
     if summary.spikes:
         steps = ", ".join(f"{s.step} {s.verdict.verdict}" for s in summary.spikes[-10:])
         more = "the last 10: " if n > 10 else ""

@@ -69,6 +69,15 @@ def test_the_status_line_and_the_summary():
     ]
 
 
+def test_the_summary_counts_spikes_trained_again_after_a_resume_once_a_step():
+    spikes = [spike(step=120), spike(step=254), spike(step=120, again=True)]
+    s = Summary("run.log", "loss", lines=300, points=280, last_step=280, spikes=spikes)
+    s.restarts.append(101)
+    assert summary_lines(s, "interrupted")[1] == (
+        "3 spikes at 2 steps (1 again after a resume): composition 3"
+    )
+
+
 def test_the_summary_says_what_was_read_and_not_judged():
     s = Summary("run.log", "loss", lines=300, points=280, last_step=280, spikes=[spike()])
     s.unjudged_points, s.unjudged_spikes, s.unjudged_lines = 1532, [580, 612], 40
