@@ -539,11 +539,21 @@ def _ground_sentences(attribution: Attribution | None) -> list[str]:
     ground = ground_of(attribution)
     if ground == "given":
         assert attribution is not None
-        return [
+        out = [
             f"These verdicts rest on the schedule from "
             f"{attribution.schedule_check.named_by}, which the log cannot confirm (it logs "
             "no tokens): check it, or record the batches during training."
         ]
+        m = attribution.model
+        named = attribution.samples is not None and not attribution.samples.named.empty
+        if m is not None and math.isfinite(m.r2_cv) and m.r2_cv <= 0 and not named:
+            out.append(
+                "The batches as replayed explain none of the loss and no sample stands out: "
+                "that is what a schedule that is not the run's (another seed, batch size or "
+                "sampler) gives, and a bad sample's grad_norm surge reads as the optimizer's "
+                "then: the optimizer verdicts above are only as sure as the schedule."
+            )
+        return out
     if ground == "refuted":
         return [
             "These verdicts are forced onto a schedule the logged tokens refute: they are "

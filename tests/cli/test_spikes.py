@@ -230,3 +230,20 @@ def test_the_tools_own_manifest_works_with_a_config_that_names_another_column(tm
     assert doc["schedule_check"]["status"] == "verified"
     spike = next(s for s in doc["spikes"] if s["step"] == 254)
     assert spike["batch"]["cat_code"] == 1.0
+
+
+def test_a_given_schedule_that_explains_nothing_says_the_optimizer_verdicts_rest_on_it(
+    tmp_path,
+):
+    # The sample run without its token column: its schedule cannot be checked.  With its
+    # own seed the batches explain most of the loss; with another, none, and the
+    # optimizer verdicts that follow are said to be only as sure as the schedule.
+    log = tmp_path / "run.log"
+    log.write_text(re.sub(r" ntok=\d+", "", (SAMPLE / "run.log").read_text()))
+    config = str(SAMPLE / "dflash-diag.toml")
+    said = "the optimizer verdicts above are only as sure as the schedule"
+    own = runner.invoke(app, ["spikes", str(log), "--config", config])
+    other = runner.invoke(app, ["spikes", str(log), "--config", config, "--seed", "1"])
+    assert own.exit_code == other.exit_code == 0, (own.stderr, other.stderr)
+    assert "schedule check: given" in own.stdout and said not in " ".join(own.stdout.split())
+    assert said in " ".join(other.stdout.split())
