@@ -105,12 +105,17 @@ def test_shifted_run_is_below_from_the_shift_on():
     assert ": behind." in c.metrics["acc"].sentence
 
 
-def test_a_slower_climb_after_warmup_is_said_with_its_interval():
-    base = make_run("v1.log", seed=1)
+def _bent(metric: str, per_1k: float):
+    """A run (seed 2) whose ``metric`` moves ``per_1k`` more per 1k steps after step 600."""
     run = make_run(seed=2)
     late = run.table.step > 600
-    run.table.loc[late, "acc"] -= 0.1 * (run.table.step[late] - 600) / 1000
-    c = compare_runs([base], run, metrics=["acc"])
+    run.table.loc[late, metric] += per_1k * (run.table.step[late] - 600) / 1000
+    return run
+
+
+def test_a_slower_climb_after_warmup_is_said_with_its_interval():
+    base = make_run("v1.log", seed=1)
+    c = compare_runs([base], _bent("acc", -0.1), metrics=["acc"])
     run_slope, v1_slope = c.metrics["acc"].slopes
     lo, hi = v1_slope.run_minus_ci
     assert lo < -0.1 < hi and hi < 0
@@ -123,17 +128,12 @@ def test_a_slower_climb_after_warmup_is_said_with_its_interval():
 def test_a_loss_that_falls_faster_is_said_to_fall_faster():
     # a lower slope of a falling metric is a faster fall, not a slower pace
     base = make_run("v1.log", seed=1)
-    run = make_run(seed=2)
-    late = run.table.step > 600
-    run.table.loc[late, "loss"] -= 0.5 * (run.table.step[late] - 600) / 1000
-    c = compare_runs([base], run, metrics=["loss"])
-    run_slope, v1_slope = c.metrics["loss"].slopes
+    c = compare_runs([base], _bent("loss", -0.5), metrics=["loss"])
+    v1_slope = c.metrics["loss"].slopes[1]
     assert v1_slope.value < 0 and v1_slope.run_minus_ci[1] < 0
     assert ": falls faster (difference" in c.metrics["loss"].sentence
     for added, words in ((0.2, "falls more slowly"), (0.5, "rises where v1 falls")):
-        run = make_run(seed=2)
-        run.table.loc[late, "loss"] += added * (run.table.step[late] - 600) / 1000
-        c = compare_runs([base], run, metrics=["loss"])
+        c = compare_runs([base], _bent("loss", added), metrics=["loss"])
         assert c.metrics["loss"].slopes[1].run_minus_ci[0] > 0
         assert f": {words} (difference" in c.metrics["loss"].sentence
 
