@@ -349,11 +349,15 @@ def _own_shares(
         return {}
     out: dict[str, tuple[float, float]] = {}
     for b in used:
-        side = side_codes(column(b.table, name), band_at(bands, b.x, memo))
+        if len(bands) == 1 and bands[0][0] is b.x:  # (its own band, on its own points)
+            here = BandAt(*bands[0][1:])
+        else:
+            here = band_at(bands, b.x, memo)
+        side = side_codes(column(b.table, name), here)
         bwarm = warm.get(b.path)
         if bwarm is None:
             bwarm = phase_codes(b.phases, b.steps) == WARMUP
-        for ph, m in (("warmup", bwarm), ("post_warmup", ~bwarm), ("all", slice(None))):
+        for ph, m in (("warmup", rows(bwarm)), ("post_warmup", rows(~bwarm)), ("all", slice(None))):
             shares = own_shares(side[m])
             if shares is not None:
                 was = out.get(ph, (0.0, 0.0))
