@@ -178,7 +178,9 @@ def registered_strategy(name: str) -> StrategyInfo:
 
 BUDGET_MODES: tuple[str, ...] = ("padded", "tokens")
 RNG_NAMES: tuple[str, ...] = ("python", "numpy", "numpy-legacy", "torch")
-SEEDINGS: tuple[str, ...] = ("once", "per-epoch", "global")
+SEEDINGS: tuple[str, ...] = ("once", "per-epoch", "global", "loader")
+#: The seedings that are torch's generators, in words.
+_TORCH_SEEDINGS = {"global": "torch's global generator", "loader": "a DataLoader's own generator"}
 SHARDS: tuple[str, ...] = ("strided", "contiguous", "accelerate")
 
 
@@ -465,11 +467,17 @@ class ScheduleParams:
             if value is not None:
                 object.__setattr__(self, name, int(value))
         object.__setattr__(self, "buckets", tuple(int(b) for b in self.buckets))
-        if self.seeding == "global" and self.rng != "torch":
+        if self.seeding in ("global", "loader") and self.rng != "torch":
             raise InputError(
                 "--seeding",
-                f"'global' is torch's global generator, got --rng {self.rng}",
+                f"'{self.seeding}' is {_TORCH_SEEDINGS[self.seeding]}, got --rng {self.rng}",
                 "give --rng torch",
+            )
+        if self.seeding == "loader" and self.strategy != "random":
+            raise InputError(
+                "--seeding",
+                "'loader' is a DataLoader's own generator drawn by its RandomSampler",
+                "give --strategy random",
             )
 
     @classmethod

@@ -710,8 +710,12 @@ def _whole_sum(x: np.ndarray, cap: int | None) -> int | None:
 
 
 def params_for(strategy: str, params: ScheduleParams, lengths: np.ndarray) -> ScheduleParams:
-    """``params`` with ``strategy`` set, and a batch size where the strategy needs one."""
+    """``params`` with ``strategy`` set, and a batch size where the strategy needs one (a
+    DataLoader's own generator, ``--seeding loader``, is the random sampler's: another
+    strategy is seeded once from the same seed)."""
     changes: dict[str, Any] = {"strategy": strategy}
+    if params.seeding == "loader" and strategy != "random":
+        changes["seeding"] = "once"
     if is_sized(strategy) and params.batch_size is None:
         changes["batch_size"] = default_batch_size(lengths, params)
     return params.replace(**changes)

@@ -149,8 +149,9 @@ _SCHEDULE_FLAGS: list[tuple[str, Any, str | tuple[str, ...], str]] = [
         "seeding",
         str,
         "--seeding",
-        f"{_choices(SEEDINGS)}: seed once, seed+epoch, or torch's global generator "
-        "(torch.manual_seed, a DataLoader base-seed draw each epoch). Default once.",
+        f"{_choices(SEEDINGS)}: seed once, seed+epoch, torch's global generator "
+        "(torch.manual_seed, a DataLoader base-seed draw each epoch), or a DataLoader's "
+        "own generator (DataLoader(shuffle=True, generator=...)). Default once.",
     ),
     ("world_size", int, "--world-size", "Data-parallel ranks. Default 1."),
     (

@@ -9,6 +9,9 @@ With ``--rng torch`` this is torch's ``RandomSampler`` in a ``DataLoader``:
 
 - ``--seeding per-epoch``: accelerate's ``SeedableRandomSampler`` (``randperm(n)`` on a
   generator seeded ``seed + epoch``), which the HF Trainer's default sampler is;
+- ``--seeding loader``: ``DataLoader(shuffle=True, generator=g)``: the loader's base
+  seed, the sampler's ``randperm(n)`` and a second one it keeps nothing of, all from ``g``
+  (:mod:`.rng`);
 - ``--seeding global``: ``RandomSampler`` without a generator (or
   ``DataLoader(shuffle=True)``) after ``torch.manual_seed(seed)``: each epoch, after the
   DataLoader's base-seed draw, it draws a 64-bit seed from the global generator
@@ -50,15 +53,20 @@ class RandomBatches:
     name = "random"
     sized = registered_strategy(name).sized
 
-    def prepare(self, lengths: np.ndarray, params: ScheduleParams) -> tuple[int, int, bool, bool]:
+    def prepare(
+        self, lengths: np.ndarray, params: ScheduleParams
+    ) -> tuple[int, int, bool, bool, bool]:
         own_seed = params.seeding == "global"
-        return len(lengths), need_batch_size(params), params.drop_last, own_seed
+        tail = params.seeding == "loader"  # (the sampler's second randperm, on the loader's)
+        return len(lengths), need_batch_size(params), params.drop_last, own_seed, tail
 
     def epoch(
-        self, prepared: tuple[int, int, bool, bool], epoch: int, shuffler: Shuffler
+        self, prepared: tuple[int, int, bool, bool, bool], epoch: int, shuffler: Shuffler
     ) -> EpochPlan:
-        n, batch_size, drop_last, own_seed = prepared
+        n, batch_size, drop_last, own_seed, tail = prepared
         perm = sampler_permutation(shuffler, n, own_seed)
+        if tail and isinstance(shuffler, TorchShuffler):
+            shuffler.skip_permutation(n)
         pool = fixed_size_batches(perm, batch_size, drop_last)
         return EpochPlan(pool, np.arange(len(pool), dtype=np.int64), _dropped(n, len(pool.ids)))
 

@@ -896,8 +896,8 @@ def epoch_batches(
 ) -> Batches:
     """All micro-batches of one epoch in the epoch's order (before ranks and steps).
 
-    Under ``--seeding once`` or ``global`` the draws of epochs ``0..epoch-1`` come first, so
-    the result is what the run saw in that epoch.
+    Under ``--seeding once``, ``global`` or ``loader`` the draws of epochs ``0..epoch-1``
+    come first, so the result is what the run saw in that epoch.
 
     >>> import numpy as np
     >>> epoch_batches(np.array([3, 1, 2, 2]), ScheduleParams(token_budget=4)).tolist()

@@ -33,6 +33,14 @@ draws from it: transformers' ``LengthGroupedSampler`` one ``randperm(n)``, torch
 ``num_workers=0``; worker processes seed from the base seed and do not draw from the main
 process's generator).  Not modelled: ``persistent_workers=True``, whose iterator is made
 once, so later epochs draw no base seed.
+
+``loader`` (``--rng torch``, ``--strategy random``) is a DataLoader given a generator of
+its own, ``DataLoader(shuffle=True, generator=torch.Generator().manual_seed(seed))``:
+each epoch its iterator draws the base seed from that generator, then its
+``RandomSampler`` draws ``randperm(n)`` from it and one more ``randperm(n)`` it keeps
+nothing of (``RandomSampler.__iter__``'s tail, ``randperm(n)[:num_samples % n]``).
+Nothing else draws from that generator, so every epoch follows from the seed, dropout
+or not.  Checked against torch 2.13 (``tests/schedule/test_loader_generator.py``).
 """
 
 from __future__ import annotations
@@ -175,6 +183,11 @@ class TorchShuffler:
         hi, lo = (int(x) for x in self.bitgen.random_raw(2))
         return ((hi << 32) | lo) % (1 << 63)
 
+    def skip_permutation(self, n: int) -> None:
+        """Advance the stream as :meth:`permutation` of ``n`` does, keeping nothing."""
+        if n > 1:
+            self.bitgen.random_raw(n - 1)
+
     def permutation(self, n: int) -> np.ndarray:
         import numpy as np
 
@@ -238,8 +251,8 @@ class EpochShufflers:
 
     ``once``: one shuffler seeded with ``seed``; ``for_epoch`` must then be asked for
     epochs 0, 1, 2, ... in order (the state carries).  ``per-epoch``: a new shuffler
-    seeded with ``seed + epoch`` for each epoch, any order.  ``global``: as ``once`` with
-    torch's generator, after the DataLoader's base-seed draw of each epoch.
+    seeded with ``seed + epoch`` for each epoch, any order.  ``global`` and ``loader``: as
+    ``once`` with torch's generator, after the DataLoader's base-seed draw of each epoch.
 
     >>> s = EpochShufflers("python", 0, "per-epoch")
     >>> s.for_epoch(1).permutation(4).tolist() == make_shuffler("python", 1).permutation(4).tolist()
@@ -247,12 +260,15 @@ class EpochShufflers:
     """
 
     def __init__(self, rng: str, seed: int, seeding: str) -> None:
-        if seeding not in ("once", "per-epoch", "global"):
+        if seeding not in ("once", "per-epoch", "global", "loader"):
             raise InputError(
-                "--seeding", f"unknown value {seeding!r}", "choose from once, per-epoch, global"
+                "--seeding",
+                f"unknown value {seeding!r}",
+                "choose from once, per-epoch, global, loader",
             )
-        if seeding == "global" and rng != "torch":
-            raise InputError("--seeding", "'global' is torch's global generator", "use --rng torch")
+        if seeding in ("global", "loader") and rng != "torch":
+            what = "global generator" if seeding == "global" else "DataLoader's own generator"
+            raise InputError("--seeding", f"'{seeding}' is torch's {what}", "use --rng torch")
         self.rng = rng
         self.seed = seed
         self.seeding = seeding
@@ -266,6 +282,6 @@ class EpochShufflers:
             # With one seed for the run, epoch e's order depends on every earlier shuffle.
             raise ValueError(f"seeding 'once' needs epochs in order; got {epoch}")
         self._next_epoch += 1
-        if self.seeding == "global" and isinstance(self._once, TorchShuffler):
+        if self.seeding in ("global", "loader") and isinstance(self._once, TorchShuffler):
             self._once.random64()  # the epoch's DataLoader iterator draws its base seed
         return self._once

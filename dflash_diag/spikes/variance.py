@@ -368,7 +368,7 @@ def counterfactual(
             # Any shuffle stream of the strategy is as representative as the run's own, so
             # numpy's vectorised shuffle stands in for a slow per-element convention.
             params = params_for(name, replay.params, replay.lengths)
-            seeding = "once" if params.seeding == "global" else params.seeding
+            seeding = "once" if params.seeding in ("global", "loader") else params.seeding
             params = params.replace(rng="numpy", seeding=seeding)
             epochs = int(replay.steps["epoch"].max()) + 1
             # (the run's lengths are capped as the strategy's would be: no copy of them)
