@@ -10,9 +10,12 @@ from typing import TYPE_CHECKING, Any
 from ..spikes.culprits import FDR
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from rich.console import Console
 
     from ..reports.samples import SamplesReport
+    from ..samples.kinds import HighKind
 
 #: Rows of the ranking the text shows by default, and the JSON holds (the whole table:
 #: ``--to``).
@@ -101,14 +104,14 @@ def render_text(report: SamplesReport, console: Console, top: int = TOP) -> None
         console.print(f"every sample written to {r.written}", markup=False)
 
 
-def _high_kinds(r: SamplesReport) -> list[str]:
+def high_kind_sentences(kinds: Sequence[HighKind]) -> list[str]:
     """A sentence a category whose samples are high as a whole."""
     return [
         f"Category {k.name} is high as a whole: its {k.n} samples' own loss is "
         f"{k.median_nats:+.2g} nats a token over their batch mates (median), the other "
         f"categories' {k.others_nats:+.2g}. Each sample is compared with its own "
         "category, so none is named from within it: the category itself is what stands out."
-        for k in r.high_kinds
+        for k in kinds
     ]
 
 
@@ -131,7 +134,7 @@ def answer(report: SamplesReport) -> list[str]:
         return [
             f"No sample is named: of {tested} tested, none makes its batches high wherever it "
             f"goes (false-discovery rate {FDR:.0%}; tested on {r.findings.basis}).",
-            *_high_kinds(r),
+            *high_kind_sentences(r.high_kinds),
         ]
     ids = ", ".join(str(x) for x in named["sample_id"].head(10))
     more = f" and {len(named) - 10} more" if len(named) > 10 else ""
@@ -151,7 +154,7 @@ def answer(report: SamplesReport) -> list[str]:
             f"These ids are the manifest's rows as the {check.status} schedule assigns them: "
             "nothing confirmed that the run's batches held them."
         )
-    return [*out, *_high_kinds(r)]
+    return [*out, *high_kind_sentences(r.high_kinds)]
 
 
 def _named(named: bool, size: int) -> str:

@@ -139,6 +139,7 @@ def to_json(report: SpikesReport) -> dict[str, Any]:
             "metric_rank": "all" if attribution.metric_rank is None else attribution.metric_rank,
             "rank_scores": dict(attribution.rank_scores),
             "samples": findings_json(attribution.samples),
+            "high_categories": [asdict(k) for k in attribution.high_kinds],
             "correlations": {
                 c.feature: {
                     "spearman": c.spearman,
@@ -487,6 +488,10 @@ def summary(
             "(its batch explains part of the rise, holds a few of the longest samples, or "
             "neither its batch nor the optimizer explains it)."
         )
+    if attribution is not None and attribution.high_kinds:
+        from .samples import high_kind_sentences
+
+        out += high_kind_sentences(attribution.high_kinds)
     return out + _ground_sentences(attribution)
 
 

@@ -123,12 +123,16 @@ def samples_report(
         write_table(table, out)
     where = display_path(out) if out else None
     import numpy as np
+    import pandas as pd
 
     from ..samples.kinds import high_kinds
 
-    kinds = high_kinds(
-        table["measured_excess"].to_numpy(dtype=float), np.asarray(table["category"], dtype=object)
-    )
+    category = table["category"]
+    kinds: tuple[HighKind, ...] = ()
+    if isinstance(category.dtype, pd.CategoricalDtype):
+        codes = np.asarray(category.cat.codes)
+        names = list(category.cat.categories)
+        kinds = high_kinds(table["measured_excess"].to_numpy(dtype=float), codes, names)
     return SamplesReport(read.context, read.detection, comp, findings, table, where, kinds)
 
 

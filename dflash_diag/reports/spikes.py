@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
     from ..composition import Composition, Request, Resolution
     from ..data import Replay, RunLog
+    from ..samples.kinds import HighKind
     from ..spikes.attribute import Attribution, SpikeEvidence
     from ..spikes.culprits import Measured
     from ..spikes.detect import Detection, NearMiss
@@ -229,7 +230,7 @@ def _attribute(
 
     lr = lr_at(table, detection.steps)
     with stage("attributing spikes") as bar:
-        return attribute_spikes(
+        attribution = attribute_spikes(
             detection,
             comp.replay,
             covers,
@@ -240,6 +241,24 @@ def _attribute(
             ids=comp.ids,
             measured=measured,
         )
+    kinds = _high_kinds(attribution, comp)
+    return replace(attribution, high_kinds=kinds) if kinds else attribution
+
+
+def _high_kinds(attribution: Attribution, comp: Composition) -> tuple[HighKind, ...]:
+    """The manifest's categories high as a whole, on measured ground (none elsewhere)."""
+    import numpy as np
+
+    from ..samples.kinds import high_kinds
+
+    found, m = attribution.samples, comp.manifest
+    if found is None or found.evidence.ground != "measured" or m is None:
+        return ()
+    if m.categories is None or not m.category_names:
+        return ()
+    excess = found.evidence.table["own_excess_nats"].to_numpy(dtype=float)
+    n = min(excess.size, len(m.categories))
+    return high_kinds(excess[:n], np.asarray(m.categories)[:n], m.category_names)
 
 
 def sample_losses(comp: Composition, ground: str) -> Measured | None:

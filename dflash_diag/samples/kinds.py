@@ -11,6 +11,7 @@ of the other kinds' samples' (:data:`OTHERS_QUANTILE`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,30 +33,32 @@ class HighKind:
     others_nats: float
 
 
-def high_kinds(excess: np.ndarray, kinds: np.ndarray) -> tuple[HighKind, ...]:
+def high_kinds(excess: np.ndarray, codes: np.ndarray, names: Sequence[str]) -> tuple[HighKind, ...]:
     """The kinds high as a whole (the module docstring), highest first.
 
     :param excess: float ``[n_samples]``, each sample's own loss over its batch mates'
         (NaN: not measured).
-    :param kinds: each sample's kind name (None or NaN: none), the same length.
+    :param codes: int ``[n_samples]``, each sample's kind, an index into ``names``
+        (negative: none).
+    :param names: the kinds' names.
 
     >>> ex = np.r_[np.zeros(20), [2.5, 2.7, 2.6]]
-    >>> [k.name for k in high_kinds(ex, np.array(["clean"] * 20 + ["bad"] * 3))]
+    >>> [k.name for k in high_kinds(ex, np.r_[np.zeros(20, int), [1, 1, 1]], ["clean", "bad"])]
     ['bad']
     """
-    named = np.array([k is not None and k == k for k in kinds], dtype=bool)  # (NaN: none)
-    has = np.isfinite(excess) & named
-    names = sorted({str(k) for k in kinds[has]})
-    if len(names) < 2:
+    codes = np.asarray(codes)
+    has = np.isfinite(excess) & (codes >= 0)
+    present = np.unique(codes[has])
+    if present.size < 2:
         return ()
-    label = np.array([str(k) for k in kinds], dtype=object)
     out = []
-    for name in names:
-        mine = has & (label == name)
+    for code in present.tolist():
+        mine = has & (codes == code)
         others = has & ~mine
         if mine.sum() < MIN_SAMPLES or others.sum() < MIN_SAMPLES:
             continue
         med = float(np.median(excess[mine]))
         if med > float(np.quantile(excess[others], OTHERS_QUANTILE)):
-            out.append(HighKind(name, int(mine.sum()), med, float(np.median(excess[others]))))
+            others_med = float(np.median(excess[others]))
+            out.append(HighKind(str(names[code]), int(mine.sum()), med, others_med))
     return tuple(sorted(out, key=lambda k: -k.median_nats))

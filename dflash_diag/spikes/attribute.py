@@ -91,6 +91,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from ..data import Replay
+    from ..samples.kinds import HighKind
 
 
 #: A model predicting less than this share of held-out variance predicts nothing.
@@ -156,6 +157,9 @@ class Attribution:
         ranks pooled); ``rank_scores``: the R² of each candidate when it was chosen.
     :param samples: the per-sample evidence (:func:`~dflash_diag.spikes.culprits.
         sample_findings`): which samples make their batches high wherever they go.
+    :param high_kinds: on measured ground, the manifest's categories whose samples are
+        high as a whole (:func:`~dflash_diag.samples.kinds.high_kinds`): none of them is
+        named from within, and a spike their batches make reads otherwise as unexplained.
     """
 
     r2_similar: float | None
@@ -169,6 +173,7 @@ class Attribution:
     covers: str
     notes: tuple[str, ...] = ()
     samples: SampleFindings | None = None
+    high_kinds: tuple[HighKind, ...] = ()
 
 
 def _again(again: list[Recurrence]) -> str:

@@ -197,3 +197,22 @@ def test_one_replayed_pass_says_each_sample_is_in_one_batch(sample_log, tmp_path
     assert report.attribution.samples.once()
     assert any(n.startswith("each sample is in one logged batch only") for n in notes)
     assert not any(n.startswith("batches are fixed groups") for n in notes)
+
+
+def test_a_category_that_is_the_poison_is_said_high_as_a_whole(tmp_path):
+    """The real poisoned run's manifest with a category column that is the poison's own
+    label: each sample is compared with its own category, so none is named, and both
+    samples and spikes say the category is high as a whole."""
+    d = RUNS / "poison_ordinary"
+    poison = set(json.loads((d / "truth.json").read_text())["poison"]["ids"])
+    manifest = pd.read_parquet(d / "manifest.parquet")
+    manifest["category"] = np.where(manifest["sample_id"].isin(poison), "poison", "clean")
+    labelled = tmp_path / "manifest.parquet"
+    manifest.to_parquet(labelled)
+    batches = Request(composition=d / "train.batches", manifest=labelled)
+    ranked = samples_report(d / "trainer_state.json", SpikesOptions(), batches=batches)
+    assert not ranked.table["named"].any()
+    (high,) = ranked.high_kinds
+    assert (high.name, high.n) == ("poison", len(poison)) and high.median_nats > 1.0
+    report = spikes_report(d / "trainer_state.json", SpikesOptions(), batches=batches)
+    assert report.attribution.high_kinds == ranked.high_kinds
