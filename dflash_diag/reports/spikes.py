@@ -129,6 +129,9 @@ def spikes_report(
         samples = spike_batches(
             comp.replay, comp.ids, detection, attribution.spikes, o.covers, attribution
         )
+        if attribution.high_kinds:
+            held = _held_high_kinds(attribution, samples, comp)
+            attribution = replace(attribution, spikes=held)
     evidence = attribution.spikes if attribution is not None else log_only_evidence(detection)
     # (the counterfactual replays other strategies with the schedule's parameters, which a
     # recording does not have)
@@ -243,6 +246,47 @@ def _attribute(
         )
     kinds = _high_kinds(attribution, comp)
     return replace(attribution, high_kinds=kinds) if kinds else attribution
+
+
+def _held_high_kinds(
+    attribution: Attribution, batches: dict[int, tuple[MicroBatch, ...]], comp: Composition
+) -> tuple[SpikeEvidence, ...]:
+    """The spikes, each ``unexplained`` one whose batches hold samples of a category high
+    as a whole made ``inconclusive``: those samples are not named from within their
+    category, yet their own losses are what stands out (the optimizer is not shown)."""
+    import numpy as np
+
+    m = comp.manifest
+    assert m is not None and m.categories is not None
+    codes = np.asarray(m.categories)
+    high = {m.category_names.index(k.name): k for k in attribution.high_kinds}
+    ids = None if comp.ids is None else np.asarray(comp.ids)
+    order = None if ids is None else np.argsort(ids, kind="stable")
+    out = []
+    for s in attribution.spikes:
+        held = [x for b in batches.get(s.event.peak_step, ()) for x in b.sample_ids]
+        if s.verdict != "unexplained" or not held:
+            out.append(s)
+            continue
+        want = np.asarray(held, dtype=np.int64)
+        if ids is None or order is None:
+            index = want[(want >= 0) & (want < codes.size)]
+        else:
+            at = np.minimum(np.searchsorted(ids, want, sorter=order), ids.size - 1)
+            index = order[at][ids[order[at]] == want]
+        counts = {c: int(np.count_nonzero(codes[index] == c)) for c in high}
+        said = [
+            f"{n} sample{'s' if n != 1 else ''} of category {high[c].name}, high as a whole "
+            f"({high[c].median_nats:+.2g} nats a token over their batch mates)"
+            for c, n in counts.items()
+            if n
+        ]
+        if not said:
+            out.append(s)
+            continue
+        why = f"its batch holds {' and '.join(said)}: what made it may be them, not the optimizer"
+        out.append(replace(s, verdict="inconclusive", reasons=(*s.reasons, why)))
+    return tuple(out)
 
 
 def _high_kinds(attribution: Attribution, comp: Composition) -> tuple[HighKind, ...]:

@@ -216,3 +216,52 @@ def test_a_category_that_is_the_poison_is_said_high_as_a_whole(tmp_path):
     assert (high.name, high.n) == ("poison", len(poison)) and high.median_nats > 1.0
     report = spikes_report(d / "trainer_state.json", SpikesOptions(), batches=batches)
     assert report.attribution.high_kinds == ranked.high_kinds
+    # a spike whose batches hold one of them is never put on the optimizer
+    for s in report.spikes:
+        held = {x for b in report.samples.get(s.event.peak_step, ()) for x in b.sample_ids}
+        if held & poison:
+            assert s.verdict != "unexplained", s.event.peak_step
+    said = [r for s in report.spikes for r in s.reasons if "of category poison, high as" in r]
+    assert all(r.endswith("what made it may be them, not the optimizer") for r in said)
+
+
+def test_an_unexplained_spike_holding_a_high_categorys_sample_is_inconclusive():
+    """The rule itself, on the real run's spikes: a category high as a whole (here made
+    of one sample of an unexplained spike's batch) turns that spike inconclusive, with
+    the reason, and leaves the others as they were; with the dataset's rows as ids, and
+    with a manifest's own ids (here the rows reversed, from 100)."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from dflash_diag.reports.spikes import _held_high_kinds
+    from dflash_diag.samples.kinds import HighKind
+
+    d = RUNS / "poison_ordinary"
+    report = spikes_report(
+        d / "trainer_state.json", batches=Request(composition=d / "train.batches")
+    )
+    target = next(s for s in report.spikes if s.verdict == "unexplained")
+    row = report.samples[target.event.peak_step][0].sample_ids[0]  # (rows: no ids)
+    n = len(report.composition.replay.lengths)
+    att = replace(report.attribution, high_kinds=(HighKind("odd", 1, 2.0, 0.0),))
+    for ids in (None, np.arange(n)[::-1] + 100):
+        codes = np.zeros(n, dtype=np.int64)
+        codes[row] = 1
+        manifest = SimpleNamespace(categories=codes, category_names=["clean", "odd"])
+        comp = SimpleNamespace(manifest=manifest, ids=ids)
+        batches = {
+            step: tuple(
+                replace(b, sample_ids=tuple(int(ids[x]) for x in b.sample_ids))
+                if ids is not None
+                else b
+                for b in held
+            )
+            for step, held in report.samples.items()
+        }
+        out = {s.event.peak_step: s for s in _held_high_kinds(att, batches, comp)}
+        after = out[target.event.peak_step]
+        assert after.verdict == "inconclusive"
+        assert after.reasons[-1].startswith("its batch holds 1 sample of category odd, high as")
+        for s in report.spikes:
+            if s.event.peak_step != target.event.peak_step and s.verdict != "unexplained":
+                assert out[s.event.peak_step] == s
