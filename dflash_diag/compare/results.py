@@ -42,8 +42,9 @@ class PhaseSummary:
     :param inside: share of compared points within the band (None: not enough data).
     :param verdict: ``within``, ``above``, ``below``, ``mixed`` or ``not enough data``.
     :param baseline_above: the share of the baselines' own points of the phase above the
-        band (the largest of any one baseline's): what a like run shows (a spiky
-        baseline's spikes lie outside its own robust band); ``baseline_below`` likewise.
+        band (of one to four baselines the largest of any one's, of five or more the
+        median baseline's): what a like run shows (a spiky baseline's spikes lie outside
+        its own robust band); ``baseline_below`` likewise.
     """
 
     phase: str

@@ -36,6 +36,7 @@ from .band import (
     DEFAULT_BAND_K,
     DEFAULT_WINDOW,
     MIN_BAND_POINTS,
+    QUANTILE_BASELINES,
     Band,
     BandAt,
     band_at,
@@ -343,11 +344,14 @@ def _own_shares(
     warm: Mapping[str, np.ndarray],
     memo: Memo | None,
 ) -> dict[str, tuple[float, float]]:
-    """Per phase (``warmup``, ``post_warmup``, ``all``), the largest share of any one
-    baseline's own points above the band, and below it: what a like run shows."""
+    """Per phase (``warmup``, ``post_warmup``, ``all``), the share of the baselines' own
+    points above the band, and below it: what a like run shows.  Of one to four
+    baselines (an envelope) the largest share of any one; of :data:`QUANTILE_BASELINES`
+    or more (a quantile band, which leaves the most extreme baseline out) the median
+    baseline's, so the most extreme one does not set it either."""
     if not bands:
         return {}
-    out: dict[str, tuple[float, float]] = {}
+    each: dict[str, list[tuple[float, float]]] = {}
     for b in used:
         if len(bands) == 1 and bands[0][0] is b.x:  # (its own band, on its own points)
             here = BandAt(*bands[0][1:])
@@ -360,9 +364,12 @@ def _own_shares(
         for ph, m in (("warmup", rows(bwarm)), ("post_warmup", rows(~bwarm)), ("all", slice(None))):
             shares = own_shares(side[m])
             if shares is not None:
-                was = out.get(ph, (0.0, 0.0))
-                out[ph] = (max(was[0], shares[0]), max(was[1], shares[1]))
-    return out
+                each.setdefault(ph, []).append(shares)
+    pick = np.median if len(bands) >= QUANTILE_BASELINES else np.max
+    return {
+        ph: (float(pick([a for a, _ in v])), float(pick([b for _, b in v])))
+        for ph, v in each.items()
+    }
 
 
 def _nonfinite(log: AlignedLog, name: str) -> NonFinite:

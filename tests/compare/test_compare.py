@@ -164,6 +164,17 @@ def test_a_run_as_spiky_as_its_baseline_is_within_its_band():
     assert compare_runs([steady_base], base, metrics=["loss"]).metrics["loss"].verdict == "above"
 
 
+def test_of_five_baselines_the_spikiest_does_not_set_what_a_like_run_shows():
+    # a quantile band leaves the most extreme baseline out, and so does the share a like
+    # run may have outside it: the median baseline's, not the spikiest's
+    bases = [_spiky(10 + i, 0.02, f"v{i}.log") for i in range(4)] + [_spiky(20, 0.4, "wild.log")]
+    c = compare_runs(bases, _spiky(3, 0.25), metrics=["loss"])
+    post = next(p for p in c.metrics["loss"].phases if p.phase == "post_warmup")
+    assert post.baseline_above < 0.1 and post.verdict == "above"
+    like = compare_runs(bases, _spiky(4, 0.02), metrics=["loss"])
+    assert like.metrics["loss"].verdict == "within"
+
+
 def test_slower_warmup_is_below_by_step_and_within_by_warmup():
     base = make_run("v1.log", seed=1)
     slow = make_run("slow.log", steps=np.arange(1, 2001, 5), warmup=1200, seed=2)
