@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import InputError
 from .common import Context, Stage, quiet
-from .spikes import PointsRead, SpikesOptions, read_points, sample_losses
+from .spikes import PointsRead, SpikesOptions, high_kinds_of, read_points, sample_losses
 
 if TYPE_CHECKING:
     import numpy as np
@@ -122,17 +122,7 @@ def samples_report(
     if out is not None:
         write_table(table, out)
     where = display_path(out) if out else None
-    import numpy as np
-    import pandas as pd
-
-    from ..samples.kinds import high_kinds
-
-    category = table["category"]
-    kinds: tuple[HighKind, ...] = ()
-    if isinstance(category.dtype, pd.CategoricalDtype):
-        codes = np.asarray(category.cat.codes)
-        names = list(category.cat.categories)
-        kinds = high_kinds(table["measured_excess"].to_numpy(dtype=float), codes, names)
+    kinds = high_kinds_of(findings, comp)
     return SamplesReport(read.context, read.detection, comp, findings, table, where, kinds)
 
 

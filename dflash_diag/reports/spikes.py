@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from ..data import Replay, RunLog
     from ..samples.kinds import HighKind
     from ..spikes.attribute import Attribution, SpikeEvidence
-    from ..spikes.culprits import Measured
+    from ..spikes.culprits import Measured, SampleFindings
     from ..spikes.detect import Detection, NearMiss
     from ..spikes.variance import VarianceReport
 
@@ -129,8 +129,11 @@ def spikes_report(
         samples = spike_batches(
             comp.replay, comp.ids, detection, attribution.spikes, o.covers, attribution
         )
-        if attribution.high_kinds:
-            held = _held_high_kinds(attribution, samples, comp)
+        if attribution.high_kinds and comp.manifest is not None:
+            import numpy as np
+
+            codes = np.asarray(comp.manifest.categories)
+            held = _held_high_kinds(attribution, samples, comp, codes)
             attribution = replace(attribution, spikes=held)
     evidence = attribution.spikes if attribution is not None else log_only_evidence(detection)
     # (the counterfactual replays other strategies with the schedule's parameters, which a
@@ -244,37 +247,40 @@ def _attribute(
             ids=comp.ids,
             measured=measured,
         )
-    kinds = _high_kinds(attribution, comp)
+    kinds = high_kinds_of(attribution.samples, comp)
     return replace(attribution, high_kinds=kinds) if kinds else attribution
 
 
 def _held_high_kinds(
-    attribution: Attribution, batches: dict[int, tuple[MicroBatch, ...]], comp: Composition
+    attribution: Attribution,
+    batches: dict[int, tuple[MicroBatch, ...]],
+    comp: Composition,
+    kinds: np.ndarray,
 ) -> tuple[SpikeEvidence, ...]:
     """The spikes, each ``unexplained`` one whose batches hold samples of a category high
     as a whole made ``inconclusive``: those samples are not named from within their
-    category, yet their own losses are what stands out (the optimizer is not shown)."""
+    category, yet their own losses are what stands out (the optimizer is not shown).
+    ``kinds``: each dataset index's category code; a micro-batch's samples are read from
+    the replay's row of its ``(step, rank, micro)``, as dataset indices."""
     import numpy as np
 
-    m = comp.manifest
-    assert m is not None and m.categories is not None
-    codes = np.asarray(m.categories)
-    high = {m.category_names.index(k.name): k for k in attribution.high_kinds}
-    ids = None if comp.ids is None else np.asarray(comp.ids)
-    order = None if ids is None else np.argsort(ids, kind="stable")
+    names = list(comp.manifest.category_names) if comp.manifest is not None else []
+    high = {names.index(k.name): k for k in attribution.high_kinds}
+    micro = comp.replay.micro
+    wanted = {b.step for held in batches.values() for b in held}
+    near = micro[micro["step"].isin(wanted)]
+    row_of = {
+        (int(st), int(r), int(mb)): int(i)
+        for i, st, r, mb in zip(near.index, near["step"], near["rank"], near["micro"], strict=True)
+    }
     out = []
     for s in attribution.spikes:
-        held = [x for b in batches.get(s.event.peak_step, ()) for x in b.sample_ids]
-        if s.verdict != "unexplained" or not held:
+        rows = [row_of[(b.step, b.rank, b.micro)] for b in batches.get(s.event.peak_step, ())]
+        if s.verdict != "unexplained" or not rows:
             out.append(s)
             continue
-        want = np.asarray(held, dtype=np.int64)
-        if ids is None or order is None:
-            index = want[(want >= 0) & (want < codes.size)]
-        else:
-            at = np.minimum(np.searchsorted(ids, want, sorter=order), ids.size - 1)
-            index = order[at][ids[order[at]] == want]
-        counts = {c: int(np.count_nonzero(codes[index] == c)) for c in high}
+        index = np.concatenate([comp.replay.batch(r) for r in rows])
+        counts = {c: int(np.count_nonzero(kinds[index] == c)) for c in high}
         said = [
             f"{n} sample{'s' if n != 1 else ''} of category {high[c].name}, high as a whole "
             f"({high[c].median_nats:+.2g} nats a token over their batch mates)"
@@ -289,13 +295,15 @@ def _held_high_kinds(
     return tuple(out)
 
 
-def _high_kinds(attribution: Attribution, comp: Composition) -> tuple[HighKind, ...]:
-    """The manifest's categories high as a whole, on measured ground (none elsewhere)."""
+def high_kinds_of(found: SampleFindings | None, comp: Composition) -> tuple[HighKind, ...]:
+    """The manifest's categories high as a whole, on measured ground (none elsewhere):
+    :func:`~dflash_diag.samples.kinds.high_kinds` of each sample's measured own loss
+    over its batch mates'.  ``spikes`` and ``samples`` both say them."""
     import numpy as np
 
     from ..samples.kinds import high_kinds
 
-    found, m = attribution.samples, comp.manifest
+    m = comp.manifest
     if found is None or found.evidence.ground != "measured" or m is None:
         return ()
     if m.categories is None or not m.category_names:

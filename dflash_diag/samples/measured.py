@@ -62,7 +62,7 @@ MIN_KIND = 50
 #: The share of a kind's samples whose tail is modelled (above its 90th percentile).
 TAIL = 0.1
 #: A kind whose tail starts this many pooled tail scales beyond the pooled tail's start
-#: is tested against the pooled tail (:func:`_tail_pvalues`).
+#: has its tail fitted to its samples short of that fence (:func:`_tail_pvalues`).
 FENCE = 10.0
 
 
